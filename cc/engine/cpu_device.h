@@ -1,0 +1,81 @@
+// CPU primitives of the engine: row-major GEMM, conversions and zeroing on the caller's
+// Eigen thread pool. No TensorFlow includes: a kernel passes in
+// ctx->eigen_device<Eigen::ThreadPoolDevice>() (TF's intra-op pool); the engine never
+// starts threads of its own.
+#ifndef TF_RNN_OPS_CC_ENGINE_CPU_DEVICE_H_
+#define TF_RNN_OPS_CC_ENGINE_CPU_DEVICE_H_
+
+#ifndef EIGEN_USE_THREADS
+#define EIGEN_USE_THREADS
+#endif
+#include <cstdint>
+#include <cstring>
+
+#include "unsupported/Eigen/CXX11/Tensor"
+
+namespace tfrnn {
+
+using CpuDevice = Eigen::ThreadPoolDevice;
+using Index = Eigen::Index;
+
+template <typename A>
+using RowMajorMap = Eigen::TensorMap<Eigen::Tensor<A, 2, Eigen::RowMajor, Index>,
+                                     Eigen::Unaligned>;
+template <typename A>
+using ConstRowMajorMap =
+    Eigen::TensorMap<Eigen::Tensor<const A, 2, Eigen::RowMajor, Index>, Eigen::Unaligned>;
+template <typename A>
+using FlatMap = Eigen::TensorMap<Eigen::Tensor<A, 1, Eigen::RowMajor, Index>, Eigen::Unaligned>;
+template <typename A>
+using ConstFlatMap =
+    Eigen::TensorMap<Eigen::Tensor<const A, 1, Eigen::RowMajor, Index>, Eigen::Unaligned>;
+
+// Fills n elements with zero on the pool.
+template <typename A>
+void Zero(const CpuDevice& d, A* p, Index n) {
+  if (n <= 0) return;
+  FlatMap<A>(p, n).device(d) = FlatMap<A>(p, n).constant(A(0));
+}
+
+// Converts n elements (e.g. half -> float on input, float -> half on output).
+template <typename From, typename To>
+void Convert(const CpuDevice& d, const From* src, To* dst, Index n) {
+  if (n <= 0) return;
+  FlatMap<To>(dst, n).device(d) = ConstFlatMap<From>(src, n).template cast<To>();
+}
+
+// Row-major GEMM:  C[m,n] (+)= op(A) · op(B)
+//   op(A) is [m,k]: A stored [m,k], or [k,m] when trans_a.
+//   op(B) is [k,n]: B stored [k,n], or [n,k] when trans_b.
+// All matrices are dense (leading dimension = row length).
+template <typename A>
+void Gemm(const CpuDevice& d, bool trans_a, bool trans_b, Index m, Index n, Index k,
+          const A* a, const A* b, A* c, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) Zero(d, c, m * n);
+    return;
+  }
+  ConstRowMajorMap<A> am(a, trans_a ? k : m, trans_a ? m : k);
+  ConstRowMajorMap<A> bm(b, trans_b ? n : k, trans_b ? k : n);
+  RowMajorMap<A> cm(c, m, n);
+  Eigen::array<Eigen::IndexPair<Index>, 1> dims = {
+      Eigen::IndexPair<Index>(trans_a ? 0 : 1, trans_b ? 1 : 0)};
+  if (accumulate) {
+    cm.device(d) += am.contract(bm, dims);
+  } else {
+    cm.device(d) = am.contract(bm, dims);
+  }
+}
+
+// Runs fn(begin, end) over [0, n) on the pool; cost_per_unit is in cycles per unit.
+template <typename Fn>
+void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
+  if (n <= 0) return;
+  d.parallelFor(n, Eigen::TensorOpCost(0, 0, cost_per_unit),
+                [&fn](Index begin, Index end) { fn(begin, end); });
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_CPU_DEVICE_H_

@@ -1,0 +1,280 @@
+// CPU implementation of the LSTM engine (see lstm.h for the equations and layouts).
+#include "cc/engine/lstm.h"
+
+#include <vector>
+
+namespace tfrnn {
+namespace {
+
+template <typename A>
+using Vec = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
+template <typename A>
+using CVec = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
+
+// Rough cycle costs per element, for the pool's work splitting.
+constexpr double kFwdCostPerElem = 60;
+constexpr double kBwdCostPerElem = 40;
+
+// Forward pointwise pass for rows [n0, n1) of one step. `gates` holds x·Wx + h·Wh (no bias).
+template <typename A>
+void FwdRows(const LstmCellSpec& s, Index H, Index n0, Index n1, const A* gates, const A* b,
+             const A* cp, const A* wci, const A* wcf, const A* wco, A* i, A* cs, A* f, A* o,
+             A* ci, A* co, A* h) {
+  const A fb = static_cast<A>(s.forget_bias);
+  const A clip = static_cast<A>(s.cell_clip);
+  const bool do_clip = s.cell_clip > 0.f;
+  CVec<A> bi(b + s.order.i * H, H), bc(b + s.order.c * H, H), bf(b + s.order.f * H, H),
+      bo(b + s.order.o * H, H);
+  for (Index n = n0; n < n1; ++n) {
+    const A* g = gates + n * 4 * H;
+    CVec<A> gi(g + s.order.i * H, H), gc(g + s.order.c * H, H), gf(g + s.order.f * H, H),
+        go(g + s.order.o * H, H);
+    CVec<A> cpn(cp + n * H, H);
+    Vec<A> in(i + n * H, H), csn(cs + n * H, H), fn(f + n * H, H), on(o + n * H, H),
+        cin(ci + n * H, H), con(co + n * H, H), hn(h + n * H, H);
+    if (s.use_peephole) {
+      in = (gi + bi + cpn * CVec<A>(wci, H)).logistic();
+      fn = (gf + bf + fb + cpn * CVec<A>(wcf, H)).logistic();
+    } else {
+      in = (gi + bi).logistic();
+      fn = (gf + bf + fb).logistic();
+    }
+    cin = (gc + bc).tanh();
+    csn = in * cin + fn * cpn;
+    if (do_clip) csn = csn.max(-clip).min(clip);
+    con = csn.tanh();
+    if (s.use_peephole) {
+      on = (go + bo + csn * CVec<A>(wco, H)).logistic();
+    } else {
+      on = (go + bo).logistic();
+    }
+    hn = on * con;
+  }
+}
+
+// Inputs of one backward step. Optional gradients are given as (pointer, row stride), with
+// stride 0 pointing at a row of zeros when absent.
+template <typename A>
+struct BwdStep {
+  const A *cp, *i, *cs, *f, *o, *ci, *co;  // [N, H]
+  const A *cs_grad, *h_grad;                // [N, H]
+  const A* dh_carry;                        // [N, H], dL/dh from step t+1 (through h_prev)
+  Index dh_stride;
+  const A *gi, *gf, *go, *gci, *gco;        // gate-output grads
+  Index g_stride[5];
+  A* dcs_carry;  // [N, H] in: dL/dcs_prev from step t+1; out: dL/dcs_{t-1}
+  A* dgates;     // [N, 4H] out
+};
+
+// Backward pointwise pass for rows [n0, n1) of one step:
+//   dh   = h_grad + dh_carry
+//   do   = o(1-o) ⊙ (dh ⊙ co + g_o)
+//   dcs  = (1-co²) ⊙ (dh ⊙ o + g_co) + cs_grad + dcs_carry [+ do ⊙ wco]
+//          [⊙ (|cs| < clip) with the exact clip gradient]
+//   dci  = (1-ci²) ⊙ (dcs ⊙ i + g_ci)
+//   df   = f(1-f) ⊙ (dcs ⊙ cs_prev + g_f)
+//   di   = i(1-i) ⊙ (dcs ⊙ ci + g_i)
+//   dcs_prev = dcs ⊙ f [+ di ⊙ wci + df ⊙ wcf]
+template <typename A>
+void BwdRows(const LstmCellSpec& s, bool exact_clip, Index H, Index n0, Index n1,
+             const BwdStep<A>& st, const A* wci, const A* wcf, const A* wco) {
+  const A clip = static_cast<A>(s.cell_clip);
+  const bool mask_clip = exact_clip && s.cell_clip > 0.f;
+  const A one(1);
+  for (Index n = n0; n < n1; ++n) {
+    const Index r = n * H;
+    CVec<A> cpn(st.cp + r, H), in(st.i + r, H), csn(st.cs + r, H), fn(st.f + r, H),
+        on(st.o + r, H), cin(st.ci + r, H), con(st.co + r, H);
+    CVec<A> csg(st.cs_grad + r, H), hg(st.h_grad + r, H), dhc(st.dh_carry + n * st.dh_stride, H);
+    CVec<A> gi(st.gi + n * st.g_stride[0], H), gf(st.gf + n * st.g_stride[1], H),
+        go(st.go + n * st.g_stride[2], H), gci(st.gci + n * st.g_stride[3], H),
+        gco(st.gco + n * st.g_stride[4], H);
+    A* dg = st.dgates + n * 4 * H;
+    Vec<A> di(dg + s.order.i * H, H), dci(dg + s.order.c * H, H), df(dg + s.order.f * H, H),
+        dout(dg + s.order.o * H, H);
+    Vec<A> dcs(st.dcs_carry + r, H);  // carry in, dcs in the middle, carry out
+    // dh is used twice; materialise it in the o block first, then overwrite with do.
+    dout = hg + dhc;
+    dcs = (one - con.square()) * (dout * on + gco) + csg + dcs;
+    dout = on * (one - on) * (dout * con + go);
+    if (s.use_peephole) dcs += dout * CVec<A>(wco, H);
+    if (mask_clip) dcs = (csn.abs() < clip).select(dcs, A(0));
+    dci = (one - cin.square()) * (dcs * in + gci);
+    df = fn * (one - fn) * (dcs * cpn + gf);
+    di = in * (one - in) * (dcs * cin + gi);
+    if (s.use_peephole) {
+      dcs = dcs * fn + di * CVec<A>(wci, H) + df * CVec<A>(wcf, H);
+    } else {
+      dcs = dcs * fn;
+    }
+  }
+}
+
+// Peephole gradients over `rows` rows of dgates [rows, 4H]:
+//   wci_grad = Σ di ⊙ cs_prev_row, wcf_grad = Σ df ⊙ cs_prev_row, wco_grad = Σ do ⊙ cs_row.
+// cs_prev_row(r) is cp_first[r] for r < N, else cp_rest[r - N] (the previous step's cs).
+template <typename A>
+void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index N, Index H,
+                   const A* dgates, const A* cp_first, const A* cp_rest, const A* cs_rows,
+                   A* wci_grad, A* wcf_grad, A* wco_grad) {
+  if (!s.use_peephole || rows == 0) {
+    Zero(d, wci_grad, H);
+    Zero(d, wcf_grad, H);
+    Zero(d, wco_grad, H);
+    return;
+  }
+  constexpr Index kChunk = 64;
+  const Index chunks = (H + kChunk - 1) / kChunk;
+  ParallelFor(d, chunks, static_cast<double>(rows) * kChunk * 6, [&](Index c0, Index c1) {
+    for (Index c = c0; c < c1; ++c) {
+      const Index h0 = c * kChunk, len = std::min(kChunk, H - h0);
+      Vec<A> gci(wci_grad + h0, len), gcf(wcf_grad + h0, len), gco(wco_grad + h0, len);
+      gci.setZero();
+      gcf.setZero();
+      gco.setZero();
+      for (Index r = 0; r < rows; ++r) {
+        const A* dg = dgates + r * 4 * H;
+        const A* cp = r < N ? cp_first + r * H : cp_rest + (r - N) * H;
+        CVec<A> cpr(cp + h0, len), csr(cs_rows + r * H + h0, len);
+        gci += CVec<A>(dg + s.order.i * H + h0, len) * cpr;
+        gcf += CVec<A>(dg + s.order.f * H + h0, len) * cpr;
+        gco += CVec<A>(dg + s.order.o * H + h0, len) * csr;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
+  return seq_len_max * N * 4 * H;
+}
+
+Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
+  return seq_len_max * N * 4 * H + H;
+}
+
+template <typename A>
+void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>& a,
+                 A* gates_all) {
+  const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
+  const Index NH = N * H, G = 4 * H;
+  // Input projection of all computed steps: [L·N, I] · w[0:I] -> [L·N, 4H].
+  Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, gates_all, false);
+  const A* w_h = a.w + I * G;
+  for (Index t = 0; t < L; ++t) {
+    const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
+    const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
+    A* gates = gates_all + t * N * G;
+    Gemm<A>(d, false, false, N, G, H, hp, w_h, gates, true);  // += h_{t-1} · w[I:]
+    const Index off = t * NH;
+    ParallelFor(d, N, kFwdCostPerElem * H, [&](Index n0, Index n1) {
+      FwdRows<A>(s, H, n0, n1, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
+                 a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
+    });
+  }
+  // Steps past seq_len_max: all seven outputs are zero.
+  const Index tail = (T - L) * NH, start = L * NH;
+  for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + start, tail);
+}
+
+template <typename A>
+void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A>& a,
+                  A* workspace) {
+  const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
+  const Index NH = N * H, G = 4 * H;
+  A* dgates_all = workspace;         // [L, N, 4H]
+  A* zeros = workspace + L * N * G;  // [H]
+  Zero(d, zeros, H);
+  // The state-gradient outputs double as the carries between steps.
+  Zero(d, a.cs_prev_grad, NH);
+  Zero(d, a.h_prev_grad, NH);
+  const A* w_h = a.w + I * G;
+  const A* opt[5] = {a.i_grad, a.f_grad, a.o_grad, a.ci_grad, a.co_grad};
+  for (Index t = L - 1; t >= 0; --t) {
+    const Index off = t * NH;
+    BwdStep<A> st;
+    st.cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
+    st.i = a.i + off;
+    st.cs = a.cs + off;
+    st.f = a.f + off;
+    st.o = a.o + off;
+    st.ci = a.ci + off;
+    st.co = a.co + off;
+    st.cs_grad = a.cs_grad + off;
+    st.h_grad = a.h_grad + off;
+    st.dh_carry = a.h_prev_grad;
+    st.dh_stride = H;
+    const A** g[5] = {&st.gi, &st.gf, &st.go, &st.gci, &st.gco};
+    for (int k = 0; k < 5; ++k) {
+      *g[k] = opt[k] ? opt[k] + off : zeros;
+      st.g_stride[k] = opt[k] ? H : 0;
+    }
+    st.dcs_carry = a.cs_prev_grad;
+    st.dgates = dgates_all + t * N * G;
+    ParallelFor(d, N, kBwdCostPerElem * H, [&](Index n0, Index n1) {
+      BwdRows<A>(s, a.exact_clip_grad, H, n0, n1, st, a.wci, a.wcf, a.wco);
+    });
+    // dL/dh_{t-1} = dgates · w[I:]ᵀ   ([N,4H] · [4H,H])
+    Gemm<A>(d, false, true, N, H, G, st.dgates, w_h, a.h_prev_grad, false);
+  }
+  // x_grad = dgates · w[0:I]ᵀ over all steps; zero past seq_len_max.
+  Gemm<A>(d, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
+  Zero(d, a.x_grad + L * N * I, (T - L) * N * I);
+  // w_grad[0:I] = xᵀ · dgates ; w_grad[I:] = h_prevᵀ · dgates[0] + h[0:L-1]ᵀ · dgates[1:L].
+  if (L == 0) {
+    Zero(d, a.w_grad, (I + H) * G);
+    Zero(d, a.b_grad, G);
+  } else {
+    Gemm<A>(d, true, false, I, G, L * N, a.x, dgates_all, a.w_grad, false);
+    A* wg_h = a.w_grad + I * G;
+    Gemm<A>(d, true, false, H, G, N, a.h_prev, dgates_all, wg_h, false);
+    if (L > 1) Gemm<A>(d, true, false, H, G, (L - 1) * N, a.h, dgates_all + N * G, wg_h, true);
+    // b_grad = column sums of dgates.
+    Eigen::array<Index, 1> rows_dim = {0};
+    FlatMap<A>(a.b_grad, G).device(d) = ConstRowMajorMap<A>(dgates_all, L * N, G).sum(rows_dim);
+  }
+  PeepholeGrads<A>(d, s, L * N, N, H, dgates_all, a.cs_prev, a.cs, a.cs, a.wci_grad, a.wcf_grad,
+                   a.wco_grad);
+}
+
+template <typename A>
+void LstmCellBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmCellBwdArgs<A>& a) {
+  const Index N = a.N, H = a.H;
+  std::vector<A> zeros(static_cast<size_t>(H), A(0));
+  Zero(d, a.cs_prev_grad, N * H);
+  BwdStep<A> st;
+  st.cp = a.cs_prev;
+  st.i = a.i;
+  st.cs = a.cs;
+  st.f = a.f;
+  st.o = a.o;
+  st.ci = a.ci;
+  st.co = a.co;
+  st.cs_grad = a.cs_grad;
+  st.h_grad = a.h_grad;
+  st.dh_carry = zeros.data();
+  st.dh_stride = 0;
+  st.gi = st.gf = st.go = st.gci = st.gco = zeros.data();
+  for (Index& k : st.g_stride) k = 0;
+  st.dcs_carry = a.cs_prev_grad;
+  st.dgates = a.dgates;
+  ParallelFor(d, N, kBwdCostPerElem * H, [&](Index n0, Index n1) {
+    BwdRows<A>(s, /*exact_clip=*/false, H, n0, n1, st, a.wci, a.wcf, a.wco);
+  });
+  PeepholeGrads<A>(d, s, N, N, H, a.dgates, a.cs_prev, a.cs_prev, a.cs, a.wci_grad, a.wcf_grad,
+                   a.wco_grad);
+}
+
+#define TFRNN_INSTANTIATE_LSTM(A)                                                         \
+  template void LstmForward<A>(const CpuDevice&, const LstmCellSpec&, const LstmFwdArgs<A>&, \
+                               A*);                                                        \
+  template void LstmBackward<A>(const CpuDevice&, const LstmCellSpec&,                    \
+                                const LstmBwdArgs<A>&, A*);                                \
+  template void LstmCellBackward<A>(const CpuDevice&, const LstmCellSpec&,                \
+                                    const LstmCellBwdArgs<A>&);
+TFRNN_INSTANTIATE_LSTM(float)
+TFRNN_INSTANTIATE_LSTM(double)
+#undef TFRNN_INSTANTIATE_LSTM
+
+}  // namespace tfrnn

@@ -1,0 +1,251 @@
+// Op registrations for the LSTM block family under the TfRnn> namespace: same inputs,
+// outputs, attrs and defaults as stock TensorFlow, T widened to {half, bfloat16, float,
+// double}. Shape functions check every rank and merge every shared dimension.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tfrnn {
+namespace {
+
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+constexpr char kTypes[] = "T: {half, bfloat16, float, double}";
+
+// Sizes shared by the family, merged across all inputs.
+struct LstmShapeDims {
+  DimensionHandle T, B, I, H;
+  ShapeHandle x, cs_prev, h_prev, w, wci, wcf, wco, b;
+};
+
+// Checks x (rank x_rank), cs_prev, h_prev, w, wci, wcf, wco, b starting at input `first`.
+absl::Status MergeLstmParams(InferenceContext* c, int first, int x_rank, LstmShapeDims* d) {
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first), x_rank, &d->x));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 1), 2, &d->cs_prev));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 2), 2, &d->h_prev));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 3), 2, &d->w));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 4), 1, &d->wci));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 5), 1, &d->wcf));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 6), 1, &d->wco));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 7), 1, &d->b));
+  d->T = x_rank == 3 ? c->Dim(d->x, 0) : c->MakeDim(1);
+  d->B = c->Dim(d->x, x_rank - 2);
+  d->I = c->Dim(d->x, x_rank - 1);
+  d->H = c->Dim(d->cs_prev, 1);
+  TF_RETURN_IF_ERROR(c->Merge(d->B, c->Dim(d->cs_prev, 0), &d->B));
+  TF_RETURN_IF_ERROR(c->Merge(d->B, c->Dim(d->h_prev, 0), &d->B));
+  TF_RETURN_IF_ERROR(c->Merge(d->H, c->Dim(d->h_prev, 1), &d->H));
+  DimensionHandle h4;
+  TF_RETURN_IF_ERROR(c->Divide(c->Dim(d->w, 1), 4, /*evenly_divisible=*/true, &h4));
+  TF_RETURN_IF_ERROR(c->Merge(d->H, h4, &d->H));
+  TF_RETURN_IF_ERROR(c->Divide(c->Dim(d->b, 0), 4, /*evenly_divisible=*/true, &h4));
+  TF_RETURN_IF_ERROR(c->Merge(d->H, h4, &d->H));
+  for (const ShapeHandle& p : {d->wci, d->wcf, d->wco}) {
+    TF_RETURN_IF_ERROR(c->Merge(d->H, c->Dim(p, 0), &d->H));
+  }
+  DimensionHandle ih;
+  TF_RETURN_IF_ERROR(c->Add(d->I, d->H, &ih));
+  TF_RETURN_IF_ERROR(c->Merge(ih, c->Dim(d->w, 0), &ih));
+  return absl::OkStatus();
+}
+
+// Checks `count` inputs from `first` to be [T, B, H] (sequence) or [B, H] (cell).
+absl::Status MergeActivations(InferenceContext* c, int first, int count, bool sequence,
+                              LstmShapeDims* d) {
+  for (int k = first; k < first + count; ++k) {
+    ShapeHandle s;
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(k), sequence ? 3 : 2, &s));
+    int j = 0;
+    if (sequence) TF_RETURN_IF_ERROR(c->Merge(d->T, c->Dim(s, j++), &d->T));
+    TF_RETURN_IF_ERROR(c->Merge(d->B, c->Dim(s, j++), &d->B));
+    TF_RETURN_IF_ERROR(c->Merge(d->H, c->Dim(s, j), &d->H));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CellShape(InferenceContext* c) {
+  LstmShapeDims d;
+  TF_RETURN_IF_ERROR(MergeLstmParams(c, 0, 2, &d));
+  ShapeHandle out = c->Matrix(d.B, d.H);
+  for (int k = 0; k < 7; ++k) c->set_output(k, out);
+  return absl::OkStatus();
+}
+
+absl::Status CellGradShape(InferenceContext* c) {
+  LstmShapeDims d;
+  TF_RETURN_IF_ERROR(MergeLstmParams(c, 0, 2, &d));
+  TF_RETURN_IF_ERROR(MergeActivations(c, 8, 8, /*sequence=*/false, &d));
+  DimensionHandle h4;
+  TF_RETURN_IF_ERROR(c->Multiply(d.H, 4, &h4));
+  c->set_output(0, c->Matrix(d.B, d.H));
+  c->set_output(1, c->Matrix(d.B, h4));
+  for (int k = 2; k < 5; ++k) c->set_output(k, c->Vector(d.H));
+  return absl::OkStatus();
+}
+
+absl::Status SequenceShape(InferenceContext* c) {
+  ShapeHandle unused;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));  // seq_len_max
+  LstmShapeDims d;
+  TF_RETURN_IF_ERROR(MergeLstmParams(c, 1, 3, &d));
+  ShapeHandle out = c->MakeShape({d.T, d.B, d.H});
+  for (int k = 0; k < 7; ++k) c->set_output(k, out);
+  return absl::OkStatus();
+}
+
+// BlockLSTMGrad(V2) and the exact-gradient op: 9 forward inputs, 7 activations, cs_grad,
+// h_grad (and 5 gate-output grads for the exact op). Outputs take the shapes of x, cs_prev,
+// h_prev, w, wci, wcf, wco, b.
+absl::Status SequenceGradShape(InferenceContext* c, int extra_grads) {
+  ShapeHandle unused;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+  LstmShapeDims d;
+  TF_RETURN_IF_ERROR(MergeLstmParams(c, 1, 3, &d));
+  TF_RETURN_IF_ERROR(MergeActivations(c, 9, 9 + extra_grads, /*sequence=*/true, &d));
+  const ShapeHandle outs[8] = {d.x, d.cs_prev, d.h_prev, d.w, d.wci, d.wcf, d.wco, d.b};
+  for (int k = 0; k < 8; ++k) c->set_output(k, outs[k]);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("TfRnn>LSTMBlockCell")
+    .Input("x: T")
+    .Input("cs_prev: T")
+    .Input("h_prev: T")
+    .Input("w: T")
+    .Input("wci: T")
+    .Input("wcf: T")
+    .Input("wco: T")
+    .Input("b: T")
+    .Output("i: T")
+    .Output("cs: T")
+    .Output("f: T")
+    .Output("o: T")
+    .Output("ci: T")
+    .Output("co: T")
+    .Output("h: T")
+    .Attr("forget_bias: float = 1.0")
+    .Attr("cell_clip: float = 3.0")
+    .Attr("use_peephole: bool = false")
+    .Attr(kTypes)
+    .SetShapeFn(CellShape)
+    .Doc(R"doc(One LSTM step (ICFO gate layout), as tf.raw_ops.LSTMBlockCell.)doc");
+
+REGISTER_OP("TfRnn>LSTMBlockCellGrad")
+    .Input("x: T")
+    .Input("cs_prev: T")
+    .Input("h_prev: T")
+    .Input("w: T")
+    .Input("wci: T")
+    .Input("wcf: T")
+    .Input("wco: T")
+    .Input("b: T")
+    .Input("i: T")
+    .Input("cs: T")
+    .Input("f: T")
+    .Input("o: T")
+    .Input("ci: T")
+    .Input("co: T")
+    .Input("cs_grad: T")
+    .Input("h_grad: T")
+    .Output("cs_prev_grad: T")
+    .Output("dicfo: T")
+    .Output("wci_grad: T")
+    .Output("wcf_grad: T")
+    .Output("wco_grad: T")
+    .Attr("use_peephole: bool")
+    .Attr(kTypes)
+    .SetShapeFn(CellGradShape)
+    .Doc(R"doc(Backward of one LSTM step, as tf.raw_ops.LSTMBlockCellGrad.)doc");
+
+#define TFRNN_REGISTER_BLOCK_LSTM_FWD(NAME, ATTRS)                                       \
+  REGISTER_OP(NAME)                                                                     \
+      .Input("seq_len_max: int64")                                                      \
+      .Input("x: T")                                                                    \
+      .Input("cs_prev: T")                                                              \
+      .Input("h_prev: T")                                                               \
+      .Input("w: T")                                                                    \
+      .Input("wci: T")                                                                  \
+      .Input("wcf: T")                                                                  \
+      .Input("wco: T")                                                                  \
+      .Input("b: T")                                                                    \
+      .Output("i: T")                                                                   \
+      .Output("cs: T")                                                                  \
+      .Output("f: T")                                                                   \
+      .Output("o: T")                                                                   \
+      .Output("ci: T")                                                                  \
+      .Output("co: T")                                                                  \
+      .Output("h: T") ATTRS.Attr("use_peephole: bool = false")                          \
+      .Attr(kTypes)                                                                     \
+      .SetShapeFn(SequenceShape)
+
+TFRNN_REGISTER_BLOCK_LSTM_FWD("TfRnn>BlockLSTM",
+                              .Attr("forget_bias: float = 1.0").Attr("cell_clip: float = 3.0"))
+    .Doc(R"doc(LSTM over a sequence (ICFO), as tf.raw_ops.BlockLSTM. All seven outputs are
+zero for t >= seq_len_max; seq_len_max outside [0, timelen] is an InvalidArgument error.)doc");
+
+TFRNN_REGISTER_BLOCK_LSTM_FWD("TfRnn>BlockLSTMV2", .Attr("cell_clip: float = 0.0"))
+    .Doc(R"doc(LSTM over a sequence (IFCO, no forget bias), as tf.raw_ops.BlockLSTMV2.)doc");
+
+#define TFRNN_BLOCK_LSTM_GRAD_INPUTS \
+  .Input("seq_len_max: int64")       \
+      .Input("x: T")                 \
+      .Input("cs_prev: T")           \
+      .Input("h_prev: T")            \
+      .Input("w: T")                 \
+      .Input("wci: T")               \
+      .Input("wcf: T")               \
+      .Input("wco: T")               \
+      .Input("b: T")                 \
+      .Input("i: T")                 \
+      .Input("cs: T")                \
+      .Input("f: T")                 \
+      .Input("o: T")                 \
+      .Input("ci: T")                \
+      .Input("co: T")                \
+      .Input("h: T")                 \
+      .Input("cs_grad: T")           \
+      .Input("h_grad: T")
+
+#define TFRNN_BLOCK_LSTM_GRAD_OUTPUTS \
+  .Output("x_grad: T")                \
+      .Output("cs_prev_grad: T")      \
+      .Output("h_prev_grad: T")       \
+      .Output("w_grad: T")            \
+      .Output("wci_grad: T")          \
+      .Output("wcf_grad: T")          \
+      .Output("wco_grad: T")          \
+      .Output("b_grad: T")
+
+REGISTER_OP("TfRnn>BlockLSTMGrad") TFRNN_BLOCK_LSTM_GRAD_INPUTS TFRNN_BLOCK_LSTM_GRAD_OUTPUTS
+    .Attr("use_peephole: bool")
+    .Attr(kTypes)
+    .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 0); })
+    .Doc(R"doc(Backward of BlockLSTM (ICFO), as tf.raw_ops.BlockLSTMGrad.)doc");
+
+REGISTER_OP("TfRnn>BlockLSTMGradV2") TFRNN_BLOCK_LSTM_GRAD_INPUTS TFRNN_BLOCK_LSTM_GRAD_OUTPUTS
+    .Attr("use_peephole: bool")
+    .Attr(kTypes)
+    .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 0); })
+    .Doc(R"doc(Backward of BlockLSTMV2 (IFCO), as tf.raw_ops.BlockLSTMGradV2.)doc");
+
+// Not a stock op: the exact gradient of BlockLSTM / BlockLSTMV2 / LSTMBlockCell used by the
+// registered gradients. Unlike BlockLSTMGrad it also takes the gradients of the i, f, o, ci
+// and co outputs, and differentiates the cell clip exactly (zero through clipped values).
+REGISTER_OP("TfRnn>BlockLSTMGradExact") TFRNN_BLOCK_LSTM_GRAD_INPUTS
+    .Input("i_grad: T")
+    .Input("f_grad: T")
+    .Input("o_grad: T")
+    .Input("ci_grad: T")
+    .Input("co_grad: T") TFRNN_BLOCK_LSTM_GRAD_OUTPUTS
+    .Attr("use_peephole: bool")
+    .Attr("cell_clip: float")
+    .Attr("gate_order: {'icfo', 'ifco'}")
+    .Attr(kTypes)
+    .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 5); })
+    .Doc(R"doc(Exact gradient of the LSTM block ops with respect to all seven outputs.)doc");
+
+}  // namespace tfrnn

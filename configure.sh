@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Sets up tf_rnn_ops on a fresh machine, offline-friendly, idempotent:
+#   1. a virtual environment ($TF_RNN_OPS_VENV, default .venv) with TensorFlow, NumPy, pytest;
+#   2. Bazel (Debian's bazel-bootstrap) if missing;
+#   3. .bazelrc with the TensorFlow header/library locations taken from tf.sysconfig;
+#   4. builds the op library and places it in the package (skip with --no-build).
+# Environment:
+#   TF_RNN_OPS_VENV        virtual environment path (default: <repo>/.venv)
+#   TF_RNN_OPS_TF_PACKAGE  TensorFlow requirement (default: tensorflow-cpu==2.21.0); set to
+#                          "installed" to use whatever TensorFlow the venv already has.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+VENV="${TF_RNN_OPS_VENV:-$ROOT/.venv}"
+TF_PACKAGE="${TF_RNN_OPS_TF_PACKAGE:-tensorflow-cpu==2.21.0}"
+BUILD=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) BUILD=0 ;;
+    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    *) echo "configure.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[configure] $*"; }
+
+# --- 1. Python environment ---------------------------------------------------------------
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating virtual environment $VENV"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+if [ "$TF_PACKAGE" != "installed" ]; then
+  want="${TF_PACKAGE##*==}"
+  have="$("$VPY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -1 || true)"
+  if [ "$have" != "$want" ]; then
+    log "installing $TF_PACKAGE numpy pytest into $VENV"
+    "$VPY" -m pip install -q --disable-pip-version-check "$TF_PACKAGE" numpy pytest
+  fi
+fi
+"$VPY" -c 'import numpy, pytest' 2>/dev/null || "$VPY" -m pip install -q --disable-pip-version-check numpy pytest
+
+# --- 2. Bazel ----------------------------------------------------------------------------
+if ! command -v bazel >/dev/null 2>&1; then
+  log "installing Bazel (Debian bazel-bootstrap)"
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -q bazel-bootstrap >/dev/null 2>&1 || {
+    $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q bazel-bootstrap >/dev/null; }
+fi
+
+# --- 3. .bazelrc -------------------------------------------------------------------------
+read -r TF_VERSION TF_INC TF_LIBDIR TF_LIBNAME TF_CFLAGS < <("$VPY" - <<'PYEOF' 2>/dev/null | tail -1
+import tensorflow as tf
+cflags = [f for f in tf.sysconfig.get_compile_flags() if not f.startswith("-I")]
+lflags = tf.sysconfig.get_link_flags()
+lib = [f[3:] for f in lflags if f.startswith("-l:")]
+libname = lib[0] if lib else "libtensorflow_framework.so.2"
+print(tf.__version__, tf.sysconfig.get_include(), tf.sysconfig.get_lib(), libname, ",".join(cflags))
+PYEOF
+)
+log "TensorFlow $TF_VERSION at $TF_LIBDIR"
+{
+  echo "# Written by configure.sh; re-run it after changing the TensorFlow install."
+  echo "build --override_repository=rules_cc=$ROOT/third_party/bazel_stubs/rules_cc"
+  echo "build --override_repository=rules_java=$ROOT/third_party/bazel_stubs/rules_java"
+  echo "build --repo_env=TF_HEADER_DIR=$TF_INC"
+  echo "build --repo_env=TF_SHARED_LIBRARY_DIR=$TF_LIBDIR"
+  echo "build --repo_env=TF_SHARED_LIBRARY_NAME=$TF_LIBNAME"
+  echo "build --define=TF_VERSION=$TF_VERSION"
+  echo "build --define=PYTHON_BIN=$VPY"
+  IFS=',' read -ra flags <<< "$TF_CFLAGS"
+  for f in "${flags[@]}"; do
+    case "$f" in --std=*|-std=*) echo "build --cxxopt=-std=c++17" ;; *) echo "build --copt=$f" ;; esac
+  done
+  echo "build -c opt"
+  echo "build --copt=-O3"
+  echo "build --copt=-Wno-deprecated-declarations --copt=-Wno-sign-compare --copt=-Wno-ignored-attributes"
+  echo "build --spawn_strategy=standalone"
+  echo "build --show_result=0"
+} > "$ROOT/.bazelrc"
+
+# --- 4. build ----------------------------------------------------------------------------
+if [ "$BUILD" = 1 ]; then
+  "$ROOT/tools/build.sh"
+fi
+log "done"

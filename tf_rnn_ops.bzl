@@ -1,0 +1,29 @@
+"""Build macros for tf_rnn_ops: one place for the flags every op-library target uses."""
+
+# Flags for all C++ in the op library. TensorFlow's own compile flags (ABI, C++17, Eigen
+# alignment) come from tf.sysconfig through .bazelrc (written by configure.sh). The pip wheel
+# of TensorFlow assumes AVX, so AVX is the baseline here too.
+TFRNN_COPTS = [
+    "-pthread",
+    "-fPIC",
+    "-mavx",
+    "-DEIGEN_USE_THREADS",
+]
+
+def tfrnn_cc_library(name, copts = [], **kwargs):
+    native.cc_library(name = name, copts = TFRNN_COPTS + copts, **kwargs)
+
+def custom_op_library(name, srcs = [], deps = [], copts = [], linkopts = [], **kwargs):
+    """A shared library loadable with tf.load_op_library."""
+    native.cc_binary(
+        name = name,
+        srcs = srcs,
+        deps = deps + [
+            "@local_config_tf//:tf_header_lib",
+            "@local_config_tf//:libtensorflow_framework",
+        ],
+        copts = TFRNN_COPTS + copts,
+        linkopts = linkopts + ["-pthread", "-Wl,--no-undefined-version"],
+        linkshared = 1,
+        **kwargs
+    )

@@ -1,0 +1,16 @@
+"""tf_rnn_ops: TensorFlow's recurrent-network raw ops, reimplemented as a custom-op library.
+
+    import tf_rnn_ops
+    from tf_rnn_ops import raw_ops            # same signatures as tf.raw_ops
+    i, cs, f, o, ci, co, h = raw_ops.BlockLSTM(seq_len_max=..., x=..., ...)
+
+The op library is loaded on first use (``tf_rnn_ops.load_library()``); gradients for the
+forward ops are registered on import.
+"""
+from tf_rnn_ops import _grads  # noqa: F401  (registers gradients)
+from tf_rnn_ops import raw_ops
+from tf_rnn_ops._loader import built_tf_version, library_path, load_library
+
+__version__ = "0.1.0"
+
+__all__ = ["raw_ops", "load_library", "library_path", "built_tf_version", "__version__"]

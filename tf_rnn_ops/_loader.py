@@ -1,0 +1,70 @@
+"""Lazy loading of the op library, with a clear error on a TensorFlow version mismatch."""
+import os
+import threading
+
+import tensorflow as tf
+
+_LIB_NAME = "_tf_rnn_ops.so"
+_lock = threading.Lock()
+_lib = None
+
+
+def _package_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def library_path():
+    """Path of the op library inside the package."""
+    return os.path.join(_package_dir(), _LIB_NAME)
+
+
+def built_tf_version():
+    """The TensorFlow version the op library was built against, or None if unknown."""
+    try:
+        with open(os.path.join(_package_dir(), "_build_info.txt")) as f:
+            for line in f:
+                key, _, value = line.strip().partition("=")
+                if key == "tensorflow":
+                    return value
+    except OSError:
+        pass
+    return None
+
+
+def _major_minor(version):
+    return tuple(version.split(".")[:2]) if version else None
+
+
+def _mismatch_message(built, installed, detail=""):
+    return (
+        f"tf_rnn_ops: the op library {library_path()} was built for TensorFlow {built}, "
+        f"but TensorFlow {installed} is installed. Rebuild it against the installed "
+        f"TensorFlow with `./configure.sh` (or `tools/build.sh` after configuring)."
+        + (f" Loader error: {detail}" if detail else "")
+    )
+
+
+def load_library():
+    """Loads the op library once (thread-safe) and returns the generated ops module."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        if not os.path.exists(path):
+            raise ImportError(
+                f"tf_rnn_ops: op library not found at {path}. Build it with ./configure.sh "
+                "(or tools/build.sh)."
+            )
+        built, installed = built_tf_version(), tf.__version__
+        # Custom ops use TensorFlow's C++ ABI, which changes between minor releases: refuse
+        # to load a mismatched build instead of risking a crash inside TensorFlow.
+        if built and _major_minor(built) != _major_minor(installed):
+            raise ImportError(_mismatch_message(built, installed))
+        try:
+            _lib = tf.load_op_library(path)
+        except (tf.errors.NotFoundError, OSError) as e:
+            raise ImportError(_mismatch_message(built or "an unknown version", installed, e)) from e
+        return _lib

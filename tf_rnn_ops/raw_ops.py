@@ -1,0 +1,137 @@
+"""Drop-in mirror of ``tf.raw_ops`` for the ops of this library.
+
+``tf_rnn_ops.raw_ops.BlockLSTM(...)`` takes exactly the keyword arguments of
+``tf.raw_ops.BlockLSTM(...)`` (keyword-only, like ``tf.raw_ops``) and runs ``TfRnn>BlockLSTM``.
+Differences from stock, on purpose (see docs/DIFFERENCES.md):
+
+* dtypes half, bfloat16, float32 and float64 (stock: half and float32);
+* BlockLSTM / BlockLSTMV2 zero all seven outputs past ``seq_len_max`` (stock: only cs, h);
+* ``seq_len_max`` outside ``[0, timelen]`` and wci/wcf/wco of the wrong length are
+  ``InvalidArgumentError`` (stock aborts the process or reads out of bounds);
+* LSTMBlockCellGrad never reuses an input buffer as an output before reading it;
+* inputs whose dtype does not match raise ``InvalidArgumentError`` naming the input.
+"""
+import functools
+
+import tensorflow as tf
+
+from tf_rnn_ops._loader import load_library
+
+__all__ = [
+    "LSTMBlockCell",
+    "LSTMBlockCellGrad",
+    "BlockLSTM",
+    "BlockLSTMV2",
+    "BlockLSTMGrad",
+    "BlockLSTMGradV2",
+]
+
+
+def _keyword_only(fn):
+    """Like tf.raw_ops: positional arguments are rejected."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if args:
+            raise TypeError(f"{fn.__name__} only takes keyword args (possible keys: "
+                            f"{list(fn.__code__.co_varnames[:fn.__code__.co_argcount])}). "
+                            "Please pass these args as kwargs instead.")
+        return fn(**kwargs)
+
+    return wrapper
+
+
+def _invalid(op, message):
+    return tf.errors.InvalidArgumentError(None, None, f"TfRnn>{op}: {message}")
+
+
+def _same_dtype(op, **tensors):
+    """Converts tensors of attr T and checks they share one dtype; names the first mismatch."""
+    out, first = {}, None
+    for name, value in tensors.items():
+        t = value if isinstance(value, (tf.Tensor, tf.Variable)) else None
+        if t is None:
+            t = tf.convert_to_tensor(value, dtype=first[1] if first else None)
+        if first is None:
+            first = (name, t.dtype)
+        elif t.dtype != first[1]:
+            raise _invalid(op, f"input '{name}' has dtype {t.dtype.name} but '{first[0]}' has "
+                               f"{first[1].name}; all of them must have one dtype T")
+        out[name] = t
+    allowed = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+    if first[1] not in allowed:
+        raise _invalid(op, f"input '{first[0]}' has dtype {first[1].name}; T must be one of "
+                           "half, bfloat16, float32, float64")
+    return out
+
+
+def _int64_scalar(op, name, value):
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        if value.dtype != tf.int64:
+            raise _invalid(op, f"input '{name}' must be int64, got {value.dtype.name}")
+        return value
+    return tf.convert_to_tensor(value, dtype=tf.int64)
+
+
+@_keyword_only
+def LSTMBlockCell(x, cs_prev, h_prev, w, wci, wcf, wco, b, forget_bias=1, cell_clip=3,
+                  use_peephole=False, name=None):
+    t = _same_dtype("LSTMBlockCell", x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci, wcf=wcf,
+                    wco=wco, b=b)
+    return load_library().tf_rnn_lstm_block_cell(
+        **t, forget_bias=forget_bias, cell_clip=cell_clip, use_peephole=use_peephole, name=name)
+
+
+@_keyword_only
+def LSTMBlockCellGrad(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad,
+                      h_grad, use_peephole, name=None):
+    t = _same_dtype("LSTMBlockCellGrad", x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci,
+                    wcf=wcf, wco=wco, b=b, i=i, cs=cs, f=f, o=o, ci=ci, co=co, cs_grad=cs_grad,
+                    h_grad=h_grad)
+    return load_library().tf_rnn_lstm_block_cell_grad(**t, use_peephole=use_peephole, name=name)
+
+
+@_keyword_only
+def BlockLSTM(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, forget_bias=1, cell_clip=3,
+              use_peephole=False, name=None):
+    slm = _int64_scalar("BlockLSTM", "seq_len_max", seq_len_max)
+    t = _same_dtype("BlockLSTM", x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci, wcf=wcf,
+                    wco=wco, b=b)
+    return load_library().tf_rnn_block_lstm(
+        seq_len_max=slm, **t, forget_bias=forget_bias, cell_clip=cell_clip,
+        use_peephole=use_peephole, name=name)
+
+
+@_keyword_only
+def BlockLSTMV2(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, cell_clip=0,
+                use_peephole=False, name=None):
+    slm = _int64_scalar("BlockLSTMV2", "seq_len_max", seq_len_max)
+    t = _same_dtype("BlockLSTMV2", x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci, wcf=wcf,
+                    wco=wco, b=b)
+    return load_library().tf_rnn_block_lstmv2(
+        seq_len_max=slm, **t, cell_clip=cell_clip, use_peephole=use_peephole, name=name)
+
+
+def _block_lstm_grad(op, fn, seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o,
+                     ci, co, h, cs_grad, h_grad, use_peephole, name):
+    slm = _int64_scalar(op, "seq_len_max", seq_len_max)
+    t = _same_dtype(op, x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci, wcf=wcf, wco=wco, b=b,
+                    i=i, cs=cs, f=f, o=o, ci=ci, co=co, h=h, cs_grad=cs_grad, h_grad=h_grad)
+    return getattr(load_library(), fn)(seq_len_max=slm, **t, use_peephole=use_peephole,
+                                       name=name)
+
+
+@_keyword_only
+def BlockLSTMGrad(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, h,
+                  cs_grad, h_grad, use_peephole, name=None):
+    return _block_lstm_grad("BlockLSTMGrad", "tf_rnn_block_lstm_grad", seq_len_max, x, cs_prev,
+                            h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, h, cs_grad, h_grad,
+                            use_peephole, name)
+
+
+@_keyword_only
+def BlockLSTMGradV2(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co,
+                    h, cs_grad, h_grad, use_peephole, name=None):
+    return _block_lstm_grad("BlockLSTMGradV2", "tf_rnn_block_lstm_grad_v2", seq_len_max, x,
+                            cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, h,
+                            cs_grad, h_grad, use_peephole, name)
