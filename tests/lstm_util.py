@@ -144,8 +144,9 @@ def round_to(a, dtype):
 
 
 def round_scalar(v, dtype):
-    """An attr value (forget_bias, cell_clip) as the kernel sees it after conversion to T."""
-    return float(round_to(np.array(v, dtype=np.float64), dtype))
+    """An attr value (forget_bias, cell_clip) as the kernel sees it: a `float` attr is stored
+    as float32, then converted to T.  (So for float64, 0.3 means float32(0.3).)"""
+    return float(round_to(np.array(np.float32(v), dtype=np.float64), dtype))
 
 
 def tensors(arrays, dtype):

@@ -1,0 +1,84 @@
+"""Benchmark: our BlockLSTM / BlockLSTMGrad against stock tf.raw_ops, same run, float32.
+
+    .venv/bin/python bench/bench_block_lstm.py [--T 100 --N 64 --I 256 --H 256 --reps 10]
+
+Prints milliseconds, GF/s (LSTM forward 8·T·N·H·(I+H) FLOPs, backward twice that), the share
+of a GEMM rate measured in the same run (tf.matmul, float32), and the ratio stock/ours.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tf_rnn_ops import raw_ops as ours  # noqa: E402
+
+
+def median_ms(fn, reps):
+    fn()
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(ts))
+
+
+def gemm_rate(reps):
+    """GF/s of tf.matmul on a large square float32 GEMM (the machine's practical peak)."""
+    a = tf.random.normal([2048, 2048])
+    b = tf.random.normal([2048, 2048])
+    ms = median_ms(lambda: tf.matmul(a, b).numpy(), reps)
+    return 2 * 2048 ** 3 / (ms * 1e-3) / 1e9
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--T", type=int, default=100)
+    p.add_argument("--N", type=int, default=64)
+    p.add_argument("--I", type=int, default=256)
+    p.add_argument("--H", type=int, default=256)
+    p.add_argument("--reps", type=int, default=10)
+    args = p.parse_args()
+    T, N, I, H = args.T, args.N, args.I, args.H
+    rng = np.random.default_rng(0)
+
+    def r(*s, scale=0.5):
+        return tf.constant((rng.standard_normal(s) * scale).astype(np.float32))
+
+    a = dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H),
+             w=r(I + H, 4 * H, scale=1 / np.sqrt(I + H)), wci=r(H), wcf=r(H), wco=r(H),
+             b=r(4 * H))
+    slm = tf.constant(T, tf.int64)
+    fwd = tf.raw_ops.BlockLSTM(seq_len_max=slm, **a, cell_clip=-1.0)
+    acts = dict(zip(["i", "cs", "f", "o", "ci", "co", "h"], fwd))
+    g = dict(cs_grad=r(T, N, H), h_grad=r(T, N, H))
+    flops_fwd = 8.0 * T * N * H * (I + H)
+    peak = gemm_rate(args.reps)
+    rows = [
+        ("BlockLSTM", flops_fwd,
+         lambda: tf.raw_ops.BlockLSTM(seq_len_max=slm, **a, cell_clip=-1.0)[6].numpy(),
+         lambda: ours.BlockLSTM(seq_len_max=slm, **a, cell_clip=-1.0)[6].numpy()),
+        ("BlockLSTMGrad", 2 * flops_fwd,
+         lambda: tf.raw_ops.BlockLSTMGrad(seq_len_max=slm, **a, **acts, **g,
+                                          use_peephole=False)[3].numpy(),
+         lambda: ours.BlockLSTMGrad(seq_len_max=slm, **a, **acts, **g,
+                                    use_peephole=False)[3].numpy()),
+    ]
+    print(f"T={T} N={N} I={I} H={H} float32, {os.cpu_count()} CPUs, "
+          f"tf.matmul 2048^3 GEMM rate {peak:.0f} GF/s")
+    print(f"{'op':<15}{'stock ms':>10}{'ours ms':>10}{'stock GF/s':>12}{'ours GF/s':>11}"
+          f"{'ours %GEMM':>12}{'speed-up':>10}")
+    for name, flops, s_fn, o_fn in rows:
+        ts, to = median_ms(s_fn, args.reps), median_ms(o_fn, args.reps)
+        gs, go = flops / ts / 1e6, flops / to / 1e6
+        print(f"{name:<15}{ts:>10.1f}{to:>10.1f}{gs:>12.1f}{go:>11.1f}{100 * go / peak:>11.0f}%"
+              f"{ts / to:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()

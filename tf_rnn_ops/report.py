@@ -1,0 +1,132 @@
+"""Conformance and speed report: runs each op of the plugin against stock tf.raw_ops.
+
+    .venv/bin/python -m tf_rnn_ops.report [--quick]
+
+Prints, per op and dtype, the max abs error against stock TensorFlow (only where stock is
+right: outputs at t < seq_len_max) and the time ratio stock/ours (> 1 means ours is faster).
+"""
+import argparse
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import tf_rnn_ops
+from tf_rnn_ops import raw_ops as ours
+
+
+def _median_time(fn, reps):
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _max_err(a, b, slm=None):
+    """Max abs error over all outputs, each relative to the largest stock magnitude."""
+    err = 0.0
+    for x, y in zip(a, b):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if slm is not None:
+            x, y = x[:slm], y[:slm]
+        scale = max(1.0, float(np.abs(x).max(initial=0.0)))
+        err = max(err, float(np.abs(x - y).max(initial=0.0)) / scale)
+    return err
+
+
+def _inputs(rng, T, N, I, H, dtype):
+    # Weights scaled like a Glorot initialiser: large random weights make the recurrence
+    # chaotic, where any rounding difference grows exponentially over time.
+    def r(*shape, scale=0.5):
+        return tf.constant((rng.standard_normal(shape) * scale).astype(np.float32), dtype=dtype)
+    ws = 1.0 / np.sqrt(I + H)
+    return dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H), w=r(I + H, 4 * H, scale=ws),
+                wci=r(H, scale=0.1), wcf=r(H, scale=0.1), wco=r(H, scale=0.1), b=r(4 * H))
+
+
+def run(T, N, I, H, reps, dtypes):
+    rng = np.random.default_rng(0)
+    rows = []
+    for dtype in dtypes:
+        a = _inputs(rng, T, N, I, H, dtype)
+        slm = T - 1  # exercise the tail
+        slm_t = tf.constant(slm, tf.int64)
+        cell = {k: (v[0] if k == "x" else v) for k, v in a.items()}
+        attrs = dict(use_peephole=True, cell_clip=1.5)
+
+        def fwd_pair(name, **kw):
+            s = getattr(tf.raw_ops, name)(seq_len_max=slm_t, **a, **kw)
+            o = getattr(ours, name)(seq_len_max=slm, **a, **kw)
+            return s, o
+
+        cases = []
+        s, o = fwd_pair("BlockLSTM", forget_bias=0.7, **attrs)
+        cases.append(("BlockLSTM", s, o, slm,
+                      lambda: tf.raw_ops.BlockLSTM(seq_len_max=slm_t, **a, **attrs),
+                      lambda: ours.BlockLSTM(seq_len_max=slm, **a, **attrs)))
+        s2, o2 = fwd_pair("BlockLSTMV2", **attrs)
+        cases.append(("BlockLSTMV2", s2, o2, slm,
+                      lambda: tf.raw_ops.BlockLSTMV2(seq_len_max=slm_t, **a, **attrs),
+                      lambda: ours.BlockLSTMV2(seq_len_max=slm, **a, **attrs)))
+        grads = dict(cs_grad=tf.cast(tf.random.stateless_normal(s[1].shape, [1, 2]), dtype),
+                     h_grad=tf.cast(tf.random.stateless_normal(s[1].shape, [3, 4]), dtype))
+        for gname, fw in (("BlockLSTMGrad", s), ("BlockLSTMGradV2", s2)):
+            acts = dict(zip(["i", "cs", "f", "o", "ci", "co", "h"], fw))
+            kw = dict(seq_len_max=slm_t, **a, **acts, **grads, use_peephole=True)
+            kw_ours = dict(kw, seq_len_max=slm)
+            stock_fn = (lambda g=gname, k=kw: getattr(tf.raw_ops, g)(**k))
+            ours_fn = (lambda g=gname, k=kw_ours: getattr(ours, g)(**k))
+            cases.append((gname, stock_fn(), ours_fn(), None, stock_fn, ours_fn))
+        sc = tf.raw_ops.LSTMBlockCell(**cell, **attrs)
+        cases.append(("LSTMBlockCell", sc, ours.LSTMBlockCell(**cell, **attrs), None,
+                      lambda: tf.raw_ops.LSTMBlockCell(**cell, **attrs),
+                      lambda: ours.LSTMBlockCell(**cell, **attrs)))
+        cacts = dict(zip(["i", "cs", "f", "o", "ci", "co"], sc[:6]))
+        ckw = dict(**cell, **cacts, cs_grad=grads["cs_grad"][0], h_grad=grads["h_grad"][0],
+                   use_peephole=True)
+        cases.append(("LSTMBlockCellGrad", tf.raw_ops.LSTMBlockCellGrad(**ckw),
+                      ours.LSTMBlockCellGrad(**ckw), None,
+                      lambda: tf.raw_ops.LSTMBlockCellGrad(**ckw),
+                      lambda: ours.LSTMBlockCellGrad(**ckw)))
+        for name, s_out, o_out, lim, s_fn, o_fn in cases:
+            err = _max_err(s_out, o_out, lim)
+            t_stock = _median_time(s_fn, reps)
+            t_ours = _median_time(o_fn, reps)
+            rows.append((name, dtype.name, err, t_stock * 1e3, t_ours * 1e3, t_stock / t_ours))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
+    args = p.parse_args(argv)
+    T, N, I, H = (10, 8, 16, 16) if args.quick else (50, 32, 128, 128)
+    reps = 3 if args.quick else 10
+    lib = tf_rnn_ops.load_library()
+    print(f"tf_rnn_ops {tf_rnn_ops.__version__}: {tf_rnn_ops.library_path()}")
+    print(f"built for TensorFlow {tf_rnn_ops.built_tf_version()}, running TensorFlow "
+          f"{tf.__version__}; ops loaded: {len([n for n in dir(lib) if n.startswith('TfRnn_')])}")
+    print(f"sizes T={T} N={N} I={I} H={H}, seq_len_max=T-1, use_peephole, cell_clip=1.5\n")
+    rows = run(T, N, I, H, reps, [tf.float32, tf.float16])
+    tol = {"float32": 1e-4, "float16": 3e-2}
+    print(f"{'op':<20}{'dtype':<9}{'rel err':>11}{'stock ms':>10}{'ours ms':>10}"
+          f"{'stock/ours':>12}")
+    bad = []
+    for name, dt, err, ts, to, ratio in rows:
+        flag = "" if err <= tol[dt] else "  <-- exceeds tolerance"
+        if flag:
+            bad.append(name)
+        print(f"{name:<20}{dt:<9}{err:>11.2e}{ts:>10.2f}{to:>10.2f}{ratio:>11.2f}x{flag}")
+    if bad:
+        print(f"\nFAILED: {', '.join(bad)}")
+        return 1
+    print("\nall ops agree with stock TensorFlow within tolerance")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
