@@ -27,3 +27,26 @@ def custom_op_library(name, srcs = [], deps = [], copts = [], linkopts = [], **k
         linkshared = 1,
         **kwargs
     )
+
+def engine_library(name, srcs, isa, isa_copts):
+    """One ISA variant of the TensorFlow-free engine as a self-contained shared object.
+
+    Hidden visibility keeps every symbol (ours and Eigen's template instances) local to the
+    variant, so variants compiled with different -m flags never replace each other's code.
+    Only tfrnn_engine_api() is exported.
+    """
+    native.cc_binary(
+        name = name,
+        srcs = srcs,
+        deps = ["@local_config_tf//:eigen"],
+        copts = [
+            "-pthread",
+            "-fPIC",
+            "-DEIGEN_USE_THREADS",
+            "-fvisibility=hidden",
+            "-fvisibility-inlines-hidden",
+            "-DTFRNN_ISA_NAME=\\\"%s\\\"" % isa,
+        ] + isa_copts,
+        linkopts = ["-pthread", "-Wl,--exclude-libs,ALL"],
+        linkshared = 1,
+    )

@@ -246,7 +246,7 @@ def make_clean_params(rng, op_name, T, B, I, C, *, seq_len_max=None, forget_bias
     """make_params, redrawn until no pre-clip cell value is within `margin` of +-cell_clip.
 
     binding=True also requires at least two clipped and two unclipped cell values (over the
-    computed steps); binding=False requires none clipped.  This keeps numeric differentiation
+    computed steps, if any); binding=False requires none clipped.  This keeps numeric differentiation
     clean (the clip has a kink at +-cell_clip) and makes "binding"/"non-binding" mean what the
     test says.
     """
@@ -264,7 +264,7 @@ def make_clean_params(rng, op_name, T, B, I, C, *, seq_len_max=None, forget_bias
         if a.size and np.abs(a - cell_clip).min() < margin:
             continue
         n_clipped = int((a > cell_clip).sum())
-        if binding is True and (n_clipped < 2 or a.size - n_clipped < 2):
+        if binding is True and a.size and (n_clipped < 2 or a.size - n_clipped < 2):
             continue
         if binding is False and n_clipped:
             continue

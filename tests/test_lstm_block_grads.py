@@ -29,6 +29,8 @@ FORGET_BIAS = 0.3
 GRAD_TOL = {F64: U.Tol(1e-9, 1e-9), F32: U.Tol(1e-4, 1e-4), F16: U.Tol(3e-2, 3e-2),
             BF16: U.Tol(1e-1, 1e-1)}
 NUMERIC_TOL = U.Tol(1e-6, 1e-6)             # theoretical vs central differences, float64
+NUMERIC_DELTA = 2.0 ** -13                  # central-difference step (truncation ~1e-8)
+F32_MARGIN = 2e-3                           # clip margin for float32 problems (no numerics)
 
 
 def _clip_value(op, kind):
@@ -53,7 +55,7 @@ def _cases(clip_kinds, slm_cases, peepholes=(False, True), ops=FWD_OPS):
 class Problem:
     """Inputs, attrs and loss weights for one gradient test."""
 
-    def __init__(self, rng, op, peep, clip_kind, slm_case, size=SIZE):
+    def __init__(self, rng, op, peep, clip_kind, slm_case, size=SIZE, margin=0.05):
         T, B, I, C = size
         self.op, self.peep, self.blk = op, peep, U.is_block(op)
         self.slm = _slm(slm_case, T) if self.blk else None
@@ -62,7 +64,7 @@ class Problem:
         binding = {"off": None, "loose": False, "binding": True}[clip_kind]
         self.params = U.make_clean_params(
             rng, op, T, B, I, C, seq_len_max=self.slm, forget_bias=self.fb, cell_clip=self.clip,
-            use_peephole=peep, binding=binding)
+            use_peephole=peep, binding=binding, margin=margin)
         oshape = (T, B, C) if self.blk else (B, C)
         self.weights = [rng.normal(size=oshape) for _ in range(7)]   # loss weights, 7 outputs
         self.attrs = U.fwd_attrs(op, self.fb, self.clip, peep)
@@ -137,7 +139,8 @@ def tape_grads(fn, xs, mode="eager"):
 def test_numeric_gradient_float64(ours, rng, op, peep, clip_kind, slm_case):
     pb = Problem(rng, op, peep, clip_kind, slm_case)
     xs = pb.xs(F64)
-    theoretical, numerical = tf.test.compute_gradient(pb.ours_loss(ours), xs)
+    theoretical, numerical = tf.test.compute_gradient(pb.ours_loss(ours), xs,
+                                                      delta=NUMERIC_DELTA)
     want = pb.ref_grads()
     for name, th, nu, w, x in zip(ref.BLOCK_GRAD_NAMES, theoretical, numerical, want, xs):
         th = th.reshape(x.shape)
@@ -169,7 +172,7 @@ def test_gradient_through_each_output_float64(ours, rng, op, output):
                          _cases(["off", "binding"], ["0", "T-1", "T"])
                          + _cases(["loose"], ["T"], peepholes=(True,)))
 def test_gradient_float32_vs_reference(ours, rng, mode, op, peep, clip_kind, slm_case):
-    pb = Problem(rng, op, peep, clip_kind, slm_case, size=(4, 3, 5, 7))
+    pb = Problem(rng, op, peep, clip_kind, slm_case, size=(4, 3, 5, 7), margin=F32_MARGIN)
     got = tape_grads(pb.ours_loss(ours), pb.xs(F32), mode)
     want = pb.ref_grads(F32)
     U.assert_all_close(got, want, ref.BLOCK_GRAD_NAMES, GRAD_TOL[F32], scale=True)
@@ -182,7 +185,7 @@ def test_gradient_float32_vs_reference(ours, rng, mode, op, peep, clip_kind, slm
 @pytest.mark.parametrize("op", FWD_OPS)
 def test_gradient_low_precision(ours, rng, dtype, op):
     """half / bfloat16 gradients vs float64 autodiff at the rounded inputs (loose tolerance)."""
-    pb = Problem(rng, op, True, "off", "T-1", size=(4, 3, 5, 7))
+    pb = Problem(rng, op, True, "off", "T-1", size=(4, 3, 5, 7), margin=F32_MARGIN)
     got = tape_grads(pb.ours_loss(ours), pb.xs(dtype))
     want = pb.ref_grads(dtype)
     U.assert_all_close(got, want, ref.BLOCK_GRAD_NAMES, GRAD_TOL[dtype], scale=True)
@@ -192,7 +195,7 @@ def test_gradient_low_precision(ours, rng, dtype, op):
 def test_cell_peephole_weights_computed_in_function(ours, rng, op):
     """Registered gradient inside tf.function with peephole weights that are temporaries
     computed in the function (the input-aliasing trap of stock LSTMBlockCellGrad, §5 #2)."""
-    pb = Problem(rng, op, True, "binding", "T-1", size=(4, 3, 5, 7))
+    pb = Problem(rng, op, True, "binding", "T-1", size=(4, 3, 5, 7), margin=F32_MARGIN)
 
     @tf.function
     def g(xs, one):
@@ -213,7 +216,7 @@ def test_cell_peephole_weights_computed_in_function(ours, rng, op):
 def test_block_lstm_gradient_matches_stock_where_stock_is_right(ours, rng):
     """Loss on cs and h only, clip never binding, BlockLSTM (V1): stock's registered gradient
     is the true one there, so ours must agree with it."""
-    pb = Problem(rng, "BlockLSTM", True, "loose", "T-1", size=(4, 3, 5, 7))
+    pb = Problem(rng, "BlockLSTM", True, "loose", "T-1", size=(4, 3, 5, 7), margin=F32_MARGIN)
     pb.weights = [w if k in (1, 6) else np.zeros_like(w) for k, w in enumerate(pb.weights)]
     got = tape_grads(pb.ours_loss(ours), pb.xs(F32))
     stock = tape_grads(pb.ours_loss(tf.raw_ops), pb.xs(F32))
@@ -262,7 +265,7 @@ def _max_err(a, b):
 
 def test_stock_v2_registered_gradient_is_wrong(rng):
     """§3.1: stock's BlockLSTMV2 gradient uses the ICFO layout; O(1) error on cs/h loss."""
-    pb = Problem(rng, "BlockLSTMV2", False, "off", "T", size=(4, 3, 5, 7))
+    pb = Problem(rng, "BlockLSTMV2", False, "off", "T", size=(4, 3, 5, 7), margin=F32_MARGIN)
     pb.weights = [w if k in (1, 6) else np.zeros_like(w) for k, w in enumerate(pb.weights)]
     stock = tape_grads(pb.ours_loss(tf.raw_ops), pb.xs(F32))
     assert _max_err(stock, pb.ref_grads(F32)) > 1e-2
@@ -270,7 +273,7 @@ def test_stock_v2_registered_gradient_is_wrong(rng):
 
 def test_stock_drops_gate_output_gradients(rng):
     """§5 #6: stock ignores gradients arriving at i, f, o, ci, co."""
-    pb = Problem(rng, "BlockLSTM", False, "off", "T", size=(4, 3, 5, 7))
+    pb = Problem(rng, "BlockLSTM", False, "off", "T", size=(4, 3, 5, 7), margin=F32_MARGIN)
     stock = tape_grads(pb.ours_loss(tf.raw_ops, only=0), pb.xs(F32))      # output i alone
     assert all(np.all(g == 0.0) for g in stock)
     assert _max_err(stock, pb.ref_grads(F32, only=0)) > 1e-2
@@ -278,7 +281,7 @@ def test_stock_drops_gate_output_gradients(rng):
 
 def test_stock_clip_gradient_is_straight_through(rng):
     """§5 #6: with a binding clip, stock's gradient differs from the true (exact) one."""
-    pb = Problem(rng, "BlockLSTM", False, "binding", "T", size=(4, 3, 5, 7))
+    pb = Problem(rng, "BlockLSTM", False, "binding", "T", size=(4, 3, 5, 7), margin=F32_MARGIN)
     pb.weights = [w if k in (1, 6) else np.zeros_like(w) for k, w in enumerate(pb.weights)]
     stock = tape_grads(pb.ours_loss(tf.raw_ops), pb.xs(F32))
     assert _max_err(stock, pb.ref_grads(F32)) > 1e-2

@@ -166,9 +166,13 @@ def test_fwd_default_attrs(ours, rng, op):
     clipping at 3 binds and the peephole weights would matter."""
     T, B, I, C = SIZES[0]
     blk = U.is_block(op)
-    p = {k: U.round_to(v, F32) for k, v in
-         U.make_params(rng, T if blk else None, B, I, C, cs_scale=4.0).items()}
+    p = U.make_params(rng, T if blk else None, B, I, C)
     p["wci"], p["wcf"], p["wco"] = 4 * p["wci"], 4 * p["wcf"], 4 * p["wco"]
+    # unit 0: large cell state and forget gate ~1, so |cs| stays far above 3 unless clipped
+    p["cs_prev"][:, 0] = 10.0
+    p["wcf"][0] = 0.0
+    p["b"][ref.GATE_BLOCK[U.LAYOUT[op]]["f"] * C] = 6.0
+    p = {k: U.round_to(v, F32) for k, v in p.items()}
     pt = U.tensors(p, F32)
     got = [U.to_numpy(g) for g in U.call_fwd(ours, op, pt, T)]
     stock = [U.to_numpy(g) for g in U.call_fwd(tf.raw_ops, op, pt, T)]
@@ -179,7 +183,7 @@ def test_fwd_default_attrs(ours, rng, op):
     # The inputs distinguish the defaults from the alternatives.
     unclipped = U.ref_fwd(op, p, T, forget_bias=1.0 if op != "BlockLSTMV2" else 0.0,
                           cell_clip=-1.0, use_peephole=False)
-    assert np.abs(unclipped[1]).max() > 3.5
+    assert np.abs(unclipped[1][..., 0]).min() > 6.0
     if op == "BlockLSTMV2":
         assert np.abs(want[1]).max() > 3.5                  # not clipped
     else:

@@ -6,7 +6,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 [ -f .bazelrc ] || { echo "build.sh: run ./configure.sh first" >&2; exit 1; }
 start=$(date +%s)
-bazel build //cc:_tf_rnn_ops.so //tf_rnn_ops:build_info "$@"
-install -m 644 bazel-bin/cc/_tf_rnn_ops.so tf_rnn_ops/_tf_rnn_ops.so
+bazel build //cc:_tf_rnn_ops.so //cc:engines //tf_rnn_ops:build_info "$@"
+for lib in _tf_rnn_ops.so _tfrnn_engine_avx.so _tfrnn_engine_avx2.so _tfrnn_engine_avx512.so; do
+  install -m 644 "bazel-bin/cc/$lib" "tf_rnn_ops/$lib"
+done
 install -m 644 bazel-bin/tf_rnn_ops/_build_info.txt tf_rnn_ops/_build_info.txt
 echo "[build] op library built in $(( $(date +%s) - start )) s -> tf_rnn_ops/_tf_rnn_ops.so"

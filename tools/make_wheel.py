@@ -19,14 +19,16 @@ def _record_line(arcname, data):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
-    p.add_argument("--so", required=True)
+    p.add_argument("--so", required=True, action="append", nargs="+")
     p.add_argument("--build-info", required=True)
     p.add_argument("--tf-version", required=True)
     p.add_argument("py", nargs="+")
     args = p.parse_args()
 
     files = {f"{NAME}/{os.path.basename(f)}": open(f, "rb").read() for f in args.py}
-    files[f"{NAME}/_tf_rnn_ops.so"] = open(args.so, "rb").read()
+    for group in args.so:
+        for so in group:
+            files[f"{NAME}/{os.path.basename(so)}"] = open(so, "rb").read()
     files[f"{NAME}/_build_info.txt"] = open(args.build_info, "rb").read()
     major_minor = ".".join(args.tf_version.split(".")[:2])
     dist = f"{NAME}-{VERSION}.dist-info"

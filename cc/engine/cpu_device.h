@@ -10,12 +10,14 @@
 #endif
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace tfrnn {
 
 using CpuDevice = Eigen::ThreadPoolDevice;
+static_assert(std::is_same<Eigen::Index, std::ptrdiff_t>::value, "Index");
 using Index = Eigen::Index;
 
 template <typename A>

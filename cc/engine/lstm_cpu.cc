@@ -146,14 +146,6 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
 
 }  // namespace
 
-Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  return seq_len_max * N * 4 * H;
-}
-
-Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  return seq_len_max * N * 4 * H + H;
-}
-
 template <typename A>
 void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>& a,
                  A* gates_all) {

@@ -2,7 +2,7 @@
 // LSTM engine. Every face uses the same engine entry points (cc/engine/lstm.h).
 #include <string>
 
-#include "cc/engine/lstm.h"
+#include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -170,7 +170,11 @@ class LstmForwardOp : public OpKernel {
     for (int k = 0; k < 7; ++k) *dst[k] = br.Out(outs[k]);
     A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.H));
     OP_REQUIRES_OK(ctx, br.status());
-    LstmForward<A>(br.device(), MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_), a, ws);
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::Forward(*engine)(pool, MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_),
+                                   a, ws);
     br.Finish();
   }
 
@@ -222,7 +226,10 @@ class LstmCellGradOp : public OpKernel {
     a.wcf_grad = br.Out(wcf_grad);
     a.wco_grad = br.Out(wco_grad);
     OP_REQUIRES_OK(ctx, br.status());
-    LstmCellBackward<A>(br.device(), MakeSpec(false, 0.f, 0.f, use_peephole_), a);
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::CellBackward(*engine)(pool, MakeSpec(false, 0.f, 0.f, use_peephole_), a);
     br.Finish();
   }
 
@@ -294,7 +301,10 @@ class LstmSeqGradOp : public OpKernel {
     for (int k = 0; k < 8; ++k) *dst[k] = br.Out(outs[k]);
     A* ws = br.Scratch(LstmBwdWorkspaceSize(in.seq_len_max, in.N, in.H));
     OP_REQUIRES_OK(ctx, br.status());
-    LstmBackward<A>(br.device(), MakeSpec(v2_, 0.f, cell_clip_, use_peephole_), a, ws);
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::Backward(*engine)(pool, MakeSpec(v2_, 0.f, cell_clip_, use_peephole_), a, ws);
     br.Finish();
   }
 

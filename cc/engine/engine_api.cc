@@ -1,0 +1,54 @@
+// The engine table of one ISA variant. Compiled once per variant with its own -m flags.
+#include "cc/engine/engine_api.h"
+
+#include "cc/engine/lstm.h"
+
+#ifndef TFRNN_ISA_NAME
+#error "TFRNN_ISA_NAME must be defined by the build (avx, avx2, avx512)"
+#endif
+
+namespace tfrnn {
+namespace {
+
+// Presents the caller's HostPool to this variant's Eigen as an Eigen thread pool.
+class PoolAdapter final : public Eigen::ThreadPoolInterface {
+ public:
+  explicit PoolAdapter(HostPool& pool) : pool_(pool) {}
+  void Schedule(std::function<void()> fn) override { pool_.Schedule(std::move(fn)); }
+  int NumThreads() const override { return pool_.NumThreads(); }
+  int CurrentThreadId() const override { return pool_.CurrentThreadId(); }
+
+ private:
+  HostPool& pool_;
+};
+
+template <typename Args, typename A, void (*Fn)(const CpuDevice&, const LstmCellSpec&,
+                                                const Args&, A*)>
+void WithDevice(HostPool& pool, const LstmCellSpec& s, const Args& a, A* ws) {
+  PoolAdapter adapter(pool);
+  CpuDevice dev(&adapter, pool.NumThreads());
+  Fn(dev, s, a, ws);
+}
+
+template <typename A>
+void CellBackward(HostPool& pool, const LstmCellSpec& s, const LstmCellBwdArgs<A>& a) {
+  PoolAdapter adapter(pool);
+  CpuDevice dev(&adapter, pool.NumThreads());
+  LstmCellBackward<A>(dev, s, a);
+}
+
+const EngineApi kApi = {
+    kEngineApiVersion,
+    TFRNN_ISA_NAME,
+    &WithDevice<LstmFwdArgs<float>, float, &LstmForward<float>>,
+    &WithDevice<LstmFwdArgs<double>, double, &LstmForward<double>>,
+    &WithDevice<LstmBwdArgs<float>, float, &LstmBackward<float>>,
+    &WithDevice<LstmBwdArgs<double>, double, &LstmBackward<double>>,
+    &CellBackward<float>,
+    &CellBackward<double>,
+};
+
+}  // namespace
+}  // namespace tfrnn
+
+extern "C" const tfrnn::EngineApi* tfrnn_engine_api() { return &tfrnn::kApi; }

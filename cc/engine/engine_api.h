@@ -1,0 +1,64 @@
+// The engine's entry point. The engine is built once per instruction set into its own shared
+// object (_tfrnn_engine_{avx,avx2,avx512}.so, hidden visibility, loaded RTLD_LOCAL), so code
+// compiled with different -m flags is never merged by the linker (no one-definition-rule
+// hazard). Each exports one C function returning a table of entry points. Callers pass their
+// thread pool as a HostPool; the engine never starts threads of its own.
+#ifndef TF_RNN_OPS_CC_ENGINE_ENGINE_API_H_
+#define TF_RNN_OPS_CC_ENGINE_ENGINE_API_H_
+
+#include <functional>
+
+#include "cc/engine/types.h"
+
+namespace tfrnn {
+
+// The caller's thread pool (for TensorFlow: the op's intra-op pool).
+class HostPool {
+ public:
+  virtual ~HostPool() = default;
+  virtual void Schedule(std::function<void()> fn) = 0;
+  virtual int NumThreads() const = 0;        // threads the engine may use
+  virtual int CurrentThreadId() const = 0;   // -1 outside the pool
+};
+
+// Bump when the table or any struct in types.h changes.
+constexpr int kEngineApiVersion = 1;
+
+struct EngineApi {
+  int version;
+  const char* isa;  // "avx", "avx2" or "avx512"
+  void (*lstm_forward_f32)(HostPool&, const LstmCellSpec&, const LstmFwdArgs<float>&, float*);
+  void (*lstm_forward_f64)(HostPool&, const LstmCellSpec&, const LstmFwdArgs<double>&, double*);
+  void (*lstm_backward_f32)(HostPool&, const LstmCellSpec&, const LstmBwdArgs<float>&, float*);
+  void (*lstm_backward_f64)(HostPool&, const LstmCellSpec&, const LstmBwdArgs<double>&,
+                            double*);
+  void (*lstm_cell_backward_f32)(HostPool&, const LstmCellSpec&, const LstmCellBwdArgs<float>&);
+  void (*lstm_cell_backward_f64)(HostPool&, const LstmCellSpec&,
+                                 const LstmCellBwdArgs<double>&);
+};
+
+// Typed access for templated callers.
+template <typename A>
+struct EngineFns;
+template <>
+struct EngineFns<float> {
+  static auto Forward(const EngineApi& e) { return e.lstm_forward_f32; }
+  static auto Backward(const EngineApi& e) { return e.lstm_backward_f32; }
+  static auto CellBackward(const EngineApi& e) { return e.lstm_cell_backward_f32; }
+};
+template <>
+struct EngineFns<double> {
+  static auto Forward(const EngineApi& e) { return e.lstm_forward_f64; }
+  static auto Backward(const EngineApi& e) { return e.lstm_backward_f64; }
+  static auto CellBackward(const EngineApi& e) { return e.lstm_cell_backward_f64; }
+};
+
+}  // namespace tfrnn
+
+extern "C" {
+// Exported by each engine shared object.
+typedef const tfrnn::EngineApi* (*TfRnnEngineApiFn)();
+__attribute__((visibility("default"))) const tfrnn::EngineApi* tfrnn_engine_api();
+}
+
+#endif  // TF_RNN_OPS_CC_ENGINE_ENGINE_API_H_
