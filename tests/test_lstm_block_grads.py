@@ -135,9 +135,20 @@ def tape_grads(fn, xs, mode="eager"):
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("op,peep,clip_kind,slm_case",
-                         _cases(["off", "loose", "binding"], ["T-1", "T"]))
+                         _cases(["off", "loose", "binding"], ["1", "T-1", "T"]))
 def test_numeric_gradient_float64(ours, rng, op, peep, clip_kind, slm_case):
-    pb = Problem(rng, op, peep, clip_kind, slm_case)
+    _check_numeric_gradient(ours, Problem(rng, op, peep, clip_kind, slm_case))
+
+
+@pytest.mark.parametrize("size", [(1, 1, 2, 2), (2, 1, 1, 1), (1, 3, 2, 1)],
+                         ids=lambda s: "T{}B{}I{}C{}".format(*s))
+@pytest.mark.parametrize("op", FWD_OPS)
+def test_numeric_gradient_edge_sizes(ours, rng, op, size):
+    """T=1, B=1, I=C=1 (float64, peephole, clip on but not binding)."""
+    _check_numeric_gradient(ours, Problem(rng, op, True, "loose", "T", size=size))
+
+
+def _check_numeric_gradient(ours, pb):
     xs = pb.xs(F64)
     theoretical, numerical = tf.test.compute_gradient(pb.ours_loss(ours), xs,
                                                       delta=NUMERIC_DELTA)

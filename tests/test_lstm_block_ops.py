@@ -115,7 +115,8 @@ def test_python_int_seq_len_max(ours, rng):
 # ---------------------------------------------------------------------------------------------
 
 def _run_fwd(ours, rng, op, size, peep, clip, fb, slm_case, dtype):
-    """Runs ours (and stock where it has the dtype); returns (ours, stock or None, reference)."""
+    """Runs ours (and stock where it has the dtype).
+    Returns (ours, stock or None, reference, seq_len_max or None), arrays as float64."""
     T, B, I, C = size
     blk = U.is_block(op)
     slm = _slm(slm_case, T) if blk else None
@@ -134,7 +135,7 @@ def _run_fwd(ours, rng, op, size, peep, clip, fb, slm_case, dtype):
 
 
 def _check_fwd(got, stock, want, slm, tol):
-    n = slm if slm is not None else None            # compare stock for t < seq_len_max only
+    n = slm                                 # compare stock for t < seq_len_max only (None: all)
     if stock is not None:
         U.assert_all_close([g[:n] for g in got], [s[:n] for s in stock], ref.OUTPUT_NAMES, tol,
                            prefix="vs stock: ")

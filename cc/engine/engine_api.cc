@@ -1,6 +1,7 @@
 // The engine table of one ISA variant. Compiled once per variant with its own -m flags.
 #include "cc/engine/engine_api.h"
 
+#include "cc/engine/gru.h"
 #include "cc/engine/lstm.h"
 
 #ifndef TFRNN_ISA_NAME
@@ -37,6 +38,13 @@ void CellBackward(HostPool& pool, const LstmCellSpec& s, const LstmCellBwdArgs<A
   LstmCellBackward<A>(dev, s, a);
 }
 
+template <typename Args, typename A, void (*Fn)(const CpuDevice&, const Args&, A*)>
+void WithDeviceNoSpec(HostPool& pool, const Args& a, A* ws) {
+  PoolAdapter adapter(pool);
+  CpuDevice dev(&adapter, pool.NumThreads());
+  Fn(dev, a, ws);
+}
+
 const EngineApi kApi = {
     kEngineApiVersion,
     TFRNN_ISA_NAME,
@@ -46,6 +54,10 @@ const EngineApi kApi = {
     &WithDevice<LstmBwdArgs<double>, double, &LstmBackward<double>>,
     &CellBackward<float>,
     &CellBackward<double>,
+    &WithDeviceNoSpec<GruCellFwdArgs<float>, float, &GruCellForward<float>>,
+    &WithDeviceNoSpec<GruCellFwdArgs<double>, double, &GruCellForward<double>>,
+    &WithDeviceNoSpec<GruCellBwdArgs<float>, float, &GruCellBackward<float>>,
+    &WithDeviceNoSpec<GruCellBwdArgs<double>, double, &GruCellBackward<double>>,
 };
 
 }  // namespace

@@ -22,7 +22,7 @@ class HostPool {
 };
 
 // Bump when the table or any struct in types.h changes.
-constexpr int kEngineApiVersion = 1;
+constexpr int kEngineApiVersion = 2;
 
 struct EngineApi {
   int version;
@@ -35,6 +35,10 @@ struct EngineApi {
   void (*lstm_cell_backward_f32)(HostPool&, const LstmCellSpec&, const LstmCellBwdArgs<float>&);
   void (*lstm_cell_backward_f64)(HostPool&, const LstmCellSpec&,
                                  const LstmCellBwdArgs<double>&);
+  void (*gru_cell_forward_f32)(HostPool&, const GruCellFwdArgs<float>&, float*);
+  void (*gru_cell_forward_f64)(HostPool&, const GruCellFwdArgs<double>&, double*);
+  void (*gru_cell_backward_f32)(HostPool&, const GruCellBwdArgs<float>&, float*);
+  void (*gru_cell_backward_f64)(HostPool&, const GruCellBwdArgs<double>&, double*);
 };
 
 // Typed access for templated callers.
@@ -45,12 +49,16 @@ struct EngineFns<float> {
   static auto Forward(const EngineApi& e) { return e.lstm_forward_f32; }
   static auto Backward(const EngineApi& e) { return e.lstm_backward_f32; }
   static auto CellBackward(const EngineApi& e) { return e.lstm_cell_backward_f32; }
+  static auto GruForward(const EngineApi& e) { return e.gru_cell_forward_f32; }
+  static auto GruBackward(const EngineApi& e) { return e.gru_cell_backward_f32; }
 };
 template <>
 struct EngineFns<double> {
   static auto Forward(const EngineApi& e) { return e.lstm_forward_f64; }
   static auto Backward(const EngineApi& e) { return e.lstm_backward_f64; }
   static auto CellBackward(const EngineApi& e) { return e.lstm_cell_backward_f64; }
+  static auto GruForward(const EngineApi& e) { return e.gru_cell_forward_f64; }
+  static auto GruBackward(const EngineApi& e) { return e.gru_cell_backward_f64; }
 };
 
 }  // namespace tfrnn

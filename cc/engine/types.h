@@ -106,6 +106,49 @@ inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
   return seq_len_max * N * 4 * H + H;
 }
 
+// GRU cell with the reset applied before the recurrent product (GRUBlockCell, Keras
+// reset_after=False):
+//     [r_bar, u_bar] = [x, h_prev] · w_ru + b_ru            w_ru: [I+H, 2H], r block first
+//     r = σ(r_bar), u = σ(u_bar)
+//     c = tanh([x, h_prev ⊙ r] · w_c + b_c)                 w_c: [I+H, H]
+//     h = u ⊙ h_prev + (1 - u) ⊙ c
+template <typename A>
+struct GruCellFwdArgs {
+  Index N = 0, I = 0, H = 0;
+  const A* x = nullptr;       // [N, I]
+  const A* h_prev = nullptr;  // [N, H]
+  const A* w_ru = nullptr;    // [I+H, 2H]
+  const A* w_c = nullptr;     // [I+H, H]
+  const A* b_ru = nullptr;    // [2H]
+  const A* b_c = nullptr;     // [H]
+  A *r = nullptr, *u = nullptr, *c = nullptr, *h = nullptr;  // [N, H] each
+};
+
+inline Index GruCellFwdWorkspaceSize(Index N, Index H) { return N * 2 * H + 2 * N * H; }
+
+// Backward of one GRU step (GRUBlockCellGrad):
+//     d_c_bar = (d_h ⊙ (1-u) + g_c) ⊙ (1 - c²)
+//     d_u_bar = (d_h ⊙ (h_prev - c) + g_u) ⊙ u(1-u)
+//     d_hr    = d_c_bar · w_c[I:]ᵀ
+//     d_r_bar = (d_hr ⊙ h_prev + g_r) ⊙ r(1-r)
+//     d_x     = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ
+//     d_h_prev = [d_r_bar, d_u_bar] · w_ru[I:]ᵀ + d_hr ⊙ r + d_h ⊙ u
+// g_r, g_u, g_c are the gradients of the r, u, c outputs: optional (null = zero); the raw
+// op ignores them like stock, the registered gradient passes them.
+template <typename A>
+struct GruCellBwdArgs {
+  Index N = 0, I = 0, H = 0;
+  const A *x = nullptr, *h_prev = nullptr, *w_ru = nullptr, *w_c = nullptr;
+  const A *r = nullptr, *u = nullptr, *c = nullptr, *d_h = nullptr;
+  const A *g_r = nullptr, *g_u = nullptr, *g_c = nullptr;
+  A* d_x = nullptr;            // [N, I]
+  A* d_h_prev = nullptr;       // [N, H]
+  A* d_c_bar = nullptr;        // [N, H]
+  A* d_r_bar_u_bar = nullptr;  // [N, 2H]
+};
+
+inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return N * H; }
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_TYPES_H_

@@ -1,0 +1,20 @@
+// The GRU engine (see types.h for the equations). No TensorFlow includes.
+#ifndef TF_RNN_OPS_CC_ENGINE_GRU_H_
+#define TF_RNN_OPS_CC_ENGINE_GRU_H_
+
+#include "cc/engine/cpu_device.h"
+#include "cc/engine/types.h"
+
+namespace tfrnn {
+
+// workspace: GruCellFwdWorkspaceSize(N, H) elements.
+template <typename A>
+void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* workspace);
+
+// workspace: GruCellBwdWorkspaceSize(N, H) elements.
+template <typename A>
+void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* workspace);
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_GRU_H_
