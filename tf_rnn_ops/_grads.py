@@ -6,8 +6,9 @@ functions:
 * gradients arriving at every output (i, cs, f, o, ci, co, h) are used (stock drops five);
 * cell clipping is differentiated exactly: no gradient through a clipped cell value
   (stock is straight-through);
-* LSTMBlockCell has a gradient at all (stock TF2 has none).
-They run the internal op TfRnn>BlockLSTMGradExact.
+* LSTMBlockCell and GRUBlockCell have gradients at all (stock TF2 has none); GRUBlockCell's
+  includes the weight and bias gradients and the gradients arriving at r, u and c.
+They run the internal ops TfRnn>BlockLSTMGradExact and TfRnn>GRUBlockCellGradExact.
 """
 import tensorflow as tf
 
@@ -57,3 +58,22 @@ def _lstm_block_cell_grad(op, *grads):
     out = _exact(tf.constant(1, tf.int64), inputs, outputs, grads, op.get_attr("use_peephole"),
                  op.get_attr("cell_clip"), "icfo")
     return [tf.squeeze(out[0], 0)] + list(out[1:])
+
+
+@tf.RegisterGradient("TfRnn>GRUBlockCell")
+def _gru_block_cell_grad(op, *grads):
+    x, h_prev, w_ru, w_c, b_ru, b_c = op.inputs
+    r, u, c, h = op.outputs
+    g_r, g_u, g_c, g_h = _or_zeros(grads, op.outputs)
+    d_x, d_h_prev, d_c_bar, d_r_bar_u_bar = load_library().tf_rnn_gru_block_cell_grad_exact(
+        x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c, r=r, u=u, c=c, d_h=g_h,
+        r_grad=g_r, u_grad=g_u, c_grad=g_c)
+    # Weight and bias gradients (SEMANTICS.md §2.7): [x, h_prev]ᵀ·d_r_bar_u_bar,
+    # [x, h_prev ⊙ r]ᵀ·d_c_bar and the batch sums.
+    x_h_prev = tf.concat([x, h_prev], 1)
+    x_h_prev_r = tf.concat([x, h_prev * r], 1)
+    d_w_ru = tf.matmul(x_h_prev, d_r_bar_u_bar, transpose_a=True)
+    d_w_c = tf.matmul(x_h_prev_r, d_c_bar, transpose_a=True)
+    d_b_ru = tf.reduce_sum(d_r_bar_u_bar, 0)
+    d_b_c = tf.reduce_sum(d_c_bar, 0)
+    return [d_x, d_h_prev, d_w_ru, d_w_c, d_b_ru, d_b_c]

@@ -5,6 +5,7 @@
 Differences from stock, on purpose (see docs/DIFFERENCES.md):
 
 * dtypes half, bfloat16, float32 and float64 (stock: half and float32);
+* GRUBlockCell / GRUBlockCellGrad also run in half, bfloat16 and float64 (stock: float32);
 * BlockLSTM / BlockLSTMV2 zero all seven outputs past ``seq_len_max`` (stock: only cs, h);
 * ``seq_len_max`` outside ``[0, timelen]`` and wci/wcf/wco of the wrong length are
   ``InvalidArgumentError`` (stock aborts the process or reads out of bounds);
@@ -24,6 +25,8 @@ __all__ = [
     "BlockLSTMV2",
     "BlockLSTMGrad",
     "BlockLSTMGradV2",
+    "GRUBlockCell",
+    "GRUBlockCellGrad",
 ]
 
 
@@ -135,3 +138,16 @@ def BlockLSTMGradV2(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs,
     return _block_lstm_grad("BlockLSTMGradV2", "tf_rnn_block_lstm_grad_v2", seq_len_max, x,
                             cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, h,
                             cs_grad, h_grad, use_peephole, name)
+
+
+@_keyword_only
+def GRUBlockCell(x, h_prev, w_ru, w_c, b_ru, b_c, name=None):
+    t = _same_dtype("GRUBlockCell", x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c)
+    return load_library().tf_rnn_gru_block_cell(**t, name=name)
+
+
+@_keyword_only
+def GRUBlockCellGrad(x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c, d_h, name=None):
+    t = _same_dtype("GRUBlockCellGrad", x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru,
+                    b_c=b_c, r=r, u=u, c=c, d_h=d_h)
+    return load_library().tf_rnn_gru_block_cell_grad(**t, name=name)
