@@ -9,6 +9,7 @@
 #define EIGEN_USE_THREADS
 #endif
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -76,6 +77,24 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
   if (n <= 0) return;
   d.parallelFor(n, Eigen::TensorOpCost(0, 0, cost_per_unit),
                 [&fn](Index begin, Index end) { fn(begin, end); });
+}
+
+// out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into
+// chunks across the pool; each chunk is summed row by row (contiguous, vectorised), so the
+// result does not depend on the number of threads.
+template <typename A>
+void ColumnSum(const CpuDevice& d, const A* in, Index rows, Index cols, A* out) {
+  using Arr = Eigen::Array<A, Eigen::Dynamic, 1>;
+  constexpr Index kChunk = 256;
+  const Index chunks = (cols + kChunk - 1) / kChunk;
+  ParallelFor(d, chunks, static_cast<double>(rows) * kChunk, [&](Index c0, Index c1) {
+    for (Index c = c0; c < c1; ++c) {
+      const Index j0 = c * kChunk, len = std::min(kChunk, cols - j0);
+      Eigen::Map<Arr> acc(out + j0, len);
+      acc.setZero();
+      for (Index r = 0; r < rows; ++r) acc += Eigen::Map<const Arr>(in + r * cols + j0, len);
+    }
+  });
 }
 
 }  // namespace tfrnn

@@ -223,8 +223,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     Gemm<A>(d, true, false, H, G, N, a.h_prev, dgates_all, wg_h, false);
     if (L > 1) Gemm<A>(d, true, false, H, G, (L - 1) * N, a.h, dgates_all + N * G, wg_h, true);
     // b_grad = column sums of dgates.
-    Eigen::array<Index, 1> rows_dim = {0};
-    FlatMap<A>(a.b_grad, G).device(d) = ConstRowMajorMap<A>(dgates_all, L * N, G).sum(rows_dim);
+    ColumnSum<A>(d, dgates_all, L * N, G, a.b_grad);
   }
   PeepholeGrads<A>(d, s, L * N, N, H, dgates_all, a.cs_prev, a.cs, a.cs, a.wci_grad, a.wcf_grad,
                    a.wco_grad);

@@ -1,0 +1,115 @@
+// TensorFlow-free benchmark of the LSTM engine and of the GEMM shapes it runs, on an Eigen
+// thread pool of the requested size. Shows where forward/backward time goes.
+//   bazel run -c opt //bench:engine_bench -- T N I H threads
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "cc/engine/lstm.h"
+
+namespace {
+
+using tfrnn::Index;
+
+template <typename Fn>
+double MedianMs(Fn&& fn, int reps = 7) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Index T = argc > 1 ? atol(argv[1]) : 100, N = argc > 2 ? atol(argv[2]) : 64,
+              I = argc > 3 ? atol(argv[3]) : 256, H = argc > 4 ? atol(argv[4]) : 256;
+  const int threads = argc > 5 ? atoi(argv[5]) : 2;
+  Eigen::ThreadPool pool(threads);
+  tfrnn::CpuDevice d(&pool, threads);
+  std::mt19937 gen(0);
+  std::normal_distribution<float> nd(0.f, 0.1f);
+  auto vec = [&](Index n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(gen);
+    return v;
+  };
+  const Index G = 4 * H;
+  auto x = vec(T * N * I), cs0 = vec(N * H), h0 = vec(N * H), w = vec((I + H) * G), p = vec(H),
+       b = vec(G);
+  std::vector<float> acts[7];
+  for (auto& a : acts) a.resize(T * N * H);
+  std::vector<float> ws(tfrnn::LstmBwdWorkspaceSize(T, N, H));
+  tfrnn::LstmCellSpec spec;
+  spec.order = tfrnn::kIfco;
+  tfrnn::LstmFwdArgs<float> fa;
+  fa.T = T, fa.N = N, fa.I = I, fa.H = H, fa.seq_len_max = T;
+  fa.x = x.data(), fa.cs_prev = cs0.data(), fa.h_prev = h0.data(), fa.w = w.data();
+  fa.wci = fa.wcf = fa.wco = p.data();
+  fa.b = b.data();
+  fa.i = acts[0].data(), fa.cs = acts[1].data(), fa.f = acts[2].data(), fa.o = acts[3].data();
+  fa.ci = acts[4].data(), fa.co = acts[5].data(), fa.h = acts[6].data();
+  const double fwd = MedianMs([&] { tfrnn::LstmForward<float>(d, spec, fa, ws.data()); });
+
+  auto csg = vec(T * N * H), hg = vec(T * N * H);
+  std::vector<float> xg(T * N * I), cpg(N * H), hpg(N * H), wg((I + H) * G), pg1(H), pg2(H),
+      pg3(H), bg(G);
+  tfrnn::LstmBwdArgs<float> ba;
+  ba.T = T, ba.N = N, ba.I = I, ba.H = H, ba.seq_len_max = T;
+  ba.x = x.data(), ba.cs_prev = cs0.data(), ba.h_prev = h0.data(), ba.w = w.data();
+  ba.wci = ba.wcf = ba.wco = p.data();
+  ba.i = fa.i, ba.cs = fa.cs, ba.f = fa.f, ba.o = fa.o, ba.ci = fa.ci, ba.co = fa.co, ba.h = fa.h;
+  ba.cs_grad = csg.data(), ba.h_grad = hg.data();
+  ba.x_grad = xg.data(), ba.cs_prev_grad = cpg.data(), ba.h_prev_grad = hpg.data();
+  ba.w_grad = wg.data(), ba.wci_grad = pg1.data(), ba.wcf_grad = pg2.data();
+  ba.wco_grad = pg3.data(), ba.b_grad = bg.data();
+  const double bwd = MedianMs([&] { tfrnn::LstmBackward<float>(d, spec, ba, ws.data()); });
+
+  // The GEMMs inside, timed alone.
+  std::vector<float> out(std::max(T * N * G, (I + H) * G));
+  const double g_in = MedianMs([&] {
+    tfrnn::Gemm<float>(d, false, false, T * N, G, I, x.data(), w.data(), out.data(), false);
+  });
+  const double g_rec = MedianMs([&] {
+    for (Index t = 0; t < T; ++t)
+      tfrnn::Gemm<float>(d, false, false, N, G, H, h0.data(), w.data() + I * G, out.data(), true);
+  });
+  const double g_rec_b = MedianMs([&] {
+    for (Index t = 0; t < T; ++t)
+      tfrnn::Gemm<float>(d, false, true, N, H, G, ws.data(), w.data() + I * G, out.data(), false);
+  });
+  const double g_xg = MedianMs([&] {
+    tfrnn::Gemm<float>(d, false, true, T * N, I, G, ws.data(), w.data(), out.data(), false);
+  });
+  const double g_wg = MedianMs([&] {
+    tfrnn::Gemm<float>(d, true, false, I, G, T * N, x.data(), ws.data(), out.data(), false);
+    tfrnn::Gemm<float>(d, true, false, H, G, T * N, fa.h, ws.data(), out.data(), false);
+  });
+  const double red = MedianMs([&] {
+    tfrnn::ColumnSum<float>(d, ws.data(), T * N, G, bg.data());
+  });
+  std::printf("b_grad column-sum reduction: %.2f ms\n", red);
+  const double flops = 8.0 * T * N * H * (I + H);
+  std::printf("T=%ld N=%ld I=%ld H=%ld threads=%d\n", T, N, I, H, threads);
+  std::printf("forward  %8.2f ms %6.1f GF/s | input GEMM %6.2f ms, recurrent GEMMs %6.2f ms, "
+              "rest (pointwise) %6.2f ms\n",
+              fwd, flops / fwd / 1e6, g_in, g_rec, fwd - g_in - g_rec);
+  std::printf("backward %8.2f ms %6.1f GF/s | recurrent GEMMs %6.2f ms, x_grad GEMM %6.2f ms, "
+              "w_grad GEMMs %6.2f ms, rest %6.2f ms\n",
+              bwd, 2 * flops / bwd / 1e6, g_rec_b, g_xg, g_wg, bwd - g_rec_b - g_xg - g_wg);
+  const double big = MedianMs([&] {
+    tfrnn::Gemm<float>(d, false, false, 2048, 2048, 2048, out.data(), out.data(), ws.data(),
+                       false);
+  }, 3);
+  std::printf("reference GEMM 2048^3: %.1f GF/s\n", 2.0 * 2048 * 2048 * 2048 / big / 1e6);
+  return 0;
+}
