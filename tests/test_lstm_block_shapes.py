@@ -61,7 +61,7 @@ def test_cell_infers_outputs_and_merges_batch_from_h_prev():
 ])
 def test_block_lstm_shape_fn_rejects(name, shape):
     sp = specs(**{name: shape})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=rf"input '{name}'"):
         trace(lambda **k: ours.BlockLSTM(seq_len_max=tf.constant(T, tf.int64), **k), sp)
 
 
@@ -75,7 +75,7 @@ def test_grad_op_shapes_and_activation_checks():
         assert [o.shape.as_list() for o in outs] == [
             [T, B, I], [B, H], [B, H], [I + H, 4 * H], [H], [H], [H], [4 * H]]
         bad = dict(act, h_grad=S([T, B, H + 1], tf.float32))
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"input 'h_grad'"):
             trace(lambda **k: fn(seq_len_max=tf.constant(T, tf.int64), use_peephole=True, **k),
                   {**sp, **bad})
 
@@ -92,3 +92,16 @@ def test_seq_len_max_must_be_scalar_in_shape_fn():
     sp = specs()
     with pytest.raises(ValueError):
         trace(lambda **k: ours.BlockLSTM(seq_len_max=tf.constant([T], tf.int64), **k), sp)
+
+
+@pytest.mark.parametrize("name,shape", [
+    ("h_prev", [B + 1, H]), ("w_ru", [I + H, 2 * H + 1]), ("w_c", [I + H + 1, H]),
+    ("b_ru", [2 * H + 2]), ("b_c", [H + 1]), ("x", [B]),
+])
+def test_gru_shape_fn_names_the_input(name, shape):
+    sp = dict(x=[B, I], h_prev=[B, H], w_ru=[I + H, 2 * H], w_c=[I + H, H], b_ru=[2 * H],
+              b_c=[H])
+    sp[name] = shape
+    sp = {k: S(v, tf.float32) for k, v in sp.items()}
+    with pytest.raises(ValueError, match=rf"input '{name}'"):
+        trace(ours.GRUBlockCell, sp)

@@ -1,5 +1,6 @@
 // Op registrations for the GRU block family under TfRnn>: stock inputs, outputs and attrs,
 // T widened to {half, bfloat16, float, double}.
+#include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -10,37 +11,46 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
+// Prefixes a shape-inference error with the input it concerns (graph-mode errors name the
+// offending input like the kernels' errors do).
+absl::Status Named(absl::Status s, const char* input) {
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat("input '", input, "': ", s.message()));
+}
+#define TFRNN_SHAPE_CHECK(expr, input) TF_RETURN_IF_ERROR(Named((expr), (input)))
+
 // Checks x, h_prev, w_ru, w_c, b_ru, b_c (and `acts` [B, H] inputs after them); returns the
 // merged batch, input and cell sizes.
 absl::Status GruShapes(InferenceContext* c, int acts, DimensionHandle* B, DimensionHandle* I,
                        DimensionHandle* H) {
   ShapeHandle x, h_prev, w_ru, w_c, b_ru, b_c;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &h_prev));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &w_ru));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &w_c));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &b_ru));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &b_c));
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 2, &x), "x");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(1), 2, &h_prev), "h_prev");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(2), 2, &w_ru), "w_ru");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(3), 2, &w_c), "w_c");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(4), 1, &b_ru), "b_ru");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(5), 1, &b_c), "b_c");
   *B = c->Dim(x, 0);
   *I = c->Dim(x, 1);
   *H = c->Dim(h_prev, 1);
-  TF_RETURN_IF_ERROR(c->Merge(*B, c->Dim(h_prev, 0), B));
+  TFRNN_SHAPE_CHECK(c->Merge(*B, c->Dim(h_prev, 0), B), "h_prev");
   DimensionHandle h2;
-  TF_RETURN_IF_ERROR(c->Divide(c->Dim(w_ru, 1), 2, /*evenly_divisible=*/true, &h2));
-  TF_RETURN_IF_ERROR(c->Merge(*H, h2, H));
-  TF_RETURN_IF_ERROR(c->Divide(c->Dim(b_ru, 0), 2, /*evenly_divisible=*/true, &h2));
-  TF_RETURN_IF_ERROR(c->Merge(*H, h2, H));
-  TF_RETURN_IF_ERROR(c->Merge(*H, c->Dim(w_c, 1), H));
-  TF_RETURN_IF_ERROR(c->Merge(*H, c->Dim(b_c, 0), H));
+  TFRNN_SHAPE_CHECK(c->Divide(c->Dim(w_ru, 1), 2, /*evenly_divisible=*/true, &h2), "w_ru");
+  TFRNN_SHAPE_CHECK(c->Merge(*H, h2, H), "w_ru");
+  TFRNN_SHAPE_CHECK(c->Divide(c->Dim(b_ru, 0), 2, /*evenly_divisible=*/true, &h2), "b_ru");
+  TFRNN_SHAPE_CHECK(c->Merge(*H, h2, H), "b_ru");
+  TFRNN_SHAPE_CHECK(c->Merge(*H, c->Dim(w_c, 1), H), "w_c");
+  TFRNN_SHAPE_CHECK(c->Merge(*H, c->Dim(b_c, 0), H), "b_c");
   DimensionHandle ih, unused;
   TF_RETURN_IF_ERROR(c->Add(*I, *H, &ih));
-  TF_RETURN_IF_ERROR(c->Merge(ih, c->Dim(w_ru, 0), &unused));
-  TF_RETURN_IF_ERROR(c->Merge(ih, c->Dim(w_c, 0), &unused));
+  TFRNN_SHAPE_CHECK(c->Merge(ih, c->Dim(w_ru, 0), &unused), "w_ru");
+  TFRNN_SHAPE_CHECK(c->Merge(ih, c->Dim(w_c, 0), &unused), "w_c");
+  static const char* const kNames[] = {"r", "u", "c", "d_h", "r_grad", "u_grad", "c_grad"};
   for (int k = 6; k < 6 + acts; ++k) {
     ShapeHandle s;
-    TF_RETURN_IF_ERROR(c->WithRank(c->input(k), 2, &s));
-    TF_RETURN_IF_ERROR(c->Merge(*B, c->Dim(s, 0), B));
-    TF_RETURN_IF_ERROR(c->Merge(*H, c->Dim(s, 1), H));
+    TFRNN_SHAPE_CHECK(c->WithRank(c->input(k), 2, &s), kNames[k - 6]);
+    TFRNN_SHAPE_CHECK(c->Merge(*B, c->Dim(s, 0), B), kNames[k - 6]);
+    TFRNN_SHAPE_CHECK(c->Merge(*H, c->Dim(s, 1), H), kNames[k - 6]);
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,9 @@
 // Op registrations for the LSTM block family under the TfRnn> namespace: same inputs,
 // outputs, attrs and defaults as stock TensorFlow, T widened to {half, bfloat16, float,
 // double}. Shape functions check every rank and merge every shared dimension.
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -14,6 +17,14 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 constexpr char kTypes[] = "T: {half, bfloat16, float, double}";
 
+// Prefixes a shape-inference error with the input it concerns, so that graph-mode errors name
+// the offending input like the kernels' errors do.
+absl::Status Named(absl::Status s, const char* input) {
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat("input '", input, "': ", s.message()));
+}
+#define TFRNN_SHAPE_CHECK(expr, input) TF_RETURN_IF_ERROR(Named((expr), (input)))
+
 // Sizes shared by the family, merged across all inputs.
 struct LstmShapeDims {
   DimensionHandle T, B, I, H;
@@ -22,45 +33,50 @@ struct LstmShapeDims {
 
 // Checks x (rank x_rank), cs_prev, h_prev, w, wci, wcf, wco, b starting at input `first`.
 absl::Status MergeLstmParams(InferenceContext* c, int first, int x_rank, LstmShapeDims* d) {
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first), x_rank, &d->x));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 1), 2, &d->cs_prev));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 2), 2, &d->h_prev));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 3), 2, &d->w));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 4), 1, &d->wci));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 5), 1, &d->wcf));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 6), 1, &d->wco));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 7), 1, &d->b));
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first), x_rank, &d->x), "x");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 1), 2, &d->cs_prev), "cs_prev");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 2), 2, &d->h_prev), "h_prev");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 3), 2, &d->w), "w");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 4), 1, &d->wci), "wci");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 5), 1, &d->wcf), "wcf");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 6), 1, &d->wco), "wco");
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 7), 1, &d->b), "b");
   d->T = x_rank == 3 ? c->Dim(d->x, 0) : c->MakeDim(1);
   d->B = c->Dim(d->x, x_rank - 2);
   d->I = c->Dim(d->x, x_rank - 1);
   d->H = c->Dim(d->cs_prev, 1);
-  TF_RETURN_IF_ERROR(c->Merge(d->B, c->Dim(d->cs_prev, 0), &d->B));
-  TF_RETURN_IF_ERROR(c->Merge(d->B, c->Dim(d->h_prev, 0), &d->B));
-  TF_RETURN_IF_ERROR(c->Merge(d->H, c->Dim(d->h_prev, 1), &d->H));
+  TFRNN_SHAPE_CHECK(c->Merge(d->B, c->Dim(d->cs_prev, 0), &d->B), "cs_prev");
+  TFRNN_SHAPE_CHECK(c->Merge(d->B, c->Dim(d->h_prev, 0), &d->B), "h_prev");
+  TFRNN_SHAPE_CHECK(c->Merge(d->H, c->Dim(d->h_prev, 1), &d->H), "h_prev");
   DimensionHandle h4;
-  TF_RETURN_IF_ERROR(c->Divide(c->Dim(d->w, 1), 4, /*evenly_divisible=*/true, &h4));
-  TF_RETURN_IF_ERROR(c->Merge(d->H, h4, &d->H));
-  TF_RETURN_IF_ERROR(c->Divide(c->Dim(d->b, 0), 4, /*evenly_divisible=*/true, &h4));
-  TF_RETURN_IF_ERROR(c->Merge(d->H, h4, &d->H));
-  for (const ShapeHandle& p : {d->wci, d->wcf, d->wco}) {
-    TF_RETURN_IF_ERROR(c->Merge(d->H, c->Dim(p, 0), &d->H));
-  }
+  TFRNN_SHAPE_CHECK(c->Divide(c->Dim(d->w, 1), 4, /*evenly_divisible=*/true, &h4), "w");
+  TFRNN_SHAPE_CHECK(c->Merge(d->H, h4, &d->H), "w");
+  TFRNN_SHAPE_CHECK(c->Divide(c->Dim(d->b, 0), 4, /*evenly_divisible=*/true, &h4), "b");
+  TFRNN_SHAPE_CHECK(c->Merge(d->H, h4, &d->H), "b");
+  TFRNN_SHAPE_CHECK(c->Merge(d->H, c->Dim(d->wci, 0), &d->H), "wci");
+  TFRNN_SHAPE_CHECK(c->Merge(d->H, c->Dim(d->wcf, 0), &d->H), "wcf");
+  TFRNN_SHAPE_CHECK(c->Merge(d->H, c->Dim(d->wco, 0), &d->H), "wco");
   DimensionHandle ih;
   TF_RETURN_IF_ERROR(c->Add(d->I, d->H, &ih));
-  TF_RETURN_IF_ERROR(c->Merge(ih, c->Dim(d->w, 0), &ih));
+  TFRNN_SHAPE_CHECK(c->Merge(ih, c->Dim(d->w, 0), &ih), "w");
   return absl::OkStatus();
 }
 
 // Checks `count` inputs from `first` to be [T, B, H] (sequence) or [B, H] (cell).
 absl::Status MergeActivations(InferenceContext* c, int first, int count, bool sequence,
                               LstmShapeDims* d) {
+  static const char* const kSeqNames[] = {"i",  "cs", "f",       "o",      "ci",
+                                          "co", "h",  "cs_grad", "h_grad", "i_grad",
+                                          "f_grad", "o_grad", "ci_grad", "co_grad"};
+  static const char* const kCellNames[] = {"i", "cs", "f", "o", "ci", "co", "cs_grad", "h_grad"};
   for (int k = first; k < first + count; ++k) {
+    const std::string name = sequence ? kSeqNames[k - first] : kCellNames[k - first];
     ShapeHandle s;
-    TF_RETURN_IF_ERROR(c->WithRank(c->input(k), sequence ? 3 : 2, &s));
+    TFRNN_SHAPE_CHECK(c->WithRank(c->input(k), sequence ? 3 : 2, &s), name.c_str());
     int j = 0;
-    if (sequence) TF_RETURN_IF_ERROR(c->Merge(d->T, c->Dim(s, j++), &d->T));
-    TF_RETURN_IF_ERROR(c->Merge(d->B, c->Dim(s, j++), &d->B));
-    TF_RETURN_IF_ERROR(c->Merge(d->H, c->Dim(s, j), &d->H));
+    if (sequence) TFRNN_SHAPE_CHECK(c->Merge(d->T, c->Dim(s, j++), &d->T), name.c_str());
+    TFRNN_SHAPE_CHECK(c->Merge(d->B, c->Dim(s, j++), &d->B), name.c_str());
+    TFRNN_SHAPE_CHECK(c->Merge(d->H, c->Dim(s, j), &d->H), name.c_str());
   }
   return absl::OkStatus();
 }
@@ -87,7 +103,7 @@ absl::Status CellGradShape(InferenceContext* c) {
 
 absl::Status SequenceShape(InferenceContext* c) {
   ShapeHandle unused;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));  // seq_len_max
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 0, &unused), "seq_len_max");
   LstmShapeDims d;
   TF_RETURN_IF_ERROR(MergeLstmParams(c, 1, 3, &d));
   ShapeHandle out = c->MakeShape({d.T, d.B, d.H});
@@ -100,7 +116,7 @@ absl::Status SequenceShape(InferenceContext* c) {
 // h_prev, w, wci, wcf, wco, b.
 absl::Status SequenceGradShape(InferenceContext* c, int extra_grads) {
   ShapeHandle unused;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 0, &unused), "seq_len_max");
   LstmShapeDims d;
   TF_RETURN_IF_ERROR(MergeLstmParams(c, 1, 3, &d));
   TF_RETURN_IF_ERROR(MergeActivations(c, 9, 9 + extra_grads, /*sequence=*/true, &d));
