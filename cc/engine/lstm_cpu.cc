@@ -15,26 +15,28 @@ using CVec = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
 constexpr double kFwdCostPerElem = 60;
 constexpr double kBwdCostPerElem = 40;
 
-// Forward pointwise pass for rows [n0, n1) of one step. `gates` holds x·Wx + h·Wh (no bias).
+// Forward pointwise pass for rows [n0, n1) and units [j0, j0 + len) of one step. `gates`
+// holds x·Wx + h·Wh (no bias).
 template <typename A>
-void FwdRows(const LstmCellSpec& s, Index H, Index n0, Index n1, const A* gates, const A* b,
-             const A* cp, const A* wci, const A* wcf, const A* wco, A* i, A* cs, A* f, A* o,
-             A* ci, A* co, A* h) {
+void FwdRows(const LstmCellSpec& s, Index H, Index n0, Index n1, Index j0, Index len,
+             const A* gates, const A* b, const A* cp, const A* wci, const A* wcf, const A* wco,
+             A* i, A* cs, A* f, A* o, A* ci, A* co, A* h) {
   const A fb = static_cast<A>(s.forget_bias);
   const A clip = static_cast<A>(s.cell_clip);
   const bool do_clip = s.cell_clip > 0.f;
-  CVec<A> bi(b + s.order.i * H, H), bc(b + s.order.c * H, H), bf(b + s.order.f * H, H),
-      bo(b + s.order.o * H, H);
+  CVec<A> bi(b + s.order.i * H + j0, len), bc(b + s.order.c * H + j0, len),
+      bf(b + s.order.f * H + j0, len), bo(b + s.order.o * H + j0, len);
   for (Index n = n0; n < n1; ++n) {
-    const A* g = gates + n * 4 * H;
-    CVec<A> gi(g + s.order.i * H, H), gc(g + s.order.c * H, H), gf(g + s.order.f * H, H),
-        go(g + s.order.o * H, H);
-    CVec<A> cpn(cp + n * H, H);
-    Vec<A> in(i + n * H, H), csn(cs + n * H, H), fn(f + n * H, H), on(o + n * H, H),
-        cin(ci + n * H, H), con(co + n * H, H), hn(h + n * H, H);
+    const A* g = gates + n * 4 * H + j0;
+    CVec<A> gi(g + s.order.i * H, len), gc(g + s.order.c * H, len), gf(g + s.order.f * H, len),
+        go(g + s.order.o * H, len);
+    const Index r = n * H + j0;
+    CVec<A> cpn(cp + r, len);
+    Vec<A> in(i + r, len), csn(cs + r, len), fn(f + r, len), on(o + r, len), cin(ci + r, len),
+        con(co + r, len), hn(h + r, len);
     if (s.use_peephole) {
-      in = (gi + bi + cpn * CVec<A>(wci, H)).logistic();
-      fn = (gf + bf + fb + cpn * CVec<A>(wcf, H)).logistic();
+      in = (gi + bi + cpn * CVec<A>(wci + j0, len)).logistic();
+      fn = (gf + bf + fb + cpn * CVec<A>(wcf + j0, len)).logistic();
     } else {
       in = (gi + bi).logistic();
       fn = (gf + bf + fb).logistic();
@@ -44,7 +46,7 @@ void FwdRows(const LstmCellSpec& s, Index H, Index n0, Index n1, const A* gates,
     if (do_clip) csn = csn.max(-clip).min(clip);
     con = csn.tanh();
     if (s.use_peephole) {
-      on = (go + bo + csn * CVec<A>(wco, H)).logistic();
+      on = (go + bo + csn * CVec<A>(wco + j0, len)).logistic();
     } else {
       on = (go + bo).logistic();
     }
@@ -76,34 +78,35 @@ struct BwdStep {
 //   di   = i(1-i) ⊙ (dcs ⊙ ci + g_i)
 //   dcs_prev = dcs ⊙ f [+ di ⊙ wci + df ⊙ wcf]
 template <typename A>
-void BwdRows(const LstmCellSpec& s, bool exact_clip, Index H, Index n0, Index n1,
-             const BwdStep<A>& st, const A* wci, const A* wcf, const A* wco) {
+void BwdRows(const LstmCellSpec& s, bool exact_clip, Index H, Index n0, Index n1, Index j0,
+             Index len, const BwdStep<A>& st, const A* wci, const A* wcf, const A* wco) {
   const A clip = static_cast<A>(s.cell_clip);
   const bool mask_clip = exact_clip && s.cell_clip > 0.f;
   const A one(1);
   for (Index n = n0; n < n1; ++n) {
-    const Index r = n * H;
-    CVec<A> cpn(st.cp + r, H), in(st.i + r, H), csn(st.cs + r, H), fn(st.f + r, H),
-        on(st.o + r, H), cin(st.ci + r, H), con(st.co + r, H);
-    CVec<A> csg(st.cs_grad + r, H), hg(st.h_grad + r, H), dhc(st.dh_carry + n * st.dh_stride, H);
-    CVec<A> gi(st.gi + n * st.g_stride[0], H), gf(st.gf + n * st.g_stride[1], H),
-        go(st.go + n * st.g_stride[2], H), gci(st.gci + n * st.g_stride[3], H),
-        gco(st.gco + n * st.g_stride[4], H);
-    A* dg = st.dgates + n * 4 * H;
-    Vec<A> di(dg + s.order.i * H, H), dci(dg + s.order.c * H, H), df(dg + s.order.f * H, H),
-        dout(dg + s.order.o * H, H);
-    Vec<A> dcs(st.dcs_carry + r, H);  // carry in, dcs in the middle, carry out
+    const Index r = n * H + j0;
+    CVec<A> cpn(st.cp + r, len), in(st.i + r, len), csn(st.cs + r, len), fn(st.f + r, len),
+        on(st.o + r, len), cin(st.ci + r, len), con(st.co + r, len);
+    CVec<A> csg(st.cs_grad + r, len), hg(st.h_grad + r, len),
+        dhc(st.dh_carry + n * st.dh_stride + j0, len);
+    CVec<A> gi(st.gi + n * st.g_stride[0] + j0, len), gf(st.gf + n * st.g_stride[1] + j0, len),
+        go(st.go + n * st.g_stride[2] + j0, len), gci(st.gci + n * st.g_stride[3] + j0, len),
+        gco(st.gco + n * st.g_stride[4] + j0, len);
+    A* dg = st.dgates + n * 4 * H + j0;
+    Vec<A> di(dg + s.order.i * H, len), dci(dg + s.order.c * H, len),
+        df(dg + s.order.f * H, len), dout(dg + s.order.o * H, len);
+    Vec<A> dcs(st.dcs_carry + r, len);  // carry in, dcs in the middle, carry out
     // dh is used twice; materialise it in the o block first, then overwrite with do.
     dout = hg + dhc;
     dcs = (one - con.square()) * (dout * on + gco) + csg + dcs;
     dout = on * (one - on) * (dout * con + go);
-    if (s.use_peephole) dcs += dout * CVec<A>(wco, H);
+    if (s.use_peephole) dcs += dout * CVec<A>(wco + j0, len);
     if (mask_clip) dcs = (csn.abs() < clip).select(dcs, A(0));
     dci = (one - cin.square()) * (dcs * in + gci);
     df = fn * (one - fn) * (dcs * cpn + gf);
     di = in * (one - in) * (dcs * cin + gi);
     if (s.use_peephole) {
-      dcs = dcs * fn + di * CVec<A>(wci, H) + df * CVec<A>(wcf, H);
+      dcs = dcs * fn + di * CVec<A>(wci + j0, len) + df * CVec<A>(wcf + j0, len);
     } else {
       dcs = dcs * fn;
     }
@@ -144,6 +147,42 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
   });
 }
 
+// Units are processed in blocks so that one task owns all four gate columns of its units: its
+// recurrent GEMM slice and its pointwise pass need no other task's results.
+Index UnitBlock(const CpuDevice& d, Index H) {
+  const Index threads = std::max(1, d.numThreads());
+  Index u = (H + threads - 1) / threads;
+  u = (u + 15) / 16 * 16;  // whole SIMD registers
+  return std::max<Index>(16, std::min(u, H));
+}
+
+template <typename A>
+using MatRM = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using OStride = Eigen::OuterStride<>;
+
+// gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
+// (single-threaded: the caller parallelises over unit blocks).
+template <typename A>
+void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* w_h,
+                       A* gates) {
+  Eigen::Map<const MatRM<A>, 0, OStride> hp(h_prev, N, H, OStride(H));
+  for (int g = 0; g < 4; ++g) {
+    Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + g * H + j0, H, len, OStride(4 * H));
+    Eigen::Map<MatRM<A>, 0, OStride> gb(gates + g * H + j0, N, len, OStride(4 * H));
+    gb.noalias() += hp * wb;
+  }
+}
+
+// dh[:, j0 : j0 + len] = dgates · w_h[j0 : j0 + len, :]ᵀ   (single-threaded block).
+template <typename A>
+void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, const A* w_h,
+                       A* dh) {
+  Eigen::Map<const MatRM<A>, 0, OStride> dg(dgates, N, 4 * H, OStride(4 * H));
+  Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + j0 * 4 * H, len, 4 * H, OStride(4 * H));
+  Eigen::Map<MatRM<A>, 0, OStride> out(dh + j0, N, len, OStride(H));
+  out.noalias() = dg * wb.transpose();
+}
+
 }  // namespace
 
 template <typename A>
@@ -154,15 +193,21 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   // Input projection of all computed steps: [L·N, I] · w[0:I] -> [L·N, 4H].
   Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, gates_all, false);
   const A* w_h = a.w + I * G;
+  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
+  // Per task and step: 8·N·H·U FLOPs of GEMM plus the pointwise pass over N·U elements.
+  const double block_cost = 8.0 * N * H * U / 16 + kFwdCostPerElem * N * U;
   for (Index t = 0; t < L; ++t) {
     const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
     const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
     A* gates = gates_all + t * N * G;
-    Gemm<A>(d, false, false, N, G, H, hp, w_h, gates, true);  // += h_{t-1} · w[I:]
     const Index off = t * NH;
-    ParallelFor(d, N, kFwdCostPerElem * H, [&](Index n0, Index n1) {
-      FwdRows<A>(s, H, n0, n1, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
-                 a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
+    ParallelFor(d, blocks, block_cost, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, H - j0);
+        RecurrentFwdBlock<A>(N, H, j0, len, hp, w_h, gates);  // += h_{t-1} · w[I:]
+        FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off,
+                   a.cs + off, a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
+      }
     });
   }
   // Steps past seq_len_max: all seven outputs are zero.
@@ -182,6 +227,8 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   Zero(d, a.cs_prev_grad, NH);
   Zero(d, a.h_prev_grad, NH);
   const A* w_h = a.w + I * G;
+  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
+  const double block_cost = 8.0 * N * H * U / 16 + kBwdCostPerElem * N * U;
   const A* opt[5] = {a.i_grad, a.f_grad, a.o_grad, a.ci_grad, a.co_grad};
   for (Index t = L - 1; t >= 0; --t) {
     const Index off = t * NH;
@@ -204,11 +251,26 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     }
     st.dcs_carry = a.cs_prev_grad;
     st.dgates = dgates_all + t * N * G;
-    ParallelFor(d, N, kBwdCostPerElem * H, [&](Index n0, Index n1) {
-      BwdRows<A>(s, a.exact_clip_grad, H, n0, n1, st, a.wci, a.wcf, a.wco);
+    const A* dgates_next = t + 1 < L ? dgates_all + (t + 1) * N * G : nullptr;
+    ParallelFor(d, blocks, block_cost, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, H - j0);
+        // dL/dh_t (through h_t feeding step t+1) = dgates[t+1] · w[I:]ᵀ, for these units.
+        if (dgates_next != nullptr) {
+          RecurrentBwdBlock<A>(N, H, j0, len, dgates_next, w_h, a.h_prev_grad);
+        }
+        BwdRows<A>(s, a.exact_clip_grad, H, 0, N, j0, len, st, a.wci, a.wcf, a.wco);
+      }
     });
-    // dL/dh_{t-1} = dgates · w[I:]ᵀ   ([N,4H] · [4H,H])
-    Gemm<A>(d, false, true, N, H, G, st.dgates, w_h, a.h_prev_grad, false);
+  }
+  // dL/dh_prev = dgates[0] · w[I:]ᵀ
+  if (L > 0) {
+    ParallelFor(d, blocks, 8.0 * N * H * U / 16, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, H - j0);
+        RecurrentBwdBlock<A>(N, H, j0, len, dgates_all, w_h, a.h_prev_grad);
+      }
+    });
   }
   // x_grad = dgates · w[0:I]ᵀ over all steps; zero past seq_len_max.
   Gemm<A>(d, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
@@ -251,7 +313,7 @@ void LstmCellBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmCellB
   st.dcs_carry = a.cs_prev_grad;
   st.dgates = a.dgates;
   ParallelFor(d, N, kBwdCostPerElem * H, [&](Index n0, Index n1) {
-    BwdRows<A>(s, /*exact_clip=*/false, H, n0, n1, st, a.wci, a.wcf, a.wco);
+    BwdRows<A>(s, /*exact_clip=*/false, H, n0, n1, 0, H, st, a.wci, a.wcf, a.wco);
   });
   PeepholeGrads<A>(d, s, N, N, H, a.dgates, a.cs_prev, a.cs_prev, a.cs, a.wci_grad, a.wcf_grad,
                    a.wco_grad);
