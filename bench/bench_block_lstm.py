@@ -78,6 +78,67 @@ def main():
         gs, go = flops / ts / 1e6, flops / to / 1e6
         print(f"{name:<15}{ts:>10.1f}{to:>10.1f}{gs:>12.1f}{go:>11.1f}{100 * go / peak:>11.0f}%"
               f"{ts / to:>9.2f}x")
+    train_step(args, a, peak)
+
+
+def train_step(args, a, peak):
+    """LSTM forward + backward (input, weight, bias and state gradients), IFCO, no peephole:
+    ours (BlockLSTMV2 + registered gradient), stock (BlockLSTMV2 + BlockLSTMGradV2 called
+    directly: stock's registered V2 gradient is wrong) and PyTorch nn.LSTM when installed."""
+    T, N, I, H = args.T, args.N, args.I, args.H
+    flops = 3 * 8.0 * T * N * H * (I + H)
+    g_out = tf.random.normal([T, N, H])
+    zero_h = tf.zeros([H])
+    slm = tf.constant(T, tf.int64)
+
+    @tf.function
+    def ours_step(x, w, b, h0, c0):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w, b, h0, c0])
+            h = ours.BlockLSTMV2(seq_len_max=slm, x=x, cs_prev=c0, h_prev=h0, w=w, wci=zero_h,
+                                 wcf=zero_h, wco=zero_h, b=b)[6]
+            loss = tf.reduce_sum(h * g_out)
+        return tape.gradient(loss, [x, w, b, h0, c0])
+
+    @tf.function
+    def stock_step(x, w, b, h0, c0):
+        out = tf.raw_ops.BlockLSTMV2(seq_len_max=slm, x=x, cs_prev=c0, h_prev=h0, w=w,
+                                     wci=zero_h, wcf=zero_h, wco=zero_h, b=b)
+        acts = dict(zip(["i", "cs", "f", "o", "ci", "co", "h"], out))
+        return tf.raw_ops.BlockLSTMGradV2(seq_len_max=slm, x=x, cs_prev=c0, h_prev=h0, w=w,
+                                          wci=zero_h, wcf=zero_h, wco=zero_h, b=b, **acts,
+                                          cs_grad=tf.zeros_like(out[1]), h_grad=g_out,
+                                          use_peephole=False)
+
+    args_tf = (a["x"], a["w"], a["b"], a["h_prev"], a["cs_prev"])
+    t_ours = median_ms(lambda: [t.numpy() for t in ours_step(*args_tf)], args.reps)
+    t_stock = median_ms(lambda: [t.numpy() for t in stock_step(*args_tf)], args.reps)
+    print(f"\nLSTM forward+backward (IFCO, grads of x, w, b, h0, c0), "
+          f"{flops / 1e9:.1f} GFLOP:")
+    print(f"  {'ours (BlockLSTMV2 + gradient)':<42}{t_ours:>8.1f} ms {flops / t_ours / 1e6:>7.1f} "
+          f"GF/s {100 * flops / t_ours / 1e6 / peak:>4.0f}% GEMM")
+    print(f"  {'stock (BlockLSTMV2 + BlockLSTMGradV2)':<42}{t_stock:>8.1f} ms "
+          f"{flops / t_stock / 1e6:>7.1f} GF/s   ours {t_stock / t_ours:.2f}x faster")
+    try:
+        import torch
+    except ImportError:
+        print("  PyTorch not installed: no nn.LSTM comparison")
+        return
+    torch.set_num_threads(os.cpu_count())
+    lstm = torch.nn.LSTM(I, H)
+    x = torch.randn(T, N, I, requires_grad=True)
+    h0 = torch.zeros(1, N, H, requires_grad=True)
+    c0 = torch.zeros(1, N, H, requires_grad=True)
+    go = torch.randn(T, N, H)
+
+    def torch_step():
+        lstm.zero_grad()
+        out, _ = lstm(x, (h0, c0))
+        out.backward(go)
+
+    t_torch = median_ms(torch_step, args.reps)
+    print(f"  {'PyTorch ' + torch.__version__ + ' nn.LSTM (oneDNN)':<42}{t_torch:>8.1f} ms "
+          f"{flops / t_torch / 1e6:>7.1f} GF/s   ours {t_torch / t_ours:.2f}x faster")
 
 
 if __name__ == "__main__":
