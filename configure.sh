@@ -6,13 +6,15 @@
 #   4. builds the op library and places it in the package (skip with --no-build).
 # Environment:
 #   TF_RNN_OPS_VENV        virtual environment path (default: <repo>/.venv)
-#   TF_RNN_OPS_TF_PACKAGE  TensorFlow requirement (default: tensorflow-cpu==2.21.0); set to
-#                          "installed" to use whatever TensorFlow the venv already has.
+#   TF_RNN_OPS_TF_VERSION  TensorFlow version to install and build against (e.g. 2.19.0).
+#                          Unset: build against the TensorFlow the venv already has, or install
+#                          2.21.0 when it has none.
+#   TF_RNN_OPS_TF_PACKAGE  full requirement instead (e.g. tf-nightly-cpu); overrides the above.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 VENV="${TF_RNN_OPS_VENV:-$ROOT/.venv}"
-TF_PACKAGE="${TF_RNN_OPS_TF_PACKAGE:-tensorflow-cpu==2.21.0}"
+DEFAULT_TF_VERSION=2.21.0
 BUILD=1
 for arg in "$@"; do
   case "$arg" in
@@ -31,13 +33,18 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 VPY="$VENV/bin/python"
-if [ "$TF_PACKAGE" != "installed" ]; then
-  want="${TF_PACKAGE##*==}"
-  have="$("$VPY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -1 || true)"
-  if [ "$have" != "$want" ]; then
-    log "installing $TF_PACKAGE numpy pytest into $VENV"
-    "$VPY" -m pip install -q --disable-pip-version-check "$TF_PACKAGE" numpy pytest
-  fi
+have="$("$VPY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -1 || true)"
+if [ -n "${TF_RNN_OPS_TF_PACKAGE:-}" ]; then
+  log "installing $TF_RNN_OPS_TF_PACKAGE numpy pytest into $VENV"
+  "$VPY" -m pip install -q --disable-pip-version-check "$TF_RNN_OPS_TF_PACKAGE" numpy pytest
+elif [ -n "${TF_RNN_OPS_TF_VERSION:-}" ] && [ "$have" != "$TF_RNN_OPS_TF_VERSION" ]; then
+  log "installing tensorflow-cpu==$TF_RNN_OPS_TF_VERSION numpy pytest into $VENV"
+  "$VPY" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$TF_RNN_OPS_TF_VERSION" \
+    numpy pytest
+elif [ -z "$have" ]; then
+  log "installing tensorflow-cpu==$DEFAULT_TF_VERSION numpy pytest into $VENV"
+  "$VPY" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$DEFAULT_TF_VERSION" \
+    numpy pytest
 fi
 "$VPY" -c 'import numpy, pytest' 2>/dev/null || "$VPY" -m pip install -q --disable-pip-version-check numpy pytest
 

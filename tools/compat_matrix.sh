@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds and tests tf_rnn_ops against several TensorFlow releases, each in its own clone and
+# virtual environment, and prints a table version x (build, tests passed, tests failed).
+#   tools/compat_matrix.sh [VERSION ...]      default: 2.18.1 2.19.1 2.20.0 2.21.0 nightly
+# "nightly" installs tf-nightly-cpu. Work happens under $TF_RNN_OPS_COMPAT_DIR (default: a
+# temporary directory); logs stay there.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VERSIONS=("$@")
+[ ${#VERSIONS[@]} -eq 0 ] && VERSIONS=(2.18.1 2.19.1 2.20.0 2.21.0 nightly)
+WORK="${TF_RNN_OPS_COMPAT_DIR:-$(mktemp -d)}"
+mkdir -p "$WORK"
+declare -a ROWS
+for v in "${VERSIONS[@]}"; do
+  dir="$WORK/tf-$v"
+  rm -rf "$dir"
+  git clone -q "$ROOT" "$dir"
+  log="$WORK/tf-$v.log"
+  echo "[compat] TensorFlow $v in $dir (log: $log)"
+  if [ "$v" = nightly ]; then
+    env_args=(TF_RNN_OPS_TF_PACKAGE=tf-nightly-cpu)
+  else
+    env_args=(TF_RNN_OPS_TF_VERSION="$v")
+  fi
+  build="ok"; passed=0; failed=0; installed="?"
+  if ! (cd "$dir" && env "${env_args[@]}" ./configure.sh) >"$log" 2>&1; then
+    build="FAILED"
+  else
+    installed="$("$dir/.venv/bin/python" -c 'import tensorflow as tf; print(tf.__version__)' \
+                 2>/dev/null | tail -1)"
+    (cd "$dir" && .venv/bin/python -m pytest -q tests -p no:cacheprovider) >>"$log" 2>&1
+    summary="$(tail -1 "$log")"
+    passed="$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)"
+    failed="$(grep -oE '[0-9]+ (failed|error)' <<<"$summary" | grep -oE '[0-9]+' \
+              | paste -sd+ | bc 2>/dev/null || echo 0)"
+  fi
+  ROWS+=("$(printf '| %-8s | %-22s | %-6s | %6s | %6s |' "$v" "$installed" "$build" "$passed" \
+            "${failed:-0}")")
+done
+echo
+echo "| asked    | installed              | build  | passed | failed |"
+echo "|----------|------------------------|--------|--------|--------|"
+printf '%s\n' "${ROWS[@]}"
