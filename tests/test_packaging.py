@@ -107,7 +107,7 @@ def test_report_quick_runs_and_passes():
     p = _run([sys.executable, "-m", "tf_rnn_ops.report", "--quick"], cwd=ROOT)
     assert p.returncode == 0, p.stdout + p.stderr
     for name in ["BlockLSTM ", "BlockLSTMV2", "BlockLSTMGrad ", "BlockLSTMGradV2",
-                 "LSTMBlockCell ", "LSTMBlockCellGrad"]:
+                 "LSTMBlockCell ", "LSTMBlockCellGrad", "GRUBlockCell ", "GRUBlockCellGrad"]:
         assert name in p.stdout
 
 

@@ -48,8 +48,19 @@ def _invalid(op, message):
     return tf.errors.InvalidArgumentError(None, None, f"TfRnn>{op}: {message}")
 
 
+_ALLOWED = frozenset((tf.float16, tf.bfloat16, tf.float32, tf.float64))
+
+
 def _same_dtype(op, **tensors):
     """Converts tensors of attr T and checks they share one dtype; names the first mismatch."""
+    # Fast path: all already tensors of one allowed dtype.
+    try:
+        dtypes = {t.dtype for t in tensors.values() if isinstance(t, (tf.Tensor, tf.Variable))}
+    except AttributeError:
+        dtypes = ()
+    if len(dtypes) == 1 and len(tensors) and next(iter(dtypes)) in _ALLOWED and all(
+            isinstance(t, (tf.Tensor, tf.Variable)) for t in tensors.values()):
+        return tensors
     out, first = {}, None
     for name, value in tensors.items():
         t = value if isinstance(value, (tf.Tensor, tf.Variable)) else None
@@ -61,8 +72,7 @@ def _same_dtype(op, **tensors):
             raise _invalid(op, f"input '{name}' has dtype {t.dtype.name} but '{first[0]}' has "
                                f"{first[1].name}; all of them must have one dtype T")
         out[name] = t
-    allowed = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
-    if first[1] not in allowed:
+    if first[1] not in _ALLOWED:
         raise _invalid(op, f"input '{first[0]}' has dtype {first[1].name}; T must be one of "
                            "half, bfloat16, float32, float64")
     return out

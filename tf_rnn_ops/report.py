@@ -92,6 +92,21 @@ def run(T, N, I, H, reps, dtypes):
                       ours.LSTMBlockCellGrad(**ckw), None,
                       lambda: tf.raw_ops.LSTMBlockCellGrad(**ckw),
                       lambda: ours.LSTMBlockCellGrad(**ckw)))
+        if dtype == tf.float32:  # stock GRU block ops exist for float32 only
+            ws = 1.0 / np.sqrt(I + H)
+            def r(*shape, scale=0.5):
+                return tf.constant((rng.standard_normal(shape) * scale).astype(np.float32))
+            gru = dict(x=r(N, I), h_prev=r(N, H), w_ru=r(I + H, 2 * H, scale=ws),
+                       w_c=r(I + H, H, scale=ws), b_ru=r(2 * H), b_c=r(H))
+            sg = tf.raw_ops.GRUBlockCell(**gru)
+            cases.append(("GRUBlockCell", sg, ours.GRUBlockCell(**gru), None,
+                          lambda: tf.raw_ops.GRUBlockCell(**gru),
+                          lambda: ours.GRUBlockCell(**gru)))
+            gkw = dict(**gru, r=sg[0], u=sg[1], c=sg[2], d_h=r(N, H))
+            cases.append(("GRUBlockCellGrad", tf.raw_ops.GRUBlockCellGrad(**gkw),
+                          ours.GRUBlockCellGrad(**gkw), None,
+                          lambda: tf.raw_ops.GRUBlockCellGrad(**gkw),
+                          lambda: ours.GRUBlockCellGrad(**gkw)))
         for name, s_out, o_out, lim, s_fn, o_fn in cases:
             err = _max_err(s_out, o_out, lim)
             t_stock = _median_time(s_fn, reps)
