@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cc/kernels/tf_compat.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace tfrnn {
@@ -40,7 +41,8 @@ absl::Status LoadVariant(const std::string& isa, const EngineApi** api) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("tf_rnn_ops: cannot load engine ", path, ": ", dlerror()));
+        absl::StrCat("tf_rnn_ops (built for TensorFlow ", BuiltTfVersion(),
+                     "): cannot load engine ", path, ": ", dlerror()));
   }
   auto fn = reinterpret_cast<TfRnnEngineApiFn>(dlsym(handle, "tfrnn_engine_api"));
   if (fn == nullptr || fn() == nullptr || fn()->version != kEngineApiVersion) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
+#include "cc/kernels/tf_compat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/types.h"
