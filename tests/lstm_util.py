@@ -270,3 +270,31 @@ def make_clean_params(rng, op_name, T, B, I, C, *, seq_len_max=None, forget_bias
             continue
         return p
     raise AssertionError("could not draw inputs with a clean clip margin; adjust the test")
+
+
+def weighted_loss(outs, weights, only=None):
+    """sum_k <weights_k, out_k> over the outputs (or only output `only`), in float32 for
+    half/bfloat16 outputs and in the outputs' dtype otherwise."""
+    total = []
+    for k, o in enumerate(outs):
+        if only is not None and k != only:
+            continue
+        if o.dtype in (tf.float16, tf.bfloat16):
+            o = tf.cast(o, tf.float32)
+        total.append(tf.reduce_sum(o * tf.constant(weights[k], dtype=o.dtype)))
+    return tf.add_n(total)
+
+
+def numeric_grads(fn, arrays, delta):
+    """Central differences of a float64 scalar fn(*arrays) w.r.t. each array."""
+    grads = []
+    for k, a in enumerate(arrays):
+        g = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            plus = [v.copy() for v in arrays]
+            minus = [v.copy() for v in arrays]
+            plus[k][idx] += delta
+            minus[k][idx] -= delta
+            g[idx] = (fn(*plus) - fn(*minus)) / (2 * delta)
+        grads.append(g)
+    return grads

@@ -169,17 +169,7 @@ def test_reference_grad_vs_stock(rng, size):
 
 def _numeric_grad(f, arrays, delta=1e-6):
     """Central differences of a scalar f(list of float64 arrays) w.r.t. each array."""
-    out = []
-    for k, a in enumerate(arrays):
-        g = np.zeros_like(a)
-        for idx in np.ndindex(a.shape):
-            plus = [v.copy() for v in arrays]
-            minus = [v.copy() for v in arrays]
-            plus[k][idx] += delta
-            minus[k][idx] -= delta
-            g[idx] = (f(plus) - f(minus)) / (2 * delta)
-        out.append(g)
-    return out
+    return U.numeric_grads(lambda *a: f(list(a)), arrays, delta)
 
 
 @pytest.mark.parametrize("size", [(3, 4, 5), (1, 1, 1), (2, 3, 2)], ids=_size_id)
@@ -311,14 +301,7 @@ class Problem:
         return [U.to_tensor(self.params[n], dtype) for n in gref.INPUT_NAMES]
 
     def loss_of(self, outs, only=None):
-        total = []
-        for k, o in enumerate(outs):
-            if only is not None and k != only:
-                continue
-            if o.dtype in (F16, BF16):
-                o = tf.cast(o, F32)
-            total.append(tf.reduce_sum(o * tf.constant(self.weights[k], dtype=o.dtype)))
-        return tf.add_n(total)
+        return U.weighted_loss(outs, self.weights, only)
 
     def ours_loss(self, ours, only=None):
         def f(*xs):

@@ -77,16 +77,8 @@ class Problem:
         return [U.round_to(self.params[n], dtype) for n in U.PARAM_NAMES]
 
     def loss_of(self, outs, only=None):
-        """sum_k <weights_k, out_k> over all seven outputs (or only output `only`), in float32
-        for half/bfloat16 and in the outputs' dtype otherwise."""
-        total = []
-        for k, o in enumerate(outs):
-            if only is not None and k != only:
-                continue
-            if o.dtype in (F16, BF16):
-                o = tf.cast(o, F32)
-            total.append(tf.reduce_sum(o * tf.constant(self.weights[k], dtype=o.dtype)))
-        return tf.add_n(total)
+        """sum_k <weights_k, out_k> over all seven outputs (or only output `only`)."""
+        return U.weighted_loss(outs, self.weights, only)
 
     def ours_loss(self, ours, only=None):
         def f(*xs):

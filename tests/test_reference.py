@@ -198,17 +198,7 @@ def test_tf_reference_autodiff_matches_numpy_grads(rng, op_name, use_peephole):
 
 def _numeric_grads(fn, xs, delta=1e-5):
     """Central differences of a float64 numpy scalar function of several arrays."""
-    grads = []
-    for k, x in enumerate(xs):
-        g = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            plus = [a.copy() for a in xs]
-            minus = [a.copy() for a in xs]
-            plus[k][idx] += delta
-            minus[k][idx] -= delta
-            g[idx] = (fn(*plus) - fn(*minus)) / (2 * delta)
-        grads.append(g)
-    return grads
+    return U.numeric_grads(fn, xs, delta)
 
 
 @pytest.mark.parametrize("cell_clip", [-1.0, 0.6])

@@ -54,13 +54,10 @@ _ALLOWED = frozenset((tf.float16, tf.bfloat16, tf.float32, tf.float64))
 def _same_dtype(op, **tensors):
     """Converts tensors of attr T and checks they share one dtype; names the first mismatch."""
     # Fast path: all already tensors of one allowed dtype.
-    try:
-        dtypes = {t.dtype for t in tensors.values() if isinstance(t, (tf.Tensor, tf.Variable))}
-    except AttributeError:
-        dtypes = ()
-    if len(dtypes) == 1 and len(tensors) and next(iter(dtypes)) in _ALLOWED and all(
-            isinstance(t, (tf.Tensor, tf.Variable)) for t in tensors.values()):
-        return tensors
+    if all(isinstance(t, (tf.Tensor, tf.Variable)) for t in tensors.values()):
+        dtypes = {t.dtype for t in tensors.values()}
+        if len(dtypes) == 1 and next(iter(dtypes)) in _ALLOWED:
+            return tensors
     out, first = {}, None
     for name, value in tensors.items():
         t = value if isinstance(value, (tf.Tensor, tf.Variable)) else None

@@ -33,6 +33,15 @@ template <typename A>
 using ConstFlatMap =
     Eigen::TensorMap<Eigen::Tensor<const A, 1, Eigen::RowMajor, Index>, Eigen::Unaligned>;
 
+// Eigen views of raw buffers for the pointwise and per-block code.
+template <typename A>
+using Vec = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
+template <typename A>
+using CVec = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
+template <typename A>
+using MatRM = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using OStride = Eigen::OuterStride<>;
+
 // Fills n elements with zero on the pool.
 template <typename A>
 void Zero(const CpuDevice& d, A* p, Index n) {
@@ -84,15 +93,14 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
 // result does not depend on the number of threads.
 template <typename A>
 void ColumnSum(const CpuDevice& d, const A* in, Index rows, Index cols, A* out) {
-  using Arr = Eigen::Array<A, Eigen::Dynamic, 1>;
   constexpr Index kChunk = 256;
   const Index chunks = (cols + kChunk - 1) / kChunk;
   ParallelFor(d, chunks, static_cast<double>(rows) * kChunk, [&](Index c0, Index c1) {
     for (Index c = c0; c < c1; ++c) {
       const Index j0 = c * kChunk, len = std::min(kChunk, cols - j0);
-      Eigen::Map<Arr> acc(out + j0, len);
+      Vec<A> acc(out + j0, len);
       acc.setZero();
-      for (Index r = 0; r < rows; ++r) acc += Eigen::Map<const Arr>(in + r * cols + j0, len);
+      for (Index r = 0; r < rows; ++r) acc += CVec<A>(in + r * cols + j0, len);
     }
   });
 }

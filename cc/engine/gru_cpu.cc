@@ -4,11 +4,6 @@
 namespace tfrnn {
 namespace {
 
-template <typename A>
-using Vec = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
-template <typename A>
-using CVec = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
-
 constexpr double kCostPerElem = 30;
 
 }  // namespace

@@ -6,11 +6,6 @@
 namespace tfrnn {
 namespace {
 
-template <typename A>
-using Vec = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
-template <typename A>
-using CVec = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
-
 // Rough cycle costs per element, for the pool's work splitting.
 constexpr double kFwdCostPerElem = 60;
 constexpr double kBwdCostPerElem = 40;
@@ -155,10 +150,6 @@ Index UnitBlock(const CpuDevice& d, Index H) {
   u = (u + 15) / 16 * 16;  // whole SIMD registers
   return std::max<Index>(16, std::min(u, H));
 }
-
-template <typename A>
-using MatRM = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using OStride = Eigen::OuterStride<>;
 
 // gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
 // (single-threaded: the caller parallelises over unit blocks).

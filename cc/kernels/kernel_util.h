@@ -88,7 +88,6 @@ class ComputeBridge {
   explicit ComputeBridge(OpKernelContext* ctx)
       : ctx_(ctx), dev_(ctx->eigen_device<Eigen::ThreadPoolDevice>()) {}
 
-  const CpuDevice& device() const { return dev_; }
   const absl::Status& status() const { return status_; }
 
   const A* In(const Tensor& t) {
