@@ -77,3 +77,50 @@ def _gru_block_cell_grad(op, *grads):
     d_b_ru = tf.reduce_sum(d_r_bar_u_bar, 0)
     d_b_c = tf.reduce_sum(d_c_bar, 0)
     return [d_x, d_h_prev, d_w_ru, d_w_c, d_b_ru, d_b_c]
+
+
+# --- cuDNN RNN family (SEMANTICS.md §3.3) ---------------------------------------------------
+
+def _cudnn_common_attrs(op):
+    return {k: op.get_attr(k) for k in ("dropout", "seed", "seed2", "rnn_mode", "input_mode",
+                                        "direction")}
+
+
+def _check_training(op):
+    if not op.get_attr("is_training"):
+        raise ValueError("To use CudnnRNN in gradients, is_training must be set to True.")
+
+
+def _cudnn_backprop_inputs(op, grads):
+    out, out_h, out_c = op.outputs[:3]
+    g = _or_zeros(grads[:3], [out, out_h, out_c])
+    return dict(input=op.inputs[0], input_h=op.inputs[1], input_c=op.inputs[2],
+                params=op.inputs[3], output=out, output_h=out_h, output_c=out_c,
+                output_backprop=g[0], output_h_backprop=g[1], output_c_backprop=g[2],
+                reserve_space=op.outputs[3])
+
+
+@tf.RegisterGradient("TfRnn>CudnnRNN")
+def _cudnn_rnn_grad(op, *grads):
+    _check_training(op)
+    return list(load_library().tf_rnn_cudnn_rnn_backprop(
+        **_cudnn_backprop_inputs(op, grads), **_cudnn_common_attrs(op)))
+
+
+@tf.RegisterGradient("TfRnn>CudnnRNNV2")
+def _cudnn_rnn_v2_grad(op, *grads):
+    _check_training(op)
+    return list(load_library().tf_rnn_cudnn_rnn_backprop_v2(
+        **_cudnn_backprop_inputs(op, grads), host_reserved=op.outputs[4],
+        **_cudnn_common_attrs(op)))
+
+
+@tf.RegisterGradient("TfRnn>CudnnRNNV3")
+def _cudnn_rnn_v3_grad(op, *grads):
+    _check_training(op)
+    kw = _cudnn_backprop_inputs(op, grads)
+    out = load_library().tf_rnn_cudnn_rnn_backprop_v3(
+        **kw, sequence_lengths=op.inputs[4], host_reserved=op.outputs[4],
+        num_proj=op.get_attr("num_proj"), time_major=op.get_attr("time_major"),
+        **_cudnn_common_attrs(op))
+    return list(out) + [None]

@@ -158,3 +158,166 @@ def GRUBlockCellGrad(x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c, d_h, name=None):
     t = _same_dtype("GRUBlockCellGrad", x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru,
                     b_c=b_c, r=r, u=u, c=c, d_h=d_h)
     return load_library().tf_rnn_gru_block_cell_grad(**t, name=name)
+
+
+# --- cuDNN RNN family (CPU kernels; stock TensorFlow has none) -----------------------------
+
+def _cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction):
+    return dict(dropout=dropout, seed=seed, seed2=seed2, rnn_mode=rnn_mode,
+                input_mode=input_mode, direction=direction)
+
+
+def _int32(op, name, value):
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        if value.dtype != tf.int32:
+            raise _invalid(op, f"input '{name}' must be int32, got {value.dtype.name}")
+        return value
+    return tf.convert_to_tensor(value, dtype=tf.int32)
+
+
+@_keyword_only
+def CudnnRNN(input, input_h, input_c, params, dropout=0, seed=0, seed2=0, rnn_mode="lstm",
+             input_mode="linear_input", direction="unidirectional", is_training=True, name=None):
+    t = _same_dtype("CudnnRNN", input=input, input_h=input_h, input_c=input_c, params=params)
+    return load_library().tf_rnn_cudnn_rnn(
+        **t, **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        is_training=is_training, name=name)
+
+
+@_keyword_only
+def CudnnRNNV2(input, input_h, input_c, params, dropout=0, seed=0, seed2=0, rnn_mode="lstm",
+               input_mode="linear_input", direction="unidirectional", is_training=True,
+               name=None):
+    t = _same_dtype("CudnnRNNV2", input=input, input_h=input_h, input_c=input_c, params=params)
+    return load_library().tf_rnn_cudnn_rnnv2(
+        **t, **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        is_training=is_training, name=name)
+
+
+@_keyword_only
+def CudnnRNNV3(input, input_h, input_c, params, sequence_lengths, dropout=0, seed=0, seed2=0,
+               num_proj=0, rnn_mode="lstm", input_mode="linear_input",
+               direction="unidirectional", is_training=True, time_major=True, name=None):
+    t = _same_dtype("CudnnRNNV3", input=input, input_h=input_h, input_c=input_c, params=params)
+    lengths = _int32("CudnnRNNV3", "sequence_lengths", sequence_lengths)
+    return load_library().tf_rnn_cudnn_rnnv3(
+        **t, sequence_lengths=lengths,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        num_proj=num_proj, is_training=is_training, time_major=time_major, name=name)
+
+
+def _backprop_tensors(op, input, input_h, input_c, params, output, output_h, output_c,
+                      output_backprop, output_h_backprop, output_c_backprop, reserve_space):
+    return _same_dtype(op, input=input, input_h=input_h, input_c=input_c, params=params,
+                       output=output, output_h=output_h, output_c=output_c,
+                       output_backprop=output_backprop, output_h_backprop=output_h_backprop,
+                       output_c_backprop=output_c_backprop, reserve_space=reserve_space)
+
+
+@_keyword_only
+def CudnnRNNBackprop(input, input_h, input_c, params, output, output_h, output_c,
+                     output_backprop, output_h_backprop, output_c_backprop, reserve_space,
+                     dropout=0, seed=0, seed2=0, rnn_mode="lstm", input_mode="linear_input",
+                     direction="unidirectional", name=None):
+    t = _backprop_tensors("CudnnRNNBackprop", input, input_h, input_c, params, output, output_h,
+                          output_c, output_backprop, output_h_backprop, output_c_backprop,
+                          reserve_space)
+    return load_library().tf_rnn_cudnn_rnn_backprop(
+        **t, **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
+
+
+@_keyword_only
+def CudnnRNNBackpropV2(input, input_h, input_c, params, output, output_h, output_c,
+                       output_backprop, output_h_backprop, output_c_backprop, reserve_space,
+                       host_reserved, dropout=0, seed=0, seed2=0, rnn_mode="lstm",
+                       input_mode="linear_input", direction="unidirectional", name=None):
+    t = _backprop_tensors("CudnnRNNBackpropV2", input, input_h, input_c, params, output,
+                          output_h, output_c, output_backprop, output_h_backprop,
+                          output_c_backprop, reserve_space)
+    return load_library().tf_rnn_cudnn_rnn_backprop_v2(
+        **t, host_reserved=host_reserved,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
+
+
+@_keyword_only
+def CudnnRNNBackpropV3(input, input_h, input_c, params, sequence_lengths, output, output_h,
+                       output_c, output_backprop, output_h_backprop, output_c_backprop,
+                       reserve_space, host_reserved, dropout=0, seed=0, seed2=0, num_proj=0,
+                       rnn_mode="lstm", input_mode="linear_input", direction="unidirectional",
+                       time_major=True, name=None):
+    t = _backprop_tensors("CudnnRNNBackpropV3", input, input_h, input_c, params, output,
+                          output_h, output_c, output_backprop, output_h_backprop,
+                          output_c_backprop, reserve_space)
+    lengths = _int32("CudnnRNNBackpropV3", "sequence_lengths", sequence_lengths)
+    return load_library().tf_rnn_cudnn_rnn_backprop_v3(
+        **t, sequence_lengths=lengths, host_reserved=host_reserved,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        num_proj=num_proj, time_major=time_major, name=name)
+
+
+def _sizes(op, num_layers, num_units, input_size):
+    return dict(num_layers=_int32(op, "num_layers", num_layers),
+                num_units=_int32(op, "num_units", num_units),
+                input_size=_int32(op, "input_size", input_size))
+
+
+@_keyword_only
+def CudnnRNNParamsSize(num_layers, num_units, input_size, T, S, dropout=0, seed=0, seed2=0,
+                       num_proj=0, rnn_mode="lstm", input_mode="linear_input",
+                       direction="unidirectional", name=None):
+    return load_library().tf_rnn_cudnn_rnn_params_size(
+        **_sizes("CudnnRNNParamsSize", num_layers, num_units, input_size), T=T, S=S,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        num_proj=num_proj, name=name)
+
+
+@_keyword_only
+def CudnnRNNParamsToCanonical(num_layers, num_units, input_size, params, num_params,
+                              dropout=0, seed=0, seed2=0, rnn_mode="lstm",
+                              input_mode="linear_input", direction="unidirectional", name=None):
+    return load_library().tf_rnn_cudnn_rnn_params_to_canonical(
+        **_sizes("CudnnRNNParamsToCanonical", num_layers, num_units, input_size),
+        params=params, num_params=num_params,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
+
+
+@_keyword_only
+def CudnnRNNParamsToCanonicalV2(num_layers, num_units, input_size, params, num_params_weights,
+                                num_params_biases, dropout=0, seed=0, seed2=0, num_proj=0,
+                                rnn_mode="lstm", input_mode="linear_input",
+                                direction="unidirectional", name=None):
+    return load_library().tf_rnn_cudnn_rnn_params_to_canonical_v2(
+        **_sizes("CudnnRNNParamsToCanonicalV2", num_layers, num_units, input_size),
+        params=params, num_params_weights=num_params_weights,
+        num_params_biases=num_params_biases,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        num_proj=num_proj, name=name)
+
+
+@_keyword_only
+def CudnnRNNCanonicalToParams(num_layers, num_units, input_size, weights, biases, dropout=0,
+                              seed=0, seed2=0, rnn_mode="lstm", input_mode="linear_input",
+                              direction="unidirectional", name=None):
+    return load_library().tf_rnn_cudnn_rnn_canonical_to_params(
+        **_sizes("CudnnRNNCanonicalToParams", num_layers, num_units, input_size),
+        weights=weights, biases=biases,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
+
+
+@_keyword_only
+def CudnnRNNCanonicalToParamsV2(num_layers, num_units, input_size, weights, biases, dropout=0,
+                                seed=0, seed2=0, num_proj=0, rnn_mode="lstm",
+                                input_mode="linear_input", direction="unidirectional",
+                                name=None):
+    return load_library().tf_rnn_cudnn_rnn_canonical_to_params_v2(
+        **_sizes("CudnnRNNCanonicalToParamsV2", num_layers, num_units, input_size),
+        weights=weights, biases=biases,
+        **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
+        num_proj=num_proj, name=name)
+
+
+__all__ += [
+    "CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CudnnRNNBackprop", "CudnnRNNBackpropV2",
+    "CudnnRNNBackpropV3", "CudnnRNNParamsSize", "CudnnRNNParamsToCanonical",
+    "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2",
+]

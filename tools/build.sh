@@ -6,8 +6,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 [ -f .bazelrc ] || { echo "build.sh: run ./configure.sh first" >&2; exit 1; }
 start=$(date +%s)
-bazel build //cc:_tf_rnn_ops.so //cc:engines //tf_rnn_ops:build_info "$@"
-for lib in _tf_rnn_ops.so _tfrnn_engine_avx.so _tfrnn_engine_avx2.so _tfrnn_engine_avx512.so; do
+bazel build //cc:_tf_rnn_ops.so //cc:_tf_rnn_ops_cudnn_cpu.so //cc:engines //tf_rnn_ops:build_info "$@"
+for lib in _tf_rnn_ops.so _tf_rnn_ops_cudnn_cpu.so _tfrnn_engine_avx.so _tfrnn_engine_avx2.so _tfrnn_engine_avx512.so; do
   install -m 644 "bazel-bin/cc/$lib" "tf_rnn_ops/$lib"
 done
 install -m 644 bazel-bin/tf_rnn_ops/_build_info.txt tf_rnn_ops/_build_info.txt

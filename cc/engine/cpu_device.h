@@ -105,6 +105,16 @@ void ColumnSum(const CpuDevice& d, const A* in, Index rows, Index cols, A* out) 
   });
 }
 
+// Width of the hidden-unit blocks a step is split into: one task owns all gate columns of its
+// units, so its slice of the recurrent GEMM and its pointwise pass need no other task's
+// results. A multiple of 16 (whole SIMD registers), one block per thread when possible.
+inline Index UnitBlock(const CpuDevice& d, Index H) {
+  const Index threads = std::max(1, d.numThreads());
+  Index u = (H + threads - 1) / threads;
+  u = (u + 15) / 16 * 16;
+  return std::max<Index>(1, std::min(std::max<Index>(16, u), H));
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_CPU_DEVICE_H_

@@ -3,6 +3,7 @@
 
 #include "cc/engine/gru.h"
 #include "cc/engine/lstm.h"
+#include "cc/engine/rnn.h"
 
 #ifndef TFRNN_ISA_NAME
 #error "TFRNN_ISA_NAME must be defined by the build (avx, avx2, avx512)"
@@ -23,9 +24,9 @@ class PoolAdapter final : public Eigen::ThreadPoolInterface {
   HostPool& pool_;
 };
 
-template <typename Args, typename A, void (*Fn)(const CpuDevice&, const LstmCellSpec&,
-                                                const Args&, A*)>
-void WithDevice(HostPool& pool, const LstmCellSpec& s, const Args& a, A* ws) {
+template <typename Spec, typename Args, typename A,
+          void (*Fn)(const CpuDevice&, const Spec&, const Args&, A*)>
+void WithDevice(HostPool& pool, const Spec& s, const Args& a, A* ws) {
   PoolAdapter adapter(pool);
   CpuDevice dev(&adapter, pool.NumThreads());
   Fn(dev, s, a, ws);
@@ -48,16 +49,20 @@ void WithDeviceNoSpec(HostPool& pool, const Args& a, A* ws) {
 const EngineApi kApi = {
     kEngineApiVersion,
     TFRNN_ISA_NAME,
-    &WithDevice<LstmFwdArgs<float>, float, &LstmForward<float>>,
-    &WithDevice<LstmFwdArgs<double>, double, &LstmForward<double>>,
-    &WithDevice<LstmBwdArgs<float>, float, &LstmBackward<float>>,
-    &WithDevice<LstmBwdArgs<double>, double, &LstmBackward<double>>,
+    &WithDevice<LstmCellSpec, LstmFwdArgs<float>, float, &LstmForward<float>>,
+    &WithDevice<LstmCellSpec, LstmFwdArgs<double>, double, &LstmForward<double>>,
+    &WithDevice<LstmCellSpec, LstmBwdArgs<float>, float, &LstmBackward<float>>,
+    &WithDevice<LstmCellSpec, LstmBwdArgs<double>, double, &LstmBackward<double>>,
     &CellBackward<float>,
     &CellBackward<double>,
     &WithDeviceNoSpec<GruCellFwdArgs<float>, float, &GruCellForward<float>>,
     &WithDeviceNoSpec<GruCellFwdArgs<double>, double, &GruCellForward<double>>,
     &WithDeviceNoSpec<GruCellBwdArgs<float>, float, &GruCellBackward<float>>,
     &WithDeviceNoSpec<GruCellBwdArgs<double>, double, &GruCellBackward<double>>,
+    &WithDevice<RnnSpec, RnnFwdArgs<float>, float, &RnnForward<float>>,
+    &WithDevice<RnnSpec, RnnFwdArgs<double>, double, &RnnForward<double>>,
+    &WithDevice<RnnSpec, RnnBwdArgs<float>, float, &RnnBackward<float>>,
+    &WithDevice<RnnSpec, RnnBwdArgs<double>, double, &RnnBackward<double>>,
 };
 
 }  // namespace

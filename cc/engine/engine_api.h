@@ -22,7 +22,7 @@ class HostPool {
 };
 
 // Bump when the table or any struct in types.h changes.
-constexpr int kEngineApiVersion = 2;
+constexpr int kEngineApiVersion = 3;
 
 struct EngineApi {
   int version;
@@ -39,6 +39,10 @@ struct EngineApi {
   void (*gru_cell_forward_f64)(HostPool&, const GruCellFwdArgs<double>&, double*);
   void (*gru_cell_backward_f32)(HostPool&, const GruCellBwdArgs<float>&, float*);
   void (*gru_cell_backward_f64)(HostPool&, const GruCellBwdArgs<double>&, double*);
+  void (*rnn_forward_f32)(HostPool&, const RnnSpec&, const RnnFwdArgs<float>&, float*);
+  void (*rnn_forward_f64)(HostPool&, const RnnSpec&, const RnnFwdArgs<double>&, double*);
+  void (*rnn_backward_f32)(HostPool&, const RnnSpec&, const RnnBwdArgs<float>&, float*);
+  void (*rnn_backward_f64)(HostPool&, const RnnSpec&, const RnnBwdArgs<double>&, double*);
 };
 
 // Typed access for templated callers.
@@ -51,6 +55,8 @@ struct EngineFns<float> {
   static auto CellBackward(const EngineApi& e) { return e.lstm_cell_backward_f32; }
   static auto GruForward(const EngineApi& e) { return e.gru_cell_forward_f32; }
   static auto GruBackward(const EngineApi& e) { return e.gru_cell_backward_f32; }
+  static auto RnnFwd(const EngineApi& e) { return e.rnn_forward_f32; }
+  static auto RnnBwd(const EngineApi& e) { return e.rnn_backward_f32; }
 };
 template <>
 struct EngineFns<double> {
@@ -59,6 +65,8 @@ struct EngineFns<double> {
   static auto CellBackward(const EngineApi& e) { return e.lstm_cell_backward_f64; }
   static auto GruForward(const EngineApi& e) { return e.gru_cell_forward_f64; }
   static auto GruBackward(const EngineApi& e) { return e.gru_cell_backward_f64; }
+  static auto RnnFwd(const EngineApi& e) { return e.rnn_forward_f64; }
+  static auto RnnBwd(const EngineApi& e) { return e.rnn_backward_f64; }
 };
 
 }  // namespace tfrnn

@@ -142,15 +142,6 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
   });
 }
 
-// Units are processed in blocks so that one task owns all four gate columns of its units: its
-// recurrent GEMM slice and its pointwise pass need no other task's results.
-Index UnitBlock(const CpuDevice& d, Index H) {
-  const Index threads = std::max(1, d.numThreads());
-  Index u = (H + threads - 1) / threads;
-  u = (u + 15) / 16 * 16;  // whole SIMD registers
-  return std::max<Index>(16, std::min(u, H));
-}
-
 // gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
 // (single-threaded: the caller parallelises over unit blocks).
 template <typename A>

@@ -149,6 +149,136 @@ struct GruCellBwdArgs {
 
 inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return N * H; }
 
+
+// ---------------------------------------------------------------------------------------------
+// cuDNN-style stacked RNN (the CudnnRNN family): lstm, gru (reset after the recurrent product),
+// rnn_tanh, rnn_relu; layers, directions, per-sequence lengths, projection, dropout between
+// layers. See rnn.h for the equations and the reserve layout.
+enum class RnnMode : int { kLstm = 0, kGru = 1, kTanh = 2, kRelu = 3 };
+
+inline int RnnGates(RnnMode m) {
+  return m == RnnMode::kLstm ? 4 : m == RnnMode::kGru ? 3 : 1;
+}
+
+struct RnnSpec {
+  RnnMode mode = RnnMode::kLstm;
+  Index T = 0, B = 0, I = 0;  // time steps, batch, input size
+  Index N = 0;                // num_units
+  Index P = 0;                // num_proj (lstm only), 0 = none
+  Index L = 1, D = 1;         // layers, directions (1 or 2)
+  bool skip_input = false;    // layer 0 feeds x to every gate as-is (I == N)
+  bool training = true;       // false: no dropout (the reserve is scratch)
+  float dropout = 0.f;        // between layers, training only
+  unsigned long long seed = 0;
+};
+
+inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }
+inline Index RnnHs(const RnnSpec& s) { return s.P > 0 ? s.P : s.N; }  // width of h
+// Width of layer l's input matrices (0 for layer 0 with skip input).
+inline Index RnnInWidth(const RnnSpec& s, Index l) {
+  return l == 0 ? (s.skip_input ? 0 : s.I) : s.D * RnnHs(s);
+}
+// Width of layer l's input tensor.
+inline Index RnnInCols(const RnnSpec& s, Index l) { return l == 0 ? s.I : s.D * RnnHs(s); }
+
+// The opaque params buffer, per pseudo-layer p = l·D + d in order: K input matrices [N, in_l]
+// (row-major, together one [K·N, in_l] matrix), K recurrent matrices [N, Hs] ([K·N, Hs]),
+// the projection [P, N] (lstm with P > 0), K input biases [N], K recurrent biases [N].
+// (For one unidirectional layer this is cuDNN's layout as Keras builds it.)
+struct RnnParamOffsets {
+  Index w, r, p, bw, br, end;
+};
+inline RnnParamOffsets RnnParamLayout(const RnnSpec& s, Index pseudo) {
+  const Index K = RnnK(s), N = s.N, Hs = RnnHs(s);
+  Index off = 0;
+  RnnParamOffsets o{};
+  for (Index q = 0; q <= pseudo; ++q) {
+    const Index in = RnnInWidth(s, q / s.D);
+    o.w = off;
+    o.r = o.w + K * N * in;
+    o.p = o.r + K * N * Hs;
+    o.bw = o.p + s.P * N;
+    o.br = o.bw + K * N;
+    o.end = o.br + K * N;
+    off = o.end;
+  }
+  return o;
+}
+inline Index RnnParamsSize(const RnnSpec& s) { return RnnParamLayout(s, s.L * s.D - 1).end; }
+
+// Our reserve_space (elements of the compute type), per pseudo-layer: gate activations
+// [T,B,K·N], lstm cell states / gru (R_h·h + b_Rh) [T,B,N] (none for rnn), lstm with
+// projection the unprojected h [T,B,N], the h entering each step [T,B,Hs]; then per layer
+// l < L-1 the next layer's input [T,B,D·Hs] and, with dropout, its mask [T,B,D·Hs].
+struct RnnReserveOffsets {
+  Index acts, aux, hh, hprev, end;
+};
+inline Index RnnPseudoReserve(const RnnSpec& s) {
+  const Index TB = s.T * s.B, K = RnnK(s);
+  const Index aux = s.mode == RnnMode::kLstm || s.mode == RnnMode::kGru ? 1 : 0;
+  const Index hh = s.mode == RnnMode::kLstm && s.P > 0 ? 1 : 0;
+  return TB * (K * s.N + aux * s.N + hh * s.N + RnnHs(s));
+}
+inline RnnReserveOffsets RnnReserveLayout(const RnnSpec& s, Index pseudo) {
+  const Index TB = s.T * s.B, K = RnnK(s);
+  RnnReserveOffsets o{};
+  o.acts = pseudo * RnnPseudoReserve(s);
+  o.aux = o.acts + TB * K * s.N;
+  const Index aux = s.mode == RnnMode::kLstm || s.mode == RnnMode::kGru ? s.N : 0;
+  o.hh = o.aux + TB * aux;
+  o.hprev = o.hh + (s.mode == RnnMode::kLstm && s.P > 0 ? TB * s.N : 0);
+  o.end = o.hprev + TB * RnnHs(s);
+  return o;
+}
+inline bool RnnHasMask(const RnnSpec& s) { return s.training && s.dropout > 0.f && s.L > 1; }
+// Offset of layer l's (l < L-1) next-layer input and dropout mask.
+inline Index RnnNextInOffset(const RnnSpec& s, Index l) {
+  const Index per = s.T * s.B * s.D * RnnHs(s) * (RnnHasMask(s) ? 2 : 1);
+  return s.L * s.D * RnnPseudoReserve(s) + l * per;
+}
+inline Index RnnMaskOffset(const RnnSpec& s, Index l) {
+  return RnnNextInOffset(s, l) + s.T * s.B * s.D * RnnHs(s);
+}
+inline Index RnnReserveSize(const RnnSpec& s) { return RnnNextInOffset(s, s.L - 1); }
+
+template <typename A>
+struct RnnFwdArgs {
+  const int* lengths = nullptr;  // [B] in [0, T], or null (every sequence has T steps)
+  const A* x = nullptr;          // [T, B, I] time-major
+  const A* h0 = nullptr;         // [L·D, B, Hs]
+  const A* c0 = nullptr;         // [L·D, B, N] (lstm)
+  const A* params = nullptr;     // RnnParamsSize
+  A* y = nullptr;                // [T, B, D·Hs]
+  A* hn = nullptr;               // [L·D, B, Hs]
+  A* cn = nullptr;               // [L·D, B, N] (lstm)
+  A* reserve = nullptr;          // RnnReserveSize
+};
+
+template <typename A>
+struct RnnBwdArgs {
+  const int* lengths = nullptr;
+  const A *x = nullptr, *h0 = nullptr, *c0 = nullptr, *params = nullptr;
+  const A* reserve = nullptr;  // written by RnnForward with the same spec and lengths
+  const A* dy = nullptr;       // [T, B, D·Hs]
+  const A* dhn = nullptr;      // [L·D, B, Hs]
+  const A* dcn = nullptr;      // [L·D, B, N] (lstm)
+  A* dx = nullptr;             // [T, B, I]
+  A* dh0 = nullptr;            // [L·D, B, Hs]
+  A* dc0 = nullptr;            // [L·D, B, N] (lstm)
+  A* dparams = nullptr;        // RnnParamsSize
+};
+
+inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
+  return 2 * B * Hs + B * N + B * K * N + B * N;
+}
+inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
+  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
+  const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
+  return 2 * TB * K * N + 2 * B * K * N + B * Hs + B * N + TB * s.P + B * N + B * Hs +
+         2 * TB * s.D * Hs + TB * maxin;
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_TYPES_H_

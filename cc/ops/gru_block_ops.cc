@@ -1,6 +1,7 @@
 // Op registrations for the GRU block family under TfRnn>: stock inputs, outputs and attrs,
 // T widened to {half, bfloat16, float, double}.
 #include "absl/strings/str_cat.h"
+#include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -11,13 +12,6 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-// Prefixes a shape-inference error with the input it concerns (graph-mode errors name the
-// offending input like the kernels' errors do).
-absl::Status Named(absl::Status s, const char* input) {
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(absl::StrCat("input '", input, "': ", s.message()));
-}
-#define TFRNN_SHAPE_CHECK(expr, input) TF_RETURN_IF_ERROR(Named((expr), (input)))
 
 // Checks x, h_prev, w_ru, w_c, b_ru, b_c (and `acts` [B, H] inputs after them); returns the
 // merged batch, input and cell sizes.

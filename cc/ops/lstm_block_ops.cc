@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -17,13 +18,6 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 constexpr char kTypes[] = "T: {half, bfloat16, float, double}";
 
-// Prefixes a shape-inference error with the input it concerns, so that graph-mode errors name
-// the offending input like the kernels' errors do.
-absl::Status Named(absl::Status s, const char* input) {
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(absl::StrCat("input '", input, "': ", s.message()));
-}
-#define TFRNN_SHAPE_CHECK(expr, input) TF_RETURN_IF_ERROR(Named((expr), (input)))
 
 // Sizes shared by the family, merged across all inputs.
 struct LstmShapeDims {

@@ -1,0 +1,493 @@
+// CPU implementation of the stacked-RNN engine (see rnn.h for the equations, types.h for the
+// params and reserve layouts).
+#include "cc/engine/rnn.h"
+
+#include <cstdint>
+#include <utility>
+
+namespace tfrnn {
+namespace {
+
+constexpr double kCostPerElem = 50;
+
+// Which time index sequence b visits at step s of one direction (-1: none).
+struct StepMap {
+  const int* lengths;
+  Index T;
+  bool reverse;
+  Index Len(Index b) const { return lengths != nullptr ? lengths[b] : T; }
+  Index Tau(Index b, Index s) const {
+    const Index n = Len(b);
+    if (s >= n) return -1;
+    return reverse ? n - 1 - s : s;
+  }
+  Index Prev(Index tau) const { return reverse ? tau + 1 : tau - 1; }
+  Index MaxSteps(Index B) const {
+    if (lengths == nullptr) return B > 0 ? T : 0;
+    Index m = 0;
+    for (Index b = 0; b < B; ++b) m = std::max<Index>(m, lengths[b]);
+    return m;
+  }
+};
+
+// Pointers of one (layer, direction).
+template <typename A>
+struct Layer {
+  Index in = 0;       // width of the W matrices (0: skip input)
+  Index in_cols = 0;  // columns of the layer's input tensor
+  const A *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
+  A *acts = nullptr, *aux = nullptr, *hh = nullptr, *hprev = nullptr;
+  Index dcol = 0;  // column offset of this direction in the layer output
+};
+
+template <typename A>
+Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve) {
+  Layer<A> ly;
+  const Index l = pseudo / s.D;
+  ly.in = RnnInWidth(s, l);
+  ly.in_cols = RnnInCols(s, l);
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  ly.W = params + po.w;
+  ly.R = params + po.r;
+  ly.Pm = params + po.p;
+  ly.bW = params + po.bw;
+  ly.bR = params + po.br;
+  const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
+  ly.acts = reserve + ro.acts;
+  ly.aux = reserve + ro.aux;
+  ly.hh = reserve + ro.hh;
+  ly.hprev = reserve + ro.hprev;
+  ly.dcol = (pseudo % s.D) * RnnHs(s);
+  return ly;
+}
+
+inline uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward.
+
+// Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
+// W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias).
+template <typename A>
+void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index step, Index j0,
+              Index len, const A* hr, const A* h_cur, A* h_next, A* c, A* hh_step, A* y) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const bool proj = s.P > 0;
+  for (Index b = 0; b < B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    if (tau < 0) {
+      if (!proj) Vec<A>(h_next + b * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
+      continue;
+    }
+    const Index row = tau * B + b;
+    A* g = ly.acts + row * KN + j0;
+    const A* r = hr + b * KN + j0;
+    const A* bw = ly.bW + j0;
+    const A* br = ly.bR + j0;
+    auto pre = [&](Index k) {
+      return CVec<A>(g + k * N, len) + CVec<A>(r + k * N, len) + CVec<A>(bw + k * N, len) +
+             CVec<A>(br + k * N, len);
+    };
+    A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
+    Vec<A> h(hout, len);
+    if (!proj) Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
+    switch (s.mode) {
+      case RnnMode::kLstm: {
+        Vec<A> i(g, len), f(g + N, len), cc(g + 2 * N, len), o(g + 3 * N, len);
+        i = pre(0).logistic();
+        f = pre(1).logistic();
+        cc = pre(2).tanh();
+        o = pre(3).logistic();
+        Vec<A> cs(c + b * N + j0, len);
+        cs = f * cs + i * cc;
+        Vec<A>(ly.aux + row * N + j0, len) = cs;
+        h = o * cs.tanh();
+        if (proj) Vec<A>(ly.hh + row * N + j0, len) = h;
+        break;
+      }
+      case RnnMode::kGru: {
+        Vec<A> rg(g, len), z(g + N, len), n(g + 2 * N, len);
+        rg = pre(0).logistic();
+        z = pre(1).logistic();
+        Vec<A> hrn(ly.aux + row * N + j0, len);
+        hrn = CVec<A>(r + 2 * N, len) + CVec<A>(br + 2 * N, len);
+        n = (n + CVec<A>(bw + 2 * N, len) + rg * hrn).tanh();
+        h = (A(1) - z) * n + z * CVec<A>(h_cur + b * Hs + j0, len);
+        break;
+      }
+      case RnnMode::kTanh: {
+        Vec<A> a(g, len);
+        a = pre(0).tanh();
+        h = a;
+        break;
+      }
+      case RnnMode::kRelu: {
+        Vec<A> a(g, len);
+        a = pre(0).max(A(0));
+        h = a;
+        break;
+      }
+    }
+    if (!proj) Vec<A>(y + row * yst + ly.dcol + j0, len) = h;
+  }
+}
+
+template <typename A>
+void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+                  const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const bool proj = s.P > 0;
+  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1};
+  A* h_cur = ws;
+  A* h_next = h_cur + B * Hs;
+  A* c = h_next + B * Hs;
+  A* hr = c + B * N;
+  A* hh_step = hr + B * KN;
+  // gx = W·x for every step (skip input: x itself for every gate).
+  if (ly.in > 0 || ly.in_cols == 0) {
+    Gemm<A>(d, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
+  } else {
+    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        for (Index k = 0; k < K; ++k) {
+          Vec<A>(ly.acts + r * KN + k * N, N) = CVec<A>(xin + r * ly.in_cols, N);
+        }
+      }
+    });
+  }
+  Zero(d, ly.hprev, TB * Hs);
+  if (proj) Zero(d, ly.hh, TB * N);
+  std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * N, B * N, c);
+  const Index steps = sm.MaxSteps(B);
+  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
+  for (Index st = 0; st < steps; ++st) {
+    if (proj) Gemm<A>(d, false, true, B, KN, Hs, h_cur, ly.R, hr, false);
+    ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, N - j0);
+        if (!proj) {
+          Eigen::Map<const MatRM<A>, 0, OStride> hp(h_cur, B, Hs, OStride(Hs));
+          for (Index k = 0; k < K; ++k) {
+            Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + (k * N + j0) * Hs, len, Hs,
+                                                      OStride(Hs));
+            Eigen::Map<MatRM<A>, 0, OStride> out(hr + k * N + j0, B, len, OStride(KN));
+            out.noalias() = hp * rb.transpose();
+          }
+        }
+        FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_next, c, hh_step, ylayer);
+      }
+    });
+    if (proj) {
+      Gemm<A>(d, false, true, B, Hs, N, hh_step, ly.Pm, h_next, false);
+      const Index yst = s.D * Hs;
+      for (Index b = 0; b < B; ++b) {
+        const Index tau = sm.Tau(b, st);
+        if (tau < 0) {
+          std::copy_n(h_cur + b * Hs, Hs, h_next + b * Hs);
+        } else {
+          const Index row = tau * B + b;
+          std::copy_n(h_next + b * Hs, Hs, ylayer + row * yst + ly.dcol);
+          std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
+        }
+      }
+    }
+    std::swap(h_cur, h_next);
+  }
+  std::copy_n(h_cur, B * Hs, a.hn + pseudo * B * Hs);
+  if (s.mode == RnnMode::kLstm) std::copy_n(c, B * N, a.cn + pseudo * B * N);
+}
+
+// Dropout mask of layer l's output: 0 or 1/(1-p), a pure function of (seed, layer, index).
+template <typename A>
+void MakeMask(const CpuDevice& d, const RnnSpec& s, Index l, A* mask, Index n) {
+  const double p = s.dropout;
+  const A scale = p < 1.0 ? static_cast<A>(1.0 / (1.0 - p)) : A(0);
+  const uint64_t key = Mix(s.seed ^ Mix(static_cast<uint64_t>(l) + 0x5bd1e995ULL));
+  ParallelFor(d, n, 20, [&](Index i0, Index i1) {
+    for (Index i = i0; i < i1; ++i) {
+      const double u = static_cast<double>(Mix(key ^ static_cast<uint64_t>(i)) >> 11) *
+                       (1.0 / 9007199254740992.0);
+      mask[i] = u >= p ? scale : A(0);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward.
+
+template <typename A>
+struct BwdBufs {
+  A *dgx, *dhr;          // [TB, KN] (dhr == dgx except for gru)
+  A *dhr_prev, *dhr_cur;  // [B, KN]
+  A *dh, *dc;             // [B, Hs], [B, N]
+  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
+};
+
+// Pointwise backward at step `step` for units [j0, j0 + len). dh holds the carry dL/dh from
+// later steps (without the direct h_prev term of this step's rows; see below), dc the carry
+// dL/dc. With projection, dhh holds dL/d(unprojected h) of the rows and dh is not touched.
+template <typename A>
+void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* c0p,
+              const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const bool proj = s.P > 0;
+  const A one(1);
+  for (Index b = 0; b < B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    A* dr = w.dhr_cur + b * KN + j0;
+    if (tau < 0) {
+      for (Index k = 0; k < K; ++k) Vec<A>(dr + k * N, len).setZero();
+      continue;
+    }
+    const Index row = tau * B + b;
+    const A* g = ly.acts + row * KN + j0;
+    A* dg = w.dgx + row * KN + j0;
+    Vec<A> dhc(w.dh + b * Hs + j0, proj ? 0 : len);
+    // dL/dh of this step, materialised in the last gate slot of dr (written last).
+    Vec<A> dt(dr + (K - 1) * N, len);
+    if (proj) {
+      dt = CVec<A>(w.dhh + b * N + j0, len);
+    } else {
+      dt = CVec<A>(dyl + row * yst + ly.dcol + j0, len) + dhc;
+    }
+    switch (s.mode) {
+      case RnnMode::kLstm: {
+        CVec<A> i(g, len), f(g + N, len), cc(g + 2 * N, len), o(g + 3 * N, len);
+        CVec<A> cs(ly.aux + row * N + j0, len);
+        const A* cp = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
+        CVec<A> cprev(cp, len);
+        Vec<A> dc(w.dc + b * N + j0, len);
+        Vec<A> tc(dg, len);  // scratch until dg is written below
+        tc = cs.tanh();
+        dc += dt * o * (one - tc.square());
+        dt = dt * tc * o * (one - o);  // the o slot
+        Vec<A>(dr, len) = dc * cc * i * (one - i);
+        Vec<A>(dr + N, len) = dc * cprev * f * (one - f);
+        Vec<A>(dr + 2 * N, len) = dc * i * (one - cc.square());
+        dc *= f;
+        for (Index k = 0; k < 4; ++k) Vec<A>(dg + k * N, len) = CVec<A>(dr + k * N, len);
+        if (!proj) dhc.setZero();
+        break;
+      }
+      case RnnMode::kGru: {
+        CVec<A> rg(g, len), z(g + N, len), n(g + 2 * N, len);
+        CVec<A> hrn(ly.aux + row * N + j0, len), hp(ly.hprev + row * Hs + j0, len);
+        Vec<A> dpr(dg, len), dpz(dg + N, len), dpn(dg + 2 * N, len);
+        dpn = dt * (one - z) * (one - n.square());
+        dpz = dt * (hp - n) * z * (one - z);
+        dhc = dt * z;
+        dpr = dpn * hrn * rg * (one - rg);
+        Vec<A>(dr, len) = dpr;
+        Vec<A>(dr + N, len) = dpz;
+        Vec<A>(dr + 2 * N, len) = dpn * rg;
+        A* dhr_row = w.dhr + row * KN + j0;
+        for (Index k = 0; k < 3; ++k) Vec<A>(dhr_row + k * N, len) = CVec<A>(dr + k * N, len);
+        break;
+      }
+      case RnnMode::kTanh:
+      case RnnMode::kRelu: {
+        CVec<A> h(g, len);
+        if (s.mode == RnnMode::kTanh) {
+          dt = dt * (one - h.square());
+        } else {
+          dt = (h > A(0)).select(dt, A(0));
+        }
+        Vec<A>(dg, len) = dt;
+        dhc.setZero();
+        break;
+      }
+    }
+  }
+}
+
+template <typename A>
+void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+                   const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* dparams_base,
+                   A* din, bool accumulate_din, const BwdBufs<A>& w0) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
+  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1};
+  BwdBufs<A> w = w0;
+  Zero(d, w.dgx, TB * KN);
+  if (gru) Zero(d, w.dhr, TB * KN);
+  if (proj) Zero(d, w.dhtot, TB * s.P);
+  std::copy_n(a.dhn + pseudo * B * Hs, B * Hs, w.dh);
+  const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * N, B * N, w.dc);
+  const Index steps = sm.MaxSteps(B);
+  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
+  const Index yst = s.D * Hs;
+  for (Index st = steps - 1; st >= 0; --st) {
+    const bool has_next = st + 1 < steps;
+    if (proj) {
+      if (has_next) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+      for (Index b = 0; b < B; ++b) {
+        const Index tau = sm.Tau(b, st);
+        Vec<A> dt(w.dtot + b * Hs, Hs);
+        if (tau < 0) {
+          dt.setZero();
+          continue;
+        }
+        const Index row = tau * B + b;
+        dt = CVec<A>(dyl + row * yst + ly.dcol, Hs) + CVec<A>(w.dh + b * Hs, Hs);
+        Vec<A>(w.dhtot + row * Hs, Hs) = dt;
+        Vec<A>(w.dh + b * Hs, Hs).setZero();
+      }
+      Gemm<A>(d, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false);
+    }
+    ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, N - j0);
+        if (!proj && has_next) {
+          // dh[:, units] += dhr_{t+1} · R[:, units]
+          Eigen::Map<const MatRM<A>, 0, OStride> dr(w.dhr_prev, B, KN, OStride(KN));
+          Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + j0, KN, len, OStride(Hs));
+          Eigen::Map<MatRM<A>, 0, OStride> out(w.dh + j0, B, len, OStride(Hs));
+          out.noalias() += dr * rb;
+        }
+        BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w);
+      }
+    });
+    std::swap(w.dhr_prev, w.dhr_cur);
+  }
+  if (steps > 0) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+  std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
+  if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);
+
+  // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  A* dp = dparams_base;
+  if (ly.in > 0) Gemm<A>(d, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
+  Gemm<A>(d, true, false, KN, Hs, TB, w.dhr, ly.hprev, dp + po.r, false);
+  if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, dp + po.p, false);
+  ColumnSum<A>(d, w.dgx, TB, KN, dp + po.bw);
+  ColumnSum<A>(d, w.dhr, TB, KN, dp + po.br);
+  // Gradient of the layer input.
+  if (ly.in > 0 || ly.in_cols == 0) {
+    Gemm<A>(d, false, false, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
+  } else {
+    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        Vec<A> out(din + r * ly.in_cols, N);
+        if (!accumulate_din) out.setZero();
+        for (Index k = 0; k < K; ++k) out += CVec<A>(w.dgx + r * KN + k * N, N);
+      }
+    });
+  }
+}
+
+}  // namespace
+
+template <typename A>
+void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
+  const Index TB = s.T * s.B, Hs = RnnHs(s), ycols = s.D * Hs;
+  A* reserve = a.reserve;
+  for (Index l = 0; l < s.L; ++l) {
+    const A* xin = l == 0 ? a.x : reserve + RnnNextInOffset(s, l - 1);
+    A* ylayer = l + 1 == s.L ? a.y : reserve + RnnNextInOffset(s, l);
+    Zero(d, ylayer, TB * ycols);
+    for (Index dd = 0; dd < s.D; ++dd) {
+      const Index pseudo = l * s.D + dd;
+      LayerForward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve), xin, a,
+                      ylayer, ws);
+    }
+    if (l + 1 < s.L && RnnHasMask(s)) {
+      A* mask = reserve + RnnMaskOffset(s, l);
+      MakeMask<A>(d, s, l, mask, TB * ycols);
+      FlatMap<A>(ylayer, TB * ycols).device(d) =
+          FlatMap<A>(ylayer, TB * ycols) * ConstFlatMap<A>(mask, TB * ycols);
+    }
+  }
+}
+
+template <typename A>
+void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A* ws) {
+  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const Index ycols = s.D * Hs;
+  const bool gru = s.mode == RnnMode::kGru;
+  BwdBufs<A> w;
+  A* p = ws;
+  w.dgx = p;
+  p += TB * KN;
+  w.dhr = gru ? p : w.dgx;
+  p += TB * KN;
+  w.dhr_prev = p;
+  p += B * KN;
+  w.dhr_cur = p;
+  p += B * KN;
+  w.dh = p;
+  p += B * Hs;
+  w.dc = p;
+  p += B * N;
+  w.dhtot = p;
+  p += TB * s.P;
+  w.dhh = p;
+  p += B * N;
+  w.dtot = p;
+  p += B * Hs;
+  A* dy_buf = p;
+  p += TB * ycols;
+  A* din_buf = p;
+  p += TB * ycols;
+  A* x_masked = p;
+  // Layer 0's input with padding rows zeroed, so that values past a sequence's length (which
+  // the forward never read) cannot reach the weight gradient as NaN·0.
+  const A* x0 = a.x;
+  if (a.lengths != nullptr && RnnInWidth(s, 0) > 0) {
+    bool padded = false;
+    for (Index b = 0; b < B; ++b) padded = padded || a.lengths[b] < s.T;
+    if (padded) {
+      const Index I = s.I;
+      ParallelFor(d, TB, 2.0 * I, [&](Index r0, Index r1) {
+        for (Index r = r0; r < r1; ++r) {
+          const Index t = r / B, b = r % B;
+          if (t < a.lengths[b]) {
+            std::copy_n(a.x + r * I, I, x_masked + r * I);
+          } else {
+            std::fill_n(x_masked + r * I, I, A(0));
+          }
+        }
+      });
+      x0 = x_masked;
+    }
+  }
+  A* reserve = const_cast<A*>(a.reserve);  // read only
+  const A* dyl = a.dy;
+  for (Index l = s.L - 1; l >= 0; --l) {
+    const A* xin = l == 0 ? x0 : a.reserve + RnnNextInOffset(s, l - 1);
+    A* din = l == 0 ? a.dx : din_buf;
+    for (Index dd = 0; dd < s.D; ++dd) {
+      const Index pseudo = l * s.D + dd;
+      LayerBackward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve), xin, dyl, a,
+                       a.dparams, din, dd > 0, w);
+    }
+    if (l > 0) {
+      // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
+      if (RnnHasMask(s)) {
+        FlatMap<A>(dy_buf, TB * ycols).device(d) =
+            ConstFlatMap<A>(din_buf, TB * ycols) *
+            ConstFlatMap<A>(a.reserve + RnnMaskOffset(s, l - 1), TB * ycols);
+      } else {
+        std::swap(dy_buf, din_buf);
+      }
+      dyl = dy_buf;
+    }
+  }
+}
+
+#define TFRNN_INSTANTIATE_RNN(A)                                                           \
+  template void RnnForward<A>(const CpuDevice&, const RnnSpec&, const RnnFwdArgs<A>&, A*); \
+  template void RnnBackward<A>(const CpuDevice&, const RnnSpec&, const RnnBwdArgs<A>&, A*);
+TFRNN_INSTANTIATE_RNN(float)
+TFRNN_INSTANTIATE_RNN(double)
+#undef TFRNN_INSTANTIATE_RNN
+
+}  // namespace tfrnn
