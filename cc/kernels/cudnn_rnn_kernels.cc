@@ -73,10 +73,13 @@ struct CudnnAttrs {
            (input_mode == "auto_select" && input_size == num_units);
   }
 
-  std::string Describe(const RnnSpec& s) const {
+  // `from_tensors`: the sizes were read from input/input_h/input_c (not from scalars).
+  std::string Describe(const RnnSpec& s, bool from_tensors = false) const {
     return absl::StrCat("rnn_mode ", mode_name, ", ", s.L, " layer(s), ",
                         D == 2 ? "bidirectional" : "unidirectional", ", input_size ", s.I,
-                        ", num_units ", s.N, s.P > 0 ? absl::StrCat(", num_proj ", s.P) : "",
+                        ", num_units ", s.N,
+                        from_tensors ? (s.mode == RnnMode::kLstm ? " (from input_c)" : " (from input_h)") : "",
+                        s.P > 0 ? absl::StrCat(", num_proj ", s.P) : "",
                         s.skip_input ? ", skip_input" : "");
   }
 };
@@ -124,6 +127,11 @@ absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) 
   if (s->P > s->N) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": num_proj (", s->P,
                                                    ") must not exceed num_units (", s->N, ")"));
+  }
+  if (at.input_mode == "skip_input" && s->I != s->N) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": input_mode skip_input needs input_size == num_units, got input_size ", s->I,
+        " and num_units ", s->N));
   }
   s->skip_input = at.Skip(s->I, s->N);
   if (!SizesFit(*s)) {
@@ -233,7 +241,7 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
   if (in->params->NumElements() != expect) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": params has ", in->params->NumElements(), " elements, expected ", expect, " for ",
-        at.Describe(s)));
+        at.Describe(s, true)));
   }
   if (v3) {
     if (in->lengths->dim_size(0) != s.B) {
