@@ -4,6 +4,8 @@
 
 Prints, per op and dtype, the max abs error against stock TensorFlow (only where stock is
 right: outputs at t < seq_len_max) and the time ratio stock/ours (> 1 means ours is faster).
+The CudnnRNN ops, which stock TensorFlow cannot run on CPU, are compared with the Keras 3
+LSTM / GRU layers they implement (a whole training step, same weights).
 """
 import argparse
 import sys
@@ -115,6 +117,68 @@ def run(T, N, I, H, reps, dtypes):
     return rows
 
 
+def _cudnn_params(mode, kernel, recurrent, bias, H):
+    """Flat cuDNN params (1 layer, unidirectional) from Keras weights, differentiably."""
+    perm = [0, 1, 2, 3] if mode == "lstm" else [1, 0, 2]  # Keras GRU is z, r, h; cuDNN r, z, h
+    mats = [tf.reshape(tf.transpose(m[:, g * H:(g + 1) * H]), [-1])
+            for m in (kernel, recurrent) for g in perm]
+    if mode == "lstm":
+        b_w, b_r = bias, tf.zeros_like(bias)
+    else:
+        b_w, b_r = bias[0], bias[1]
+    biases = [b[g * H:(g + 1) * H] for b in (b_w, b_r) for g in perm]
+    return tf.concat(mats + biases, 0)
+
+
+def run_cudnn_vs_keras(T, N, I, H, reps):
+    """TfRnn>CudnnRNNV3 (lstm; gru with reset after) against the Keras 3 layer it implements:
+    a training step (forward, loss, gradients for the input and every weight), with the
+    Keras weights mapped to the cuDNN layout. Returns rows like run()."""
+    import keras
+    rows = []
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.standard_normal((N, T, I)).astype(np.float32))
+    for mode in ("lstm", "gru"):
+        if mode == "lstm":
+            layer = keras.layers.LSTM(H, return_sequences=True)
+        else:
+            layer = keras.layers.GRU(H, return_sequences=True, reset_after=True)
+        layer(x)
+        kernel, recurrent, bias = layer.trainable_variables
+        h0 = tf.zeros([N, 1, H])
+        lengths = tf.fill([N], T)
+
+        @tf.function
+        def keras_step():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = layer(x)
+                loss = tf.reduce_sum(y * y)
+            return [y] + tape.gradient(loss, [x, kernel, recurrent, bias])
+
+        def make_ours_step(mode, kernel, recurrent, bias):
+            @tf.function
+            def step():
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    params = _cudnn_params(mode, kernel, recurrent, bias, H)
+                    y = ours.CudnnRNNV3(input=x, input_h=h0, input_c=h0, params=params,
+                                        sequence_lengths=lengths, rnn_mode=mode,
+                                        time_major=False)[0]
+                    loss = tf.reduce_sum(y * y)
+                return [y] + tape.gradient(loss, [x, kernel, recurrent, bias])
+            return step
+
+        ours_step = make_ours_step(mode, kernel, recurrent, bias)
+
+        err = _max_err([t.numpy() for t in keras_step()], [t.numpy() for t in ours_step()])
+        t_k = _median_time(keras_step, reps)
+        t_o = _median_time(ours_step, reps)
+        rows.append((f"CudnnRNNV3 {mode} step", "float32", err, t_k * 1e3, t_o * 1e3,
+                     t_k / t_o))
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
@@ -130,17 +194,27 @@ def main(argv=None):
     tol = {"float32": 1e-4, "float16": 3e-2}
     print(f"{'op':<20}{'dtype':<9}{'rel err':>11}{'stock ms':>10}{'ours ms':>10}"
           f"{'stock/ours':>12}")
+    bad = _print_rows(rows, tol)
+    print("\nCudnnRNN (no stock CPU kernel): a training step against the Keras 3 layer with "
+          "the same weights")
+    print(f"{'op':<24}{'dtype':<9}{'rel err':>11}{'keras ms':>10}{'ours ms':>10}"
+          f"{'keras/ours':>12}")
+    bad += _print_rows(run_cudnn_vs_keras(T, N, I, H, reps), tol, width=24)
+    if bad:
+        print(f"\nFAILED: {', '.join(bad)}")
+        return 1
+    print("\nall ops agree with stock TensorFlow / Keras within tolerance")
+    return 0
+
+
+def _print_rows(rows, tol, width=20):
     bad = []
     for name, dt, err, ts, to, ratio in rows:
         flag = "" if err <= tol[dt] else "  <-- exceeds tolerance"
         if flag:
             bad.append(name)
-        print(f"{name:<20}{dt:<9}{err:>11.2e}{ts:>10.2f}{to:>10.2f}{ratio:>11.2f}x{flag}")
-    if bad:
-        print(f"\nFAILED: {', '.join(bad)}")
-        return 1
-    print("\nall ops agree with stock TensorFlow within tolerance")
-    return 0
+        print(f"{name:<{width}}{dt:<9}{err:>11.2e}{ts:>10.2f}{to:>10.2f}{ratio:>11.2f}x{flag}")
+    return bad
 
 
 if __name__ == "__main__":
