@@ -8,10 +8,10 @@ The op library is loaded on first use (``tf_rnn_ops.load_library()``); gradients
 forward ops are registered on import.
 """
 from tf_rnn_ops import _grads  # noqa: F401  (registers gradients)
-from tf_rnn_ops import raw_ops
+from tf_rnn_ops import mps, raw_ops
 from tf_rnn_ops._cudnn_cpu import register_cudnn_rnn_cpu_kernels
 from tf_rnn_ops._loader import built_tf_version, library_path, load_library
 
 __version__ = "0.1.0"
 
-__all__ = ["raw_ops", "register_cudnn_rnn_cpu_kernels", "load_library", "library_path", "built_tf_version", "__version__"]
+__all__ = ["raw_ops", "mps", "register_cudnn_rnn_cpu_kernels", "load_library", "library_path", "built_tf_version", "__version__"]

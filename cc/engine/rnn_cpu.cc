@@ -68,6 +68,55 @@ inline uint64_t Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// v = act(v), in place.
+template <typename A>
+void Activate(RnnAct act, Vec<A>& v) {
+  switch (act) {
+    case RnnAct::kNone:
+      break;
+    case RnnAct::kRelu:
+      v = v.max(A(0));
+      break;
+    case RnnAct::kTanh:
+      v = v.tanh();
+      break;
+    case RnnAct::kSigmoid:
+      v = v.logistic();
+      break;
+    case RnnAct::kHardSigmoid:
+      v = (v * A(0.2) + A(0.5)).max(A(0)).min(A(1));
+      break;
+  }
+}
+
+// d *= act'(x), given y = act(x) (every supported activation's derivative is a function of y).
+template <typename A>
+void MulActGrad(RnnAct act, const CVec<A>& y, Vec<A>& d) {
+  switch (act) {
+    case RnnAct::kNone:
+      break;
+    case RnnAct::kRelu:
+      d = (y > A(0)).select(d, A(0));
+      break;
+    case RnnAct::kTanh:
+      d *= A(1) - y.square();
+      break;
+    case RnnAct::kSigmoid:
+      d *= y * (A(1) - y);
+      break;
+    case RnnAct::kHardSigmoid:
+      d = (y > A(0) && y < A(1)).select(d * A(0.2), A(0));
+      break;
+  }
+}
+
+// Row of the mask for sequence b at time tau (direction column offset applied by the caller).
+template <typename A>
+const A* MaskRow(const RnnSpec& s, const A* mask, bool per_step, Index tau, Index b) {
+  const Index cols = s.D * RnnHs(s);
+  return mask + ((per_step ? tau * s.B : 0) + b) * cols;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
@@ -75,7 +124,8 @@ inline uint64_t Mix(uint64_t z) {
 // W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias).
 template <typename A>
 void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index step, Index j0,
-              Index len, const A* hr, const A* h_cur, A* h_next, A* c, A* hh_step, A* y) {
+              Index len, const A* hr, const A* h_cur, const A* h_rec, A* h_next, A* c,
+              A* hh_step, A* y, const A* peep) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
@@ -95,18 +145,24 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     };
     A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
     Vec<A> h(hout, len);
-    if (!proj) Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
+    if (!proj) Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_rec + b * Hs + j0, len);
     switch (s.mode) {
       case RnnMode::kLstm: {
-        Vec<A> i(g, len), f(g + N, len), cc(g + 2 * N, len), o(g + 3 * N, len);
-        i = pre(0).logistic();
-        f = pre(1).logistic();
-        cc = pre(2).tanh();
-        o = pre(3).logistic();
-        Vec<A> cs(c + b * N + j0, len);
+        const int* pos = s.gate_pos;
+        Vec<A> cs(c + b * N + j0, len);  // c_prev on entry
+        for (int q = 0; q < 4; ++q) {
+          Vec<A> v(g + pos[q] * N, len);
+          v = pre(pos[q]);
+          if (s.peephole) v += CVec<A>(peep + pos[q] * N + j0, len) * cs;
+          Activate(s.gate_act[q], v);
+        }
+        CVec<A> i(g + pos[0] * N, len), f(g + pos[1] * N, len), cc(g + pos[2] * N, len),
+            o(g + pos[3] * N, len);
         cs = f * cs + i * cc;
         Vec<A>(ly.aux + row * N + j0, len) = cs;
-        h = o * cs.tanh();
+        h = cs;
+        Activate(s.cell_act, h);
+        h *= o;
         if (proj) Vec<A>(ly.hh + row * N + j0, len) = h;
         break;
       }
@@ -142,14 +198,24 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0;
-  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1};
+  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   A* h_cur = ws;
   A* h_next = h_cur + B * Hs;
-  A* c = h_next + B * Hs;
+  A* h_masked = h_next + B * Hs;
+  A* c = h_masked + B * Hs;
   A* hr = c + B * N;
   A* hh_step = hr + B * KN;
-  // gx = W·x for every step (skip input: x itself for every gate).
-  if (ly.in > 0 || ly.in_cols == 0) {
+  const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  const Index d_idx = pseudo % s.D;
+  // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
+  // of this direction).
+  if (s.preprojected && pseudo < s.D) {
+    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        std::copy_n(xin + r * ly.in_cols + d_idx * KN, KN, ly.acts + r * KN);
+      }
+    });
+  } else if (ly.in > 0 || ly.in_cols == 0) {
     Gemm<A>(d, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
@@ -168,12 +234,24 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
   for (Index st = 0; st < steps; ++st) {
-    if (proj) Gemm<A>(d, false, true, B, KN, Hs, h_cur, ly.R, hr, false);
+    // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
+    const A* h_rec = h_cur;
+    if (s.has_mask) {
+      for (Index b = 0; b < B; ++b) {
+        const Index tau = sm.Tau(b, st);
+        if (tau < 0) continue;
+        Vec<A>(h_masked + b * Hs, Hs) =
+            CVec<A>(h_cur + b * Hs, Hs) *
+            CVec<A>(MaskRow(s, a.mask, a.mask_per_step, tau, b) + ly.dcol, Hs);
+      }
+      h_rec = h_masked;
+    }
+    if (proj) Gemm<A>(d, false, true, B, KN, Hs, h_rec, ly.R, hr, false);
     ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = blk * U, len = std::min(U, N - j0);
         if (!proj) {
-          Eigen::Map<const MatRM<A>, 0, OStride> hp(h_cur, B, Hs, OStride(Hs));
+          Eigen::Map<const MatRM<A>, 0, OStride> hp(h_rec, B, Hs, OStride(Hs));
           for (Index k = 0; k < K; ++k) {
             Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + (k * N + j0) * Hs, len, Hs,
                                                       OStride(Hs));
@@ -181,7 +259,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
             out.noalias() = hp * rb.transpose();
           }
         }
-        FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_next, c, hh_step, ylayer);
+        FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_rec, h_next, c, hh_step, ylayer,
+                    peep);
       }
     });
     if (proj) {
@@ -194,7 +273,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         } else {
           const Index row = tau * B + b;
           std::copy_n(h_next + b * Hs, Hs, ylayer + row * yst + ly.dcol);
-          std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
+          std::copy_n(h_rec + b * Hs, Hs, ly.hprev + row * Hs);
         }
       }
     }
@@ -228,14 +307,30 @@ struct BwdBufs {
   A *dhr_prev, *dhr_cur;  // [B, KN]
   A *dh, *dc;             // [B, Hs], [B, N]
   A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
+  A* dhm;                 // [B, Hs] (mask)
 };
+
+// dh[b, cols] += src[b, cols] ⊙ mask row of (b, step) for the rows that have that step.
+template <typename A>
+void AddMasked(const RnnSpec& s, const StepMap& sm, const A* mask, bool per_step, Index dcol,
+               Index step, Index j0, Index len, const A* src, A* dh) {
+  const Index Hs = RnnHs(s);
+  for (Index b = 0; b < s.B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    if (tau < 0) continue;
+    Vec<A>(dh + b * Hs + j0, len) +=
+        CVec<A>(src + b * Hs + j0, len) *
+        CVec<A>(MaskRow(s, mask, per_step, tau, b) + dcol + j0, len);
+  }
+}
 
 // Pointwise backward at step `step` for units [j0, j0 + len). dh holds the carry dL/dh from
 // later steps (without the direct h_prev term of this step's rows; see below), dc the carry
 // dL/dc. With projection, dhh holds dL/d(unprojected h) of the rows and dh is not touched.
 template <typename A>
 void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* c0p,
-              const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w) {
+              const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w,
+              const A* peep, const A* dc_seq) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   const A one(1);
@@ -250,8 +345,10 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
     const A* g = ly.acts + row * KN + j0;
     A* dg = w.dgx + row * KN + j0;
     Vec<A> dhc(w.dh + b * Hs + j0, proj ? 0 : len);
-    // dL/dh of this step, materialised in the last gate slot of dr (written last).
-    Vec<A> dt(dr + (K - 1) * N, len);
+    // dL/dh of this step, materialised in the slot of the gate written last (lstm: o, gru: the
+    // candidate, rnn: the only one).
+    const Index last = s.mode == RnnMode::kLstm ? s.gate_pos[3] : K - 1;
+    Vec<A> dt(dr + last * N, len);
     if (proj) {
       dt = CVec<A>(w.dhh + b * N + j0, len);
     } else {
@@ -259,19 +356,36 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
     }
     switch (s.mode) {
       case RnnMode::kLstm: {
-        CVec<A> i(g, len), f(g + N, len), cc(g + 2 * N, len), o(g + 3 * N, len);
+        const int* pos = s.gate_pos;
+        CVec<A> i(g + pos[0] * N, len), f(g + pos[1] * N, len), cc(g + pos[2] * N, len),
+            o(g + pos[3] * N, len);
         CVec<A> cs(ly.aux + row * N + j0, len);
         const A* cp = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
         CVec<A> cprev(cp, len);
         Vec<A> dc(w.dc + b * N + j0, len);
-        Vec<A> tc(dg, len);  // scratch until dg is written below
-        tc = cs.tanh();
-        dc += dt * o * (one - tc.square());
-        dt = dt * tc * o * (one - o);  // the o slot
-        Vec<A>(dr, len) = dc * cc * i * (one - i);
-        Vec<A>(dr + N, len) = dc * cprev * f * (one - f);
-        Vec<A>(dr + 2 * N, len) = dc * i * (one - cc.square());
+        if (dc_seq != nullptr) dc += CVec<A>(dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0, len);
+        Vec<A> tc(dg + pos[0] * N, len);  // scratch until dg is written below
+        tc = cs;
+        Activate(s.cell_act, tc);
+        Vec<A> tmp(dr + pos[0] * N, len);  // scratch until dr_i is written
+        tmp = dt * o;
+        MulActGrad(s.cell_act, CVec<A>(tc.data(), len), tmp);
+        dc += tmp;
+        dt = dt * tc;  // the o slot
+        MulActGrad(s.gate_act[3], o, dt);
+        Vec<A> di(dr + pos[0] * N, len), df(dr + pos[1] * N, len), dcc(dr + pos[2] * N, len);
+        di = dc * cc;
+        MulActGrad(s.gate_act[0], i, di);
+        df = dc * cprev;
+        MulActGrad(s.gate_act[1], f, df);
+        dcc = dc * i;
+        MulActGrad(s.gate_act[2], cc, dcc);
         dc *= f;
+        if (s.peephole) {
+          for (int q = 0; q < 4; ++q) {
+            dc += CVec<A>(dr + pos[q] * N, len) * CVec<A>(peep + pos[q] * N + j0, len);
+          }
+        }
         for (Index k = 0; k < 4; ++k) Vec<A>(dg + k * N, len) = CVec<A>(dr + k * N, len);
         if (!proj) dhc.setZero();
         break;
@@ -313,7 +427,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                    A* din, bool accumulate_din, const BwdBufs<A>& w0) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
-  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1};
+  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+  const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   BwdBufs<A> w = w0;
   Zero(d, w.dgx, TB * KN);
   if (gru) Zero(d, w.dhr, TB * KN);
@@ -350,17 +465,52 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
           // dh[:, units] += dhr_{t+1} · R[:, units]
           Eigen::Map<const MatRM<A>, 0, OStride> dr(w.dhr_prev, B, KN, OStride(KN));
           Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + j0, KN, len, OStride(Hs));
-          Eigen::Map<MatRM<A>, 0, OStride> out(w.dh + j0, B, len, OStride(Hs));
-          out.noalias() += dr * rb;
+          if (s.has_mask) {
+            Eigen::Map<MatRM<A>, 0, OStride> out(w.dhm + j0, B, len, OStride(Hs));
+            out.noalias() = dr * rb;
+            AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
+          } else {
+            Eigen::Map<MatRM<A>, 0, OStride> out(w.dh + j0, B, len, OStride(Hs));
+            out.noalias() += dr * rb;
+          }
         }
-        BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w);
+        BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
       }
     });
     std::swap(w.dhr_prev, w.dhr_cur);
   }
-  if (steps > 0) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+  if (steps > 0 && s.has_mask) {
+    Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false);
+    AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, 0, 0, Hs, w.dhm, w.dh);
+  } else if (steps > 0) {
+    Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+  }
   std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);
+
+  // Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev.
+  if (s.peephole) {
+    A* dp = a.dpeephole + pseudo * KN;
+    constexpr Index kChunk = 64;
+    const Index chunks = (N + kChunk - 1) / kChunk;
+    ParallelFor(d, chunks, static_cast<double>(TB) * kChunk * 8, [&](Index c0, Index c1) {
+      for (Index ch = c0; ch < c1; ++ch) {
+        const Index j0 = ch * kChunk, len = std::min(kChunk, N - j0);
+        for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len).setZero();
+        for (Index b = 0; b < B; ++b) {
+          for (Index st = 0; st < sm.Len(b); ++st) {
+            const Index tau = sm.Tau(b, st);
+            const A* cp = st == 0 ? c0p + b * N : ly.aux + (sm.Prev(tau) * B + b) * N;
+            CVec<A> cprev(cp + j0, len);
+            const A* dg = w.dgx + (tau * B + b) * KN;
+            for (Index k = 0; k < K; ++k) {
+              Vec<A>(dp + k * N + j0, len) += CVec<A>(dg + k * N + j0, len) * cprev;
+            }
+          }
+        }
+      }
+    });
+  }
 
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
@@ -371,7 +521,13 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   ColumnSum<A>(d, w.dgx, TB, KN, dp + po.bw);
   ColumnSum<A>(d, w.dhr, TB, KN, dp + po.br);
   // Gradient of the layer input.
-  if (ly.in > 0 || ly.in_cols == 0) {
+  if (s.preprojected && pseudo < s.D) {
+    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        std::copy_n(w.dgx + r * KN, KN, din + r * ly.in_cols + (pseudo % s.D) * KN);
+      }
+    });
+  } else if (ly.in > 0 || ly.in_cols == 0) {
     Gemm<A>(d, false, false, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
@@ -432,6 +588,8 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   w.dhh = p;
   p += B * N;
   w.dtot = p;
+  p += B * Hs;
+  w.dhm = p;
   p += B * Hs;
   A* dy_buf = p;
   p += TB * ycols;

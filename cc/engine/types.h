@@ -156,6 +156,9 @@ inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return N * H; }
 // layers. See rnn.h for the equations and the reserve layout.
 enum class RnnMode : int { kLstm = 0, kGru = 1, kTanh = 2, kRelu = 3 };
 
+// Gate activations (MPSGraph's enum order). hard_sigmoid is MPS's clamp(0.2·x + 0.5, 0, 1).
+enum class RnnAct : int { kNone = 0, kRelu = 1, kTanh = 2, kSigmoid = 3, kHardSigmoid = 4 };
+
 inline int RnnGates(RnnMode m) {
   return m == RnnMode::kLstm ? 4 : m == RnnMode::kGru ? 3 : 1;
 }
@@ -170,13 +173,22 @@ struct RnnSpec {
   bool training = true;       // false: no dropout (the reserve is scratch)
   float dropout = 0.f;        // between layers, training only
   unsigned long long seed = 0;
+  // LSTM generalisations (defaults = cuDNN). Logical gates i, f, c (cell input), o:
+  int gate_pos[4] = {0, 1, 2, 3};  // block index of each logical gate within a K·N row
+  RnnAct gate_act[4] = {RnnAct::kSigmoid, RnnAct::kSigmoid, RnnAct::kTanh, RnnAct::kSigmoid};
+  RnnAct cell_act = RnnAct::kTanh;  // h = o ⊙ cell_act(c)
+  bool peephole = false;    // lstm: every gate's pre-activation += p ⊙ c_prev (MPSGraph)
+  bool has_mask = false;    // lstm: h_prev ⊙ mask enters the recurrent product
+  bool preprojected = false;  // layer 0 has no W: x holds W·x, [T, B, D·K·N], direction d
+                              // reading columns [d·K·N, (d+1)·K·N)
+  bool reverse = false;     // unidirectional only: run each sequence from its end
 };
 
 inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }
 inline Index RnnHs(const RnnSpec& s) { return s.P > 0 ? s.P : s.N; }  // width of h
 // Width of layer l's input matrices (0 for layer 0 with skip input).
 inline Index RnnInWidth(const RnnSpec& s, Index l) {
-  return l == 0 ? (s.skip_input ? 0 : s.I) : s.D * RnnHs(s);
+  return l == 0 ? (s.skip_input || s.preprojected ? 0 : s.I) : s.D * RnnHs(s);
 }
 // Width of layer l's input tensor.
 inline Index RnnInCols(const RnnSpec& s, Index l) { return l == 0 ? s.I : s.D * RnnHs(s); }
@@ -252,6 +264,9 @@ struct RnnFwdArgs {
   A* hn = nullptr;               // [L·D, B, Hs]
   A* cn = nullptr;               // [L·D, B, N] (lstm)
   A* reserve = nullptr;          // RnnReserveSize
+  const A* peephole = nullptr;   // [L·D, K·N] in block order (spec.peephole)
+  const A* mask = nullptr;       // [T or 1, B, D·Hs] (spec.has_mask)
+  bool mask_per_step = false;    // mask is [T, B, D·Hs] (else [B, D·Hs] for every step)
 };
 
 template <typename A>
@@ -266,16 +281,21 @@ struct RnnBwdArgs {
   A* dh0 = nullptr;            // [L·D, B, Hs]
   A* dc0 = nullptr;            // [L·D, B, N] (lstm)
   A* dparams = nullptr;        // RnnParamsSize
+  const A* peephole = nullptr;   // as in RnnFwdArgs
+  const A* mask = nullptr;
+  bool mask_per_step = false;
+  const A* dc_seq = nullptr;     // optional dL/dc[t] of every step, [T, B, D·N] (lstm)
+  A* dpeephole = nullptr;        // [L·D, K·N] (spec.peephole)
 };
 
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  return 2 * B * Hs + B * N + B * K * N + B * N;
+  return 3 * B * Hs + B * N + B * K * N + B * N;
 }
 inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
   const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
-  return 2 * TB * K * N + 2 * B * K * N + B * Hs + B * N + TB * s.P + B * N + B * Hs +
+  return 2 * TB * K * N + 2 * B * K * N + 2 * B * Hs + B * N + TB * s.P + B * N + B * Hs +
          2 * TB * s.D * Hs + TB * maxin;
 }
 

@@ -1,0 +1,455 @@
+// CPU kernels of the MPSGraph-style LSTM (TfRnn>LSTM, TfRnn>LSTMGradients): a face of the
+// stacked-RNN engine with MPSGraph's gate orders, per-gate activations, peephole on every gate,
+// recurrent mask, optional input weight and reverse/bidirectional layouts (SEMANTICS.md §8).
+// The weights are packed into the engine's params layout per call (O(weights), negligible
+// next to the sequence); LSTMGradients recomputes the forward activations from its operands.
+#include <string>
+#include <vector>
+
+#include "cc/kernels/engine_loader.h"
+#include "cc/kernels/kernel_util.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpInputList;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpOutputList;
+
+absl::Status ParseAct(const std::string& name, RnnAct* act) {
+  static const std::pair<const char*, RnnAct> kActs[] = {
+      {"none", RnnAct::kNone},
+      {"relu", RnnAct::kRelu},
+      {"tanh", RnnAct::kTanh},
+      {"sigmoid", RnnAct::kSigmoid},
+      {"hard_sigmoid", RnnAct::kHardSigmoid}};
+  for (const auto& a : kActs) {
+    if (name == a.first) {
+      *act = a.second;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
+}
+
+struct Descriptor {
+  bool reverse = false, bidirectional = false, produce_cell = false, training = false;
+  bool forget_gate_last = false;
+  RnnAct gate_act[4];  // i, f, c (the "z" cell gate), o
+  RnnAct cell_act;
+
+  absl::Status Read(OpKernelConstruction* c) {
+    TF_RETURN_IF_ERROR(c->GetAttr("reverse", &reverse));
+    TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
+    TF_RETURN_IF_ERROR(c->GetAttr("produce_cell", &produce_cell));
+    TF_RETURN_IF_ERROR(c->GetAttr("training", &training));
+    TF_RETURN_IF_ERROR(c->GetAttr("forget_gate_last", &forget_gate_last));
+    const char* names[4] = {"input_gate_activation", "forget_gate_activation",
+                            "cell_gate_activation", "output_gate_activation"};
+    for (int q = 0; q < 4; ++q) {
+      std::string a;
+      TF_RETURN_IF_ERROR(c->GetAttr(names[q], &a));
+      TF_RETURN_IF_ERROR(ParseAct(a, &gate_act[q]));
+    }
+    std::string a;
+    TF_RETURN_IF_ERROR(c->GetAttr("activation", &a));
+    return ParseAct(a, &cell_act);
+  }
+};
+
+// An optional operand: a list input of length 0 or 1.
+absl::Status Optional(OpKernelContext* ctx, const char* name, const Tensor** t) {
+  OpInputList list;
+  TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
+  if (list.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(ctx->op_kernel().type_string(), ": ", name,
+                                                   " is optional: give 0 or 1 tensors, got ",
+                                                   list.size()));
+  }
+  *t = list.size() == 1 ? &list[0] : nullptr;
+  return absl::OkStatus();
+}
+
+struct LstmOperands {
+  const Tensor *source, *R, *W = nullptr, *bias = nullptr, *init_state = nullptr,
+               *init_cell = nullptr, *mask = nullptr, *peephole = nullptr;
+  RnnSpec spec;
+  int64_t H = 0, D = 1;
+};
+
+absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOperands* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInput(ctx, "source", &in->source));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_weight", &in->R));
+  TF_RETURN_IF_ERROR(Optional(ctx, "input_weight", &in->W));
+  TF_RETURN_IF_ERROR(Optional(ctx, "bias", &in->bias));
+  TF_RETURN_IF_ERROR(Optional(ctx, "init_state", &in->init_state));
+  TF_RETURN_IF_ERROR(Optional(ctx, "init_cell", &in->init_cell));
+  TF_RETURN_IF_ERROR(Optional(ctx, "mask", &in->mask));
+  TF_RETURN_IF_ERROR(Optional(ctx, "peephole", &in->peephole));
+  const int64_t D = desc.bidirectional ? 2 : 1;
+  in->D = D;
+  TF_RETURN_IF_ERROR(CheckRank(op, "source", *in->source, 3,
+                               "[time, batch, input] (or [time, batch, dirs * 4 * hidden])"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2,
+                               D == 2 ? "[2, 4 * hidden, hidden] (bidirectional)"
+                                      : "[4 * hidden, hidden] (unidirectional)"));
+  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
+  in->H = H;
+  if (H == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
+  }
+  if (D == 2) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, 4 * H, H},
+                                  "[2, 4 * hidden, hidden] (bidirectional)"));
+  } else {
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {4 * H, H},
+                                  "[4 * hidden, hidden] (unidirectional)"));
+  }
+  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
+  const int64_t X = in->source->dim_size(2);
+  if (in->W != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, "[dirs * 4 * hidden, input]"));
+    TF_RETURN_IF_ERROR(
+        CheckShape(op, "input_weight", *in->W, {D * 4 * H, X}, "[dirs * 4 * hidden, input]"));
+  } else if (X != D * 4 * H) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": without input_weight, source must be projected already: shape [time, batch, ",
+        D * 4 * H, "] (dirs * 4 * hidden), got ", ShapeStr(*in->source)));
+  }
+  if (in->bias != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, "[dirs * 4 * hidden]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * 4 * H}, "[dirs * 4 * hidden]"));
+  }
+  for (auto p : {std::make_pair("init_state", in->init_state),
+                 std::make_pair("init_cell", in->init_cell)}) {
+    if (p.second == nullptr) continue;
+    TF_RETURN_IF_ERROR(CheckRank(op, p.first, *p.second, 2, "[batch, dirs * hidden]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, p.first, *p.second, {B, D * H}, "[batch, dirs * hidden]"));
+  }
+  if (in->mask != nullptr) {
+    const Tensor& m = *in->mask;
+    const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
+                    (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
+                     m.dim_size(2) == D * H);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": mask must have shape [batch, dirs * hidden] = [", B, ", ", D * H,
+                       "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
+                       "], got ", ShapeStr(m)));
+    }
+  }
+  if (in->peephole != nullptr) {
+    if (D == 2) {
+      TF_RETURN_IF_ERROR(
+          CheckRank(op, "peephole", *in->peephole, 2, "[2, 4 * hidden] (bidirectional)"));
+      TF_RETURN_IF_ERROR(CheckShape(op, "peephole", *in->peephole, {2, 4 * H},
+                                    "[2, 4 * hidden] (bidirectional)"));
+    } else {
+      TF_RETURN_IF_ERROR(CheckRank(op, "peephole", *in->peephole, 1, "[4 * hidden]"));
+      TF_RETURN_IF_ERROR(CheckShape(op, "peephole", *in->peephole, {4 * H}, "[4 * hidden]"));
+    }
+  }
+  RnnSpec& s = in->spec;
+  s.mode = RnnMode::kLstm;
+  s.T = T;
+  s.B = B;
+  s.I = X;
+  s.N = H;
+  s.L = 1;
+  s.D = D;
+  s.preprojected = in->W == nullptr;
+  s.training = true;
+  s.reverse = desc.reverse && D == 1;
+  if (desc.forget_gate_last) {  // i, z, f, o
+    s.gate_pos[0] = 0;
+    s.gate_pos[1] = 2;
+    s.gate_pos[2] = 1;
+    s.gate_pos[3] = 3;
+  }
+  for (int q = 0; q < 4; ++q) s.gate_act[q] = desc.gate_act[q];
+  s.cell_act = desc.cell_act;
+  s.peephole = in->peephole != nullptr;
+  s.has_mask = in->mask != nullptr;
+  const double elems = static_cast<double>(T) * B * (D * 4 * H + 4 * H + X) +
+                       static_cast<double>(D) * 4 * H * (X + H + 2);
+  if (elems > 1e15) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": sizes too large: source ",
+                                                   ShapeStr(*in->source), ", hidden ", H));
+  }
+  return absl::OkStatus();
+}
+
+// Engine views of the operands (compute type A): params in the engine layout, h0/c0 as
+// [D, B, H], zeros for absent operands.
+template <typename Tt>
+struct Packed {
+  using A = typename ComputeType<Tt>::type;
+  A *params = nullptr, *h0 = nullptr, *c0 = nullptr;
+  const A *x = nullptr, *peephole = nullptr, *mask = nullptr;
+
+  void Pack(const CpuDevice& dev, ComputeBridge<Tt>& br, const LstmOperands& in) {
+    const RnnSpec& s = in.spec;
+    const int64_t D = s.D, B = s.B, H = s.N, KN = 4 * H, in_w = s.preprojected ? 0 : s.I;
+    x = br.In(*in.source);
+    params = br.Scratch(RnnParamsSize(s));
+    h0 = br.Scratch(D * B * H);
+    c0 = br.Scratch(D * B * H);
+    const A* W = in.W != nullptr ? br.In(*in.W) : nullptr;
+    const A* R = br.In(*in.R);
+    const A* bias = in.bias != nullptr ? br.In(*in.bias) : nullptr;
+    const A* st = in.init_state != nullptr ? br.In(*in.init_state) : nullptr;
+    const A* ce = in.init_cell != nullptr ? br.In(*in.init_cell) : nullptr;
+    peephole = in.peephole != nullptr ? br.In(*in.peephole) : nullptr;
+    mask = in.mask != nullptr ? br.In(*in.mask) : nullptr;
+    if (!br.status().ok()) return;
+    for (int64_t d = 0; d < D; ++d) {
+      const RnnParamOffsets o = RnnParamLayout(s, d);
+      if (W != nullptr) std::copy_n(W + d * KN * in_w, KN * in_w, params + o.w);
+      std::copy_n(R + d * KN * H, KN * H, params + o.r);
+      if (bias != nullptr) {
+        std::copy_n(bias + d * KN, KN, params + o.bw);
+      } else {
+        std::fill_n(params + o.bw, KN, A(0));
+      }
+      std::fill_n(params + o.br, KN, A(0));
+      for (int64_t b = 0; b < B; ++b) {
+        for (auto pr : {std::make_pair(st, h0), std::make_pair(ce, c0)}) {
+          A* dst = pr.second + (d * B + b) * H;
+          if (pr.first != nullptr) {
+            std::copy_n(pr.first + b * D * H + d * H, H, dst);
+          } else {
+            std::fill_n(dst, H, A(0));
+          }
+        }
+      }
+    }
+  }
+};
+
+template <typename Tt>
+class MpsLstmOp : public OpKernel {
+ public:
+  using A = typename ComputeType<Tt>::type;
+  explicit MpsLstmOp(OpKernelConstruction* c) : OpKernel(c) { OP_REQUIRES_OK(c, desc_.Read(c)); }
+
+  void Compute(OpKernelContext* ctx) override {
+    LstmOperands in;
+    OP_REQUIRES_OK(ctx, ValidateLstm(ctx, desc_, &in));
+    const RnnSpec& s = in.spec;
+    const int64_t T = s.T, B = s.B, H = s.N, D = s.D;
+    Tensor *state, *cell, *z;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({T, B, D * H}), &state));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            1, desc_.produce_cell ? TensorShape({T, B, D * H}) : TensorShape({0}),
+                            &cell));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            2, desc_.training ? TensorShape({T, B, D * 4 * H}) : TensorShape({0}),
+                            &z));
+    ComputeBridge<Tt> br(ctx);
+    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+    Packed<Tt> pk;
+    pk.Pack(dev, br, in);
+    RnnFwdArgs<A> a;
+    a.x = pk.x;
+    a.h0 = pk.h0;
+    a.c0 = pk.c0;
+    a.params = pk.params;
+    a.peephole = pk.peephole;
+    a.mask = pk.mask;
+    a.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    a.y = br.Out(state);
+    a.hn = br.Scratch(D * B * H);
+    a.cn = br.Scratch(D * B * H);
+    a.reserve = br.Scratch(RnnReserveSize(s));
+    A* cell_out = desc_.produce_cell ? br.Out(cell) : nullptr;
+    A* z_out = desc_.training ? br.Out(z) : nullptr;
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(s));
+    OP_REQUIRES_OK(ctx, br.status());
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
+    // Interleave the per-direction activations and cell states into MPSGraph's layouts.
+    for (int64_t d = 0; d < D; ++d) {
+      const RnnReserveOffsets o = RnnReserveLayout(s, d);
+      for (int64_t r = 0; r < T * B; ++r) {
+        if (z_out != nullptr) {
+          std::copy_n(a.reserve + o.acts + r * 4 * H, 4 * H, z_out + r * D * 4 * H + d * 4 * H);
+        }
+        if (cell_out != nullptr) {
+          std::copy_n(a.reserve + o.aux + r * H, H, cell_out + r * D * H + d * H);
+        }
+      }
+    }
+    br.Finish();
+  }
+
+ private:
+  Descriptor desc_;
+};
+
+template <typename Tt>
+class MpsLstmGradOp : public OpKernel {
+ public:
+  using A = typename ComputeType<Tt>::type;
+  explicit MpsLstmGradOp(OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, desc_.Read(c));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const std::string op = type_string();
+    LstmOperands in;
+    OP_REQUIRES_OK(ctx, ValidateLstm(ctx, desc_, &in));
+    const RnnSpec& s = in.spec;
+    const int64_t T = s.T, B = s.B, H = s.N, D = s.D;
+    const Tensor *dy, *z_state, *cell_fwd, *dstate = nullptr, *dcell = nullptr, *dcseq = nullptr;
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "source_gradient", &dy));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "z_state", &z_state));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "cell_output_fwd", &cell_fwd));
+    OP_REQUIRES_OK(ctx, Optional(ctx, "state_gradient", &dstate));
+    OP_REQUIRES_OK(ctx, Optional(ctx, "cell_gradient", &dcell));
+    OP_REQUIRES_OK(ctx, Optional(ctx, "cell_output_gradient", &dcseq));
+    OP_REQUIRES_OK(ctx, CheckShape(op, "source_gradient", *dy, {T, B, D * H},
+                                   "[time, batch, dirs * hidden]"));
+    // The forward is recomputed from the operands; z_state and cell_output_fwd are checked
+    // (an empty tensor stands for "not kept").
+    if (z_state->NumElements() != 0) {
+      OP_REQUIRES_OK(ctx, CheckShape(op, "z_state", *z_state, {T, B, D * 4 * H},
+                                     "[time, batch, dirs * 4 * hidden]"));
+    }
+    if (cell_fwd->NumElements() != 0) {
+      OP_REQUIRES_OK(ctx, CheckShape(op, "cell_output_fwd", *cell_fwd, {T, B, D * H},
+                                     "[time, batch, dirs * hidden]"));
+    }
+    for (auto p : {std::make_pair("state_gradient", dstate),
+                   std::make_pair("cell_gradient", dcell)}) {
+      if (p.second == nullptr) continue;
+      OP_REQUIRES_OK(ctx, CheckShape(op, p.first, *p.second, {B, D * H},
+                                     "[batch, dirs * hidden]"));
+    }
+    if (dcseq != nullptr) {
+      OP_REQUIRES_OK(ctx, CheckShape(op, "cell_output_gradient", *dcseq, {T, B, D * H},
+                                     "[time, batch, dirs * hidden]"));
+    }
+    // Outputs (MPSGraph order).
+    Tensor *d_source, *d_R;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.source->shape(), &d_source));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.R->shape(), &d_R));
+    OpOutputList o_w, o_b, o_p, o_s, o_c;
+    OP_REQUIRES_OK(ctx, ctx->output_list("input_weight_grad", &o_w));
+    OP_REQUIRES_OK(ctx, ctx->output_list("bias_grad", &o_b));
+    OP_REQUIRES_OK(ctx, ctx->output_list("peephole_grad", &o_p));
+    OP_REQUIRES_OK(ctx, ctx->output_list("init_state_grad", &o_s));
+    OP_REQUIRES_OK(ctx, ctx->output_list("init_cell_grad", &o_c));
+    Tensor *d_W = nullptr, *d_b = nullptr, *d_p = nullptr, *d_s = nullptr, *d_c = nullptr;
+    if (in.W) OP_REQUIRES_OK(ctx, o_w.allocate(0, in.W->shape(), &d_W));
+    if (in.bias) OP_REQUIRES_OK(ctx, o_b.allocate(0, in.bias->shape(), &d_b));
+    if (in.peephole) OP_REQUIRES_OK(ctx, o_p.allocate(0, in.peephole->shape(), &d_p));
+    if (in.init_state) OP_REQUIRES_OK(ctx, o_s.allocate(0, in.init_state->shape(), &d_s));
+    if (in.init_cell) OP_REQUIRES_OK(ctx, o_c.allocate(0, in.init_cell->shape(), &d_c));
+
+    ComputeBridge<Tt> br(ctx);
+    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+    Packed<Tt> pk;
+    pk.Pack(dev, br, in);
+    RnnFwdArgs<A> f;
+    f.x = pk.x;
+    f.h0 = pk.h0;
+    f.c0 = pk.c0;
+    f.params = pk.params;
+    f.peephole = pk.peephole;
+    f.mask = pk.mask;
+    f.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    f.y = br.Scratch(T * B * D * H);
+    f.hn = br.Scratch(D * B * H);
+    f.cn = br.Scratch(D * B * H);
+    f.reserve = br.Scratch(RnnReserveSize(s));
+    A* fws = br.Scratch(RnnFwdWorkspaceSize(s));
+    // Final-state gradients as [D, B, H].
+    A* dhn = br.Scratch(D * B * H);
+    A* dcn = br.Scratch(D * B * H);
+    const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
+    const A* dce = dcell != nullptr ? br.In(*dcell) : nullptr;
+    RnnBwdArgs<A> g;
+    g.x = pk.x;
+    g.h0 = pk.h0;
+    g.c0 = pk.c0;
+    g.params = pk.params;
+    g.reserve = f.reserve;
+    g.dy = br.In(*dy);
+    g.dhn = dhn;
+    g.dcn = dcn;
+    g.peephole = pk.peephole;
+    g.mask = pk.mask;
+    g.mask_per_step = f.mask_per_step;
+    g.dc_seq = dcseq != nullptr ? br.In(*dcseq) : nullptr;
+    g.dx = br.Out(d_source);
+    g.dh0 = br.Scratch(D * B * H);
+    g.dc0 = br.Scratch(D * B * H);
+    g.dparams = br.Scratch(RnnParamsSize(s));
+    A* dpeep = br.Scratch(D * 4 * H);
+    g.dpeephole = dpeep;
+    A* bws = br.Scratch(RnnBwdWorkspaceSize(s));
+    OP_REQUIRES_OK(ctx, br.status());
+    for (int64_t d = 0; d < D; ++d) {
+      for (int64_t b = 0; b < B; ++b) {
+        for (auto pr : {std::make_pair(dst, dhn), std::make_pair(dce, dcn)}) {
+          A* to = pr.second + (d * B + b) * H;
+          if (pr.first != nullptr) {
+            std::copy_n(pr.first + b * D * H + d * H, H, to);
+          } else {
+            std::fill_n(to, H, A(0));
+          }
+        }
+      }
+    }
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::RnnFwd(*engine)(pool, s, f, fws);
+    EngineFns<A>::RnnBwd(*engine)(pool, s, g, bws);
+    // Unpack into MPSGraph's layouts.
+    const int64_t KN = 4 * H, in_w = s.preprojected ? 0 : s.I;
+    A* dR = br.Out(d_R);
+    A* dW = d_W ? br.Out(d_W) : nullptr;
+    A* db = d_b ? br.Out(d_b) : nullptr;
+    A* dp = d_p ? br.Out(d_p) : nullptr;
+    A* ds = d_s ? br.Out(d_s) : nullptr;
+    A* dc = d_c ? br.Out(d_c) : nullptr;
+    OP_REQUIRES_OK(ctx, br.status());
+    for (int64_t d = 0; d < D; ++d) {
+      const RnnParamOffsets o = RnnParamLayout(s, d);
+      std::copy_n(g.dparams + o.r, KN * H, dR + d * KN * H);
+      if (dW) std::copy_n(g.dparams + o.w, KN * in_w, dW + d * KN * in_w);
+      if (db) std::copy_n(g.dparams + o.bw, KN, db + d * KN);
+      if (dp) std::copy_n(dpeep + d * KN, KN, dp + d * KN);
+      for (int64_t b = 0; b < B; ++b) {
+        if (ds) std::copy_n(g.dh0 + (d * B + b) * H, H, ds + b * D * H + d * H);
+        if (dc) std::copy_n(g.dc0 + (d * B + b) * H, H, dc + b * D * H + d * H);
+      }
+    }
+    br.Finish();
+  }
+
+ private:
+  Descriptor desc_;
+};
+
+#define TFRNN_REGISTER_MPS(T)                                                               \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>LSTM").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
+                          MpsLstmOp<T>);                                                    \
+  REGISTER_KERNEL_BUILDER(                                                                  \
+      Name("TfRnn>LSTMGradients").Device(DEVICE_CPU).TypeConstraint<T>("T"), MpsLstmGradOp<T>);
+TFRNN_REGISTER_MPS(Eigen::half)
+TFRNN_REGISTER_MPS(Eigen::bfloat16)
+TFRNN_REGISTER_MPS(float)
+TFRNN_REGISTER_MPS(double)
+#undef TFRNN_REGISTER_MPS
+
+}  // namespace
+}  // namespace tfrnn

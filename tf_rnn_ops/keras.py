@@ -1,0 +1,288 @@
+"""Keras 3 ``LSTM`` and ``GRU`` layers that run the whole sequence in one fused CPU op.
+
+    import tf_rnn_ops.keras
+    layer = tf_rnn_ops.keras.LSTM(64, return_sequences=True)   # was: keras.layers.LSTM(64, ...)
+
+``tf_rnn_ops.keras.LSTM`` and ``tf_rnn_ops.keras.GRU`` are subclasses of ``keras.layers.LSTM``
+and ``keras.layers.GRU`` (Keras 3, TensorFlow backend). Everything except the sequence loop is
+the stock layer's: constructor arguments, weights and their names and shapes, ``get_config``,
+initializers, regularizers, constraints, ``stateful``, ``go_backwards``,
+``return_sequences`` / ``return_state``, masking, input dropout, ``Bidirectional``,
+serialization. ``set_weights(stock.get_weights())`` works in both directions.
+
+The sequence loop (``inner_loop``) runs in ``TfRnn>CudnnRNNV3`` (CPU kernel, registered
+gradient) with the Keras weights converted to the cuDNN params layout by differentiable
+TensorFlow ops, so gradients reach the Keras variables. The results equal the stock layer's
+generic (non-cuDNN) loop, which is what stock Keras runs on a CPU-only host, including its
+masked-output rules (``zero_output_for_mask``).
+
+Fused path (CudnnRNNV3) when all of these hold:
+
+* the Keras backend is TensorFlow and the host has no GPU (with a GPU the stock layer runs,
+  and with it stock cuDNN);
+* ``activation`` is tanh and ``recurrent_activation`` is sigmoid, ``unroll=False``;
+* GRU: ``reset_after=True`` (the default);
+* not training with ``recurrent_dropout > 0`` (in inference recurrent dropout is a no-op,
+  so the fused path is used), and not training with ``dropout`` on a layer built with
+  ``implementation=1`` (one dropout mask per gate);
+* ``use_bias`` may be False (zero biases are passed); any dtype policy, including
+  ``mixed_float16`` and ``mixed_bfloat16`` (the op runs in the compute dtype);
+* a mask, if any, that is right-padded (``[1, 1, 1, 0, 0]``); fully masked rows are fine.
+  Whether a mask is right-padded is data: in eager mode it is checked on the spot, inside a
+  ``tf.function`` (``model.fit``, SavedModel) a ``tf.cond`` picks the fused op or the stock
+  loop at run time.
+
+Otherwise the layer runs the stock Keras loop (``keras.layers.RNN.inner_loop``) and gives the
+stock results. For a configuration (not for a mask) this warns once per layer class and
+reason (``UserWarning``), except ``use_cudnn=False``, which asks for the stock loop. With
+``use_cudnn=True`` an unsupported configuration raises ``ValueError`` instead, as stock Keras
+does. The op has no XLA kernel, so the layers set ``supports_jit = False``.
+"""
+import threading
+import warnings
+
+import keras
+import tensorflow as tf
+
+from tf_rnn_ops import raw_ops
+from tf_rnn_ops._loader import load_library
+
+__all__ = ["LSTM", "GRU"]
+
+# The op must be registered before a SavedModel that uses it is loaded, so a process that
+# imports these layers can also load one.
+load_library()
+
+_warned = set()
+_warned_lock = threading.Lock()
+
+_TANH = frozenset(f for f in (keras.activations.tanh, keras.ops.tanh, tf.tanh, tf.math.tanh,
+                              tf.nn.tanh) if f is not None)
+_SIGMOID = frozenset(f for f in (keras.activations.sigmoid, keras.ops.sigmoid, tf.sigmoid,
+                                 tf.math.sigmoid, tf.nn.sigmoid) if f is not None)
+
+
+def _warn_once(cls_name, reason):
+    key = (cls_name, reason)
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(f"tf_rnn_ops.keras.{cls_name}: {reason}; running the stock Keras loop "
+                  "instead of the fused TfRnn>CudnnRNNV3 op.", UserWarning, stacklevel=3)
+
+
+def _is_on(training):
+    """training may be a Python bool, None or a tensor; a tensor counts as 'maybe on'."""
+    if training is None:
+        return False
+    if isinstance(training, (tf.Tensor, tf.Variable)):
+        return True
+    return bool(training)
+
+
+def _value(v):
+    """A Keras variable's value (autocast inside the layer's call), or the tensor itself."""
+    return v.value if isinstance(v, keras.Variable) else v
+
+
+def _gates_matrix(kernel, gates, order):
+    """[in, G*N] Keras kernel -> flat G matrices [N, in] row-major, in gate order `order`."""
+    rows = tf.shape(kernel)[0]
+    k = tf.reshape(kernel, [rows, gates, -1])           # [in, G, N]
+    if order is not None:
+        k = tf.gather(k, order, axis=1)
+    return tf.reshape(tf.transpose(k, [1, 2, 0]), [-1])  # [G, N, in]
+
+
+def _gates_vector(bias, gates, order):
+    if order is None:
+        return tf.reshape(bias, [-1])
+    return tf.reshape(tf.gather(tf.reshape(bias, [gates, -1]), order, axis=0), [-1])
+
+
+def _right_padded(mask, lengths):
+    expected = tf.sequence_mask(lengths, maxlen=tf.shape(mask)[1])
+    return tf.reduce_all(tf.equal(mask, expected))
+
+
+class _FusedRNNMixin:
+    """Replaces the stock layers' inner_loop with TfRnn>CudnnRNNV3 where it is exact."""
+
+    _RNN_MODE = None   # "lstm" or "gru"
+    _GATES = None      # 4 or 3
+    _ORDER = None      # Keras gate order -> cuDNN gate order (None: same)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # TfRnn>CudnnRNNV3 has no XLA kernel: keep model.compile(jit_compile="auto") off XLA.
+        self.supports_jit = False
+
+    # --- what the fused op can do -------------------------------------------------------
+
+    def _config_fallback_reason(self, training):
+        """None if the fused op computes exactly what the stock loop would; else why not."""
+        cell = self.cell
+        if keras.backend.backend() != "tensorflow":
+            return f"the Keras backend is {keras.backend.backend()!r}, not 'tensorflow'"
+        if cell.activation not in _TANH:
+            return "activation is not tanh"
+        if cell.recurrent_activation not in _SIGMOID:
+            return "recurrent_activation is not sigmoid"
+        if self.unroll:
+            return "unroll=True"
+        if self._RNN_MODE == "gru" and not cell.reset_after:
+            return "reset_after=False (not the cuDNN GRU)"
+        if _is_on(training) and cell.recurrent_dropout > 0:
+            return "recurrent_dropout > 0 in training"
+        if (_is_on(training) and 0.0 < cell.dropout < 1.0
+                and getattr(cell, "dropout_mask_count", None) is not None):
+            return "dropout with implementation=1 (one mask per gate) in training"
+        return None
+
+    def _generic_loop(self, sequences, initial_state, mask, training):
+        last, outputs, states = keras.layers.RNN.inner_loop(
+            self, sequences, list(initial_state), mask=mask, training=training)
+        return last, outputs, list(states)
+
+    # --- the fused op ---------------------------------------------------------------------
+
+    def _params(self, dtype):
+        cell = self.cell
+        kernel = tf.cast(_value(cell.kernel), dtype)
+        recurrent = tf.cast(_value(cell.recurrent_kernel), dtype)
+        n = cell.units
+        g, order = self._GATES, self._ORDER
+        if cell.use_bias:
+            bias = tf.cast(_value(cell.bias), dtype)
+            if self._RNN_MODE == "gru":   # reset_after: [2, 3N] = (input bias, recurrent bias)
+                b_in, b_rec = bias[0], bias[1]
+            else:                         # one bias: the input bias, recurrent bias zero
+                b_in, b_rec = bias, tf.zeros([g * n], dtype)
+            biases = [_gates_vector(b_in, g, order), _gates_vector(b_rec, g, order)]
+        else:
+            biases = [tf.zeros([2 * g * n], dtype)]
+        return tf.concat([_gates_matrix(kernel, g, order), _gates_matrix(recurrent, g, order)]
+                         + biases, axis=0)
+
+    def _fused_loop(self, sequences, initial_state, mask, training):
+        cell = self.cell
+        dtype = sequences.dtype
+        if _is_on(training) and 0.0 < cell.dropout < 1.0:
+            # The same input mask at every step, as the stock loop (and stock cuDNN) apply it.
+            dp_mask = cell.get_dropout_mask(sequences[:, 0, :])
+            sequences = sequences * tf.expand_dims(tf.cast(dp_mask, dtype), 1)
+
+        shape = tf.shape(sequences)
+        batch, steps = shape[0], shape[1]
+        if mask is None:
+            lengths = tf.fill([batch], steps)
+        else:
+            lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+
+        x = sequences
+        if self.go_backwards:
+            x = (tf.reverse(x, [1]) if mask is None else
+                 tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0))
+        h0 = tf.expand_dims(tf.cast(initial_state[0], dtype), 1)     # [B, 1, N]
+        if self._RNN_MODE == "lstm":
+            c0 = tf.expand_dims(tf.cast(initial_state[1], dtype), 1)
+        else:
+            c0 = tf.zeros([], dtype)
+        out, h, c, _, _ = raw_ops.CudnnRNNV3(
+            input=x, input_h=h0, input_c=c0, params=self._params(dtype),
+            sequence_lengths=lengths, rnn_mode=self._RNN_MODE, input_mode="linear_input",
+            direction="unidirectional", is_training=True, time_major=False)
+        h = tf.squeeze(h, 1)
+        states = [h, tf.squeeze(c, 1)] if self._RNN_MODE == "lstm" else [h]
+
+        if mask is None:
+            last = h
+            outputs = out if self.return_sequences else tf.expand_dims(h, 1)
+            return last, outputs, states
+
+        # The stock loop's rules for masked steps (keras backend.rnn): a masked step emits
+        # zeros (zero_output_for_mask) or the previous output, which starts as zeros; the
+        # last output is the one emitted at the last processed step.
+        if self.zero_output_for_mask and not self.go_backwards:
+            last_valid = tf.equal(lengths, steps)
+        else:
+            last_valid = tf.greater(lengths, 0)
+        last = tf.where(tf.expand_dims(last_valid, 1), h, tf.zeros_like(h))
+        if not self.return_sequences:
+            return last, tf.expand_dims(last, 1), states
+        if self.go_backwards:
+            # Processing order: the masked steps come first and emit zeros.
+            outputs = tf.reverse(
+                tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0), [1])
+        elif self.zero_output_for_mask:
+            outputs = out          # the op writes zeros past each length
+        else:
+            valid = tf.expand_dims(tf.sequence_mask(lengths, maxlen=steps), 2)
+            outputs = tf.where(valid, out, tf.expand_dims(last, 1))
+        return last, outputs, states
+
+    # --- Keras hook -----------------------------------------------------------------------
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        if keras.tree.is_nested(mask):
+            mask = mask[0]
+        if not keras.tree.is_nested(initial_state):
+            initial_state = [initial_state]
+        initial_state = list(initial_state)
+
+        if self.use_cudnn is False:
+            return self._generic_loop(sequences, initial_state, mask, training)
+        if keras.backend.backend() == "tensorflow" and tf.config.list_logical_devices("GPU"):
+            # On a GPU host the stock layer (and with it stock cuDNN) is the fast path.
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        reason = self._config_fallback_reason(training)
+        if reason is not None:
+            if self.use_cudnn is True:
+                raise ValueError(
+                    f"{type(self).__name__} '{self.name}': use_cudnn=True was specified, but "
+                    f"the fused TfRnn>CudnnRNNV3 op does not support this configuration: "
+                    f"{reason}. Pass use_cudnn='auto' to fall back to the stock Keras loop.")
+            _warn_once(type(self).__name__, reason)
+            return self._generic_loop(sequences, initial_state, mask, training)
+
+        if mask is None:
+            return self._fused_loop(sequences, initial_state, None, training)
+
+        mask = tf.cast(mask, tf.bool)
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+        ok = _right_padded(mask, lengths)
+        if tf.executing_eagerly():
+            if bool(ok):
+                return self._fused_loop(sequences, initial_state, mask, training)
+            return self._generic_loop(sequences, initial_state, mask, training)
+        return tf.cond(
+            ok,
+            lambda: self._fused_loop(sequences, initial_state, mask, training),
+            lambda: self._generic_loop(sequences, initial_state, mask, training))
+
+
+@keras.saving.register_keras_serializable(package="tf_rnn_ops")
+class LSTM(_FusedRNNMixin, keras.layers.LSTM):
+    """``keras.layers.LSTM`` whose sequence loop runs in ``TfRnn>CudnnRNNV3`` (see module doc).
+
+    Keras LSTM gates are i, f, c, o, the cuDNN order; the Keras bias becomes the cuDNN input
+    bias and the recurrent bias is zero.
+    """
+
+    _RNN_MODE = "lstm"
+    _GATES = 4
+    _ORDER = None
+
+
+@keras.saving.register_keras_serializable(package="tf_rnn_ops")
+class GRU(_FusedRNNMixin, keras.layers.GRU):
+    """``keras.layers.GRU`` whose sequence loop runs in ``TfRnn>CudnnRNNV3`` (see module doc).
+
+    Keras GRU gates are z, r, h; cuDNN's are r, z, h. With ``reset_after=True`` (required for
+    the fused path) the Keras bias ``[2, 3N]`` is (input bias, recurrent bias).
+    """
+
+    _RNN_MODE = "gru"
+    _GATES = 3
+    _ORDER = [1, 0, 2]

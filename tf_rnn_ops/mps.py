@@ -1,0 +1,159 @@
+"""Apple MPSGraph's LSTM API as TensorFlow ops (``TfRnn>LSTM``, ``TfRnn>LSTMGradients``).
+
+A model written against ``MPSGraph.LSTM(...)`` / ``MPSGraph.LSTMGradients(...)`` runs and
+trains in TensorFlow with the same operands, layouts and descriptor options::
+
+    from tf_rnn_ops import mps
+    d = mps.LSTMDescriptor(bidirectional=True, training=True, produce_cell=True)
+    h, c, z = mps.lstm(source, recurrent_weight, input_weight=w, bias=b, descriptor=d)
+    grads = mps.lstm_gradients(source, recurrent_weight, dh, z, c, input_weight=w, bias=b,
+                               descriptor=d)   # [d_source, d_recurrent_weight, d_w, d_b]
+
+Layouts (T time, N batch, I input, H hidden, D = 2 when bidirectional):
+
+=================  ===========================  ================================
+operand            unidirectional               bidirectional
+=================  ===========================  ================================
+source             [T, N, I] ([T, N, 4H] with   [T, N, I] ([T, N, 8H] without W:
+                   no input weight)             forward 4H then backward 4H)
+recurrent_weight   [4H, H]                      [2, 4H, H]
+input_weight       [4H, I]                      [8H, I] (forward rows first)
+bias               [4H]                         [8H]
+init_state/cell    [N, H]                       [N, 2H] (forward half first)
+mask               [N, H] or [T, N, H]          [N, 2H] or [T, N, 2H]
+peephole           [4H]                         [2, 4H]
+state, cell        [T, N, H]                    [T, N, 2H]
+z_state            [T, N, 4H]                   [T, N, 8H]
+=================  ===========================  ================================
+
+Gate blocks in every 4H axis: i, f, z, o (z: the cell gate), or i, z, f, o with
+``forget_gate_last``. Per step: ``gates = act((h[t-1] ⊙ mask)·Rᵀ + x[t]·Wᵀ + b + p ⊙ c[t-1])``
+(each gate with its activation; the peephole term on all four gates), ``c = f⊙c[t-1] + i⊙z``,
+``h = o ⊙ activation(c)``. ``hard_sigmoid`` is MPS's ``clamp(0.2·x + 0.5, 0, 1)``.
+``reverse`` runs from the last step to the first (ignored when bidirectional, where the
+second direction always runs in reverse).
+
+TensorFlow encoding of MPSGraph's optional operands: each is a list input of length 0
+(absent) or 1 (present) of the op; these functions take ``None`` for absent.
+``LSTMGradients`` recomputes the forward activations from its operands, so ``z_state`` and
+``cell_output_fwd`` are only checked for shape (an empty tensor is accepted).
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from tf_rnn_ops._loader import load_library
+
+ACTIVATIONS = ("none", "relu", "tanh", "sigmoid", "hard_sigmoid")
+
+__all__ = ["LSTMDescriptor", "lstm", "lstm_gradients", "ACTIVATIONS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LSTMDescriptor:
+    """MPSGraphLSTMDescriptor: defaults as in MPSGraph."""
+    reverse: bool = False
+    bidirectional: bool = False
+    produce_cell: bool = False
+    training: bool = False
+    forget_gate_last: bool = False
+    input_gate_activation: str = "sigmoid"
+    forget_gate_activation: str = "sigmoid"
+    cell_gate_activation: str = "tanh"
+    output_gate_activation: str = "sigmoid"
+    activation: str = "tanh"
+
+    def __post_init__(self):
+        for f in ("input_gate_activation", "forget_gate_activation", "cell_gate_activation",
+                  "output_gate_activation", "activation"):
+            if getattr(self, f) not in ACTIVATIONS:
+                raise ValueError(f"LSTMDescriptor.{f} must be one of {ACTIVATIONS}, got "
+                                 f"{getattr(self, f)!r}")
+
+    def attrs(self):
+        return dataclasses.asdict(self)
+
+
+def _opt(x, dtype):
+    return [] if x is None else [tf.convert_to_tensor(x, dtype=dtype)]
+
+
+def lstm(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
+         init_cell=None, mask=None, peephole=None, descriptor=None, name=None):
+    """MPSGraph.LSTM: returns [state] + [cell] (produce_cell) + [z_state] (training)."""
+    d = descriptor or LSTMDescriptor()
+    source = tf.convert_to_tensor(source)
+    dt = source.dtype
+    state, cell, z = load_library().tf_rnn_lstm(
+        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
+        input_weight=_opt(input_weight, dt), bias=_opt(bias, dt),
+        init_state=_opt(init_state, dt), init_cell=_opt(init_cell, dt), mask=_opt(mask, dt),
+        peephole=_opt(peephole, dt), name=name, **d.attrs())
+    return [state] + ([cell] if d.produce_cell else []) + ([z] if d.training else [])
+
+
+def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_output_fwd,
+                   state_gradient=None, cell_gradient=None, input_weight=None, bias=None,
+                   init_state=None, init_cell=None, mask=None, peephole=None, descriptor=None,
+                   cell_output_gradient=None, name=None):
+    """MPSGraph.LSTMGradients: returns the gradients of source, recurrent_weight, and of
+    input_weight, bias, peephole, init_state, init_cell when given (in that order).
+
+    ``cell_output_gradient`` ([T, N, D·H], an extension) adds gradients arriving at the cell
+    sequence output of a produce_cell forward."""
+    d = descriptor or LSTMDescriptor()
+    source = tf.convert_to_tensor(source)
+    dt = source.dtype
+    out = load_library().tf_rnn_lstm_gradients(
+        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
+        source_gradient=tf.convert_to_tensor(source_gradient, dtype=dt),
+        z_state=tf.convert_to_tensor(z_state, dtype=dt),
+        cell_output_fwd=tf.convert_to_tensor(cell_output_fwd, dtype=dt),
+        state_gradient=_opt(state_gradient, dt), cell_gradient=_opt(cell_gradient, dt),
+        input_weight=_opt(input_weight, dt), bias=_opt(bias, dt),
+        init_state=_opt(init_state, dt), init_cell=_opt(init_cell, dt), mask=_opt(mask, dt),
+        peephole=_opt(peephole, dt), cell_output_gradient=_opt(cell_output_gradient, dt),
+        name=name, **d.attrs())
+    flat = [out[0], out[1]]
+    for group in out[2:]:
+        flat.extend(group)
+    return flat
+
+
+_DESC_FIELDS = [f.name for f in dataclasses.fields(LSTMDescriptor)]
+
+
+@tf.RegisterGradient("TfRnn>LSTM")
+def _lstm_grad(op, d_state, d_cell, d_z):
+    checks = []
+    if d_z is not None and d_z.shape.num_elements() != 0:
+        # The tape may hand zeros to an unused output; a real gradient is unsupported.
+        checks.append(tf.debugging.assert_equal(
+            tf.reduce_all(tf.equal(d_z, 0)), True,
+            message="TfRnn>LSTM: gradients arriving at z_state (the training state) are not "
+                    "supported"))
+    attrs = {k: op.get_attr(k) for k in _DESC_FIELDS}
+    n = {k: op.get_attr(k) for k in ("n_input_weight", "n_bias", "n_init_state",
+                                     "n_init_cell", "n_mask", "n_peephole")}
+    inputs = list(op.inputs)
+    source, R = inputs[0], inputs[1]
+    pos = 2
+    groups = {}
+    for key in ("input_weight", "bias", "init_state", "init_cell", "mask", "peephole"):
+        groups[key] = inputs[pos:pos + n["n_" + key]]
+        pos += n["n_" + key]
+    state, cell, z = op.outputs
+    if d_state is None:
+        d_state = tf.zeros_like(state)
+    with tf.control_dependencies(checks):
+        d_state = tf.identity(d_state)
+    d_cell_seq = [d_cell] if (d_cell is not None and attrs["produce_cell"]) else []
+    out = load_library().tf_rnn_lstm_gradients(
+        source=source, recurrent_weight=R, source_gradient=d_state, z_state=z,
+        cell_output_fwd=cell, state_gradient=[], cell_gradient=[],
+        cell_output_gradient=d_cell_seq, **groups, **attrs)
+    d_source, d_R, d_w, d_b, d_p, d_is, d_ic = out
+    # Gradient list in the op's input order: source, R, W*, bias*, init_state*, init_cell*,
+    # mask* (none), peephole*.
+    return ([d_source, d_R] + list(d_w) + list(d_b) + list(d_is) + list(d_ic)
+            + [None] * n["n_mask"] + list(d_p))
