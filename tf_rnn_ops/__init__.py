@@ -4,14 +4,16 @@
     from tf_rnn_ops import raw_ops            # same signatures as tf.raw_ops
     i, cs, f, o, ci, co, h = raw_ops.BlockLSTM(seq_len_max=..., x=..., ...)
 
-The op library is loaded on first use (``tf_rnn_ops.load_library()``); gradients for the
-forward ops are registered on import.
+Importing the package loads the op library (so SavedModels that contain our ops load) and
+registers the gradients of the forward ops and the Keras layers ``tf_rnn_ops.keras.LSTM`` /
+``tf_rnn_ops.keras.GRU``.
 """
 from tf_rnn_ops import _grads  # noqa: F401  (registers gradients)
 from tf_rnn_ops import mps, raw_ops
+from tf_rnn_ops import keras  # noqa: E402  (loads the op library: SavedModels with our ops load)
 from tf_rnn_ops._cudnn_cpu import register_cudnn_rnn_cpu_kernels
 from tf_rnn_ops._loader import built_tf_version, library_path, load_library
 
 __version__ = "0.1.0"
 
-__all__ = ["raw_ops", "mps", "register_cudnn_rnn_cpu_kernels", "load_library", "library_path", "built_tf_version", "__version__"]
+__all__ = ["raw_ops", "mps", "keras", "register_cudnn_rnn_cpu_kernels", "load_library", "library_path", "built_tf_version", "__version__"]
