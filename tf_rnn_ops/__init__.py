@@ -16,4 +16,5 @@ from tf_rnn_ops._loader import built_tf_version, library_path, load_library
 
 __version__ = "0.1.0"
 
-__all__ = ["raw_ops", "mps", "keras", "register_cudnn_rnn_cpu_kernels", "load_library", "library_path", "built_tf_version", "__version__"]
+__all__ = ["raw_ops", "mps", "keras", "register_cudnn_rnn_cpu_kernels", "load_library",
+           "library_path", "built_tf_version", "__version__"]

@@ -176,7 +176,8 @@ def _int32(op, name, value):
 
 
 @_keyword_only
-def CudnnRNN(input, input_h, input_c, params, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,  is_training=True, name=None):
+def CudnnRNN(input, input_h, input_c, params, rnn_mode="lstm", input_mode="linear_input",
+             direction="unidirectional", dropout=0, seed=0, seed2=0, is_training=True, name=None):
     t = _same_dtype("CudnnRNN", input=input, input_h=input_h, input_c=input_c, params=params)
     return load_library().tf_rnn_cudnn_rnn(
         **t, **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
@@ -184,7 +185,8 @@ def CudnnRNN(input, input_h, input_c, params, rnn_mode="lstm", input_mode="linea
 
 
 @_keyword_only
-def CudnnRNNV2(input, input_h, input_c, params, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,  is_training=True,
+def CudnnRNNV2(input, input_h, input_c, params, rnn_mode="lstm", input_mode="linear_input",
+               direction="unidirectional", dropout=0, seed=0, seed2=0, is_training=True,
                name=None):
     t = _same_dtype("CudnnRNNV2", input=input, input_h=input_h, input_c=input_c, params=params)
     return load_library().tf_rnn_cudnn_rnnv2(
@@ -193,7 +195,9 @@ def CudnnRNNV2(input, input_h, input_c, params, rnn_mode="lstm", input_mode="lin
 
 
 @_keyword_only
-def CudnnRNNV3(input, input_h, input_c, params, sequence_lengths, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,  is_training=True, time_major=True, name=None):
+def CudnnRNNV3(input, input_h, input_c, params, sequence_lengths, rnn_mode="lstm",
+               input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,
+               num_proj=0, is_training=True, time_major=True, name=None):
     t = _same_dtype("CudnnRNNV3", input=input, input_h=input_h, input_c=input_c, params=params)
     lengths = _int32("CudnnRNNV3", "sequence_lengths", sequence_lengths)
     return load_library().tf_rnn_cudnn_rnnv3(
@@ -211,9 +215,10 @@ def _backprop_tensors(op, input, input_h, input_c, params, output, output_h, out
 
 
 @_keyword_only
-def CudnnRNNBackprop(input, input_h, input_c, params, output, output_h, output_c,
-                     output_backprop, output_h_backprop, output_c_backprop, reserve_space,
-                     rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,  name=None):
+def CudnnRNNBackprop(input, input_h, input_c, params, output, output_h, output_c, output_backprop,
+                     output_h_backprop, output_c_backprop, reserve_space, rnn_mode="lstm",
+                     input_mode="linear_input", direction="unidirectional", dropout=0, seed=0,
+                     seed2=0, name=None):
     t = _backprop_tensors("CudnnRNNBackprop", input, input_h, input_c, params, output, output_h,
                           output_c, output_backprop, output_h_backprop, output_c_backprop,
                           reserve_space)
@@ -224,7 +229,8 @@ def CudnnRNNBackprop(input, input_h, input_c, params, output, output_h, output_c
 @_keyword_only
 def CudnnRNNBackpropV2(input, input_h, input_c, params, output, output_h, output_c,
                        output_backprop, output_h_backprop, output_c_backprop, reserve_space,
-                       host_reserved, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,  name=None):
+                       host_reserved, rnn_mode="lstm", input_mode="linear_input",
+                       direction="unidirectional", dropout=0, seed=0, seed2=0, name=None):
     t = _backprop_tensors("CudnnRNNBackpropV2", input, input_h, input_c, params, output,
                           output_h, output_c, output_backprop, output_h_backprop,
                           output_c_backprop, reserve_space)
@@ -236,8 +242,8 @@ def CudnnRNNBackpropV2(input, input_h, input_c, params, output, output_h, output
 @_keyword_only
 def CudnnRNNBackpropV3(input, input_h, input_c, params, sequence_lengths, output, output_h,
                        output_c, output_backprop, output_h_backprop, output_c_backprop,
-                       reserve_space, host_reserved, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,
-                       
+                       reserve_space, host_reserved, rnn_mode="lstm", input_mode="linear_input",
+                       direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,
                        time_major=True, name=None):
     t = _backprop_tensors("CudnnRNNBackpropV3", input, input_h, input_c, params, output,
                           output_h, output_c, output_backprop, output_h_backprop,
@@ -256,7 +262,9 @@ def _sizes(op, num_layers, num_units, input_size):
 
 
 @_keyword_only
-def CudnnRNNParamsSize(num_layers, num_units, input_size, T, S, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,  name=None):
+def CudnnRNNParamsSize(num_layers, num_units, input_size, T, S, rnn_mode="lstm",
+                       input_mode="linear_input", direction="unidirectional", dropout=0, seed=0,
+                       seed2=0, num_proj=0, name=None):
     return load_library().tf_rnn_cudnn_rnn_params_size(
         **_sizes("CudnnRNNParamsSize", num_layers, num_units, input_size), T=T, S=S,
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
@@ -265,7 +273,8 @@ def CudnnRNNParamsSize(num_layers, num_units, input_size, T, S, rnn_mode="lstm",
 
 @_keyword_only
 def CudnnRNNParamsToCanonical(num_layers, num_units, input_size, params, num_params,
-                              rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,  name=None):
+                              rnn_mode="lstm", input_mode="linear_input",
+                              direction="unidirectional", dropout=0, seed=0, seed2=0, name=None):
     return load_library().tf_rnn_cudnn_rnn_params_to_canonical(
         **_sizes("CudnnRNNParamsToCanonical", num_layers, num_units, input_size),
         params=params, num_params=num_params,
@@ -274,8 +283,9 @@ def CudnnRNNParamsToCanonical(num_layers, num_units, input_size, params, num_par
 
 @_keyword_only
 def CudnnRNNParamsToCanonicalV2(num_layers, num_units, input_size, params, num_params_weights,
-                                num_params_biases, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,
-                                 name=None):
+                                num_params_biases, rnn_mode="lstm", input_mode="linear_input",
+                                direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,
+                                name=None):
     return load_library().tf_rnn_cudnn_rnn_params_to_canonical_v2(
         **_sizes("CudnnRNNParamsToCanonicalV2", num_layers, num_units, input_size),
         params=params, num_params_weights=num_params_weights,
@@ -285,7 +295,9 @@ def CudnnRNNParamsToCanonicalV2(num_layers, num_units, input_size, params, num_p
 
 
 @_keyword_only
-def CudnnRNNCanonicalToParams(num_layers, num_units, input_size, weights, biases, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0,  name=None):
+def CudnnRNNCanonicalToParams(num_layers, num_units, input_size, weights, biases, rnn_mode="lstm",
+                              input_mode="linear_input", direction="unidirectional", dropout=0,
+                              seed=0, seed2=0, name=None):
     return load_library().tf_rnn_cudnn_rnn_canonical_to_params(
         **_sizes("CudnnRNNCanonicalToParams", num_layers, num_units, input_size),
         weights=weights, biases=biases,
@@ -293,7 +305,9 @@ def CudnnRNNCanonicalToParams(num_layers, num_units, input_size, weights, biases
 
 
 @_keyword_only
-def CudnnRNNCanonicalToParamsV2(num_layers, num_units, input_size, weights, biases, rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0, 
+def CudnnRNNCanonicalToParamsV2(num_layers, num_units, input_size, weights, biases,
+                                rnn_mode="lstm", input_mode="linear_input",
+                                direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,
                                 name=None):
     return load_library().tf_rnn_cudnn_rnn_canonical_to_params_v2(
         **_sizes("CudnnRNNCanonicalToParamsV2", num_layers, num_units, input_size),

@@ -569,32 +569,27 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
   const Index ycols = s.D * Hs;
   const bool gru = s.mode == RnnMode::kGru;
-  BwdBufs<A> w;
+  // Carve the workspace (RnnBwdWorkspaceSize lists the same pieces).
   A* p = ws;
-  w.dgx = p;
-  p += TB * KN;
-  w.dhr = gru ? p : w.dgx;
-  p += TB * KN;
-  w.dhr_prev = p;
-  p += B * KN;
-  w.dhr_cur = p;
-  p += B * KN;
-  w.dh = p;
-  p += B * Hs;
-  w.dc = p;
-  p += B * N;
-  w.dhtot = p;
-  p += TB * s.P;
-  w.dhh = p;
-  p += B * N;
-  w.dtot = p;
-  p += B * Hs;
-  w.dhm = p;
-  p += B * Hs;
-  A* dy_buf = p;
-  p += TB * ycols;
-  A* din_buf = p;
-  p += TB * ycols;
+  auto take = [&p](Index n) {
+    A* q = p;
+    p += n;
+    return q;
+  };
+  BwdBufs<A> w;
+  w.dgx = take(TB * KN);
+  A* dhr_gru = take(TB * KN);
+  w.dhr = gru ? dhr_gru : w.dgx;
+  w.dhr_prev = take(B * KN);
+  w.dhr_cur = take(B * KN);
+  w.dh = take(B * Hs);
+  w.dc = take(B * N);
+  w.dhtot = take(TB * s.P);
+  w.dhh = take(B * N);
+  w.dtot = take(B * Hs);
+  w.dhm = take(B * Hs);
+  A* dy_buf = take(TB * ycols);
+  A* din_buf = take(TB * ycols);
   A* x_masked = p;
   // Layer 0's input with padding rows zeroed, so that values past a sequence's length (which
   // the forward never read) cannot reach the weight gradient as NaN·0.

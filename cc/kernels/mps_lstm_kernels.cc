@@ -184,28 +184,35 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
   return absl::OkStatus();
 }
 
-// Engine views of the operands (compute type A): params in the engine layout, h0/c0 as
-// [D, B, H], zeros for absent operands.
+// The engine's forward arguments for the operands (compute type A): params in the engine
+// layout, h0/c0 as [D, B, H], zeros for absent operands, scratch for the final states and the
+// reserve. Only the output sequence `y` is left for the caller.
 template <typename Tt>
 struct Packed {
   using A = typename ComputeType<Tt>::type;
-  A *params = nullptr, *h0 = nullptr, *c0 = nullptr;
-  const A *x = nullptr, *peephole = nullptr, *mask = nullptr;
+  RnnFwdArgs<A> f;
 
-  void Pack(const CpuDevice& dev, ComputeBridge<Tt>& br, const LstmOperands& in) {
+  void Pack(ComputeBridge<Tt>& br, const LstmOperands& in) {
     const RnnSpec& s = in.spec;
     const int64_t D = s.D, B = s.B, H = s.N, KN = 4 * H, in_w = s.preprojected ? 0 : s.I;
-    x = br.In(*in.source);
-    params = br.Scratch(RnnParamsSize(s));
-    h0 = br.Scratch(D * B * H);
-    c0 = br.Scratch(D * B * H);
+    f.x = br.In(*in.source);
+    A* params = br.Scratch(RnnParamsSize(s));
+    A* h0 = br.Scratch(D * B * H);
+    A* c0 = br.Scratch(D * B * H);
+    f.params = params;
+    f.h0 = h0;
+    f.c0 = c0;
     const A* W = in.W != nullptr ? br.In(*in.W) : nullptr;
     const A* R = br.In(*in.R);
     const A* bias = in.bias != nullptr ? br.In(*in.bias) : nullptr;
     const A* st = in.init_state != nullptr ? br.In(*in.init_state) : nullptr;
     const A* ce = in.init_cell != nullptr ? br.In(*in.init_cell) : nullptr;
-    peephole = in.peephole != nullptr ? br.In(*in.peephole) : nullptr;
-    mask = in.mask != nullptr ? br.In(*in.mask) : nullptr;
+    f.peephole = in.peephole != nullptr ? br.In(*in.peephole) : nullptr;
+    f.mask = in.mask != nullptr ? br.In(*in.mask) : nullptr;
+    f.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    f.hn = br.Scratch(D * B * H);
+    f.cn = br.Scratch(D * B * H);
+    f.reserve = br.Scratch(RnnReserveSize(s));
     if (!br.status().ok()) return;
     for (int64_t d = 0; d < D; ++d) {
       const RnnParamOffsets o = RnnParamLayout(s, d);
@@ -251,21 +258,10 @@ class MpsLstmOp : public OpKernel {
                             2, desc_.training ? TensorShape({T, B, D * 4 * H}) : TensorShape({0}),
                             &z));
     ComputeBridge<Tt> br(ctx);
-    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
     Packed<Tt> pk;
-    pk.Pack(dev, br, in);
-    RnnFwdArgs<A> a;
-    a.x = pk.x;
-    a.h0 = pk.h0;
-    a.c0 = pk.c0;
-    a.params = pk.params;
-    a.peephole = pk.peephole;
-    a.mask = pk.mask;
-    a.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    pk.Pack(br, in);
+    RnnFwdArgs<A>& a = pk.f;
     a.y = br.Out(state);
-    a.hn = br.Scratch(D * B * H);
-    a.cn = br.Scratch(D * B * H);
-    a.reserve = br.Scratch(RnnReserveSize(s));
     A* cell_out = desc_.produce_cell ? br.Out(cell) : nullptr;
     A* z_out = desc_.training ? br.Out(z) : nullptr;
     A* ws = br.Scratch(RnnFwdWorkspaceSize(s));
@@ -354,21 +350,10 @@ class MpsLstmGradOp : public OpKernel {
     if (in.init_cell) OP_REQUIRES_OK(ctx, o_c.allocate(0, in.init_cell->shape(), &d_c));
 
     ComputeBridge<Tt> br(ctx);
-    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
     Packed<Tt> pk;
-    pk.Pack(dev, br, in);
-    RnnFwdArgs<A> f;
-    f.x = pk.x;
-    f.h0 = pk.h0;
-    f.c0 = pk.c0;
-    f.params = pk.params;
-    f.peephole = pk.peephole;
-    f.mask = pk.mask;
-    f.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    pk.Pack(br, in);
+    RnnFwdArgs<A>& f = pk.f;
     f.y = br.Scratch(T * B * D * H);
-    f.hn = br.Scratch(D * B * H);
-    f.cn = br.Scratch(D * B * H);
-    f.reserve = br.Scratch(RnnReserveSize(s));
     A* fws = br.Scratch(RnnFwdWorkspaceSize(s));
     // Final-state gradients as [D, B, H].
     A* dhn = br.Scratch(D * B * H);
@@ -376,16 +361,16 @@ class MpsLstmGradOp : public OpKernel {
     const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
     const A* dce = dcell != nullptr ? br.In(*dcell) : nullptr;
     RnnBwdArgs<A> g;
-    g.x = pk.x;
-    g.h0 = pk.h0;
-    g.c0 = pk.c0;
-    g.params = pk.params;
+    g.x = f.x;
+    g.h0 = f.h0;
+    g.c0 = f.c0;
+    g.params = f.params;
     g.reserve = f.reserve;
     g.dy = br.In(*dy);
     g.dhn = dhn;
     g.dcn = dcn;
-    g.peephole = pk.peephole;
-    g.mask = pk.mask;
+    g.peephole = f.peephole;
+    g.mask = f.mask;
     g.mask_per_step = f.mask_per_step;
     g.dc_seq = dcseq != nullptr ? br.In(*dcseq) : nullptr;
     g.dx = br.Out(d_source);

@@ -87,7 +87,9 @@ absl::Status ToCanonicalShape(InferenceContext* c) {
     TF_RETURN_IF_ERROR(c->GetAttr("num_params_weights", &num_weights));
     TF_RETURN_IF_ERROR(c->GetAttr("num_params_biases", &num_biases));
   }
-  for (int k = 0; k < num_weights; ++k) c->set_output(k, c->Matrix(c->UnknownDim(), c->UnknownDim()));
+  for (int k = 0; k < num_weights; ++k) {
+    c->set_output(k, c->Matrix(c->UnknownDim(), c->UnknownDim()));
+  }
   for (int k = 0; k < num_biases; ++k) c->set_output(num_weights + k, c->Vector(c->UnknownDim()));
   return absl::OkStatus();
 }

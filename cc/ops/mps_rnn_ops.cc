@@ -49,7 +49,8 @@ absl::Status LstmGradShape(InferenceContext* c) {
   int out = 0;
   c->set_output(out++, c->input(0));
   c->set_output(out++, c->input(1));
-  // Optional gradients have the shapes of their operands. Input index of each optional operand's list (see the op's input order).
+  // Optional gradients have the shapes of their operands, whose lists are found by their
+  // position in the op's input order.
   int n_state_grad, n_cell_grad, n_w, n_b, n_is, n_ic, n_mask, n_p, n_cog;
   TF_RETURN_IF_ERROR(c->GetAttr("n_state_gradient", &n_state_grad));
   TF_RETURN_IF_ERROR(c->GetAttr("n_cell_gradient", &n_cell_grad));
