@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up tf_rnn_ops on a fresh machine, offline-friendly, idempotent:
-#   1. a virtual environment ($TF_RNN_OPS_VENV, default .venv) with TensorFlow, NumPy, pytest;
+#   1. a virtual environment ($TF_RNN_OPS_VENV, default .venv) with TensorFlow, NumPy, pytest,
+#      and the test/example extras hypothesis, statsmodels, matplotlib;
 #   2. Bazel (Debian's bazel-bootstrap) if missing;
 #   3. .bazelrc with the TensorFlow header/library locations taken from tf.sysconfig;
 #   4. builds the op library and places it in the package (skip with --no-build).
@@ -47,6 +48,10 @@ elif [ -z "$have" ]; then
     numpy pytest
 fi
 "$VPY" -c 'import numpy, pytest' 2>/dev/null || "$VPY" -m pip install -q --disable-pip-version-check numpy pytest
+# Test and example extras: hypothesis (fuzzer), statsmodels (ships the sunspot data the example
+# trains on; nothing is downloaded at run time) and matplotlib (the example's plot).
+"$VPY" -c 'import hypothesis, statsmodels, matplotlib' 2>/dev/null ||
+  "$VPY" -m pip install -q --disable-pip-version-check hypothesis statsmodels matplotlib
 
 # --- 2. Bazel ----------------------------------------------------------------------------
 if ! command -v bazel >/dev/null 2>&1; then
