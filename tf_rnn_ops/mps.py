@@ -1,4 +1,5 @@
-"""Apple MPSGraph's LSTM API as TensorFlow ops (``TfRnn>LSTM``, ``TfRnn>LSTMGradients``).
+"""Apple MPSGraph's LSTM and GRU APIs as TensorFlow ops (``TfRnn>LSTM``,
+``TfRnn>LSTMGradients``, ``TfRnn>GRU``, ``TfRnn>GRUGradients``).
 
 A model written against ``MPSGraph.LSTM(...)`` / ``MPSGraph.LSTMGradients(...)`` runs and
 trains in TensorFlow with the same operands, layouts and descriptor options::
@@ -33,6 +34,21 @@ Gate blocks in every 4H axis: i, f, z, o (z: the cell gate), or i, z, f, o with
 ``reverse`` runs from the last step to the first (ignored when bidirectional, where the
 second direction always runs in reverse).
 
+GRU (``gru``, ``gru_gradients``, ``GRUDescriptor``): layouts as above with 3H in place of 4H
+(no cell, no peephole); ``secondary_bias`` is [H] ([2H] bidirectional). Gate blocks in every
+3H axis: z, r, o, or r, z, o with ``reset_gate_first``. Per step, with ``hm = h[t-1] ⊙ mask``::
+
+    z = fz(hm·R_zᵀ + x·W_zᵀ + b_z),   r = fr(hm·R_rᵀ + x·W_rᵀ + b_r)
+    c = (r ⊙ hm)·R_oᵀ                       (reset_after=False, the default)
+    c = (hm·R_oᵀ + secondary_bias) ⊙ r      (reset_after=True)
+    o = fo(c + x·W_oᵀ + b_o)
+    h = (1-z) ⊙ h[t-1] + z ⊙ o              (flip_z=False, the default)
+    h = z ⊙ h[t-1] + (1-z) ⊙ o              (flip_z=True; Keras/cuDNN's convention)
+
+MPSGraph's header documents both blends for the default; we follow the documentation of
+``MPSGraphGRUDescriptor.flipZ`` (see docs/DIFFERENCES.md). ``secondary_bias`` is only valid
+with ``reset_after=True``. z_state holds the activated gates [z, r, o] (descriptor order).
+
 TensorFlow encoding of MPSGraph's optional operands: each is a list input of length 0
 (absent) or 1 (present) of the op; these functions take ``None`` for absent.
 ``LSTMGradients`` recomputes the forward activations from its operands, so ``z_state`` and
@@ -46,7 +62,8 @@ from tf_rnn_ops._loader import load_library
 
 ACTIVATIONS = ("none", "relu", "tanh", "sigmoid", "hard_sigmoid")
 
-__all__ = ["LSTMDescriptor", "lstm", "lstm_gradients", "ACTIVATIONS"]
+__all__ = ["LSTMDescriptor", "lstm", "lstm_gradients", "GRUDescriptor", "gru",
+           "gru_gradients", "ACTIVATIONS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,3 +174,96 @@ def _lstm_grad(op, d_state, d_cell, d_z):
     # mask* (none), peephole*.
     return ([d_source, d_R] + list(d_w) + list(d_b) + list(d_is) + list(d_ic)
             + [None] * n["n_mask"] + list(d_p))
+
+
+@dataclasses.dataclass(frozen=True)
+class GRUDescriptor:
+    """MPSGraphGRUDescriptor: defaults as in MPSGraph."""
+    reverse: bool = False
+    bidirectional: bool = False
+    training: bool = False
+    reset_gate_first: bool = False
+    reset_after: bool = False
+    flip_z: bool = False
+    update_gate_activation: str = "sigmoid"
+    reset_gate_activation: str = "sigmoid"
+    output_gate_activation: str = "tanh"
+
+    def __post_init__(self):
+        for f in ("update_gate_activation", "reset_gate_activation", "output_gate_activation"):
+            if getattr(self, f) not in ACTIVATIONS:
+                raise ValueError(f"GRUDescriptor.{f} must be one of {ACTIVATIONS}, got "
+                                 f"{getattr(self, f)!r}")
+
+    def attrs(self):
+        return dataclasses.asdict(self)
+
+
+def gru(source, recurrent_weight, input_weight=None, bias=None, init_state=None, mask=None,
+        secondary_bias=None, descriptor=None, name=None):
+    """MPSGraph.GRU: returns [state] + [z_state] (training)."""
+    d = descriptor or GRUDescriptor()
+    source = tf.convert_to_tensor(source)
+    dt = source.dtype
+    state, z = load_library().tf_rnn_gru(
+        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
+        input_weight=_opt(input_weight, dt), bias=_opt(bias, dt),
+        init_state=_opt(init_state, dt), mask=_opt(mask, dt),
+        secondary_bias=_opt(secondary_bias, dt), name=name, **d.attrs())
+    return [state] + ([z] if d.training else [])
+
+
+def gru_gradients(source, recurrent_weight, source_gradient, z_state, output_fwd,
+                  state_gradient=None, input_weight=None, bias=None, init_state=None,
+                  mask=None, secondary_bias=None, descriptor=None, name=None):
+    """MPSGraph.GRUGradients: returns the gradients of source, recurrent_weight, and of
+    input_weight, bias, init_state, secondary_bias when given (in that order)."""
+    d = descriptor or GRUDescriptor()
+    source = tf.convert_to_tensor(source)
+    dt = source.dtype
+    out = load_library().tf_rnn_gru_gradients(
+        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
+        source_gradient=tf.convert_to_tensor(source_gradient, dtype=dt),
+        z_state=tf.convert_to_tensor(z_state, dtype=dt),
+        output_fwd=tf.convert_to_tensor(output_fwd, dtype=dt),
+        state_gradient=_opt(state_gradient, dt), input_weight=_opt(input_weight, dt),
+        bias=_opt(bias, dt), init_state=_opt(init_state, dt), mask=_opt(mask, dt),
+        secondary_bias=_opt(secondary_bias, dt), name=name, **d.attrs())
+    flat = [out[0], out[1]]
+    for group in out[2:]:
+        flat.extend(group)
+    return flat
+
+
+_GRU_DESC_FIELDS = [f.name for f in dataclasses.fields(GRUDescriptor)]
+
+
+@tf.RegisterGradient("TfRnn>GRU")
+def _gru_grad(op, d_state, d_z):
+    checks = []
+    if d_z is not None and d_z.shape.num_elements() != 0:
+        checks.append(tf.debugging.assert_equal(
+            tf.reduce_all(tf.equal(d_z, 0)), True,
+            message="TfRnn>GRU: gradients arriving at z_state (the training state) are not "
+                    "supported"))
+    attrs = {k: op.get_attr(k) for k in _GRU_DESC_FIELDS}
+    keys = ("input_weight", "bias", "init_state", "mask", "secondary_bias")
+    n = {k: op.get_attr("n_" + k) for k in keys}
+    inputs = list(op.inputs)
+    pos = 2
+    groups = {}
+    for key in keys:
+        groups[key] = inputs[pos:pos + n[key]]
+        pos += n[key]
+    state, z = op.outputs
+    if d_state is None:
+        d_state = tf.zeros_like(state)
+    with tf.control_dependencies(checks):
+        d_state = tf.identity(d_state)
+    out = load_library().tf_rnn_gru_gradients(
+        source=inputs[0], recurrent_weight=inputs[1], source_gradient=d_state, z_state=z,
+        output_fwd=state, state_gradient=[], **groups, **attrs)
+    d_source, d_R, d_w, d_b, d_is, d_b2 = out
+    # In the op's input order: source, R, W*, bias*, init_state*, mask* (none), secondary_bias*.
+    return ([d_source, d_R] + list(d_w) + list(d_b) + list(d_is) + [None] * n["mask"]
+            + list(d_b2))

@@ -122,16 +122,21 @@ const A* MaskRow(const RnnSpec& s, const A* mask, bool per_step, Index tau, Inde
 
 // Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
 // W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias).
+// phase 0 does the whole step. A reset-before gru step has two: phase 1 computes r, z and
+// rh = r ⊙ h_rec (into aux and rh_step, the operand of the candidate's recurrent product,
+// which needs every unit's r), phase 2 the candidate and h once hr's candidate block is
+// R_n·rh.
 template <typename A>
 void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index step, Index j0,
               Index len, const A* hr, const A* h_cur, const A* h_rec, A* h_next, A* c,
-              A* hh_step, A* y, const A* peep) {
+              A* hh_step, A* y, const A* peep, int phase) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
     if (tau < 0) {
       if (!proj) Vec<A>(h_next + b * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
+      if (phase == 1) Vec<A>(hh_step + b * N + j0, len).setZero();
       continue;
     }
     const Index row = tau * B + b;
@@ -145,7 +150,9 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     };
     A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
     Vec<A> h(hout, len);
-    if (!proj) Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_rec + b * Hs + j0, len);
+    if (!proj && phase != 2) {
+      Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
+    }
     switch (s.mode) {
       case RnnMode::kLstm: {
         const int* pos = s.gate_pos;
@@ -167,13 +174,33 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         break;
       }
       case RnnMode::kGru: {
-        Vec<A> rg(g, len), z(g + N, len), n(g + 2 * N, len);
-        rg = pre(0).logistic();
-        z = pre(1).logistic();
-        Vec<A> hrn(ly.aux + row * N + j0, len);
-        hrn = CVec<A>(r + 2 * N, len) + CVec<A>(br + 2 * N, len);
-        n = (n + CVec<A>(bw + 2 * N, len) + rg * hrn).tanh();
-        h = (A(1) - z) * n + z * CVec<A>(h_cur + b * Hs + j0, len);
+        const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
+        Vec<A> rg(g + pr * N, len), z(g + pz * N, len), n(g + pn * N, len);
+        if (phase != 2) {
+          rg = pre(pr);
+          Activate(s.gate_act[0], rg);
+          z = pre(pz);
+          Activate(s.gate_act[1], z);
+        }
+        Vec<A> aux(ly.aux + row * N + j0, len);
+        if (phase == 1) {
+          aux = rg * CVec<A>(h_rec + b * Hs + j0, len);
+          Vec<A>(hh_step + b * N + j0, len) = aux;
+          continue;  // h in phase 2
+        }
+        if (phase == 2) {
+          n += CVec<A>(bw + pn * N, len) + CVec<A>(r + pn * N, len) + CVec<A>(br + pn * N, len);
+        } else {
+          aux = CVec<A>(r + pn * N, len) + CVec<A>(br + pn * N, len);
+          n += CVec<A>(bw + pn * N, len) + rg * aux;
+        }
+        Activate(s.gate_act[2], n);
+        CVec<A> hp(h_cur + b * Hs + j0, len);
+        if (s.gru_z_new) {
+          h = z * n + (A(1) - z) * hp;
+        } else {
+          h = (A(1) - z) * n + z * hp;
+        }
         break;
       }
       case RnnMode::kTanh: {
@@ -207,6 +234,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   A* hh_step = hr + B * KN;
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   const Index d_idx = pseudo % s.D;
+  const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (s.preprojected && pseudo < s.D) {
@@ -247,22 +275,36 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       h_rec = h_masked;
     }
     if (proj) Gemm<A>(d, false, true, B, KN, Hs, h_rec, ly.R, hr, false);
+    // One task per unit block: its slice of R·h_rec for every gate, then its pointwise pass.
+    auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
+      Eigen::Map<const MatRM<A>, 0, OStride> hp(h_in, B, Hs, OStride(Hs));
+      Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + (k * N + j0) * Hs, len, Hs,
+                                                OStride(Hs));
+      Eigen::Map<MatRM<A>, 0, OStride> out(hr + k * N + j0, B, len, OStride(KN));
+      out.noalias() = hp * rb.transpose();
+    };
     ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = blk * U, len = std::min(U, N - j0);
         if (!proj) {
-          Eigen::Map<const MatRM<A>, 0, OStride> hp(h_rec, B, Hs, OStride(Hs));
           for (Index k = 0; k < K; ++k) {
-            Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + (k * N + j0) * Hs, len, Hs,
-                                                      OStride(Hs));
-            Eigen::Map<MatRM<A>, 0, OStride> out(hr + k * N + j0, B, len, OStride(KN));
-            out.noalias() = hp * rb.transpose();
+            if (!reset_before || k != s.gate_pos[2]) block_gemm(h_rec, k, j0, len);
           }
         }
         FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_rec, h_next, c, hh_step, ylayer,
-                    peep);
+                    peep, reset_before ? 1 : 0);
       }
     });
+    if (reset_before) {  // the candidate's recurrent product needs r of every unit
+      ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
+        for (Index blk = b0; blk < b1; ++blk) {
+          const Index j0 = blk * U, len = std::min(U, N - j0);
+          block_gemm(hh_step, s.gate_pos[2], j0, len);
+          FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_rec, h_next, c, hh_step, ylayer,
+                      peep, 2);
+        }
+      });
+    }
     if (proj) {
       Gemm<A>(d, false, true, B, Hs, N, hh_step, ly.Pm, h_next, false);
       const Index yst = s.D * Hs;
@@ -273,7 +315,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         } else {
           const Index row = tau * B + b;
           std::copy_n(h_next + b * Hs, Hs, ylayer + row * yst + ly.dcol);
-          std::copy_n(h_rec + b * Hs, Hs, ly.hprev + row * Hs);
+          std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
         }
       }
     }
@@ -307,7 +349,9 @@ struct BwdBufs {
   A *dhr_prev, *dhr_cur;  // [B, KN]
   A *dh, *dc;             // [B, Hs], [B, N]
   A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
-  A* dhm;                 // [B, Hs] (mask)
+  A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
+  A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  A* gather;              // [TB, N] (reset-before gru)
 };
 
 // dh[b, cols] += src[b, cols] ⊙ mask row of (b, step) for the rows that have that step.
@@ -391,18 +435,38 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         break;
       }
       case RnnMode::kGru: {
-        CVec<A> rg(g, len), z(g + N, len), n(g + 2 * N, len);
-        CVec<A> hrn(ly.aux + row * N + j0, len), hp(ly.hprev + row * Hs + j0, len);
-        Vec<A> dpr(dg, len), dpz(dg + N, len), dpn(dg + 2 * N, len);
-        dpn = dt * (one - z) * (one - n.square());
-        dpz = dt * (hp - n) * z * (one - z);
-        dhc = dt * z;
-        dpr = dpn * hrn * rg * (one - rg);
-        Vec<A>(dr, len) = dpr;
-        Vec<A>(dr + N, len) = dpz;
-        Vec<A>(dr + 2 * N, len) = dpn * rg;
+        const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
+        CVec<A> rg(g + pr * N, len), z(g + pz * N, len), n(g + pn * N, len);
+        CVec<A> aux(ly.aux + row * N + j0, len), hp(ly.hprev + row * Hs + j0, len);
+        Vec<A> dpr(dg + pr * N, len), dpz(dg + pz * N, len), dpn(dg + pn * N, len);
+        if (s.gru_z_new) {
+          dpn = dt * z;
+          dpz = dt * (n - hp);
+          dhc = dt * (one - z);
+        } else {
+          dpn = dt * (one - z);
+          dpz = dt * (hp - n);
+          dhc = dt * z;
+        }
+        MulActGrad(s.gate_act[1], z, dpz);
+        MulActGrad(s.gate_act[2], n, dpn);
         A* dhr_row = w.dhr + row * KN + j0;
-        for (Index k = 0; k < 3; ++k) Vec<A>(dhr_row + k * N, len) = CVec<A>(dr + k * N, len);
+        if (s.gru_reset_before) {
+          // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetBwd.
+          // Until then the carry's candidate slot holds dpn.
+          Vec<A>(dr + pr * N, len).setZero();
+          Vec<A>(dr + pz * N, len) = dpz;
+          Vec<A>(dr + pn * N, len) = dpn;
+          Vec<A>(dhr_row + pz * N, len) = dpz;
+          Vec<A>(dhr_row + pn * N, len) = dpn;
+        } else {
+          dpr = dpn * aux;
+          MulActGrad(s.gate_act[0], rg, dpr);
+          Vec<A>(dr + pr * N, len) = dpr;
+          Vec<A>(dr + pz * N, len) = dpz;
+          Vec<A>(dr + pn * N, len) = dpn * rg;
+          for (Index k = 0; k < 3; ++k) Vec<A>(dhr_row + k * N, len) = CVec<A>(dr + k * N, len);
+        }
         break;
       }
       case RnnMode::kTanh:
@@ -421,12 +485,47 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
   }
 }
 
+// Second half of a reset-before gru step's backward, units [j0, j0 + len): with
+// drh = dL/d(r ⊙ h_rec) = dpn · R_n (dpn of every unit is in the carry's candidate slot),
+// r's gradient is drh ⊙ h_rec and h_prev receives drh ⊙ r (⊙ mask).
+template <typename A>
+void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* mask,
+                 bool mask_per_step, Index step, Index j0, Index len, const BwdBufs<A>& w) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const int pr = s.gate_pos[0], pn = s.gate_pos[2];
+  Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
+  Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
+  Eigen::Map<MatRM<A>, 0, OStride> drh(w.dhm + j0, B, len, OStride(Hs));
+  drh.noalias() = dpn * rn;
+  for (Index b = 0; b < B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    if (tau < 0) continue;
+    const Index row = tau * B + b;
+    CVec<A> d(w.dhm + b * Hs + j0, len), rg(ly.acts + row * KN + pr * N + j0, len);
+    CVec<A> hp(ly.hprev + row * Hs + j0, len);
+    Vec<A> dpr(w.dgx + row * KN + pr * N + j0, len);
+    Vec<A> dh(w.dh + b * Hs + j0, len);
+    if (s.has_mask) {
+      CVec<A> m(MaskRow(s, mask, mask_per_step, tau, b) + ly.dcol + j0, len);
+      dpr = d * hp * m;
+      dh += d * rg * m;
+    } else {
+      dpr = d * hp;
+      dh += d * rg;
+    }
+    MulActGrad(s.gate_act[0], rg, dpr);
+    Vec<A>(w.dhr_cur + b * KN + pr * N + j0, len) = dpr;
+    Vec<A>(w.dhr + row * KN + pr * N + j0, len) = dpr;
+  }
+}
+
 template <typename A>
 void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                    const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* dparams_base,
                    A* din, bool accumulate_din, const BwdBufs<A>& w0) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
+  const bool reset_before = gru && s.gru_reset_before;
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   BwdBufs<A> w = w0;
@@ -477,6 +576,18 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
       }
     });
+    if (reset_before) {
+      ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
+        for (Index blk = b0; blk < b1; ++blk) {
+          const Index j0 = blk * U, len = std::min(U, N - j0);
+          GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, w);
+        }
+      });
+      // The candidate reaches h_prev only through r ⊙ h_rec (done above), not through R·h.
+      for (Index b = 0; b < B; ++b) {
+        Vec<A>(w.dhr_cur + b * KN + s.gate_pos[2] * N, N).setZero();
+      }
+    }
     std::swap(w.dhr_prev, w.dhr_cur);
   }
   if (steps > 0 && s.has_mask) {
@@ -516,7 +627,26 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
   A* dp = dparams_base;
   if (ly.in > 0) Gemm<A>(d, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
-  Gemm<A>(d, true, false, KN, Hs, TB, w.dhr, ly.hprev, dp + po.r, false);
+  // R multiplied h_prev ⊙ mask; reserve holds h_prev.
+  const A* hrec = ly.hprev;
+  if (s.has_mask) {
+    ParallelFor(d, TB, 2.0 * Hs, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        Vec<A>(w.hrec + r * Hs, Hs) =
+            CVec<A>(ly.hprev + r * Hs, Hs) *
+            CVec<A>(MaskRow(s, a.mask, a.mask_per_step, r / B, r % B) + ly.dcol, Hs);
+      }
+    });
+    hrec = w.hrec;
+  }
+  Gemm<A>(d, true, false, KN, Hs, TB, w.dhr, hrec, dp + po.r, false);
+  if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
+    const Index pn = s.gate_pos[2];
+    ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + pn * N, N, w.gather + r * N);
+    });
+    Gemm<A>(d, true, false, N, Hs, TB, w.gather, ly.aux, dp + po.r + pn * N * Hs, false);
+  }
   if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, dp + po.p, false);
   ColumnSum<A>(d, w.dgx, TB, KN, dp + po.bw);
   ColumnSum<A>(d, w.dhr, TB, KN, dp + po.br);
@@ -588,6 +718,8 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   w.dhh = take(B * N);
   w.dtot = take(B * Hs);
   w.dhm = take(B * Hs);
+  w.hrec = take(s.has_mask ? TB * Hs : 0);
+  w.gather = take(gru && s.gru_reset_before ? TB * N : 0);
   A* dy_buf = take(TB * ycols);
   A* din_buf = take(TB * ycols);
   A* x_masked = p;

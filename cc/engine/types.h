@@ -178,10 +178,15 @@ struct RnnSpec {
   RnnAct gate_act[4] = {RnnAct::kSigmoid, RnnAct::kSigmoid, RnnAct::kTanh, RnnAct::kSigmoid};
   RnnAct cell_act = RnnAct::kTanh;  // h = o ⊙ cell_act(c)
   bool peephole = false;    // lstm: every gate's pre-activation += p ⊙ c_prev (MPSGraph)
-  bool has_mask = false;    // lstm: h_prev ⊙ mask enters the recurrent product
+  bool has_mask = false;    // h_prev ⊙ mask enters the recurrent product (not the gru blend)
   bool preprojected = false;  // layer 0 has no W: x holds W·x, [T, B, D·K·N], direction d
                               // reading columns [d·K·N, (d+1)·K·N)
   bool reverse = false;     // unidirectional only: run each sequence from its end
+  // GRU generalisations (defaults = cuDNN). Logical gates r (reset), z (update), n (candidate)
+  // use gate_pos[0..2] and gate_act[0..2].
+  bool gru_reset_before = false;  // n = act(W·x + b_W + R_n·(r ⊙ h) + b_R) (MPSGraph's
+                                  // resetAfter = NO) instead of act(W·x + b_W + r ⊙ (R_n·h + b_R))
+  bool gru_z_new = false;  // h = z ⊙ n + (1-z) ⊙ h_prev instead of (1-z) ⊙ n + z ⊙ h_prev
 };
 
 inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }
@@ -219,8 +224,9 @@ inline RnnParamOffsets RnnParamLayout(const RnnSpec& s, Index pseudo) {
 inline Index RnnParamsSize(const RnnSpec& s) { return RnnParamLayout(s, s.L * s.D - 1).end; }
 
 // Our reserve_space (elements of the compute type), per pseudo-layer: gate activations
-// [T,B,K·N], lstm cell states / gru (R_h·h + b_Rh) [T,B,N] (none for rnn), lstm with
-// projection the unprojected h [T,B,N], the h entering each step [T,B,Hs]; then per layer
+// [T,B,K·N], lstm cell states / gru (R_n·h + b_Rn), or r ⊙ h for reset-before, [T,B,N] (none
+// for rnn), lstm with projection the unprojected h [T,B,N], the previous h of each step
+// [T,B,Hs] (before any recurrent mask); then per layer
 // l < L-1 the next layer's input [T,B,D·Hs] and, with dropout, its mask [T,B,D·Hs].
 struct RnnReserveOffsets {
   Index acts, aux, hh, hprev, end;
@@ -295,8 +301,10 @@ inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
 inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
   const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
+  const Index masked = s.has_mask ? TB * Hs : 0;  // h_prev ⊙ mask of every row
+  const Index gather = s.mode == RnnMode::kGru && s.gru_reset_before ? TB * N : 0;
   return 2 * TB * K * N + 2 * B * K * N + 2 * B * Hs + B * N + TB * s.P + B * N + B * Hs +
-         2 * TB * s.D * Hs + TB * maxin;
+         2 * TB * s.D * Hs + TB * maxin + masked + gather;
 }
 
 }  // namespace tfrnn

@@ -1,0 +1,153 @@
+// Shared pieces of the MPSGraph-style kernels (TfRnn>LSTM/LSTMGradients, TfRnn>GRU/
+// GRUGradients): activation names, optional operands (list inputs of length 0 or 1), and the
+// packing of MPSGraph's per-direction operands into the stacked-RNN engine's arguments and of
+// the engine's results back into MPSGraph's layouts.
+#ifndef TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_
+#define TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_
+
+#include <string>
+#include <utility>
+
+#include "cc/kernels/kernel_util.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+
+inline absl::Status ParseMpsAct(const std::string& name, RnnAct* act) {
+  static const std::pair<const char*, RnnAct> kActs[] = {
+      {"none", RnnAct::kNone},
+      {"relu", RnnAct::kRelu},
+      {"tanh", RnnAct::kTanh},
+      {"sigmoid", RnnAct::kSigmoid},
+      {"hard_sigmoid", RnnAct::kHardSigmoid}};
+  for (const auto& a : kActs) {
+    if (name == a.first) {
+      *act = a.second;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
+}
+
+inline absl::Status GetMpsAct(tensorflow::OpKernelConstruction* c, const char* attr,
+                              RnnAct* act) {
+  std::string a;
+  TF_RETURN_IF_ERROR(c->GetAttr(attr, &a));
+  return ParseMpsAct(a, act);
+}
+
+// An optional operand: a list input of length 0 or 1.
+inline absl::Status OptionalInput(OpKernelContext* ctx, const char* name, const Tensor** t) {
+  tensorflow::OpInputList list;
+  TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
+  if (list.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(ctx->op_kernel().type_string(), ": ", name,
+                                                   " is optional: give 0 or 1 tensors, got ",
+                                                   list.size()));
+  }
+  *t = list.size() == 1 ? &list[0] : nullptr;
+  return absl::OkStatus();
+}
+
+// MPSGraph's operands of one call (absent = null). Per direction d, W holds rows
+// [d·K·H, (d+1)·K·H), R is [D, K·H, H], bias [D·K·H], states [B, D·H] with direction d in
+// columns [d·H, (d+1)·H), secondary bias (gru, reset after) [D·H].
+struct MpsOperands {
+  const Tensor *source = nullptr, *R = nullptr, *W = nullptr, *bias = nullptr,
+               *init_state = nullptr, *init_cell = nullptr, *mask = nullptr,
+               *peephole = nullptr, *bias2 = nullptr;
+  RnnSpec spec;
+  int64_t H = 0, D = 1;
+};
+
+// Copies direction-major rows [D, B, H] to/from MPSGraph's [B, D·H] (zeros for null `from`).
+template <typename A>
+void ToDirMajor(const A* from, int64_t D, int64_t B, int64_t H, A* to) {
+  for (int64_t d = 0; d < D; ++d) {
+    for (int64_t b = 0; b < B; ++b) {
+      A* dst = to + (d * B + b) * H;
+      if (from != nullptr) {
+        std::copy_n(from + b * D * H + d * H, H, dst);
+      } else {
+        std::fill_n(dst, H, A(0));
+      }
+    }
+  }
+}
+template <typename A>
+void FromDirMajor(const A* from, int64_t D, int64_t B, int64_t H, A* to) {
+  for (int64_t d = 0; d < D; ++d) {
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy_n(from + (d * B + b) * H, H, to + b * D * H + d * H);
+    }
+  }
+}
+
+// The engine's forward arguments for the operands (compute type A): params in the engine
+// layout, h0/c0 as [D, B, H], zeros for absent operands, scratch for the final states and the
+// reserve. Only the output sequence `y` is left for the caller.
+template <typename Tt>
+struct MpsPacked {
+  using A = typename ComputeType<Tt>::type;
+  RnnFwdArgs<A> f;
+
+  void Pack(ComputeBridge<Tt>& br, const MpsOperands& in) {
+    const RnnSpec& s = in.spec;
+    const int64_t D = s.D, B = s.B, H = s.N, KN = RnnK(s) * H;
+    const int64_t in_w = s.preprojected ? 0 : s.I;
+    const bool lstm = s.mode == RnnMode::kLstm;
+    f.x = br.In(*in.source);
+    A* params = br.Scratch(RnnParamsSize(s));
+    A* h0 = br.Scratch(D * B * H);
+    A* c0 = lstm ? br.Scratch(D * B * H) : nullptr;
+    f.params = params;
+    f.h0 = h0;
+    f.c0 = c0;
+    const A* W = in.W != nullptr ? br.In(*in.W) : nullptr;
+    const A* R = br.In(*in.R);
+    const A* bias = in.bias != nullptr ? br.In(*in.bias) : nullptr;
+    const A* bias2 = in.bias2 != nullptr ? br.In(*in.bias2) : nullptr;
+    const A* st = in.init_state != nullptr ? br.In(*in.init_state) : nullptr;
+    const A* ce = in.init_cell != nullptr ? br.In(*in.init_cell) : nullptr;
+    f.peephole = in.peephole != nullptr ? br.In(*in.peephole) : nullptr;
+    f.mask = in.mask != nullptr ? br.In(*in.mask) : nullptr;
+    f.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    f.hn = br.Scratch(D * B * H);
+    f.cn = lstm ? br.Scratch(D * B * H) : nullptr;
+    f.reserve = br.Scratch(RnnReserveSize(s));
+    if (!br.status().ok()) return;
+    for (int64_t d = 0; d < D; ++d) {
+      const RnnParamOffsets o = RnnParamLayout(s, d);
+      if (W != nullptr) std::copy_n(W + d * KN * in_w, KN * in_w, params + o.w);
+      std::copy_n(R + d * KN * H, KN * H, params + o.r);
+      if (bias != nullptr) {
+        std::copy_n(bias + d * KN, KN, params + o.bw);
+      } else {
+        std::fill_n(params + o.bw, KN, A(0));
+      }
+      std::fill_n(params + o.br, KN, A(0));
+      if (bias2 != nullptr) {  // the candidate's recurrent bias
+        std::copy_n(bias2 + d * H, H, params + o.br + s.gate_pos[2] * H);
+      }
+    }
+    ToDirMajor<A>(st, D, B, H, h0);
+    if (lstm) ToDirMajor<A>(ce, D, B, H, c0);
+  }
+};
+
+// Interleaves the per-direction gate activations [T·B, K·H] of the reserve into MPSGraph's
+// z_state [T, B, D·K·H].
+template <typename A>
+void ZStateFromReserve(const RnnSpec& s, const A* reserve, A* z) {
+  const int64_t KN = RnnK(s) * s.N, TB = s.T * s.B;
+  for (int64_t d = 0; d < s.D; ++d) {
+    const A* acts = reserve + RnnReserveLayout(s, d).acts;
+    for (int64_t r = 0; r < TB; ++r) {
+      std::copy_n(acts + r * KN, KN, z + (r * s.D + d) * KN);
+    }
+  }
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_

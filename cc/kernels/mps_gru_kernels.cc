@@ -1,0 +1,293 @@
+// CPU kernels of the MPSGraph-style GRU (TfRnn>GRU, TfRnn>GRUGradients): a face of the
+// stacked-RNN engine with MPSGraph's gate orders ([z, r, o], or [r, z, o] with
+// reset_gate_first), per-gate activations, reset before or after the recurrent product (with
+// the secondary bias), flip_z, recurrent mask, optional input weight and reverse/bidirectional
+// layouts (SEMANTICS.md §8, docs/DIFFERENCES.md for the choices the header leaves open).
+// GRUGradients recomputes the forward activations from its operands.
+#include <string>
+
+#include "cc/kernels/engine_loader.h"
+#include "cc/kernels/kernel_util.h"
+#include "cc/kernels/mps_common.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpOutputList;
+
+struct GruDescriptor {
+  bool reverse = false, bidirectional = false, training = false;
+  bool reset_gate_first = false, reset_after = false, flip_z = false;
+  RnnAct update_act, reset_act, output_act;
+
+  absl::Status Read(OpKernelConstruction* c) {
+    TF_RETURN_IF_ERROR(c->GetAttr("reverse", &reverse));
+    TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
+    TF_RETURN_IF_ERROR(c->GetAttr("training", &training));
+    TF_RETURN_IF_ERROR(c->GetAttr("reset_gate_first", &reset_gate_first));
+    TF_RETURN_IF_ERROR(c->GetAttr("reset_after", &reset_after));
+    TF_RETURN_IF_ERROR(c->GetAttr("flip_z", &flip_z));
+    TF_RETURN_IF_ERROR(GetMpsAct(c, "update_gate_activation", &update_act));
+    TF_RETURN_IF_ERROR(GetMpsAct(c, "reset_gate_activation", &reset_act));
+    return GetMpsAct(c, "output_gate_activation", &output_act);
+  }
+};
+
+absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOperands* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInput(ctx, "source", &in->source));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_weight", &in->R));
+  TF_RETURN_IF_ERROR(OptionalInput(ctx, "input_weight", &in->W));
+  TF_RETURN_IF_ERROR(OptionalInput(ctx, "bias", &in->bias));
+  TF_RETURN_IF_ERROR(OptionalInput(ctx, "init_state", &in->init_state));
+  TF_RETURN_IF_ERROR(OptionalInput(ctx, "mask", &in->mask));
+  TF_RETURN_IF_ERROR(OptionalInput(ctx, "secondary_bias", &in->bias2));
+  const int64_t D = desc.bidirectional ? 2 : 1;
+  in->D = D;
+  TF_RETURN_IF_ERROR(CheckRank(op, "source", *in->source, 3,
+                               "[time, batch, input] (or [time, batch, dirs * 3 * hidden])"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2,
+                               D == 2 ? "[2, 3 * hidden, hidden] (bidirectional)"
+                                      : "[3 * hidden, hidden] (unidirectional)"));
+  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
+  in->H = H;
+  if (H == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
+  }
+  if (D == 2) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, 3 * H, H},
+                                  "[2, 3 * hidden, hidden] (bidirectional)"));
+  } else {
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {3 * H, H},
+                                  "[3 * hidden, hidden] (unidirectional)"));
+  }
+  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
+  const int64_t X = in->source->dim_size(2);
+  if (in->W != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, "[dirs * 3 * hidden, input]"));
+    TF_RETURN_IF_ERROR(
+        CheckShape(op, "input_weight", *in->W, {D * 3 * H, X}, "[dirs * 3 * hidden, input]"));
+  } else if (X != D * 3 * H) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": without input_weight, source must be projected already: shape [time, batch, ",
+        D * 3 * H, "] (dirs * 3 * hidden), got ", ShapeStr(*in->source)));
+  }
+  if (in->bias != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, "[dirs * 3 * hidden]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * 3 * H}, "[dirs * 3 * hidden]"));
+  }
+  if (in->bias2 != nullptr) {
+    if (!desc.reset_after) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": secondary_bias is only used with reset_after=True (it is added to the "
+              "recurrent product before the reset gate); remove it or set reset_after"));
+    }
+    TF_RETURN_IF_ERROR(CheckRank(op, "secondary_bias", *in->bias2, 1, "[dirs * hidden]"));
+    TF_RETURN_IF_ERROR(
+        CheckShape(op, "secondary_bias", *in->bias2, {D * H}, "[dirs * hidden]"));
+  }
+  if (in->init_state != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "init_state", *in->init_state, 2, "[batch, dirs * hidden]"));
+    TF_RETURN_IF_ERROR(
+        CheckShape(op, "init_state", *in->init_state, {B, D * H}, "[batch, dirs * hidden]"));
+  }
+  if (in->mask != nullptr) {
+    const Tensor& m = *in->mask;
+    const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
+                    (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
+                     m.dim_size(2) == D * H);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": mask must have shape [batch, dirs * hidden] = [", B, ", ", D * H,
+                       "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
+                       "], got ", ShapeStr(m)));
+    }
+  }
+  const double elems = static_cast<double>(T) * B * (D * 3 * H + 3 * H + X) +
+                       static_cast<double>(D) * 3 * H * (X + H + 2);
+  if (elems > 1e15) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": sizes too large: source ",
+                                                   ShapeStr(*in->source), ", hidden ", H));
+  }
+  RnnSpec& s = in->spec;
+  s.mode = RnnMode::kGru;
+  s.T = T;
+  s.B = B;
+  s.I = X;
+  s.N = H;
+  s.L = 1;
+  s.D = D;
+  s.preprojected = in->W == nullptr;
+  s.training = true;
+  s.reverse = desc.reverse && D == 1;
+  // The engine's logical gates r, z, n at MPSGraph's positions: [z, r, o] or [r, z, o].
+  s.gate_pos[0] = desc.reset_gate_first ? 0 : 1;
+  s.gate_pos[1] = desc.reset_gate_first ? 1 : 0;
+  s.gate_pos[2] = 2;
+  s.gate_act[0] = desc.reset_act;
+  s.gate_act[1] = desc.update_act;
+  s.gate_act[2] = desc.output_act;
+  s.gru_reset_before = !desc.reset_after;
+  // flip_z = false: h = (1-z)·h[t-1] + z·o (MPSGraphGRUDescriptor.flipZ's documentation).
+  s.gru_z_new = !desc.flip_z;
+  s.has_mask = in->mask != nullptr;
+  return absl::OkStatus();
+}
+
+template <typename Tt>
+class MpsGruOp : public OpKernel {
+ public:
+  using A = typename ComputeType<Tt>::type;
+  explicit MpsGruOp(OpKernelConstruction* c) : OpKernel(c) { OP_REQUIRES_OK(c, desc_.Read(c)); }
+
+  void Compute(OpKernelContext* ctx) override {
+    MpsOperands in;
+    OP_REQUIRES_OK(ctx, ValidateGru(ctx, desc_, &in));
+    const RnnSpec& s = in.spec;
+    const int64_t T = s.T, B = s.B, H = s.N, D = s.D;
+    Tensor *state, *z;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({T, B, D * H}), &state));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            1, desc_.training ? TensorShape({T, B, D * 3 * H}) : TensorShape({0}),
+                            &z));
+    ComputeBridge<Tt> br(ctx);
+    MpsPacked<Tt> pk;
+    pk.Pack(br, in);
+    RnnFwdArgs<A>& a = pk.f;
+    a.y = br.Out(state);
+    A* z_out = desc_.training ? br.Out(z) : nullptr;
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(s));
+    OP_REQUIRES_OK(ctx, br.status());
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
+    if (z_out != nullptr) ZStateFromReserve<A>(s, a.reserve, z_out);
+    br.Finish();
+  }
+
+ private:
+  GruDescriptor desc_;
+};
+
+template <typename Tt>
+class MpsGruGradOp : public OpKernel {
+ public:
+  using A = typename ComputeType<Tt>::type;
+  explicit MpsGruGradOp(OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, desc_.Read(c));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const std::string op = type_string();
+    MpsOperands in;
+    OP_REQUIRES_OK(ctx, ValidateGru(ctx, desc_, &in));
+    const RnnSpec& s = in.spec;
+    const int64_t T = s.T, B = s.B, H = s.N, D = s.D;
+    const Tensor *dy, *z_state, *out_fwd, *dstate = nullptr;
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "source_gradient", &dy));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "z_state", &z_state));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_fwd", &out_fwd));
+    OP_REQUIRES_OK(ctx, OptionalInput(ctx, "state_gradient", &dstate));
+    OP_REQUIRES_OK(ctx, CheckRank(op, "source_gradient", *dy, 3, "[time, batch, dirs * hidden]"));
+    OP_REQUIRES_OK(ctx, CheckShape(op, "source_gradient", *dy, {T, B, D * H},
+                                   "[time, batch, dirs * hidden]"));
+    // The forward is recomputed from the operands; z_state and output_fwd are checked (an
+    // empty tensor stands for "not kept").
+    if (z_state->NumElements() != 0) {
+      OP_REQUIRES_OK(ctx, CheckShape(op, "z_state", *z_state, {T, B, D * 3 * H},
+                                     "[time, batch, dirs * 3 * hidden]"));
+    }
+    if (out_fwd->NumElements() != 0) {
+      OP_REQUIRES_OK(ctx, CheckShape(op, "output_fwd", *out_fwd, {T, B, D * H},
+                                     "[time, batch, dirs * hidden]"));
+    }
+    if (dstate != nullptr) {
+      OP_REQUIRES_OK(ctx, CheckShape(op, "state_gradient", *dstate, {B, D * H},
+                                     "[batch, dirs * hidden]"));
+    }
+    // Outputs (MPSGraph order: source, recurrentWeight, inputWeight, bias, initState, then
+    // secondaryBias).
+    Tensor *d_source, *d_R;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.source->shape(), &d_source));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.R->shape(), &d_R));
+    OpOutputList o_w, o_b, o_s, o_b2;
+    OP_REQUIRES_OK(ctx, ctx->output_list("input_weight_grad", &o_w));
+    OP_REQUIRES_OK(ctx, ctx->output_list("bias_grad", &o_b));
+    OP_REQUIRES_OK(ctx, ctx->output_list("init_state_grad", &o_s));
+    OP_REQUIRES_OK(ctx, ctx->output_list("secondary_bias_grad", &o_b2));
+    Tensor *d_W = nullptr, *d_b = nullptr, *d_s = nullptr, *d_b2 = nullptr;
+    if (in.W) OP_REQUIRES_OK(ctx, o_w.allocate(0, in.W->shape(), &d_W));
+    if (in.bias) OP_REQUIRES_OK(ctx, o_b.allocate(0, in.bias->shape(), &d_b));
+    if (in.init_state) OP_REQUIRES_OK(ctx, o_s.allocate(0, in.init_state->shape(), &d_s));
+    if (in.bias2) OP_REQUIRES_OK(ctx, o_b2.allocate(0, in.bias2->shape(), &d_b2));
+
+    ComputeBridge<Tt> br(ctx);
+    MpsPacked<Tt> pk;
+    pk.Pack(br, in);
+    RnnFwdArgs<A>& f = pk.f;
+    f.y = br.Scratch(T * B * D * H);
+    A* fws = br.Scratch(RnnFwdWorkspaceSize(s));
+    A* dhn = br.Scratch(D * B * H);
+    const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
+    RnnBwdArgs<A> g;
+    g.x = f.x;
+    g.h0 = f.h0;
+    g.params = f.params;
+    g.reserve = f.reserve;
+    g.dy = br.In(*dy);
+    g.dhn = dhn;
+    g.mask = f.mask;
+    g.mask_per_step = f.mask_per_step;
+    g.dx = br.Out(d_source);
+    g.dh0 = br.Scratch(D * B * H);
+    g.dparams = br.Scratch(RnnParamsSize(s));
+    A* bws = br.Scratch(RnnBwdWorkspaceSize(s));
+    OP_REQUIRES_OK(ctx, br.status());
+    ToDirMajor<A>(dst, D, B, H, dhn);
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::RnnFwd(*engine)(pool, s, f, fws);
+    EngineFns<A>::RnnBwd(*engine)(pool, s, g, bws);
+    // Unpack into MPSGraph's layouts.
+    const int64_t KN = 3 * H, in_w = s.preprojected ? 0 : s.I;
+    A* dR = br.Out(d_R);
+    A* dW = d_W ? br.Out(d_W) : nullptr;
+    A* db = d_b ? br.Out(d_b) : nullptr;
+    A* ds = d_s ? br.Out(d_s) : nullptr;
+    A* db2 = d_b2 ? br.Out(d_b2) : nullptr;
+    OP_REQUIRES_OK(ctx, br.status());
+    for (int64_t d = 0; d < D; ++d) {
+      const RnnParamOffsets o = RnnParamLayout(s, d);
+      std::copy_n(g.dparams + o.r, KN * H, dR + d * KN * H);
+      if (dW) std::copy_n(g.dparams + o.w, KN * in_w, dW + d * KN * in_w);
+      if (db) std::copy_n(g.dparams + o.bw, KN, db + d * KN);
+      if (db2) std::copy_n(g.dparams + o.br + s.gate_pos[2] * H, H, db2 + d * H);
+    }
+    if (ds) FromDirMajor<A>(g.dh0, D, B, H, ds);
+    br.Finish();
+  }
+
+ private:
+  GruDescriptor desc_;
+};
+
+#define TFRNN_REGISTER_MPS_GRU(T)                                                           \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>GRU").Device(DEVICE_CPU).TypeConstraint<T>("T"),      \
+                          MpsGruOp<T>);                                                     \
+  REGISTER_KERNEL_BUILDER(                                                                  \
+      Name("TfRnn>GRUGradients").Device(DEVICE_CPU).TypeConstraint<T>("T"), MpsGruGradOp<T>);
+TFRNN_REGISTER_MPS_GRU(Eigen::half)
+TFRNN_REGISTER_MPS_GRU(Eigen::bfloat16)
+TFRNN_REGISTER_MPS_GRU(float)
+TFRNN_REGISTER_MPS_GRU(double)
+#undef TFRNN_REGISTER_MPS_GRU
+
+}  // namespace
+}  // namespace tfrnn

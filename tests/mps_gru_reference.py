@@ -1,0 +1,233 @@
+"""Independent float64 reference for the MPSGraph-style GRU (tf_rnn_ops.mps.gru).
+
+Written straight from the equations, with eager float64 TensorFlow ops and a Python loop over
+time, so that ``tf.GradientTape`` gives the true gradients (``reference_vjp``).
+
+Notation: T time, N batch, I input, H hidden, D = 2 if bidirectional else 1.
+
+Per direction d and step t (forward direction t = 0..T-1; the backward direction of a
+bidirectional op, or reverse with D = 1, t = T-1..0; reverse is ignored when bidirectional)::
+
+    x'[t] = x[t]·W_dᵀ + b_d            (no W: x'[t] = source[t] (own 3H columns) + b_d)
+    hm    = h_prev ⊙ m[t]              (m: the mask rows/columns of this direction; none = 1)
+    z     = fz(hm·R_zᵀ + x'_z),   r = fr(hm·R_rᵀ + x'_r)
+    c     = (r ⊙ hm)·R_oᵀ                        reset_after=False
+    c     = (hm·R_oᵀ + b2_d) ⊙ r                 reset_after=True
+    o     = fo(c + x'_o)
+    h     = (1-z) ⊙ h_prev + z ⊙ o               flip_z=False
+    h     = z ⊙ h_prev + (1-z) ⊙ o               flip_z=True    (h_prev unmasked)
+
+Gate blocks in each 3H: z, r, o (default) or r, z, o (reset_gate_first).
+Outputs: state [T,N,DH], z_state [T,N,D·3H] (activated gates, descriptor order), each
+direction's values at their own time index, forward direction first on the channel axis;
+h_final [N,DH]: the state after the last step each direction processed.
+
+hard_sigmoid is MPS's clamp(0.2·x + 0.5, 0, 1).
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+ACTIVATION_NAMES = ("none", "relu", "tanh", "sigmoid", "hard_sigmoid")
+ACT_FIELDS = ("update_gate_activation", "reset_gate_activation", "output_gate_activation")
+
+# Optional operands in the order mps.gru_gradients returns their gradients (after source, R).
+GRAD_ORDER = ("source", "recurrent_weight", "input_weight", "bias", "init_state",
+              "secondary_bias")
+OPERAND_NAMES = ("source", "recurrent_weight", "input_weight", "bias", "init_state", "mask",
+                 "secondary_bias")
+
+
+@dataclasses.dataclass(frozen=True)
+class Desc:
+    """The fields of the GRU descriptor (same names and defaults as mps.GRUDescriptor)."""
+    reverse: bool = False
+    bidirectional: bool = False
+    training: bool = False
+    reset_gate_first: bool = False
+    reset_after: bool = False
+    flip_z: bool = False
+    update_gate_activation: str = "sigmoid"
+    reset_gate_activation: str = "sigmoid"
+    output_gate_activation: str = "tanh"
+
+    def kwargs(self):
+        return dataclasses.asdict(self)
+
+
+def activate(name, x):
+    if name == "none":
+        return x
+    if name == "relu":
+        return tf.maximum(x, tf.zeros_like(x))
+    if name == "tanh":
+        return tf.tanh(x)
+    if name == "sigmoid":
+        return 1.0 / (1.0 + tf.exp(-x))
+    if name == "hard_sigmoid":
+        return tf.minimum(tf.maximum(0.2 * x + 0.5, tf.zeros_like(x)), tf.ones_like(x))
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def gate_positions(reset_gate_first):
+    """Block index (in units of H) of each gate within a 3H row."""
+    if reset_gate_first:
+        return {"r": 0, "z": 1, "o": 2}
+    return {"z": 0, "r": 1, "o": 2}
+
+
+def _f64(a):
+    if a is None:
+        return None
+    if isinstance(a, (tf.Tensor, tf.Variable)):
+        return a if a.dtype == tf.float64 else tf.cast(a, tf.float64)
+    return tf.constant(np.asarray(a, dtype=np.float64))
+
+
+def _direction(xp, R, b2, h, mask_at, desc, backward, preacts):
+    """One direction.  xp [T,N,3H] projected source incl. bias; R [3H,H]; b2 [H] or None;
+    h [N,H]; mask_at(t) -> [N,H] or None.  Returns per-time lists and the final h; appends
+    (activation name, pre-activation) of every gate evaluation to ``preacts``."""
+    T = xp.shape[0]
+    H = R.shape[1]
+    pos = gate_positions(desc.reset_gate_first)
+    blk = lambda a, g: a[:, pos[g] * H:(pos[g] + 1) * H]  # noqa: E731
+    Rz, Rr, Ro = (R[pos[g] * H:(pos[g] + 1) * H] for g in ("z", "r", "o"))
+    hs, zs = [None] * T, [None] * T
+    steps = range(T - 1, -1, -1) if backward else range(T)
+    for t in steps:
+        m = mask_at(t)
+        hm = h if m is None else h * m
+        x = xp[t]
+        pz = tf.matmul(hm, Rz, transpose_b=True) + blk(x, "z")
+        pr = tf.matmul(hm, Rr, transpose_b=True) + blk(x, "r")
+        z = activate(desc.update_gate_activation, pz)
+        r = activate(desc.reset_gate_activation, pr)
+        if desc.reset_after:
+            c = tf.matmul(hm, Ro, transpose_b=True)
+            if b2 is not None:
+                c = c + b2[None, :]
+            c = c * r
+        else:
+            c = tf.matmul(r * hm, Ro, transpose_b=True)
+        po = c + blk(x, "o")
+        o = activate(desc.output_gate_activation, po)
+        preacts += [(desc.update_gate_activation, pz), (desc.reset_gate_activation, pr),
+                    (desc.output_gate_activation, po)]
+        if desc.flip_z:
+            h = z * h + (1.0 - z) * o
+        else:
+            h = (1.0 - z) * h + z * o
+        hs[t] = h
+        g = {"z": z, "r": r, "o": o}
+        zs[t] = tf.concat([g[name] for name in sorted(pos, key=pos.get)], axis=1)
+    return hs, zs, h
+
+
+def gru_forward(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
+                mask=None, secondary_bias=None, desc=Desc()):
+    """Returns a dict with state, z_state ([T,...]), h_final ([N, DH]) and preacts (a list of
+    (activation name, pre-activation tensor) of every gate evaluation)."""
+    x = _f64(source)
+    R = _f64(recurrent_weight)
+    W, b = _f64(input_weight), _f64(bias)
+    h0, m, B2 = _f64(init_state), _f64(mask), _f64(secondary_bias)
+    D = 2 if desc.bidirectional else 1
+    H = R.shape[-1]
+    G = 3 * H
+    T, N = x.shape[0], x.shape[1]
+    assert R.shape == ((2, G, H) if D == 2 else (G, H)), R.shape
+    if B2 is not None:
+        assert desc.reset_after, "secondary_bias requires reset_after"
+        assert B2.shape == (D * H,), B2.shape
+    outs = {"state": [], "z_state": [], "h_final": []}
+    preacts = []
+    for d in range(D):
+        Rd = R[d] if D == 2 else R
+        if W is not None:
+            assert W.shape == (D * G, x.shape[2]), W.shape
+            xp = tf.einsum("tni,gi->tng", x, W[d * G:(d + 1) * G])
+        else:
+            assert x.shape[2] == D * G, x.shape
+            xp = x[:, :, d * G:(d + 1) * G]
+        if b is not None:
+            assert b.shape == (D * G,), b.shape
+            xp = xp + b[d * G:(d + 1) * G]
+        cols = slice(d * H, (d + 1) * H)
+        b2 = B2[cols] if B2 is not None else None
+        h = h0[:, cols] if h0 is not None else tf.zeros([N, H], tf.float64)
+        if m is None:
+            mask_at = lambda t: None  # noqa: E731
+        elif len(m.shape) == 2:
+            assert m.shape == (N, D * H), m.shape
+            md = m[:, cols]
+            mask_at = lambda t, md=md: md  # noqa: E731
+        else:
+            assert m.shape == (T, N, D * H), m.shape
+            md = m[:, :, cols]
+            mask_at = lambda t, md=md: md[t]  # noqa: E731
+        backward = (d == 1) or (D == 1 and desc.reverse)
+        hs, zs, hf = _direction(xp, Rd, b2, h, mask_at, desc, backward, preacts)
+        if T:
+            outs["state"].append(tf.stack(hs))
+            outs["z_state"].append(tf.stack(zs))
+        else:
+            outs["state"].append(tf.zeros([0, N, H], tf.float64))
+            outs["z_state"].append(tf.zeros([0, N, G], tf.float64))
+        outs["h_final"].append(hf)
+    res = {k: tf.concat(v, axis=-1) for k, v in outs.items()}
+    res["preacts"] = preacts
+    return res
+
+
+KINKS = {"relu": (0.0,), "hard_sigmoid": (-2.5, 2.5)}
+
+
+def kink_distance(preacts):
+    """The smallest distance of a pre-activation from a kink of its activation (inf if the
+    activations are smooth)."""
+    best = np.inf
+    for name, p in preacts:
+        for k in KINKS.get(name, ()):
+            if tf.size(p) > 0:
+                best = min(best, float(tf.reduce_min(tf.abs(p - k))))
+    return best
+
+
+def forward_outputs(operands, desc):
+    """The list mps.gru returns: [state] + [z_state if training]."""
+    r = gru_forward(desc=desc, **operands)
+    return [r["state"]] + ([r["z_state"]] if desc.training else [])
+
+
+def reference_vjp(operands, desc, state_cot=None, final_state_cot=None):
+    """Gradient of  L = Σ state_cot⊙state + Σ final_state_cot⊙h_final  w.r.t. every given
+    operand except mask.
+
+    operands: dict name -> array (None or absent = not given).  Returns (grads, names) in
+    GRAD_ORDER (only the given operands)."""
+    given = {k: _f64(v) for k, v in operands.items() if v is not None}
+    names = [n for n in GRAD_ORDER if n in given]
+    with tf.GradientTape() as tape:
+        for n in names:
+            tape.watch(given[n])
+        r = gru_forward(desc=desc, **given)
+        loss = tf.constant(0.0, tf.float64)
+        for cot, key in ((state_cot, "state"), (final_state_cot, "h_final")):
+            if cot is not None:
+                loss = loss + tf.reduce_sum(_f64(cot) * r[key])
+    grads = tape.gradient(loss, [given[n] for n in names],
+                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return [g.numpy() for g in grads], names
+
+
+def loss_value(operands, desc, state_cot=None, final_state_cot=None):
+    """The scalar L of reference_vjp (for numeric differentiation)."""
+    r = gru_forward(desc=desc, **{k: v for k, v in operands.items() if v is not None})
+    total = 0.0
+    for cot, key in ((state_cot, "state"), (final_state_cot, "h_final")):
+        if cot is not None:
+            total += float(np.sum(np.asarray(cot) * r[key].numpy()))
+    return total
