@@ -1,0 +1,663 @@
+"""RNN CPU benchmark: tf_rnn_ops against stock TensorFlow, Keras and PyTorch in one run.
+
+    .venv/bin/python bench/bench_rnn.py                       # full grid (takes a while)
+    .venv/bin/python bench/bench_rnn.py --quick               # tiny sizes, 2 reps: smoke test
+    .venv/bin/python bench/bench_rnn.py --sizes 100x64x256x256 --dtypes float32 \\
+        --only block_lstm,block_lstm_grad --reps 20
+
+Benchmarks (--only; each is "ours" against one or more peers, same inputs, same run):
+
+  block_lstm       BlockLSTM forward                              vs stock tf.raw_ops
+  block_lstm_grad  BlockLSTMGrad                                  vs stock
+  lstm_cell        LSTMBlockCell stepped over T (forward)         vs stock
+  lstm_cell_grad   LSTMBlockCellGrad stepped over T, plus the dx/dh/dW matmuls, vs stock
+  gru_cell         GRUBlockCell stepped over T                    vs stock
+  gru_cell_grad    GRUBlockCellGrad stepped over T, plus the dW matmuls, vs stock
+  lstm_train       LSTM fwd+bwd: BlockLSTMV2 + BlockLSTMGradV2    vs stock (same ops), torch
+  gru_train        GRU fwd+bwd: CudnnRNNV3 + CudnnRNNBackpropV3   vs torch nn.GRU
+  keras_lstm       training step (forward, loss, all gradients) of tf_rnn_ops.keras.LSTM
+                   (fused CudnnRNNV3)                             vs keras.layers.LSTM
+  keras_gru        the same for GRU                               vs keras.layers.GRU
+
+Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch runs eagerly
+(nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
+--torch-threads threads (default: all CPUs, as many as TensorFlow's intra-op pool).
+Time = median of --reps calls after one warm-up call. GF/s use FLOPs of forward
+8·T·N·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three times. "%GEMM" is the
+share of the larger of two tf.matmul rates measured in the same run and dtype: the RNN's input
+GEMM [T·N, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick). Peak memory of the
+backward benchmarks is measured in a separate process (see bench_util.MEM_METHOD).
+bfloat16: stock BlockLSTM/LSTMBlockCell take half and float only and stock GRUBlockCell float
+only, so those peers print n/a; the Keras layers use the mixed_bfloat16 policy.
+
+Prints markdown tables (GEMM rates, all results, targets), writes a PNG (grouped bars of the
+speed-ups peer/ours per size, one panel per dtype) and optionally JSON.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_util as bu  # noqa: E402  (puts the repository root on sys.path)
+from bench_util import tf  # noqa: E402
+
+tf.get_logger().setLevel("ERROR")  # each benchmark is its own tf.function: no retracing notes
+
+from tf_rnn_ops import raw_ops as ours  # noqa: E402
+
+BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_cell",
+           "gru_cell_grad", "lstm_train", "gru_train", "keras_lstm", "keras_gru"]
+# Peers of each benchmark, in the order they are printed.
+PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
+         "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
+         "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "keras_lstm": ["keras"],
+         "keras_gru": ["keras"]}
+# Benchmarks whose peak memory is measured (the backward passes).
+BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
+            "keras_lstm", "keras_gru"}
+# Targets from issue #5 (float32): (bench, peer, minimum speed-up peer_ms / ours_ms).
+TARGETS = [("block_lstm_grad", "stock", 3.0), ("block_lstm", "stock", 1.5),
+           ("lstm_train", "torch", 1.2), ("gru_train", "torch", 1.2),
+           ("keras_lstm", "keras", 3.0)]
+GEMM_TARGET = ("block_lstm_grad", (100, 64, 256, 256), 0.70)
+LSTM_ACTS = ["i", "cs", "f", "o", "ci", "co", "h"]
+
+
+TORCH_THREADS = [os.cpu_count() or 1]  # set from --torch-threads
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(TORCH_THREADS[0])
+    return torch
+
+
+class Case:
+    """Inputs of one (size, dtype); builds the callables of every benchmark lazily."""
+
+    def __init__(self, size, dtype_name):
+        self.size = size
+        self.dtype_name = dtype_name
+        self.dtype = bu.DTYPES[dtype_name]
+        T, N, I, H = size
+        rng = np.random.default_rng(0)
+        ws = 1.0 / np.sqrt(I + H)
+
+        def r(*shape, scale=0.5):
+            return tf.constant((rng.standard_normal(shape) * scale).astype(np.float32),
+                               dtype=self.dtype)
+
+        self.r = r
+        self.slm = tf.constant(T, tf.int64)
+        self.lstm = dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H),
+                         w=r(I + H, 4 * H, scale=ws), wci=r(H, scale=0.1),
+                         wcf=r(H, scale=0.1), wco=r(H, scale=0.1), b=r(4 * H))
+        self.gru = dict(w_ru=r(I + H, 2 * H, scale=ws), w_c=r(I + H, H, scale=ws),
+                        b_ru=r(2 * H), b_c=r(H))
+        self.dh = r(T, N, H)  # upstream gradient of every h_t
+        self.dc = r(T, N, H)  # upstream gradient of every cs_t
+        self._acts = None
+
+    @property
+    def lstm_acts(self):
+        """Forward activations (ours, valid input for stock too: seq_len_max = T)."""
+        if self._acts is None:
+            out = ours.BlockLSTM(seq_len_max=self.slm, **self.lstm)
+            self._acts = dict(zip(LSTM_ACTS, out))
+        return self._acts
+
+    # Each builder returns {impl: factory}; a factory returns the zero-argument callable that
+    # is timed (or raises when the implementation cannot run this dtype).
+
+    def block_lstm(self):
+        def make(mod):
+            return tf.function(lambda: mod.BlockLSTM(seq_len_max=self.slm, **self.lstm))
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
+
+    def block_lstm_grad(self):
+        def make(mod):
+            kw = dict(seq_len_max=self.slm, **self.lstm, **self.lstm_acts, cs_grad=self.dc,
+                      h_grad=self.dh, use_peephole=False)
+            return tf.function(lambda: mod.BlockLSTMGrad(**kw))
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
+
+    def lstm_cell(self):
+        T = self.size[0]
+        a = self.lstm
+
+        def make(mod):
+            def step():
+                h, c, hs = a["h_prev"], a["cs_prev"], []
+                for t in range(T):
+                    out = mod.LSTMBlockCell(x=a["x"][t], cs_prev=c, h_prev=h, w=a["w"],
+                                            wci=a["wci"], wcf=a["wcf"], wco=a["wco"], b=a["b"])
+                    c, h = out[1], out[6]
+                    hs.append(h)
+                return tf.stack(hs), c
+            return tf.function(step, autograph=False)
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
+
+    def lstm_cell_grad(self):
+        """Backward through T steps the way TF's LSTMBlockCell gradient does it: the cell grad
+        op gives the gate gradients, matmuls give d[x, h_prev] and accumulate dW, db."""
+        T, N, I, H = self.size
+        a = self.lstm
+
+        def make(mod):
+            acts = self.lstm_acts
+
+            def step():
+                dh = tf.zeros([N, H], self.dtype)
+                dc = tf.zeros([N, H], self.dtype)
+                dw = tf.zeros([I + H, 4 * H], self.dtype)
+                db = tf.zeros([4 * H], self.dtype)
+                dxs = []
+                for t in reversed(range(T)):
+                    h_prev = a["h_prev"] if t == 0 else acts["h"][t - 1]
+                    c_prev = a["cs_prev"] if t == 0 else acts["cs"][t - 1]
+                    out = mod.LSTMBlockCellGrad(
+                        x=a["x"][t], cs_prev=c_prev, h_prev=h_prev, w=a["w"], wci=a["wci"],
+                        wcf=a["wcf"], wco=a["wco"], b=a["b"],
+                        **{k: acts[k][t] for k in LSTM_ACTS[:6]},
+                        cs_grad=self.dc[t] + dc, h_grad=self.dh[t] + dh, use_peephole=False)
+                    dc, dgates = out[0], out[1]
+                    dxh = tf.matmul(dgates, a["w"], transpose_b=True)
+                    dxs.append(dxh[:, :I])
+                    dh = dxh[:, I:]
+                    dw += tf.matmul(tf.concat([a["x"][t], h_prev], 1), dgates, transpose_a=True)
+                    db += tf.reduce_sum(dgates, 0)
+                return tf.stack(dxs[::-1]), dw, db, dh, dc
+            return tf.function(step, autograph=False)
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
+
+    def _gru_forward(self, mod):
+        T = self.size[0]
+        x, h = self.lstm["x"], self.lstm["h_prev"]
+        outs = []
+        for t in range(T):
+            r, u, c, h = mod.GRUBlockCell(x=x[t], h_prev=h, **self.gru)
+            outs.append((r, u, c, h))
+        return outs
+
+    def gru_cell(self):
+        def make(mod):
+            return tf.function(lambda: tf.stack([o[3] for o in self._gru_forward(mod)]),
+                               autograph=False)
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
+
+    def gru_cell_grad(self):
+        T, N, I, H = self.size
+        x, h0 = self.lstm["x"], self.lstm["h_prev"]
+        g = self.gru
+
+        def make(mod):
+            fwd = self._gru_forward(ours)  # eager, once: the saved activations
+
+            def step():
+                dh = tf.zeros([N, H], self.dtype)
+                dw_ru = tf.zeros([I + H, 2 * H], self.dtype)
+                dw_c = tf.zeros([I + H, H], self.dtype)
+                db_ru = tf.zeros([2 * H], self.dtype)
+                db_c = tf.zeros([H], self.dtype)
+                dxs = []
+                for t in reversed(range(T)):
+                    r, u, c, _ = fwd[t]
+                    h_prev = h0 if t == 0 else fwd[t - 1][3]
+                    d_x, dh, d_c_bar, d_ru = mod.GRUBlockCellGrad(
+                        x=x[t], h_prev=h_prev, **g, r=r, u=u, c=c, d_h=self.dh[t] + dh)
+                    dxs.append(d_x)
+                    dw_ru += tf.matmul(tf.concat([x[t], h_prev], 1), d_ru, transpose_a=True)
+                    dw_c += tf.matmul(tf.concat([x[t], r * h_prev], 1), d_c_bar,
+                                      transpose_a=True)
+                    db_ru += tf.reduce_sum(d_ru, 0)
+                    db_c += tf.reduce_sum(d_c_bar, 0)
+                return tf.stack(dxs[::-1]), dh, dw_ru, dw_c, db_ru, db_c
+            return tf.function(step, autograph=False)
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
+
+    def lstm_train(self):
+        a = dict(self.lstm, wci=tf.zeros_like(self.lstm["wci"]),
+                 wcf=tf.zeros_like(self.lstm["wci"]), wco=tf.zeros_like(self.lstm["wci"]))
+
+        def make(mod):
+            @tf.function
+            def step():
+                out = mod.BlockLSTMV2(seq_len_max=self.slm, **a)
+                return mod.BlockLSTMGradV2(seq_len_max=self.slm, **a, **dict(zip(LSTM_ACTS, out)),
+                                           cs_grad=tf.zeros_like(out[1]), h_grad=self.dh,
+                                           use_peephole=False)
+            return step
+        return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops),
+                "torch": lambda: self._torch_step("LSTM")}
+
+    def _cudnn_params(self, mode):
+        T, N, I, H = self.size
+        n = int(tf.reshape(ours.CudnnRNNParamsSize(
+            num_layers=1, num_units=H, input_size=I, T=self.dtype, S=tf.int32,
+            rnn_mode=mode), [-1])[0])
+        return self.r(n, scale=1.0 / np.sqrt(I + H))
+
+    def gru_train(self):
+        T, N, I, H = self.size
+
+        def make():
+            params = self._cudnn_params("gru")
+            x, h0 = self.lstm["x"], self.lstm["h_prev"][None]
+            lengths = tf.fill([N], T)
+            kw = dict(input=x, input_h=h0, input_c=h0, params=params, sequence_lengths=lengths,
+                      rnn_mode="gru")
+
+            @tf.function
+            def step():
+                y, hn, cn, reserve, host = ours.CudnnRNNV3(**kw, is_training=True)
+                return ours.CudnnRNNBackpropV3(
+                    **kw, output=y, output_h=hn, output_c=cn, output_backprop=self.dh,
+                    output_h_backprop=tf.zeros_like(hn), output_c_backprop=tf.zeros_like(cn),
+                    reserve_space=reserve, host_reserved=host)
+            return step
+        return {"ours": make, "torch": lambda: self._torch_step("GRU")}
+
+    def _torch_step(self, kind):
+        torch = _torch()
+        if torch is None:
+            raise RuntimeError("PyTorch not installed")
+        T, N, I, H = self.size
+        tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.dtype_name]
+        torch.manual_seed(0)
+        mod = getattr(torch.nn, kind)(I, H).to(tdt)
+        to_t = lambda t: torch.from_numpy(tf.cast(t, tf.float32).numpy()).to(tdt)  # noqa: E731
+        x = to_t(self.lstm["x"]).requires_grad_()
+        h0 = to_t(self.lstm["h_prev"])[None].requires_grad_()
+        c0 = to_t(self.lstm["cs_prev"])[None].requires_grad_()
+        go = to_t(self.dh)
+
+        def step():
+            mod.zero_grad(set_to_none=True)
+            x.grad = h0.grad = c0.grad = None
+            out, _ = mod(x, (h0, c0)) if kind == "LSTM" else mod(x, h0)
+            out.backward(go)
+            return x.grad
+        return step
+
+    def _keras(self, kind):
+        import keras
+        import tf_rnn_ops.keras as ours_keras
+        T, N, I, H = self.size
+        policy = "float32" if self.dtype_name == "float32" else "mixed_bfloat16"
+        x = tf.transpose(self.lstm["x"], [1, 0, 2])  # batch-major, as Keras wants
+        dy = tf.transpose(self.dh, [1, 0, 2])
+        stock = getattr(keras.layers, kind)(H, return_sequences=True, dtype=policy)
+        mine = getattr(ours_keras, kind)(H, return_sequences=True, dtype=policy)
+        stock(x)
+        mine(x)
+        mine.set_weights(stock.get_weights())
+
+        def make(layer):
+            @tf.function
+            def step():
+                with tf.GradientTape() as tape:
+                    y = layer(x, training=True)
+                    loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.cast(dy, tf.float32))
+                return tape.gradient(loss, layer.trainable_variables)
+            return step
+        return {"ours": lambda: make(mine), "keras": lambda: make(stock)}
+
+    def keras_lstm(self):
+        return self._keras("LSTM")
+
+    def keras_gru(self):
+        return self._keras("GRU")
+
+
+def flops(bench, size):
+    T, N, I, H = size
+    gates = 3 if "gru" in bench else 4
+    f = bu.lstm_flops(T, N, I, H, gates)
+    if bench.endswith("_grad"):
+        return 2 * f
+    if bench.endswith("_train") or bench.startswith("keras_"):
+        return 3 * f
+    return f
+
+
+def _err_line(e):
+    """One informative line of an exception (tf.function errors start with 'in user code:')."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    pick = [ln for ln in lines if "allowed values" in ln or "not installed" in ln]
+    line = (pick or lines[-1:] or [""])[0]
+    if not line.startswith(type(e).__name__):
+        line = f"{type(e).__name__}: {line}"
+    return line[:130]
+
+
+def _impls(case, bench, want_torch):
+    impls = getattr(case, bench)()
+    if not want_torch:
+        impls.pop("torch", None)
+    return impls
+
+
+def run_timings(args):
+    results, gemm = [], []
+    torch = _torch() if not args.no_torch else None
+    for dt in args.dtypes:
+        for size in args.sizes:
+            rnn_rate, sq_rate = bu.gemm_rates(*size, bu.DTYPES[dt], args.reps, args.square)
+            peak = max(rnn_rate, sq_rate)
+            gemm.append(dict(size=list(size), dtype=dt, gemm_rnn_gflops=rnn_rate,
+                             gemm_square_gflops=sq_rate, square_n=args.square,
+                             peak_gflops=peak))
+            case = Case(size, dt)
+            for bench in args.only:
+                try:
+                    impls = _impls(case, bench, torch is not None)
+                except Exception as e:  # noqa: BLE001 (report, go on)
+                    impls = {"ours": e}
+                if torch is None and "torch" in PEERS[bench]:
+                    impls["torch"] = RuntimeError("PyTorch not installed" if not args.no_torch
+                                                  else "--no-torch")
+                for impl in ["ours"] + PEERS[bench]:
+                    f = flops(bench, size)
+                    row = dict(bench=bench, impl=impl, size=list(size), dtype=dt, flops=f,
+                               ms=None, gflops=None, gemm_share=None, peak_mib=None,
+                               status="ok")
+                    factory = impls.get(impl)
+                    try:
+                        if isinstance(factory, Exception):
+                            raise factory
+                        fn = factory()
+                        fn()  # also the warm-up
+                        row["ms"] = bu.median_ms(fn, args.reps, warmup=0)
+                        row["gflops"] = f / row["ms"] / 1e6
+                        row["gemm_share"] = row["gflops"] / peak
+                    except Exception as e:  # noqa: BLE001
+                        row["status"] = "n/a: " + _err_line(e)
+                    results.append(row)
+                    if args.verbose:
+                        print(f"  {dt} {bu.size_str(size)} {bench} {impl}: "
+                              f"{row['ms'] if row['ms'] is None else round(row['ms'], 2)} ms "
+                              f"{row['status']}", flush=True)
+    return results, gemm
+
+
+def mem_child(args):
+    """Runs in the separate process: peak memory of each backward benchmark, as JSON lines."""
+    torch = _torch() if not args.no_torch else None
+    out = []
+    for dt in args.dtypes:
+        for size in args.sizes:
+            case = Case(size, dt)
+            for bench in args.only:
+                if bench not in BACKWARD:
+                    continue
+                try:
+                    impls = _impls(case, bench, torch is not None)
+                except Exception:  # noqa: BLE001
+                    continue
+                for impl, factory in impls.items():
+                    try:
+                        mib = bu.peak_mib(factory())
+                    except Exception:  # noqa: BLE001 (n/a: the timing run says why)
+                        continue
+                    out.append(dict(bench=bench, impl=impl, size=list(size), dtype=dt,
+                                    peak_mib=mib))
+    print("MEMJSON " + json.dumps(out), flush=True)
+
+
+def start_memory(args):
+    """Starts mem_child in a fresh process (with the allocator settings it needs). Returns the
+    process, or a string saying why memory is not measured."""
+    if not any(b in BACKWARD for b in args.only):
+        return "not measured (no backward benchmark selected)"
+    if args.no_memory:
+        return "not measured (--no-memory)"
+    if not bu.memory_supported():
+        return "not measured (/proc/self/clear_refs not writable)"
+    cmd = [sys.executable, os.path.abspath(__file__), "--_mem-child",
+           "--sizes", ",".join(bu.size_str(s) for s in args.sizes),
+           "--dtypes", ",".join(args.dtypes), "--only", ",".join(args.only)]
+    if args.no_torch:
+        cmd.append("--no-torch")
+    cmd += ["--torch-threads", str(args.torch_threads)]
+    env = dict(os.environ, **bu.MEM_ENV)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def finish_memory(proc, results):
+    """Waits for the memory process and fills in peak_mib; returns the method line."""
+    if isinstance(proc, str):
+        return proc
+    stdout, stderr = proc.communicate()
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("MEMJSON ")]
+    if proc.returncode != 0 or not lines:
+        tail = (stderr or stdout).strip().splitlines()[-3:]
+        return "failed: " + " | ".join(tail)
+    found = {(m["bench"], m["impl"], tuple(m["size"]), m["dtype"]): m["peak_mib"]
+             for m in json.loads(lines[-1][len("MEMJSON "):])}
+    for row in results:
+        key = (row["bench"], row["impl"], tuple(row["size"]), row["dtype"])
+        if row["status"] == "ok" and key in found:
+            row["peak_mib"] = found[key]
+    return bu.MEM_METHOD
+
+
+def comparisons(results):
+    by = {(r["bench"], r["impl"], tuple(r["size"]), r["dtype"]): r for r in results}
+    comps = []
+    for r in results:
+        if r["impl"] != "ours":
+            continue
+        for peer in PEERS[r["bench"]]:
+            p = by.get((r["bench"], peer, tuple(r["size"]), r["dtype"]))
+            if p is None:
+                continue
+            ratio = p["ms"] / r["ms"] if (p["ms"] and r["ms"]) else None
+            comps.append(dict(bench=r["bench"], peer=peer, size=r["size"], dtype=r["dtype"],
+                              ours_ms=r["ms"], peer_ms=p["ms"], ratio=ratio,
+                              ours_peak_mib=r["peak_mib"], peer_peak_mib=p["peak_mib"]))
+    return comps
+
+
+def targets(results, comps):
+    out = []
+    for c in comps:
+        for bench, peer, goal in TARGETS:
+            if c["dtype"] == "float32" and c["bench"] == bench and c["peer"] == peer:
+                out.append(dict(name=f"{bench} {peer}/ours", size=c["size"], dtype="float32",
+                                value=c["ratio"], goal=goal,
+                                met=None if c["ratio"] is None else c["ratio"] >= goal))
+    bench, size, goal = GEMM_TARGET
+    for r in results:
+        if (r["bench"], r["impl"], tuple(r["size"]), r["dtype"]) == (bench, "ours", size,
+                                                                      "float32"):
+            out.append(dict(name=f"{bench} ours share of GEMM", size=list(size),
+                            dtype="float32", value=r["gemm_share"], goal=goal,
+                            met=None if r["gemm_share"] is None else r["gemm_share"] >= goal))
+    return out
+
+
+def _f(v, fmt, na="n/a"):
+    return na if v is None else format(v, fmt)
+
+
+def _pct(v):
+    return "n/a" if v is None else f"{100 * v:.0f}%"
+
+
+def print_tables(meta, gemm, results, comps, tgts):
+    torch = (f"PyTorch {meta['torch']} ({meta['torch_threads']} threads)" if meta["torch"]
+             else "PyTorch not installed")
+    print(f"\n### RNN CPU benchmark: {meta['cpus']} CPUs, TensorFlow {meta['tensorflow']}, "
+          f"{torch}, median of {meta['reps']} reps\n")
+    print("GEMM rates (tf.matmul, same run): the RNN input GEMM [T·N, I+H]·[I+H, 4H] and a "
+          f"square {meta['square']}³ GEMM; %GEMM below is relative to the larger.\n")
+    print("| dtype | T×N×I×H | RNN-shape GEMM GF/s | square GEMM GF/s | peak GF/s |")
+    print("|---|---|---:|---:|---:|")
+    for g in gemm:
+        print(f"| {g['dtype']} | {bu.size_str(g['size'])} | {g['gemm_rnn_gflops']:.1f} | "
+              f"{g['gemm_square_gflops']:.1f} | {g['peak_gflops']:.1f} |")
+    print(f"\nPeak memory (MiB, backward benchmarks only): {meta['memory_method']}.")
+    print("speed-up = peer ms / ours ms (> 1: ours faster).\n")
+    by = {(r["bench"], r["impl"], tuple(r["size"]), r["dtype"]): r for r in results}
+    for dt in meta["dtypes"]:
+        print(f"#### {dt}\n")
+        print("| benchmark | T×N×I×H | ours ms | ours GF/s | ours %GEMM | peer | peer ms | "
+              "peer GF/s | speed-up | ours peak MiB | peer peak MiB |")
+        print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+        for c in comps:
+            if c["dtype"] != dt:
+                continue
+            o = by[(c["bench"], "ours", tuple(c["size"]), dt)]
+            p = by[(c["bench"], c["peer"], tuple(c["size"]), dt)]
+            mem = c["bench"] in BACKWARD
+            print(f"| {c['bench']} | {bu.size_str(c['size'])} | {_f(o['ms'], '.2f')} | "
+                  f"{_f(o['gflops'], '.1f')} | "
+                  f"{_pct(o['gemm_share'])} | "
+                  f"{c['peer']} | {_f(p['ms'], '.2f')} | {_f(p['gflops'], '.1f')} | "
+                  f"{_f(c['ratio'], '.2f')}{'x' if c['ratio'] is not None else ''} | "
+                  f"{_f(o['peak_mib'], '.1f', 'n/a' if mem else '-')} | "
+                  f"{_f(p['peak_mib'], '.1f', 'n/a' if mem else '-')} |")
+        print()
+    na = sorted({(r["bench"], r["impl"], r["dtype"], r["status"]) for r in results
+                 if r["status"] != "ok"})
+    if na:
+        print("n/a:")
+        for bench, impl, dt, status in na:
+            print(f"- {bench} {impl} {dt}: {status[5:]}")
+        print()
+    if tgts:
+        print("#### Targets (issue #5, float32)\n")
+        print("| target | T×N×I×H | value | goal | met |")
+        print("|---|---|---:|---:|---|")
+        for t in tgts:
+            share = "GEMM" in t["name"]
+            val = _pct(t["value"]) if share else _f(t["value"], ".2f") + (
+                "x" if t["value"] is not None else "")
+            goal = f"{100 * t['goal']:.0f}%" if share else f"{t['goal']:.1f}x"
+            met = "n/a" if t["met"] is None else ("yes" if t["met"] else "NO")
+            print(f"| {t['name']} | {bu.size_str(t['size'])} | {val} | >= {goal} | {met} |")
+        print()
+
+
+def plot(path, meta, comps):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dtypes = meta["dtypes"]
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(14, 4.5 * len(dtypes)), squeeze=False)
+    for ax, dt in zip(axes[:, 0], dtypes):
+        cs = [c for c in comps if c["dtype"] == dt]
+        sizes = [tuple(s) for s in meta["sizes"]]
+        series = []  # (bench, peer) pairs with at least one ratio in this dtype
+        for c in cs:
+            key = (c["bench"], c["peer"])
+            if c["ratio"] is not None and key not in series:
+                series.append(key)
+        width = 0.8 / max(1, len(series))
+        cmap = plt.get_cmap("tab20")
+        for k, (bench, peer) in enumerate(series):
+            vals = []
+            for s in sizes:
+                v = [c["ratio"] for c in cs
+                     if (c["bench"], c["peer"], tuple(c["size"])) == (bench, peer, s)]
+                vals.append(v[0] if v and v[0] else np.nan)
+            xs = np.arange(len(sizes)) + (k - (len(series) - 1) / 2) * width
+            ax.bar(xs, vals, width, label=f"{bench} vs {peer}", color=cmap(k % 20))
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xlim(-0.5, len(sizes) - 0.5)
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(sizes)))
+        ax.set_xticklabels([f"T={s[0]} N={s[1]}\nI={s[2]} H={s[3]}" for s in sizes])
+        ax.set_ylabel("speed-up (peer ms / ours ms)")
+        ax.set_title(f"tf_rnn_ops vs peers, {dt} ({meta['cpus']} CPUs)")
+        ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("--sizes", help="comma-separated TxNxIxH (default: the four of issue #5; "
+                                   f"--quick: {','.join(map(bu.size_str, bu.QUICK_SIZES))})")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--reps", type=int, help="timed calls per measurement (default 10; "
+                                            "--quick: 2)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes, 2 reps, 256³ square GEMM: a smoke test, not a measurement")
+    p.add_argument("--only", default=",".join(BENCHES),
+                   help=f"comma-separated subset of: {', '.join(BENCHES)}")
+    p.add_argument("--png", default=os.path.join(bu.REPO_ROOT, "bench", "out", "bench.png"))
+    p.add_argument("--json", help="also write all results as JSON to this path")
+    p.add_argument("--square", type=int, help="side of the square GEMM (default 2048; "
+                                              "--quick: 256)")
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers")
+    p.add_argument("--torch-threads", type=int,
+                   help="PyTorch intra-op threads (default: all CPUs, like TensorFlow's "
+                        "intra-op pool; --quick: 1, since OpenMP spin-waiting makes PyTorch "
+                        "very slow on an oversubscribed machine)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory process")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each timing as it ends")
+    p.add_argument("--_mem-child", dest="mem_child", action="store_true",
+                   help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.sizes = (bu.parse_sizes(args.sizes) if args.sizes
+                  else (bu.QUICK_SIZES if args.quick else bu.DEFAULT_SIZES))
+    args.dtypes = bu.parse_dtypes(args.dtypes)
+    args.reps = args.reps or (2 if args.quick else 10)
+    args.square = args.square or (256 if args.quick else 2048)
+    args.torch_threads = args.torch_threads or (1 if args.quick else os.cpu_count() or 1)
+    TORCH_THREADS[0] = args.torch_threads
+    args.only = [b.strip() for b in args.only.split(",") if b.strip()]
+    bad = [b for b in args.only if b not in BENCHES]
+    if bad:
+        p.error(f"--only: unknown {bad}; choose from {', '.join(BENCHES)}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.mem_child:
+        mem_child(args)
+        return 0
+    torch = None if args.no_torch else _torch()
+    meta = dict(tensorflow=tf.__version__, torch=torch.__version__ if torch else None,
+                torch_threads=args.torch_threads if torch else None,
+                cpus=os.cpu_count(), reps=args.reps, quick=args.quick, square=args.square,
+                sizes=[list(s) for s in args.sizes], dtypes=args.dtypes, only=args.only,
+                flops="LSTM forward 8*T*N*H*(I+H), GRU 6*...; backward 2x, fwd+bwd 3x",
+                timing="median of reps after one warm-up call; TF callables as tf.function")
+    # The memory process runs after the timings, so it cannot disturb them; with --quick
+    # (not a measurement) it runs alongside them to save time.
+    mem = start_memory(args) if args.quick else None
+    results, gemm = run_timings(args)
+    meta["memory_method"] = finish_memory(mem or start_memory(args), results)
+    comps = comparisons(results)
+    tgts = targets(results, comps)
+    print_tables(meta, gemm, results, comps, tgts)
+    if args.png:
+        plot(args.png, meta, comps)
+        print(f"plot: {args.png}")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, gemm=gemm, results=results, comparisons=comps,
+                           targets=tgts), f, indent=1)
+        print(f"json: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

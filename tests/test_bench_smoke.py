@@ -1,0 +1,93 @@
+"""Smoke test of the benchmark script: bench/bench_rnn.py --quick runs, writes its PNG and JSON.
+
+No timing assertions (times on a shared machine mean nothing); only that every benchmark ran
+where it can, with positive times, and that peers that cannot run say n/a instead of failing.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_BENCH = os.path.join(_REPO, "bench", "bench_rnn.py")
+
+# Implementations that must run in every dtype: ours everywhere, and the Keras layers.
+_ALWAYS = {"ours", "keras"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    png, js = out / "bench.png", out / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, _BENCH, "--quick", "--reps", "1", "--png", str(png), "--json",
+         str(js)], cwd=_REPO, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    with open(js) as f:
+        data = json.load(f)
+    return proc.stdout, png, data
+
+
+def test_outputs_written(quick_run):
+    stdout, png, data = quick_run
+    assert png.stat().st_size > 1000
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert set(data) >= {"meta", "gemm", "results", "comparisons", "targets"}
+    assert "| benchmark |" in stdout and "Targets" in stdout
+
+
+def test_meta_and_gemm(quick_run):
+    _, _, data = quick_run
+    meta = data["meta"]
+    assert set(meta) >= {"tensorflow", "torch", "cpus", "reps", "sizes", "dtypes",
+                         "memory_method"}
+    assert meta["dtypes"] == ["float32", "bfloat16"]
+    assert len(data["gemm"]) == len(meta["sizes"]) * len(meta["dtypes"])
+    for g in data["gemm"]:
+        assert g["gemm_rnn_gflops"] > 0 and g["gemm_square_gflops"] > 0
+        assert g["peak_gflops"] == max(g["gemm_rnn_gflops"], g["gemm_square_gflops"])
+
+
+def test_results(quick_run):
+    _, _, data = quick_run
+    rows = data["results"]
+    keys = {"bench", "impl", "size", "dtype", "ms", "gflops", "gemm_share", "peak_mib",
+            "status", "flops"}
+    benches = {r["bench"] for r in rows}
+    assert benches == set(data["meta"]["only"])
+    has_torch = importlib.util.find_spec("torch") is not None
+    for r in rows:
+        assert set(r) >= keys
+        can_run = (r["impl"] in _ALWAYS or (r["impl"] == "torch" and has_torch)
+                   or (r["impl"] == "stock" and r["dtype"] == "float32"))
+        if can_run:
+            assert r["status"] == "ok", r
+        if r["status"] == "ok":
+            assert r["ms"] > 0 and r["gflops"] > 0 and r["gemm_share"] > 0, r
+        else:
+            assert r["status"].startswith("n/a") and r["ms"] is None, r
+        if r["impl"] == "torch" and not has_torch:
+            assert "not installed" in r["status"]
+    # stock BlockLSTM takes half and float only: bfloat16 is n/a, not an error
+    assert any(r["impl"] == "stock" and r["dtype"] == "bfloat16" and r["status"] != "ok"
+               for r in rows)
+
+
+def test_memory_and_comparisons(quick_run):
+    _, _, data = quick_run
+    if data["meta"]["memory_method"].startswith(("not measured", "failed")):
+        assert not data["meta"]["memory_method"].startswith("failed"), data["meta"]
+        pytest.skip(data["meta"]["memory_method"])
+    measured = [r for r in data["results"] if r["peak_mib"] is not None]
+    assert measured and all(r["peak_mib"] >= 0 for r in measured)
+    assert any(r["bench"] == "block_lstm_grad" and r["impl"] == "ours" for r in measured)
+    for c in data["comparisons"]:
+        if c["ours_ms"] is not None and c["peer_ms"] is not None:
+            assert c["ratio"] > 0
+    names = {t["name"] for t in data["targets"]}
+    assert "block_lstm_grad stock/ours" in names
