@@ -3,7 +3,6 @@ exports the C API, its size and layout functions agree with our params layout, a
 without a GPU fails cleanly (a status and a message, no crash).  The GPU behaviour itself is
 tested by tests/gpu (tools/gpu_tests.sh on a GPU machine)."""
 
-import ctypes
 import os
 import shutil
 import sys
@@ -133,4 +132,3 @@ def test_loads_next_to_the_op_library_without_tf_symbols():
         pytest.skip("engine not built")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
-    del ctypes

@@ -320,4 +320,42 @@ TFRNN_EXPORT int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnC
   })
 }
 
+TFRNN_EXPORT int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst,
+                                       int64_t d0, int64_t d1, int64_t c, void* stream) {
+  TFRNN_C_API_GUARD({
+    if (d0 < 0 || d1 < 0 || c < 0) {
+      return Fail(tfrnn::gpu::InvalidArgument("swap_major: negative size"));
+    }
+    if (d0 * d1 * c > 0 && (src == nullptr || dst == nullptr)) {
+      return Fail(tfrnn::gpu::InvalidArgument("swap_major: NULL pointer"));
+    }
+    return Finish(tfrnn::gpu::SwapMajor(static_cast<cudaStream_t>(stream), elem_bytes, src, dst,
+                                        d0, d1, c));
+  })
+}
+
+static GpuStatus CopyOrZero(void* dst, const void* src, int64_t bytes, void* stream) {
+  if (bytes < 0) return tfrnn::gpu::InvalidArgument("negative byte count");
+  if (bytes == 0) return GpuStatus::Ok();
+  if (dst == nullptr) return tfrnn::gpu::InvalidArgument("dst is NULL");
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (src != nullptr) {
+    TFRNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  } else {
+    TFRNN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s));
+  }
+  return GpuStatus::Ok();
+}
+
+TFRNN_EXPORT int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void* stream) {
+  TFRNN_C_API_GUARD({
+    if (src == nullptr && bytes > 0) return Fail(tfrnn::gpu::InvalidArgument("src is NULL"));
+    return Finish(CopyOrZero(dst, src, bytes, stream));
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream) {
+  TFRNN_C_API_GUARD({ return Finish(CopyOrZero(dst, nullptr, bytes, stream)); })
+}
+
 }  // extern "C"

@@ -111,6 +111,15 @@ int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* ar
 int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
                             void* workspace, int64_t workspace_bytes, void* stream);
 
+/* Device helpers for framework adapters (all on `stream`, asynchronous):
+ * dst [d1, d0, c] = src [d0, d1, c] for elements of elem_bytes (2, 4 or 8) bytes; */
+int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst, int64_t d0, int64_t d1,
+                          int64_t c, void* stream);
+/* device-to-device copy of `bytes` bytes; */
+int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void* stream);
+/* `bytes` zero bytes at dst. */
+int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,6 +38,11 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
 int64_t RnnFwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes);
 int64_t RnnBwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes);
 
+// dst [d1, d0, c] = src [d0, d1, c] transposed in its first two dimensions (elements of
+// elem_bytes = 2, 4 or 8 bytes), on `stream`.
+GpuStatus SwapMajor(cudaStream_t stream, int elem_bytes, const void* src, void* dst, int64_t d0,
+                    int64_t d1, int64_t c);
+
 // Checks what the engine relies on (sizes, modes, options); the same rules as the CPU faces.
 GpuStatus ValidateRnnSpec(const RnnSpec& s);
 

@@ -19,7 +19,8 @@ STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABL
           4: "CUBLAS_ERROR", 5: "INTERNAL"}
 EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_device_count",
             "tfrnn_cuda_cublas_library", "tfrnn_cuda_rnn_sizes", "tfrnn_cuda_rnn_param_offsets",
-            "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward")
+            "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward", "tfrnn_cuda_swap_major",
+            "tfrnn_cuda_copy", "tfrnn_cuda_zero")
 
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 

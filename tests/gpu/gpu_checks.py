@@ -15,7 +15,7 @@ import numpy as np
 
 import cuda_engine
 import gpu_common as gc
-import reference
+import gpu_reference as reference
 
 # Tolerances: max |ours - ref| / max(1, max |ref|).
 TOL = {"float64": 1e-9, "float32": 2e-4, "float16": 2e-2, "bfloat16": 8e-2}
