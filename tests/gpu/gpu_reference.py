@@ -22,7 +22,9 @@ def _mix(z):
 
 
 def dropout_mask(seed, layer, n, p):
-    """Layer `layer`'s mask of n elements: 0 or 1/(1-p) (MakeMask in rnn_cpu.cc)."""
+    """Layer `layer`'s mask of n elements: 0 or 1/(1-p) (MakeMask in rnn_cpu.cc; the engine
+    holds p as a float32)."""
+    p = float(np.float32(p))
     key = _mix(np.uint64(seed) ^ _mix(np.uint64(layer + 0x5BD1E995)))
     u = (_mix(key ^ np.arange(n, dtype=np.uint64)) >> np.uint64(11)).astype(np.float64) * (
         1.0 / 9007199254740992.0)
