@@ -4,13 +4,16 @@
 #      and the test/example extras hypothesis, statsmodels, matplotlib;
 #   2. Bazel (Debian's bazel-bootstrap) if missing;
 #   3. .bazelrc with the TensorFlow header/library locations taken from tf.sysconfig;
-#   4. builds the op library and places it in the package (skip with --no-build).
+#   4. builds the op library and places it in the package (skip with --no-build); when nvcc is
+#      found (PATH or /usr/local/cuda/bin) also the TF-free CUDA engine, and the op library then
+#      registers GPU kernels for the TfRnn>CudnnRNN* ops (docs/GPU.md).
 # Environment:
 #   TF_RNN_OPS_VENV        virtual environment path (default: <repo>/.venv)
 #   TF_RNN_OPS_TF_VERSION  TensorFlow version to install and build against (e.g. 2.19.0).
 #                          Unset: build against the TensorFlow the venv already has, or install
 #                          2.21.0 when it has none.
 #   TF_RNN_OPS_TF_PACKAGE  full requirement instead (e.g. tf-nightly-cpu); overrides the above.
+#   TF_RNN_OPS_CUDA=0      CPU-only build even where nvcc exists.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
@@ -73,6 +76,12 @@ print(tf.__version__, tf.sysconfig.get_include(), tf.sysconfig.get_lib(), libnam
 PYEOF
 )
 log "TensorFlow $TF_VERSION at $TF_LIBDIR"
+CUDA=0
+if [ "${TF_RNN_OPS_CUDA:-1}" != 0 ]; then
+  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then CUDA=1; fi
+fi
+if [ "$CUDA" = 1 ]; then log "nvcc found: building the CUDA engine and GPU kernels"
+else log "CPU-only build (no nvcc, or TF_RNN_OPS_CUDA=0)"; fi
 {
   echo "# Written by configure.sh; re-run it after changing the TensorFlow install."
   echo "build --override_repository=rules_cc=$ROOT/third_party/bazel_stubs/rules_cc"
@@ -82,6 +91,7 @@ log "TensorFlow $TF_VERSION at $TF_LIBDIR"
   echo "build --repo_env=TF_SHARED_LIBRARY_NAME=$TF_LIBNAME"
   echo "build --define=TF_VERSION=$TF_VERSION"
   echo "build --define=PYTHON_BIN=$VPY"
+  [ "$CUDA" = 1 ] && echo "build --define=TFRNN_CUDA=1"
   IFS=',' read -ra flags <<< "$TF_CFLAGS"
   for f in "${flags[@]}"; do
     case "$f" in --std=*|-std=*) echo "build --cxxopt=-std=c++17" ;; *) echo "build --copt=$f" ;; esac
@@ -95,6 +105,6 @@ log "TensorFlow $TF_VERSION at $TF_LIBDIR"
 
 # --- 4. build ----------------------------------------------------------------------------
 if [ "$BUILD" = 1 ]; then
-  "$ROOT/tools/build.sh"
+  TF_RNN_OPS_CUDA="$CUDA" "$ROOT/tools/build.sh"
 fi
 log "done"

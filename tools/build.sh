@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the op library with Bazel and places it (with its build info) in the package,
 # so that `import tf_rnn_ops` works from the repository root. Needs ./configure.sh first.
+# Then builds the TF-free CUDA engine (tools/build_cuda.sh) when nvcc is found, unless
+# TF_RNN_OPS_CUDA=0.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -12,3 +14,10 @@ for lib in _tf_rnn_ops.so _tf_rnn_ops_cudnn_cpu.so _tfrnn_engine_avx.so _tfrnn_e
 done
 install -m 644 bazel-bin/tf_rnn_ops/_build_info.txt tf_rnn_ops/_build_info.txt
 echo "[build] op library built in $(( $(date +%s) - start )) s -> tf_rnn_ops/_tf_rnn_ops.so"
+# The TF-free CUDA engine (cc/gpu/), when nvcc exists; TF_RNN_OPS_CUDA=0 skips it.
+if [ "${TF_RNN_OPS_CUDA:-1}" != 0 ]; then
+  "$ROOT/tools/build_cuda.sh"
+else
+  rm -f tf_rnn_ops/_tfrnn_engine_cuda.so
+  echo "[build] TF_RNN_OPS_CUDA=0: CUDA engine not built"
+fi

@@ -690,5 +690,9 @@ TFRNN_REGISTER_CUDNN(float)
 TFRNN_REGISTER_CUDNN(double)
 #undef TFRNN_REGISTER_CUDNN
 
+#ifdef TFRNN_WITH_CUDA
+#include "cc/kernels/cudnn_rnn_gpu_kernels.inc"  // GPU kernels (TfRnn> names only)
+#endif
+
 }  // namespace
 }  // namespace tfrnn

@@ -1,0 +1,361 @@
+// The C API of c_api.h over the engine of rnn_gpu.h.
+#include "cc/gpu/c_api.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <exception>
+#include <string>
+
+#include "cc/engine/types.h"
+#include "cc/gpu/cublas_loader.h"
+#include "cc/gpu/gpu_status.h"
+#include "cc/gpu/rnn_gpu.h"
+
+#define TFRNN_EXPORT __attribute__((visibility("default")))
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+thread_local std::string g_last_error;
+
+int Fail(const GpuStatus& st) {
+  g_last_error = st.message();
+  return st.code();
+}
+
+int Finish(const GpuStatus& st) {
+  if (st.ok()) return TFRNN_CUDA_OK;
+  return Fail(st);
+}
+
+int ElemBytes(int dtype) { return dtype == TFRNN_CUDA_DOUBLE ? 8 : dtype == TFRNN_CUDA_FLOAT ? 4 : 2; }
+
+GpuStatus ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
+  if (in == nullptr) return InvalidArgument("spec is NULL");
+  if (in->dtype < TFRNN_CUDA_HALF || in->dtype > TFRNN_CUDA_DOUBLE) {
+    return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
+                           std::to_string(in->dtype));
+  }
+  s->mode = static_cast<RnnMode>(in->mode);
+  s->T = in->T;
+  s->B = in->B;
+  s->I = in->I;
+  s->N = in->N;
+  s->P = in->P;
+  s->L = in->L;
+  s->D = in->D;
+  s->skip_input = in->skip_input != 0;
+  s->training = in->training != 0;
+  s->dropout = static_cast<float>(in->dropout);
+  s->seed = in->seed;
+  for (int q = 0; q < 4; ++q) {
+    s->gate_pos[q] = in->gate_pos[q];
+    s->gate_act[q] = static_cast<RnnAct>(in->gate_act[q]);
+  }
+  s->cell_act = static_cast<RnnAct>(in->cell_act);
+  s->peephole = in->peephole != 0;
+  s->has_mask = in->has_mask != 0;
+  s->preprojected = in->preprojected != 0;
+  s->reverse = in->reverse != 0;
+  return ValidateRnnSpec(*s);
+}
+
+GpuStatus CheckLengths(const RnnSpec& s, const int32_t* lengths) {
+  if (lengths == nullptr) return GpuStatus::Ok();
+  for (int64_t b = 0; b < s.B; ++b) {
+    if (lengths[b] < 0 || lengths[b] > s.T) {
+      return InvalidArgument("lengths[" + std::to_string(b) + "] = " +
+                             std::to_string(lengths[b]) + " is outside [0, " +
+                             std::to_string(s.T) + "]");
+    }
+  }
+  return GpuStatus::Ok();
+}
+
+GpuStatus Need(const void* p, int64_t n, const char* name) {
+  if (n > 0 && p == nullptr) return InvalidArgument(std::string(name) + " is NULL");
+  return GpuStatus::Ok();
+}
+
+// The current device exists and a cuBLAS handle for (device, stream) is leased.
+GpuStatus Prepare(void* stream, CublasLease* lease, GpuContext* g) {
+  int device = -1;
+  TFRNN_CUDA_CHECK(cudaGetDevice(&device));
+  g->stream = static_cast<cudaStream_t>(stream);
+  TFRNN_GPU_RETURN_IF_ERROR(lease->Acquire(g->stream));
+  g->api = lease->api();
+  g->blas = lease->handle();
+  return GpuStatus::Ok();
+}
+
+template <typename T>
+GpuStatus Forward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws,
+                  int64_t ws_bytes) {
+  RnnFwdArgs<T> a;
+  a.lengths = in->lengths;
+  a.x = static_cast<const T*>(in->x);
+  a.h0 = static_cast<const T*>(in->h0);
+  a.c0 = static_cast<const T*>(in->c0);
+  a.params = static_cast<const T*>(in->params);
+  a.y = static_cast<T*>(in->y);
+  a.hn = static_cast<T*>(in->hn);
+  a.cn = static_cast<T*>(in->cn);
+  a.reserve = static_cast<T*>(in->reserve);
+  a.peephole = static_cast<const T*>(in->peephole);
+  a.mask = static_cast<const T*>(in->mask);
+  a.mask_per_step = in->mask_per_step != 0;
+  return RnnForwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
+}
+
+template <typename T>
+GpuStatus Backward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws,
+                   int64_t ws_bytes) {
+  RnnBwdArgs<T> a;
+  a.lengths = in->lengths;
+  a.x = static_cast<const T*>(in->x);
+  a.h0 = static_cast<const T*>(in->h0);
+  a.c0 = static_cast<const T*>(in->c0);
+  a.params = static_cast<const T*>(in->params);
+  a.reserve = static_cast<const T*>(in->reserve);
+  a.dy = static_cast<const T*>(in->dy);
+  a.dhn = static_cast<const T*>(in->dhn);
+  a.dcn = static_cast<const T*>(in->dcn);
+  a.dx = static_cast<T*>(in->dx);
+  a.dh0 = static_cast<T*>(in->dh0);
+  a.dc0 = static_cast<T*>(in->dc0);
+  a.dparams = static_cast<T*>(in->dparams);
+  a.peephole = static_cast<const T*>(in->peephole);
+  a.mask = static_cast<const T*>(in->mask);
+  a.mask_per_step = in->mask_per_step != 0;
+  a.dc_seq = static_cast<const T*>(in->dc_seq);
+  a.dpeephole = static_cast<T*>(in->dpeephole);
+  return RnnBackwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
+}
+
+GpuStatus CheckFwdArgs(const RnnSpec& s, const TfRnnCudaFwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  TFRNN_GPU_RETURN_IF_ERROR(CheckLengths(s, a->lengths));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, s.T * s.B * s.I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h0, LD * s.B * Hs, "h0"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->hn, LD * s.B * Hs, "hn"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->c0, lstm ? LD * s.B * s.N : 0, "c0"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cn, lstm ? LD * s.B * s.N : 0, "cn"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->params, RnnParamsSize(s), "params"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->y, s.T * s.B * s.D * Hs, "y"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->reserve, RnnReserveSize(s), "reserve"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->peephole, s.peephole ? LD * KN : 0, "peephole"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckBwdArgs(const RnnSpec& s, const TfRnnCudaBwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  TFRNN_GPU_RETURN_IF_ERROR(CheckLengths(s, a->lengths));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, s.T * s.B * s.I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dx, s.T * s.B * s.I, "dx"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h0, LD * s.B * Hs, "h0"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dhn, LD * s.B * Hs, "dhn"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dh0, LD * s.B * Hs, "dh0"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->c0, lstm ? LD * s.B * s.N : 0, "c0"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dcn, lstm ? LD * s.B * s.N : 0, "dcn"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dc0, lstm ? LD * s.B * s.N : 0, "dc0"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->params, RnnParamsSize(s), "params"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dparams, RnnParamsSize(s), "dparams"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dy, s.T * s.B * s.D * Hs, "dy"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->reserve, RnnReserveSize(s), "reserve"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->peephole, s.peephole ? LD * KN : 0, "peephole"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dpeephole, s.peephole ? LD * KN : 0, "dpeephole"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"));
+  return GpuStatus::Ok();
+}
+
+}  // namespace
+}  // namespace gpu
+}  // namespace tfrnn
+
+using tfrnn::gpu::Fail;
+using tfrnn::gpu::Finish;
+using tfrnn::gpu::GpuStatus;
+
+#define TFRNN_C_API_GUARD(body)                                                   \
+  try {                                                                           \
+    body                                                                          \
+  } catch (const std::exception& e) {                                             \
+    return Fail(GpuStatus(TFRNN_CUDA_INTERNAL, std::string("exception: ") + e.what())); \
+  } catch (...) {                                                                 \
+    return Fail(GpuStatus(TFRNN_CUDA_INTERNAL, "unknown exception"));             \
+  }
+
+extern "C" {
+
+TFRNN_EXPORT int tfrnn_cuda_api_version(void) { return TFRNN_CUDA_API_VERSION; }
+
+TFRNN_EXPORT const char* tfrnn_cuda_last_error(void) {
+  return tfrnn::gpu::g_last_error.c_str();
+}
+
+TFRNN_EXPORT int tfrnn_cuda_device_count(int32_t* count) {
+  TFRNN_C_API_GUARD({
+    if (count == nullptr) return Fail(tfrnn::gpu::InvalidArgument("count is NULL"));
+    *count = 0;
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear it
+      return Fail(tfrnn::gpu::CudaStatus(e, "cudaGetDeviceCount", __FILE__, __LINE__));
+    }
+    *count = n;
+    return TFRNN_CUDA_OK;
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_cublas_library(const char** soname) {
+  TFRNN_C_API_GUARD({
+    const tfrnn::gpu::CublasApi* api = nullptr;
+    GpuStatus st = tfrnn::gpu::LoadCublas(&api);
+    if (!st.ok()) return Fail(st);
+    if (soname != nullptr) *soname = api->soname;
+    return TFRNN_CUDA_OK;
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_rnn_sizes(const TfRnnCudaSpec* spec, int64_t* params_elems,
+                                      int64_t* reserve_elems, int64_t* fwd_workspace_bytes,
+                                      int64_t* bwd_workspace_bytes) {
+  TFRNN_C_API_GUARD({
+    tfrnn::RnnSpec s;
+    GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
+    if (!st.ok()) return Fail(st);
+    const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
+    if (params_elems != nullptr) *params_elems = tfrnn::RnnParamsSize(s);
+    if (reserve_elems != nullptr) *reserve_elems = tfrnn::RnnReserveSize(s);
+    if (fwd_workspace_bytes != nullptr) {
+      *fwd_workspace_bytes = tfrnn::gpu::RnnFwdWorkspaceBytesGpu(s, eb);
+    }
+    if (bwd_workspace_bytes != nullptr) {
+      *bwd_workspace_bytes = tfrnn::gpu::RnnBwdWorkspaceBytesGpu(s, eb);
+    }
+    return TFRNN_CUDA_OK;
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_rnn_param_offsets(const TfRnnCudaSpec* spec, int64_t pseudo,
+                                              int64_t out[6]) {
+  TFRNN_C_API_GUARD({
+    tfrnn::RnnSpec s;
+    GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
+    if (!st.ok()) return Fail(st);
+    if (out == nullptr) return Fail(tfrnn::gpu::InvalidArgument("out is NULL"));
+    if (pseudo < 0 || pseudo >= s.L * s.D) {
+      return Fail(tfrnn::gpu::InvalidArgument("pseudo-layer " + std::to_string(pseudo) +
+                                              " is outside [0, L*D)"));
+    }
+    const tfrnn::RnnParamOffsets o = tfrnn::RnnParamLayout(s, pseudo);
+    out[0] = o.w;
+    out[1] = o.r;
+    out[2] = o.p;
+    out[3] = o.bw;
+    out[4] = o.br;
+    out[5] = o.end;
+    return TFRNN_CUDA_OK;
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* args,
+                                        void* workspace, int64_t workspace_bytes,
+                                        void* stream) {
+  TFRNN_C_API_GUARD({
+    tfrnn::RnnSpec s;
+    GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
+    if (st.ok()) st = tfrnn::gpu::CheckFwdArgs(s, args);
+    if (!st.ok()) return Fail(st);
+    tfrnn::gpu::CublasLease lease;
+    tfrnn::gpu::GpuContext g;
+    st = tfrnn::gpu::Prepare(stream, &lease, &g);
+    if (!st.ok()) return Fail(st);
+    switch (spec->dtype) {
+      case TFRNN_CUDA_HALF:
+        return Finish(tfrnn::gpu::Forward<__half>(g, s, args, workspace, workspace_bytes));
+      case TFRNN_CUDA_BFLOAT16:
+        return Finish(
+            tfrnn::gpu::Forward<__nv_bfloat16>(g, s, args, workspace, workspace_bytes));
+      case TFRNN_CUDA_FLOAT:
+        return Finish(tfrnn::gpu::Forward<float>(g, s, args, workspace, workspace_bytes));
+      default:
+        return Finish(tfrnn::gpu::Forward<double>(g, s, args, workspace, workspace_bytes));
+    }
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
+                                         void* workspace, int64_t workspace_bytes,
+                                         void* stream) {
+  TFRNN_C_API_GUARD({
+    tfrnn::RnnSpec s;
+    GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
+    if (st.ok()) st = tfrnn::gpu::CheckBwdArgs(s, args);
+    if (!st.ok()) return Fail(st);
+    tfrnn::gpu::CublasLease lease;
+    tfrnn::gpu::GpuContext g;
+    st = tfrnn::gpu::Prepare(stream, &lease, &g);
+    if (!st.ok()) return Fail(st);
+    switch (spec->dtype) {
+      case TFRNN_CUDA_HALF:
+        return Finish(tfrnn::gpu::Backward<__half>(g, s, args, workspace, workspace_bytes));
+      case TFRNN_CUDA_BFLOAT16:
+        return Finish(
+            tfrnn::gpu::Backward<__nv_bfloat16>(g, s, args, workspace, workspace_bytes));
+      case TFRNN_CUDA_FLOAT:
+        return Finish(tfrnn::gpu::Backward<float>(g, s, args, workspace, workspace_bytes));
+      default:
+        return Finish(tfrnn::gpu::Backward<double>(g, s, args, workspace, workspace_bytes));
+    }
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst,
+                                       int64_t d0, int64_t d1, int64_t c, void* stream) {
+  TFRNN_C_API_GUARD({
+    if (d0 < 0 || d1 < 0 || c < 0) {
+      return Fail(tfrnn::gpu::InvalidArgument("swap_major: negative size"));
+    }
+    if (d0 * d1 * c > 0 && (src == nullptr || dst == nullptr)) {
+      return Fail(tfrnn::gpu::InvalidArgument("swap_major: NULL pointer"));
+    }
+    return Finish(tfrnn::gpu::SwapMajor(static_cast<cudaStream_t>(stream), elem_bytes, src, dst,
+                                        d0, d1, c));
+  })
+}
+
+static GpuStatus CopyOrZero(void* dst, const void* src, int64_t bytes, void* stream) {
+  if (bytes < 0) return tfrnn::gpu::InvalidArgument("negative byte count");
+  if (bytes == 0) return GpuStatus::Ok();
+  if (dst == nullptr) return tfrnn::gpu::InvalidArgument("dst is NULL");
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (src != nullptr) {
+    TFRNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  } else {
+    TFRNN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s));
+  }
+  return GpuStatus::Ok();
+}
+
+TFRNN_EXPORT int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void* stream) {
+  TFRNN_C_API_GUARD({
+    if (src == nullptr && bytes > 0) return Fail(tfrnn::gpu::InvalidArgument("src is NULL"));
+    return Finish(CopyOrZero(dst, src, bytes, stream));
+  })
+}
+
+TFRNN_EXPORT int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream) {
+  TFRNN_C_API_GUARD({ return Finish(CopyOrZero(dst, nullptr, bytes, stream)); })
+}
+
+}  // extern "C"

@@ -1,0 +1,127 @@
+/* C entry points of the CUDA RNN engine (tf_rnn_ops/_tfrnn_engine_cuda.so). No TensorFlow:
+ * callers pass device pointers, sizes and a cudaStream_t; every function returns a status
+ * (TFRNN_CUDA_OK = 0) and tfrnn_cuda_last_error() gives the message of the calling thread's
+ * last failure. Nothing aborts. Work is queued on `stream`; the functions return without
+ * waiting for it (only a host->device copy of per-sequence lengths is staged synchronously).
+ *
+ * Notation as in cc/engine/rnn.h: T steps, B batch, I input size, N units, P projection
+ * (lstm; 0 = none), Hs = P or N, K gates (lstm 4, gru 3, rnn 1), L layers, D directions.
+ * Tensors are dense, row-major, time-major:
+ *   x [T, B, I]; y [T, B, D*Hs]; h0, hn [L*D, B, Hs]; c0, cn [L*D, B, N] (lstm);
+ *   params: the opaque layout of cc/engine/types.h (RnnParamLayout; docs/GPU.md);
+ *   reserve: reserve_elems elements written by forward, read by backward.
+ * Element type per spec.dtype: 0 half, 1 bfloat16, 2 float, 3 double (half and bfloat16
+ * compute and accumulate in float). */
+#ifndef TF_RNN_OPS_CC_GPU_C_API_H_
+#define TF_RNN_OPS_CC_GPU_C_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TFRNN_CUDA_API_VERSION 1
+
+#define TFRNN_CUDA_OK 0
+#define TFRNN_CUDA_INVALID_ARGUMENT 1
+#define TFRNN_CUDA_CUDA_ERROR 2
+#define TFRNN_CUDA_CUBLAS_UNAVAILABLE 3
+#define TFRNN_CUDA_CUBLAS_ERROR 4
+#define TFRNN_CUDA_INTERNAL 5
+
+#define TFRNN_CUDA_HALF 0
+#define TFRNN_CUDA_BFLOAT16 1
+#define TFRNN_CUDA_FLOAT 2
+#define TFRNN_CUDA_DOUBLE 3
+
+typedef struct {
+  int32_t mode;          /* 0 lstm, 1 gru, 2 rnn_tanh, 3 rnn_relu */
+  int32_t dtype;         /* TFRNN_CUDA_HALF .. TFRNN_CUDA_DOUBLE */
+  int64_t T, B, I, N, P, L, D;
+  int32_t skip_input;    /* layer 0 has no W; x (I == N) feeds every gate */
+  int32_t training;      /* 0: no dropout */
+  double dropout;        /* between layers, training only */
+  uint64_t seed;
+  /* MPSGraph-style LSTM options (cuDNN defaults: {0,1,2,3}, {3,3,2,3}, 2, 0...). */
+  int32_t gate_pos[4];   /* block of logical gates i, f, c, o within a K*N row */
+  int32_t gate_act[4];   /* 0 none, 1 relu, 2 tanh, 3 sigmoid, 4 hard sigmoid */
+  int32_t cell_act;
+  int32_t peephole;
+  int32_t has_mask;
+  int32_t preprojected;
+  int32_t reverse;
+} TfRnnCudaSpec;
+
+typedef struct {
+  const int32_t* lengths;      /* host [B] in [0, T], or NULL (all T) */
+  const int32_t* lengths_dev;  /* optional device copy of lengths */
+  const void* x;
+  const void* h0;
+  const void* c0;              /* lstm */
+  const void* params;
+  void* y;
+  void* hn;
+  void* cn;                    /* lstm */
+  void* reserve;
+  const void* peephole;        /* [L*D, K*N] (spec.peephole) */
+  const void* mask;            /* [T or 1, B, D*Hs] (spec.has_mask) */
+  int32_t mask_per_step;
+} TfRnnCudaFwdArgs;
+
+typedef struct {
+  const int32_t* lengths;
+  const int32_t* lengths_dev;
+  const void* x;
+  const void* h0;
+  const void* c0;
+  const void* params;
+  const void* reserve;         /* from tfrnn_cuda_rnn_forward with the same spec and lengths */
+  const void* dy;              /* [T, B, D*Hs] */
+  const void* dhn;             /* [L*D, B, Hs] */
+  const void* dcn;             /* [L*D, B, N] (lstm) */
+  void* dx;
+  void* dh0;
+  void* dc0;
+  void* dparams;
+  const void* peephole;
+  const void* mask;
+  int32_t mask_per_step;
+  const void* dc_seq;          /* optional dL/dc of every step [T, B, D*N] (lstm) */
+  void* dpeephole;             /* [L*D, K*N] (spec.peephole) */
+} TfRnnCudaBwdArgs;
+
+int tfrnn_cuda_api_version(void);
+/* Message of the calling thread's last failed call ("" if none). */
+const char* tfrnn_cuda_last_error(void);
+/* Number of CUDA devices (0 with an error status when there is no driver or device). */
+int tfrnn_cuda_device_count(int32_t* count);
+/* Loads cuBLAS; *soname receives the library opened. */
+int tfrnn_cuda_cublas_library(const char** soname);
+/* Sizes: params and reserve in elements, workspaces in bytes. No device needed. */
+int tfrnn_cuda_rnn_sizes(const TfRnnCudaSpec* spec, int64_t* params_elems,
+                         int64_t* reserve_elems, int64_t* fwd_workspace_bytes,
+                         int64_t* bwd_workspace_bytes);
+/* Offsets (elements) of pseudo-layer p = l*D + d in params: out = {w, r, p, bw, br, end}. */
+int tfrnn_cuda_rnn_param_offsets(const TfRnnCudaSpec* spec, int64_t pseudo, int64_t out[6]);
+/* stream is a cudaStream_t (NULL: the legacy default stream). */
+int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* args,
+                           void* workspace, int64_t workspace_bytes, void* stream);
+/* Writes every output (dparams fully, not accumulated). */
+int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
+                            void* workspace, int64_t workspace_bytes, void* stream);
+
+/* Device helpers for framework adapters (all on `stream`, asynchronous):
+ * dst [d1, d0, c] = src [d0, d1, c] for elements of elem_bytes (2, 4 or 8) bytes; */
+int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst, int64_t d0, int64_t d1,
+                          int64_t c, void* stream);
+/* device-to-device copy of `bytes` bytes; */
+int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void* stream);
+/* `bytes` zero bytes at dst. */
+int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TF_RNN_OPS_CC_GPU_C_API_H_ */

@@ -1,0 +1,491 @@
+// Backward of the CUDA stacked-RNN engine (see rnn_gpu.h; the CPU twin is LayerBackward and
+// RnnBackward in cc/engine/rnn_cpu.cc, whose structure and buffer roles this follows).
+#include <algorithm>
+#include <cstdint>
+
+#include "cc/gpu/rnn_gpu_common.cuh"
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+template <typename T>
+struct BwdBufs {
+  using A = AccOf<T>;
+  int* lengths;
+  T *dgx, *dhr;            // [TB, KN] pre-activation gradients (dhr == dgx except for gru)
+  T *dhr_prev, *dhr_cur;   // [B, KN] dL/d(R·h) of the later / current step
+  A *dh, *dc;              // [B, Hs], [B, N] carries
+  T* dhtot;                // [TB, P] dL/dh (projected) of every row (projection)
+  A* dhh;                  // [B, N] dL/d(unprojected h) (projection)
+  T* dtot;                 // [B, Hs] (projection)
+  A* dhm;                  // [B, Hs] (mask)
+  T *dy_buf, *din_buf;     // [TB, D·Hs]
+  T* x_masked;             // [TB, I]
+  A* partial;              // [chunks, KN] column-sum partials
+  I64 chunks;
+};
+
+constexpr I64 kMaxChunks = 128;
+
+template <typename T>
+BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
+  using A = AccOf<T>;
+  const I64 TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const I64 ycols = s.D * Hs;
+  BwdBufs<T> w;
+  w.lengths = cv.Take<int>(B);
+  w.dgx = cv.Take<T>(TB * KN);
+  w.dhr = s.mode == RnnMode::kGru ? cv.Take<T>(TB * KN) : w.dgx;
+  w.dhr_prev = cv.Take<T>(B * KN);
+  w.dhr_cur = cv.Take<T>(B * KN);
+  w.dh = cv.Take<A>(B * Hs);
+  w.dc = cv.Take<A>(B * N);
+  w.dhtot = cv.Take<T>(TB * s.P);
+  w.dhh = cv.Take<A>(B * N);
+  w.dtot = cv.Take<T>(B * Hs);
+  w.dhm = cv.Take<A>(B * Hs);
+  w.dy_buf = cv.Take<T>(TB * ycols);
+  w.din_buf = cv.Take<T>(TB * ycols);
+  w.x_masked = cv.Take<T>(TB * s.I);
+  w.chunks = std::max<I64>(1, std::min<I64>(kMaxChunks, (TB + 255) / 256));
+  w.partial = cv.Take<A>(w.chunks * KN);
+  return w;
+}
+
+// dh[b, :] += src[b, :] ⊙ mask row of (b, step) for the rows that have that step.
+template <typename T>
+__global__ void AddMaskedKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, I64 cols, I64 dcol,
+                                const T* mask, bool per_step, const AccOf<T>* src,
+                                AccOf<T>* dh) {
+  TFRNN_GRID_STRIDE(i, B * Hs) {
+    const I64 b = i / Hs, j = i % Hs;
+    const I64 tau = sm.Tau(b, step);
+    if (tau < 0) continue;
+    dh[i] += src[i] * Ld(mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j);
+  }
+}
+
+// Projection, before the pointwise step: dtot = dy + dh for rows with this step (0 otherwise),
+// recorded in dhtot; the carry dh restarts at 0 for those rows.
+template <typename T>
+__global__ void ProjPreKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* dy, I64 yst,
+                              I64 dcol, AccOf<T>* dh, T* dtot, T* dhtot) {
+  using A = AccOf<T>;
+  TFRNN_GRID_STRIDE(i, B * Hs) {
+    const I64 b = i / Hs, j = i % Hs;
+    const I64 tau = sm.Tau(b, step);
+    if (tau < 0) {
+      St(dtot + i, A(0));
+      continue;
+    }
+    const I64 row = tau * B + b;
+    const A d = Ld(dy + row * yst + dcol + j) + dh[i];
+    St(dtot + i, d);
+    St(dhtot + row * Hs + j, d);
+    dh[i] = A(0);
+  }
+}
+
+template <typename T>
+struct BwdStep {
+  using A = AccOf<T>;
+  StepMapDev sm;
+  I64 step, B, N, Hs, K, D;
+  int mode;
+  bool proj;
+  LayerPtrs<T> ly;
+  const T* c0;       // [B, N] this pseudo-layer's initial cell state (lstm)
+  const T* dy;       // [T, B, D·Hs] dL/d(layer output)
+  I64 yst;
+  T* dgx;            // [TB, KN]
+  T* dhr;            // [TB, KN] (gru)
+  T* dhr_cur;        // [B, KN]
+  A* dh;             // [B, Hs]
+  A* dc;             // [B, N]
+  const A* dhh;      // [B, N] (projection)
+  const T* peep;     // [KN] (peephole)
+  bool peephole;
+  const T* dc_seq;   // [T, B, D·N] or null
+  int gate_pos[4], gate_act[4], cell_act;
+};
+
+// One thread per (b, unit j). dh holds the carry dL/dh from later steps, dc the carry dL/dc;
+// with projection dhh holds dL/d(unprojected h) and dh is left alone.
+template <typename T>
+__global__ void BwdStepKernel(BwdStep<T> p) {
+  using A = AccOf<T>;
+  const I64 N = p.N, KN = p.K * p.N;
+  TFRNN_GRID_STRIDE(i, p.B * N) {
+    const I64 b = i / N, j = i % N;
+    const I64 tau = p.sm.Tau(b, p.step);
+    T* dr = p.dhr_cur + b * KN + j;
+    if (tau < 0) {
+      for (I64 k = 0; k < p.K; ++k) St(dr + k * N, A(0));
+      continue;
+    }
+    const I64 row = tau * p.B + b;
+    const T* g = p.ly.acts + row * KN + j;
+    T* dg = p.dgx + row * KN + j;
+    A* dhc = p.dh + b * p.Hs + j;
+    const A dt = p.proj ? p.dhh[b * N + j] : Ld(p.dy + row * p.yst + p.ly.dcol + j) + *dhc;
+    switch (p.mode) {
+      case static_cast<int>(RnnMode::kLstm): {
+        const int* pos = p.gate_pos;
+        const A i_ = Ld(g + pos[0] * N), f = Ld(g + pos[1] * N), cc = Ld(g + pos[2] * N),
+                o = Ld(g + pos[3] * N);
+        const A cs = Ld(p.ly.aux + row * N + j);
+        const A cprev = p.step == 0 ? Ld(p.c0 + b * N + j)
+                                    : Ld(p.ly.aux + (p.sm.Prev(tau) * p.B + b) * N + j);
+        A dc = p.dc[b * N + j];
+        if (p.dc_seq != nullptr) {
+          dc += Ld(p.dc_seq + row * p.D * N + (p.ly.dcol / p.Hs) * N + j);
+        }
+        const A tc = Act(p.cell_act, cs);
+        dc += ActGrad(p.cell_act, tc, dt * o);
+        A d[4];
+        d[3] = ActGrad(p.gate_act[3], o, dt * tc);
+        d[0] = ActGrad(p.gate_act[0], i_, dc * cc);
+        d[1] = ActGrad(p.gate_act[1], f, dc * cprev);
+        d[2] = ActGrad(p.gate_act[2], cc, dc * i_);
+        A dcn = dc * f;
+        if (p.peephole) {
+          for (int q = 0; q < 4; ++q) dcn += d[q] * Ld(p.peep + pos[q] * N + j);
+        }
+        p.dc[b * N + j] = dcn;
+        for (int q = 0; q < 4; ++q) {
+          St(dr + pos[q] * N, d[q]);
+          St(dg + pos[q] * N, d[q]);
+        }
+        if (!p.proj) *dhc = A(0);
+        break;
+      }
+      case static_cast<int>(RnnMode::kGru): {
+        const A rg = Ld(g), z = Ld(g + N), n = Ld(g + 2 * N);
+        const A hrn = Ld(p.ly.aux + row * N + j), hp = Ld(p.ly.hprev + row * p.Hs + j);
+        const A dpn = dt * (A(1) - z) * (A(1) - n * n);
+        const A dpz = dt * (hp - n) * z * (A(1) - z);
+        const A dpr = dpn * hrn * rg * (A(1) - rg);
+        *dhc = dt * z;
+        St(dg, dpr);
+        St(dg + N, dpz);
+        St(dg + 2 * N, dpn);
+        St(dr, dpr);
+        St(dr + N, dpz);
+        St(dr + 2 * N, dpn * rg);
+        T* dhr_row = p.dhr + row * KN + j;
+        St(dhr_row, dpr);
+        St(dhr_row + N, dpz);
+        St(dhr_row + 2 * N, dpn * rg);
+        break;
+      }
+      default: {  // rnn_tanh, rnn_relu: g holds h
+        const A h = Ld(g);
+        const A d = p.mode == static_cast<int>(RnnMode::kTanh) ? dt * (A(1) - h * h)
+                                                               : (h > A(0) ? dt : A(0));
+        St(dg, d);
+        St(dr, d);
+        *dhc = A(0);
+        break;
+      }
+    }
+  }
+}
+
+// Deterministic column sums of a [rows, cols] matrix: partial sums over fixed row chunks, then
+// the chunks in order. No atomics.
+template <typename T>
+__global__ void ColumnPartialKernel(const T* in, I64 rows, I64 cols, I64 rows_per_chunk,
+                                    AccOf<T>* partial) {
+  const I64 col = blockIdx.x * static_cast<I64>(blockDim.x) + threadIdx.x;
+  const I64 chunk = blockIdx.y;
+  if (col >= cols) return;
+  const I64 r0 = chunk * rows_per_chunk;
+  const I64 r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  AccOf<T> acc = 0;
+  for (I64 r = r0; r < r1; ++r) acc += Ld(in + r * cols + col);
+  partial[chunk * cols + col] = acc;
+}
+
+template <typename T>
+__global__ void ColumnFinishKernel(const AccOf<T>* partial, I64 chunks, I64 cols, T* out) {
+  TFRNN_GRID_STRIDE(col, cols) {
+    AccOf<T> acc = 0;
+    for (I64 c = 0; c < chunks; ++c) acc += partial[c * cols + col];
+    St(out + col, acc);
+  }
+}
+
+template <typename T>
+GpuStatus ColumnSum(const GpuContext& g, const T* in, I64 rows, I64 cols, const BwdBufs<T>& w,
+                    T* out) {
+  if (cols == 0) return GpuStatus::Ok();
+  const I64 rpc = std::max<I64>(1, (rows + w.chunks - 1) / w.chunks);
+  const I64 chunks = rows == 0 ? 0 : (rows + rpc - 1) / rpc;
+  if (chunks > 0) {
+    dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
+              static_cast<unsigned>(chunks));
+    ColumnPartialKernel<T><<<grid, kThreads, 0, g.stream>>>(in, rows, cols, rpc, w.partial);
+    TFRNN_CUDA_CHECK_LAUNCH("ColumnPartialKernel");
+  }
+  ColumnFinishKernel<T><<<Blocks(cols), kThreads, 0, g.stream>>>(w.partial, chunks, cols, out);
+  TFRNN_CUDA_CHECK_LAUNCH("ColumnFinishKernel");
+  return GpuStatus::Ok();
+}
+
+// Peephole gradients: dp[k·N + j] = Σ over every valid (b, step) of dpre[k·N + j] ⊙ c_prev[j],
+// one thread per column, rows in a fixed order.
+template <typename T>
+__global__ void PeepholeGradKernel(StepMapDev sm, I64 B, I64 N, I64 K, const T* dgx,
+                                   const T* aux, const T* c0, T* dp) {
+  const I64 KN = K * N;
+  TFRNN_GRID_STRIDE(col, KN) {
+    const I64 j = col % N;
+    AccOf<T> acc = 0;
+    for (I64 b = 0; b < B; ++b) {
+      const I64 len = sm.Len(b);
+      for (I64 st = 0; st < len; ++st) {
+        const I64 tau = sm.Tau(b, st);
+        const AccOf<T> cprev =
+            st == 0 ? Ld(c0 + b * N + j) : Ld(aux + (sm.Prev(tau) * B + b) * N + j);
+        acc += Ld(dgx + (tau * B + b) * KN + col) * cprev;
+      }
+    }
+    St(dp + col, acc);
+  }
+}
+
+// din for input without W: skip input (Σ over gates of dgx) or preprojected (dgx into this
+// direction's columns).
+template <typename T>
+__global__ void DinCopyKernel(const T* dgx, I64 rows, I64 K, I64 N, I64 in_cols,
+                              bool preprojected, I64 col0, bool accumulate, T* din) {
+  using A = AccOf<T>;
+  const I64 KN = K * N;
+  if (preprojected) {
+    TFRNN_GRID_STRIDE(i, rows * KN) {
+      const I64 r = i / KN, c = i % KN;
+      din[r * in_cols + col0 + c] = dgx[i];
+    }
+  } else {
+    TFRNN_GRID_STRIDE(i, rows * N) {
+      const I64 r = i / N, j = i % N;
+      T* out = din + r * in_cols + j;
+      A acc = accumulate ? Ld(out) : A(0);
+      for (I64 k = 0; k < K; ++k) acc += Ld(dgx + r * KN + k * N + j);
+      St(out, acc);
+    }
+  }
+}
+
+// Layer 0's input with the rows past each sequence's length zeroed (values the forward never
+// read must not reach the weight gradient as NaN·0).
+template <typename T>
+__global__ void MaskPaddedRowsKernel(const T* x, const int* lengths, I64 B, I64 I, I64 rows,
+                                     T* out) {
+  TFRNN_GRID_STRIDE(i, rows * I) {
+    const I64 r = i / I, t = r / B, b = r % B;
+    if (t < lengths[b]) {
+      out[i] = x[i];
+    } else {
+      St(out + i, AccOf<T>(0));
+    }
+  }
+}
+
+template <typename T>
+GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
+                        const LayerPtrs<T>& ly, const T* xin, const T* dyl,
+                        const RnnBwdArgs<T>& a, const int* lengths_dev, I64 steps, T* din,
+                        bool accumulate_din, BwdBufs<T> w) {
+  const I64 B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru, lstm = s.mode == RnnMode::kLstm;
+  const StepMapDev sm{lengths_dev, s.T, ly.reverse};
+  const I64 yst = s.D * Hs;
+  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dgx, TB * KN));
+  if (gru) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhr, TB * KN));
+  if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhtot, TB * s.P));
+  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.dh, a.dhn + pseudo * B * Hs, B * Hs));
+  if (lstm) TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.dc, a.dcn + pseudo * B * N, B * N));
+  BwdStep<T> p;
+  p.sm = sm;
+  p.B = B;
+  p.N = N;
+  p.Hs = Hs;
+  p.K = K;
+  p.D = s.D;
+  p.mode = static_cast<int>(s.mode);
+  p.proj = proj;
+  p.ly = ly;
+  p.c0 = lstm ? a.c0 + pseudo * B * N : nullptr;
+  p.dy = dyl;
+  p.yst = yst;
+  p.dgx = w.dgx;
+  p.dhr = w.dhr;
+  p.dh = w.dh;
+  p.dc = w.dc;
+  p.dhh = w.dhh;
+  p.peephole = s.peephole;
+  p.peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  p.dc_seq = lstm ? a.dc_seq : nullptr;
+  for (int q = 0; q < 4; ++q) {
+    p.gate_pos[q] = s.gate_pos[q];
+    p.gate_act[q] = static_cast<int>(s.gate_act[q]);
+  }
+  p.cell_act = static_cast<int>(s.cell_act);
+  for (I64 st = steps - 1; st >= 0; --st) {
+    const bool has_next = st + 1 < steps;
+    if (proj) {
+      // dh += dhr_{t+1} · R  ([B, KN] · [KN, Hs]); then dtot, dhh = dtot · Pm.
+      if (has_next) {
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
+                                        true));
+      }
+      ProjPreKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(sm, st, B, Hs, dyl, yst,
+                                                                   ly.dcol, w.dh, w.dtot,
+                                                                   w.dhtot);
+      TFRNN_CUDA_CHECK_LAUNCH("ProjPreKernel");
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false));
+    } else if (has_next) {
+      if (s.has_mask) {
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
+                                        false));
+        AddMaskedKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
+            sm, st + 1, B, Hs, yst, ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
+        TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
+      } else {
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
+                                        true));
+      }
+    }
+    p.step = st;
+    p.dhr_cur = w.dhr_cur;
+    BwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
+    TFRNN_CUDA_CHECK_LAUNCH("BwdStepKernel");
+    std::swap(w.dhr_prev, w.dhr_cur);
+  }
+  if (steps > 0 && s.has_mask) {
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false));
+    AddMaskedKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
+        sm, 0, B, Hs, yst, ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
+    TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
+  } else if (steps > 0) {
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true));
+  }
+  using A = AccOf<T>;
+  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dh0 + pseudo * B * Hs, static_cast<const A*>(w.dh),
+                                    B * Hs));
+  if (lstm) {
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dc0 + pseudo * B * N, static_cast<const A*>(w.dc),
+                                      B * N));
+  }
+  if (s.peephole && KN > 0) {
+    PeepholeGradKernel<T><<<Blocks(KN), kThreads, 0, g.stream>>>(
+        sm, B, N, K, w.dgx, ly.aux, a.c0 + pseudo * B * N, a.dpeephole + pseudo * KN);
+    TFRNN_CUDA_CHECK_LAUNCH("PeepholeGradKernel");
+  }
+  // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  T* dp = a.dparams;
+  if (ly.in > 0) {
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w,
+                                    false));
+  }
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, Hs, TB, static_cast<const T*>(w.dhr),
+                                  static_cast<const T*>(ly.hprev), dp + po.r, false));
+  if (proj) {
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, s.P, N, TB, static_cast<const T*>(w.dhtot),
+                                    static_cast<const T*>(ly.hh), dp + po.p, false));
+  }
+  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dgx, TB, KN, w, dp + po.bw));
+  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dhr, TB, KN, w, dp + po.br));
+  // Gradient of the layer input.
+  if (s.preprojected && pseudo < s.D) {
+    if (TB * KN > 0) {
+      DinCopyKernel<T><<<Blocks(TB * KN), kThreads, 0, g.stream>>>(
+          w.dgx, TB, K, N, ly.in_cols, true, (pseudo % s.D) * KN, false, din);
+      TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
+    }
+  } else if (ly.in > 0 || ly.in_cols == 0) {
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, TB, ly.in, KN, w.dgx, ly.W, din,
+                                    accumulate_din));
+  } else if (TB * N > 0) {
+    DinCopyKernel<T><<<Blocks(TB * N), kThreads, 0, g.stream>>>(
+        w.dgx, TB, K, N, ly.in_cols, false, 0, accumulate_din, din);
+    TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
+  }
+  return GpuStatus::Ok();
+}
+
+}  // namespace
+
+int64_t RnnBwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes) {
+  Carver cv(nullptr);
+  switch (elem_bytes) {
+    case 2: CarveBwd<__half>(s, cv); break;
+    case 8: CarveBwd<double>(s, cv); break;
+    default: CarveBwd<float>(s, cv); break;
+  }
+  return cv.bytes();
+}
+
+template <typename T>
+GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs<T>& a,
+                         const int* lengths_dev, void* workspace, int64_t workspace_bytes) {
+  TFRNN_GPU_RETURN_IF_ERROR(ValidateRnnSpec(s));
+  const int64_t need = RnnBwdWorkspaceBytesGpu(s, sizeof(T));
+  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
+    return InvalidArgument("backward workspace has " + std::to_string(workspace_bytes) +
+                           " bytes, needs " + std::to_string(need));
+  }
+  const I64 TB = s.T * s.B, B = s.B, ycols = s.D * RnnHs(s);
+  Carver cv(workspace);
+  BwdBufs<T> w = CarveBwd<T>(s, cv);
+  bool padded = false;
+  const I64 steps = MaxSteps(s, a.lengths, &padded);
+  const int* len_dev = nullptr;
+  TFRNN_GPU_RETURN_IF_ERROR(DeviceLengths(g, s, a.lengths, lengths_dev, padded, w.lengths,
+                                          &len_dev));
+  const T* x0 = a.x;
+  if (len_dev != nullptr && RnnInWidth(s, 0) > 0 && TB * s.I > 0) {
+    MaskPaddedRowsKernel<T><<<Blocks(TB * s.I), kThreads, 0, g.stream>>>(a.x, len_dev, B, s.I,
+                                                                         TB, w.x_masked);
+    TFRNN_CUDA_CHECK_LAUNCH("MaskPaddedRowsKernel");
+    x0 = w.x_masked;
+  }
+  T* reserve = const_cast<T*>(a.reserve);  // read only
+  const T* dyl = a.dy;
+  for (I64 l = s.L - 1; l >= 0; --l) {
+    const T* xin = l == 0 ? x0 : a.reserve + RnnNextInOffset(s, l - 1);
+    T* din = l == 0 ? a.dx : w.din_buf;
+    for (I64 dd = 0; dd < s.D; ++dd) {
+      const I64 pseudo = l * s.D + dd;
+      TFRNN_GPU_RETURN_IF_ERROR(LayerBackward<T>(
+          g, s, pseudo, MakeLayerPtrs<T>(s, pseudo, a.params, reserve), xin, dyl, a, len_dev,
+          steps, din, dd > 0, w));
+    }
+    if (l > 0) {
+      // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
+      if (RnnHasMask(s)) {
+        TFRNN_GPU_RETURN_IF_ERROR(Mul<T>(g, w.dy_buf, w.din_buf,
+                                         a.reserve + RnnMaskOffset(s, l - 1), TB * ycols));
+      } else {
+        std::swap(w.dy_buf, w.din_buf);
+      }
+      dyl = w.dy_buf;
+    }
+  }
+  return GpuStatus::Ok();
+}
+
+#define TFRNN_INSTANTIATE_BWD(T)                                                          \
+  template GpuStatus RnnBackwardGpu<T>(const GpuContext&, const RnnSpec&,                 \
+                                       const RnnBwdArgs<T>&, const int*, void*, int64_t);
+TFRNN_INSTANTIATE_BWD(__half)
+TFRNN_INSTANTIATE_BWD(__nv_bfloat16)
+TFRNN_INSTANTIATE_BWD(float)
+TFRNN_INSTANTIATE_BWD(double)
+#undef TFRNN_INSTANTIATE_BWD
+
+}  // namespace gpu
+}  // namespace tfrnn

@@ -1,0 +1,267 @@
+// Shared pieces of rnn_gpu_forward.cu and rnn_gpu_backward.cu: storage/compute type traits,
+// activations, the per-sequence step map, small elementwise kernels, the layer pointers and the
+// workspace carver. Included only by .cu files.
+#ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_COMMON_CUH_
+#define TF_RNN_OPS_CC_GPU_RNN_GPU_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cc/engine/types.h"
+#include "cc/gpu/cublas_loader.h"
+#include "cc/gpu/gpu_status.h"
+#include "cc/gpu/rnn_gpu.h"
+
+namespace tfrnn {
+namespace gpu {
+
+using I64 = long long;
+
+// ---- storage type T -> compute type Acc, conversions, cuBLAS data types ----------------------
+template <typename T>
+struct Traits {
+  using Acc = float;
+};
+template <>
+struct Traits<double> {
+  using Acc = double;
+};
+template <typename T>
+using AccOf = typename Traits<T>::Acc;
+
+__device__ __forceinline__ float Ld(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float Ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float Ld(const float* p) { return *p; }
+__device__ __forceinline__ double Ld(const double* p) { return *p; }
+__device__ __forceinline__ void St(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void St(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void St(float* p, float v) { *p = v; }
+__device__ __forceinline__ void St(double* p, double v) { *p = v; }
+
+template <typename X>
+constexpr cudaDataType DataType();
+template <>
+constexpr cudaDataType DataType<__half>() { return CUDA_R_16F; }
+template <>
+constexpr cudaDataType DataType<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <>
+constexpr cudaDataType DataType<float>() { return CUDA_R_32F; }
+template <>
+constexpr cudaDataType DataType<double>() { return CUDA_R_64F; }
+
+// Row-major GEMM C[m,n] (+)= op(A)·op(B) with A, B of type T and C of type CT (T or Acc).
+template <typename T, typename CT>
+GpuStatus GemmT(const GpuContext& g, bool ta, bool tb, I64 m, I64 n, I64 k, const T* A,
+                const T* B, CT* C, bool accumulate) {
+  return Gemm(g, ta, tb, m, n, k, A, B, C, DataType<T>(), DataType<CT>(), accumulate);
+}
+
+// ---- activations (RnnAct); derivatives are functions of the output y ------------------------
+template <typename A>
+__device__ __forceinline__ A Sigmoid(A v) {
+  return A(1) / (A(1) + exp(-v));
+}
+
+template <typename A>
+__device__ __forceinline__ A Act(int act, A v) {
+  switch (act) {
+    case static_cast<int>(RnnAct::kRelu):
+      return v > A(0) ? v : A(0);
+    case static_cast<int>(RnnAct::kTanh):
+      return tanh(v);
+    case static_cast<int>(RnnAct::kSigmoid):
+      return Sigmoid(v);
+    case static_cast<int>(RnnAct::kHardSigmoid): {
+      const A h = v * A(0.2) + A(0.5);
+      return h < A(0) ? A(0) : (h > A(1) ? A(1) : h);
+    }
+    default:
+      return v;
+  }
+}
+
+// d · act'(x) where y = act(x).
+template <typename A>
+__device__ __forceinline__ A ActGrad(int act, A y, A d) {
+  switch (act) {
+    case static_cast<int>(RnnAct::kRelu):
+      return y > A(0) ? d : A(0);
+    case static_cast<int>(RnnAct::kTanh):
+      return d * (A(1) - y * y);
+    case static_cast<int>(RnnAct::kSigmoid):
+      return d * y * (A(1) - y);
+    case static_cast<int>(RnnAct::kHardSigmoid):
+      return (y > A(0) && y < A(1)) ? d * A(0.2) : A(0);
+    default:
+      return d;
+  }
+}
+
+// ---- which time index sequence b visits at step `step` (-1: none) ---------------------------
+struct StepMapDev {
+  const int* lengths;  // device [B] or null
+  I64 T;
+  bool reverse;
+  __device__ __forceinline__ I64 Len(I64 b) const { return lengths != nullptr ? lengths[b] : T; }
+  __device__ __forceinline__ I64 Tau(I64 b, I64 step) const {
+    const I64 n = Len(b);
+    if (step >= n) return -1;
+    return reverse ? n - 1 - step : step;
+  }
+  __device__ __forceinline__ I64 Prev(I64 tau) const { return reverse ? tau + 1 : tau - 1; }
+};
+
+// ---- launches ----------------------------------------------------------------------------
+constexpr int kThreads = 256;
+inline unsigned Blocks(I64 n) {
+  I64 b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b > 65535 * 16 ? 65535 * 16 : b);  // grid-stride beyond this
+}
+#define TFRNN_GRID_STRIDE(i, n) \
+  for (I64 i = blockIdx.x * static_cast<I64>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<I64>(blockDim.x) * gridDim.x)
+
+// out[i] = in[i] with a type conversion.
+template <typename To, typename From>
+__global__ void ConvertKernel(To* out, const From* in, I64 n) {
+  TFRNN_GRID_STRIDE(i, n) { St(out + i, Ld(in + i)); }
+}
+template <typename To, typename From>
+GpuStatus Convert(const GpuContext& g, To* out, const From* in, I64 n) {
+  if (n == 0) return GpuStatus::Ok();
+  ConvertKernel<To, From><<<Blocks(n), kThreads, 0, g.stream>>>(out, in, n);
+  TFRNN_CUDA_CHECK_LAUNCH("ConvertKernel");
+  return GpuStatus::Ok();
+}
+
+// a[i] *= m[i].
+template <typename T>
+__global__ void MulKernel(T* out, const T* a, const T* m, I64 n) {
+  TFRNN_GRID_STRIDE(i, n) { St(out + i, Ld(a + i) * Ld(m + i)); }
+}
+template <typename T>
+GpuStatus Mul(const GpuContext& g, T* out, const T* a, const T* m, I64 n) {
+  if (n == 0) return GpuStatus::Ok();
+  MulKernel<T><<<Blocks(n), kThreads, 0, g.stream>>>(out, a, m, n);
+  TFRNN_CUDA_CHECK_LAUNCH("MulKernel");
+  return GpuStatus::Ok();
+}
+
+template <typename X>
+GpuStatus Zero(const GpuContext& g, X* p, I64 n) {
+  if (n == 0) return GpuStatus::Ok();
+  TFRNN_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(X), g.stream));
+  return GpuStatus::Ok();
+}
+
+template <typename X>
+GpuStatus Copy(const GpuContext& g, X* dst, const X* src, I64 n) {
+  if (n == 0) return GpuStatus::Ok();
+  TFRNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(X), cudaMemcpyDeviceToDevice, g.stream));
+  return GpuStatus::Ok();
+}
+
+// h_masked[b, j] = h[b, j] · mask row of (b, step)[dcol + j] for rows with that step, else 0.
+template <typename T>
+__global__ void MaskRowsKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, I64 cols, I64 dcol,
+                               const T* mask, bool per_step, const T* h, T* out) {
+  TFRNN_GRID_STRIDE(i, B * Hs) {
+    const I64 b = i / Hs, j = i % Hs;
+    const I64 tau = sm.Tau(b, step);
+    if (tau < 0) {
+      St(out + i, AccOf<T>(0));
+    } else {
+      const T* mrow = mask + ((per_step ? tau * B : 0) + b) * cols + dcol;
+      St(out + i, Ld(h + i) * Ld(mrow + j));
+    }
+  }
+}
+
+// ---- pointers of one (layer, direction) ----------------------------------------------------
+template <typename T>
+struct LayerPtrs {
+  I64 in = 0;       // width of the W matrices (0: skip input / preprojected)
+  I64 in_cols = 0;  // columns of the layer's input tensor
+  const T *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
+  T *acts = nullptr, *aux = nullptr, *hh = nullptr, *hprev = nullptr;
+  I64 dcol = 0;  // column offset of this direction in the layer output
+  bool reverse = false;
+};
+
+template <typename T>
+LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* reserve) {
+  LayerPtrs<T> ly;
+  const I64 l = pseudo / s.D;
+  ly.in = RnnInWidth(s, l);
+  ly.in_cols = RnnInCols(s, l);
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  ly.W = params + po.w;
+  ly.R = params + po.r;
+  ly.Pm = params + po.p;
+  ly.bW = params + po.bw;
+  ly.bR = params + po.br;
+  const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
+  ly.acts = reserve + ro.acts;
+  ly.aux = reserve + ro.aux;
+  ly.hh = reserve + ro.hh;
+  ly.hprev = reserve + ro.hprev;
+  ly.dcol = (pseudo % s.D) * RnnHs(s);
+  ly.reverse = pseudo % s.D == 1 || (s.D == 1 && s.reverse);
+  return ly;
+}
+
+// Hands out 256-byte aligned pieces of a workspace; with a null base it only counts bytes
+// (the size functions run the same carving as the engine).
+class Carver {
+ public:
+  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename X>
+  X* Take(I64 n) {
+    off_ = (off_ + 255) / 256 * 256;
+    X* p = base_ != nullptr ? reinterpret_cast<X*>(base_ + off_) : nullptr;
+    off_ += n * static_cast<I64>(sizeof(X));
+    return p;
+  }
+  I64 bytes() const { return (off_ + 255) / 256 * 256; }
+
+ private:
+  char* base_;
+  I64 off_ = 0;
+};
+
+// Largest length (host lengths, or T) and whether any sequence is shorter than T.
+inline I64 MaxSteps(const RnnSpec& s, const int* lengths, bool* padded) {
+  *padded = false;
+  if (lengths == nullptr) return s.B > 0 ? s.T : 0;
+  I64 m = 0;
+  for (I64 b = 0; b < s.B; ++b) {
+    m = lengths[b] > m ? lengths[b] : m;
+    if (lengths[b] < s.T) *padded = true;
+  }
+  return m;
+}
+
+// Device copy of the lengths: the caller's, or copied into `slot` (from pageable host memory
+// the copy is staged before cudaMemcpyAsync returns, so the host array may go right after).
+// Returns null when every sequence has T steps (then nothing needs them).
+inline GpuStatus DeviceLengths(const GpuContext& g, const RnnSpec& s, const int* host,
+                               const int* dev, bool padded, int* slot, const int** out) {
+  *out = nullptr;
+  if (host == nullptr || !padded) return GpuStatus::Ok();
+  if (dev != nullptr) {
+    *out = dev;
+    return GpuStatus::Ok();
+  }
+  TFRNN_CUDA_CHECK(cudaMemcpyAsync(slot, host, s.B * sizeof(int), cudaMemcpyHostToDevice,
+                                   g.stream));
+  *out = slot;
+  return GpuStatus::Ok();
+}
+
+}  // namespace gpu
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_GPU_RNN_GPU_COMMON_CUH_

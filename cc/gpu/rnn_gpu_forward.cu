@@ -1,0 +1,326 @@
+// Forward of the CUDA stacked-RNN engine (see rnn_gpu.h; the CPU twin is LayerForward and
+// RnnForward in cc/engine/rnn_cpu.cc, whose structure this follows step for step).
+#include <algorithm>
+#include <cstdint>
+
+#include "cc/gpu/rnn_gpu_common.cuh"
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+// Everything the fused pointwise kernel of one step reads and writes.
+template <typename T>
+struct FwdStep {
+  using A = AccOf<T>;
+  StepMapDev sm;
+  I64 step, B, N, Hs, K;
+  int mode;
+  bool proj;
+  LayerPtrs<T> ly;
+  const A* hr;      // [B, K·N] R·h_rec (no bias)
+  const T* h_cur;   // [B, Hs] h entering the step
+  const T* h_rec;   // [B, Hs] h entering the recurrent product (h_cur, or h_cur ⊙ mask)
+  T* h_next;        // [B, Hs] (without projection)
+  A* c;             // [B, N] cell state carry (lstm)
+  T* hh_step;       // [B, N] unprojected h of the step (projection)
+  T* y;             // [T, B, D·Hs] layer output
+  I64 yst;
+  const T* peep;    // [K·N] (spec.peephole)
+  bool peephole;
+  int gate_pos[4], gate_act[4], cell_act;
+};
+
+// One thread per (b, unit j). gx/acts row at τ holds W·x (no bias) on entry and the gate
+// activations on exit. Equations in rnn.h.
+template <typename T>
+__global__ void FwdStepKernel(FwdStep<T> p) {
+  using A = AccOf<T>;
+  const I64 N = p.N, KN = p.K * p.N;
+  TFRNN_GRID_STRIDE(i, p.B * N) {
+    const I64 b = i / N, j = i % N;
+    const I64 tau = p.sm.Tau(b, p.step);
+    if (tau < 0) {  // past this sequence's end: h passes through (projection: ProjPostKernel)
+      if (!p.proj) p.h_next[b * p.Hs + j] = p.h_cur[b * p.Hs + j];
+      continue;
+    }
+    const I64 row = tau * p.B + b;
+    T* g = p.ly.acts + row * KN + j;
+    const A* r = p.hr + b * KN + j;
+    const T* bw = p.ly.bW + j;
+    const T* br = p.ly.bR + j;
+    auto pre = [&](I64 k) { return Ld(g + k * N) + r[k * N] + Ld(bw + k * N) + Ld(br + k * N); };
+    if (!p.proj) p.ly.hprev[row * p.Hs + j] = p.h_rec[b * p.Hs + j];
+    A h;
+    switch (p.mode) {
+      case static_cast<int>(RnnMode::kLstm): {
+        const A cprev = p.c[b * N + j];
+        A v[4];
+        for (int q = 0; q < 4; ++q) {
+          const int k = p.gate_pos[q];
+          A x = pre(k);
+          if (p.peephole) x += Ld(p.peep + k * N + j) * cprev;
+          v[q] = Act(p.gate_act[q], x);
+          St(g + k * N, v[q]);
+        }
+        // c = f ⊙ c_prev + i ⊙ c',  h = o ⊙ act(c)
+        const A cs = v[1] * cprev + v[0] * v[2];
+        p.c[b * N + j] = cs;
+        St(p.ly.aux + row * N + j, cs);
+        h = v[3] * Act(p.cell_act, cs);
+        if (p.proj) {
+          St(p.ly.hh + row * N + j, h);
+          St(p.hh_step + b * N + j, h);
+        }
+        break;
+      }
+      case static_cast<int>(RnnMode::kGru): {
+        // r, z = σ(gx + hr + b);  h' = tanh(gx_h + bW_h + r ⊙ (hr_h + bR_h))
+        const A rg = Sigmoid(pre(0));
+        const A z = Sigmoid(pre(1));
+        const A hrn = r[2 * N] + Ld(br + 2 * N);
+        St(p.ly.aux + row * N + j, hrn);
+        const A n = tanh(Ld(g + 2 * N) + Ld(bw + 2 * N) + rg * hrn);
+        St(g, rg);
+        St(g + N, z);
+        St(g + 2 * N, n);
+        h = (A(1) - z) * n + z * Ld(p.h_cur + b * p.Hs + j);
+        break;
+      }
+      case static_cast<int>(RnnMode::kTanh): {
+        h = tanh(pre(0));
+        St(g, h);
+        break;
+      }
+      default: {  // relu
+        const A x = pre(0);
+        h = x > A(0) ? x : A(0);
+        St(g, h);
+        break;
+      }
+    }
+    if (!p.proj) {
+      St(p.h_next + b * p.Hs + j, h);
+      St(p.y + row * p.yst + p.ly.dcol + j, h);
+    }
+  }
+}
+
+// After the projection GEMM h_next = hh_step · Pmᵀ: rows past their end keep h_cur; the others
+// go to the output and the reserve's h_prev.
+template <typename T>
+__global__ void ProjPostKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* h_cur,
+                               const T* h_rec, T* h_next, T* y, I64 yst, I64 dcol, T* hprev) {
+  TFRNN_GRID_STRIDE(i, B * Hs) {
+    const I64 b = i / Hs, j = i % Hs;
+    const I64 tau = sm.Tau(b, step);
+    if (tau < 0) {
+      h_next[i] = h_cur[i];
+    } else {
+      const I64 row = tau * B + b;
+      y[row * yst + dcol + j] = h_next[i];
+      hprev[row * Hs + j] = h_rec[i];
+    }
+  }
+}
+
+// gx without W: skip input (x itself for every gate) or preprojected input (this direction's
+// K·N columns of x).
+template <typename T>
+__global__ void GxCopyKernel(const T* x, I64 in_cols, I64 rows, I64 K, I64 N, bool preprojected,
+                             I64 col0, T* acts) {
+  const I64 KN = K * N;
+  TFRNN_GRID_STRIDE(i, rows * KN) {
+    const I64 r = i / KN, c = i % KN;
+    acts[i] = preprojected ? x[r * in_cols + col0 + c] : x[r * in_cols + c % N];
+  }
+}
+
+__host__ __device__ inline uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Dropout mask of a layer's output: 0 or 1/(1-p), the same pure function of (seed, layer,
+// index) as MakeMask in rnn_cpu.cc, so CPU and GPU draw identical masks.
+template <typename T>
+__global__ void DropoutMaskKernel(uint64_t key, double p, double scale, T* mask, I64 n) {
+  TFRNN_GRID_STRIDE(i, n) {
+    const double u = static_cast<double>(Mix(key ^ static_cast<uint64_t>(i)) >> 11) *
+                     (1.0 / 9007199254740992.0);
+    St(mask + i, static_cast<AccOf<T>>(u >= p ? scale : 0.0));
+  }
+}
+
+template <typename T>
+struct FwdBufs {
+  using A = AccOf<T>;
+  int* lengths;
+  T *h_cur, *h_next, *h_masked, *hh_step;
+  A *c, *hr;
+};
+
+template <typename T>
+FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
+  const I64 B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  FwdBufs<T> w;
+  w.lengths = cv.Take<int>(B);
+  w.h_cur = cv.Take<T>(B * Hs);
+  w.h_next = cv.Take<T>(B * Hs);
+  w.h_masked = cv.Take<T>(B * Hs);
+  w.hh_step = cv.Take<T>(B * N);
+  w.c = cv.Take<AccOf<T>>(B * N);
+  w.hr = cv.Take<AccOf<T>>(B * KN);
+  return w;
+}
+
+template <typename T>
+GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
+                       const LayerPtrs<T>& ly, const T* xin, const RnnFwdArgs<T>& a,
+                       const int* lengths_dev, I64 steps, T* ylayer, FwdBufs<T> w) {
+  using A = AccOf<T>;
+  const I64 B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const bool proj = s.P > 0;
+  const StepMapDev sm{lengths_dev, s.T, ly.reverse};
+  // gx = W·x for every step at once.
+  if (s.preprojected && pseudo < s.D) {
+    if (TB * KN > 0) {
+      GxCopyKernel<T><<<Blocks(TB * KN), kThreads, 0, g.stream>>>(
+          xin, ly.in_cols, TB, K, N, true, (pseudo % s.D) * KN, ly.acts);
+      TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
+    }
+  } else if (ly.in > 0 || ly.in_cols == 0) {
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false));
+  } else if (TB * KN > 0) {
+    GxCopyKernel<T><<<Blocks(TB * KN), kThreads, 0, g.stream>>>(xin, ly.in_cols, TB, K, N,
+                                                                 false, 0, ly.acts);
+    TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
+  }
+  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hprev, TB * Hs));
+  if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hh, TB * N));
+  TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.h_cur, a.h0 + pseudo * B * Hs, B * Hs));
+  if (s.mode == RnnMode::kLstm) {
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.c, a.c0 + pseudo * B * N, B * N));
+  }
+  FwdStep<T> p;
+  p.sm = sm;
+  p.B = B;
+  p.N = N;
+  p.Hs = Hs;
+  p.K = K;
+  p.mode = static_cast<int>(s.mode);
+  p.proj = proj;
+  p.ly = ly;
+  p.hr = w.hr;
+  p.c = w.c;
+  p.hh_step = w.hh_step;
+  p.y = ylayer;
+  p.yst = s.D * Hs;
+  p.peephole = s.peephole;
+  p.peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  for (int q = 0; q < 4; ++q) {
+    p.gate_pos[q] = s.gate_pos[q];
+    p.gate_act[q] = static_cast<int>(s.gate_act[q]);
+  }
+  p.cell_act = static_cast<int>(s.cell_act);
+  for (I64 st = 0; st < steps; ++st) {
+    // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
+    const T* h_rec = w.h_cur;
+    if (s.has_mask) {
+      MaskRowsKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
+          sm, st, B, Hs, s.D * Hs, ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
+      TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
+      h_rec = w.h_masked;
+    }
+    // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]), kept in Acc.
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, KN, Hs, h_rec, ly.R, w.hr, false));
+    p.step = st;
+    p.h_cur = w.h_cur;
+    p.h_rec = h_rec;
+    p.h_next = w.h_next;
+    FwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
+    TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
+    if (proj) {
+      // h = hh · Pmᵀ  ([B, N] · [N, P])
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, Hs, N, w.hh_step, ly.Pm, w.h_next,
+                                      false));
+      ProjPostKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
+          sm, st, B, Hs, w.h_cur, h_rec, w.h_next, ylayer, s.D * Hs, ly.dcol, ly.hprev);
+      TFRNN_CUDA_CHECK_LAUNCH("ProjPostKernel");
+    }
+    std::swap(w.h_cur, w.h_next);
+  }
+  TFRNN_GPU_RETURN_IF_ERROR(Copy(g, a.hn + pseudo * B * Hs, w.h_cur, B * Hs));
+  if (s.mode == RnnMode::kLstm) {
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.cn + pseudo * B * N, static_cast<const A*>(w.c), B * N));
+  }
+  return GpuStatus::Ok();
+}
+
+}  // namespace
+
+int64_t RnnFwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes) {
+  Carver cv(nullptr);
+  switch (elem_bytes) {
+    case 2: CarveFwd<__half>(s, cv); break;
+    case 8: CarveFwd<double>(s, cv); break;
+    default: CarveFwd<float>(s, cv); break;
+  }
+  return cv.bytes();
+}
+
+template <typename T>
+GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<T>& a,
+                        const int* lengths_dev, void* workspace, int64_t workspace_bytes) {
+  TFRNN_GPU_RETURN_IF_ERROR(ValidateRnnSpec(s));
+  const int64_t need = RnnFwdWorkspaceBytesGpu(s, sizeof(T));
+  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
+    return InvalidArgument("forward workspace has " + std::to_string(workspace_bytes) +
+                           " bytes, needs " + std::to_string(need));
+  }
+  Carver cv(workspace);
+  FwdBufs<T> w = CarveFwd<T>(s, cv);
+  bool padded = false;
+  const I64 steps = MaxSteps(s, a.lengths, &padded);
+  const int* len_dev = nullptr;
+  TFRNN_GPU_RETURN_IF_ERROR(DeviceLengths(g, s, a.lengths, lengths_dev, padded, w.lengths,
+                                          &len_dev));
+  const I64 TB = s.T * s.B, ycols = s.D * RnnHs(s);
+  T* reserve = a.reserve;
+  for (I64 l = 0; l < s.L; ++l) {
+    const T* xin = l == 0 ? a.x : reserve + RnnNextInOffset(s, l - 1);
+    T* ylayer = l + 1 == s.L ? a.y : reserve + RnnNextInOffset(s, l);
+    TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ylayer, TB * ycols));
+    for (I64 dd = 0; dd < s.D; ++dd) {
+      const I64 pseudo = l * s.D + dd;
+      TFRNN_GPU_RETURN_IF_ERROR(LayerForward<T>(g, s, pseudo,
+                                                MakeLayerPtrs<T>(s, pseudo, a.params, reserve),
+                                                xin, a, len_dev, steps, ylayer, w));
+    }
+    if (l + 1 < s.L && RnnHasMask(s) && TB * ycols > 0) {
+      T* mask = reserve + RnnMaskOffset(s, l);
+      const double p = s.dropout;
+      const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+      const uint64_t key = Mix(s.seed ^ Mix(static_cast<uint64_t>(l) + 0x5bd1e995ULL));
+      DropoutMaskKernel<T><<<Blocks(TB * ycols), kThreads, 0, g.stream>>>(key, p, scale, mask,
+                                                                          TB * ycols);
+      TFRNN_CUDA_CHECK_LAUNCH("DropoutMaskKernel");
+      TFRNN_GPU_RETURN_IF_ERROR(Mul<T>(g, ylayer, ylayer, mask, TB * ycols));
+    }
+  }
+  return GpuStatus::Ok();
+}
+
+#define TFRNN_INSTANTIATE_FWD(T)                                                          \
+  template GpuStatus RnnForwardGpu<T>(const GpuContext&, const RnnSpec&,                  \
+                                      const RnnFwdArgs<T>&, const int*, void*, int64_t);
+TFRNN_INSTANTIATE_FWD(__half)
+TFRNN_INSTANTIATE_FWD(__nv_bfloat16)
+TFRNN_INSTANTIATE_FWD(float)
+TFRNN_INSTANTIATE_FWD(double)
+#undef TFRNN_INSTANTIATE_FWD
+
+}  // namespace gpu
+}  // namespace tfrnn

@@ -1,0 +1,182 @@
+"""ctypes binding of the TF-free CUDA engine (tf_rnn_ops/_tfrnn_engine_cuda.so, C API in
+cc/gpu/c_api.h).  Imports neither TensorFlow nor tf_rnn_ops, so it runs on the GPU machines,
+which have PyTorch/CuPy but no TensorFlow.  Device memory is passed as raw pointers (e.g.
+torch.Tensor.data_ptr()); the stream as an integer cudaStream_t.
+"""
+
+import ctypes
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
+DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
+
+MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
+GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
+ACTS = {"none": 0, "relu": 1, "tanh": 2, "sigmoid": 3, "hard_sigmoid": 4}
+STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABLE",
+          4: "CUBLAS_ERROR", 5: "INTERNAL"}
+EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_device_count",
+            "tfrnn_cuda_cublas_library", "tfrnn_cuda_rnn_sizes", "tfrnn_cuda_rnn_param_offsets",
+            "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward", "tfrnn_cuda_swap_major",
+            "tfrnn_cuda_copy", "tfrnn_cuda_zero")
+
+_i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
+
+
+class Spec(ctypes.Structure):
+    _fields_ = [("mode", _i32), ("dtype", _i32),
+                ("T", _i64), ("B", _i64), ("I", _i64), ("N", _i64), ("P", _i64), ("L", _i64),
+                ("D", _i64),
+                ("skip_input", _i32), ("training", _i32), ("dropout", ctypes.c_double),
+                ("seed", _u64),
+                ("gate_pos", _i32 * 4), ("gate_act", _i32 * 4), ("cell_act", _i32),
+                ("peephole", _i32), ("has_mask", _i32), ("preprojected", _i32),
+                ("reverse", _i32)]
+
+
+class FwdArgs(ctypes.Structure):
+    _fields_ = [("lengths", ctypes.POINTER(_i32)), ("lengths_dev", _p),
+                ("x", _p), ("h0", _p), ("c0", _p), ("params", _p),
+                ("y", _p), ("hn", _p), ("cn", _p), ("reserve", _p),
+                ("peephole", _p), ("mask", _p), ("mask_per_step", _i32)]
+
+
+class BwdArgs(ctypes.Structure):
+    _fields_ = [("lengths", ctypes.POINTER(_i32)), ("lengths_dev", _p),
+                ("x", _p), ("h0", _p), ("c0", _p), ("params", _p), ("reserve", _p),
+                ("dy", _p), ("dhn", _p), ("dcn", _p),
+                ("dx", _p), ("dh0", _p), ("dc0", _p), ("dparams", _p),
+                ("peephole", _p), ("mask", _p), ("mask_per_step", _i32),
+                ("dc_seq", _p), ("dpeephole", _p)]
+
+
+class EngineError(RuntimeError):
+    def __init__(self, code, message):
+        super().__init__(f"{STATUS.get(code, code)}: {message}")
+        self.code = code
+        self.message = message
+
+
+def so_path():
+    return os.environ.get("TF_RNN_OPS_CUDA_ENGINE", DEFAULT_SO)
+
+
+def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_input=False,
+              training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
+              gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
+              peephole=False, has_mask=False, preprojected=False, reverse=False):
+    s = Spec()
+    s.mode, s.dtype = MODES[mode], DTYPES[dtype]
+    s.T, s.B, s.I, s.N, s.P, s.L, s.D = T, B, I, N, P, L, D
+    s.skip_input, s.training, s.dropout, s.seed = int(skip_input), int(training), dropout, seed
+    for q in range(4):
+        s.gate_pos[q] = gate_pos[q]
+        s.gate_act[q] = ACTS[gate_act[q]]
+    s.cell_act = ACTS[cell_act]
+    s.peephole, s.has_mask = int(peephole), int(has_mask)
+    s.preprojected, s.reverse = int(preprojected), int(reverse)
+    return s
+
+
+class Engine:
+    """The loaded library.  Every failing call raises EngineError with the library's message."""
+
+    def __init__(self, path=None):
+        self.path = path or so_path()
+        lib = ctypes.CDLL(self.path)
+        self.lib = lib
+        lib.tfrnn_cuda_api_version.restype = ctypes.c_int
+        lib.tfrnn_cuda_last_error.restype = ctypes.c_char_p
+        lib.tfrnn_cuda_device_count.argtypes = [ctypes.POINTER(_i32)]
+        lib.tfrnn_cuda_cublas_library.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+        lib.tfrnn_cuda_rnn_sizes.argtypes = [ctypes.POINTER(Spec)] + [ctypes.POINTER(_i64)] * 4
+        lib.tfrnn_cuda_rnn_param_offsets.argtypes = [ctypes.POINTER(Spec), _i64, _i64 * 6]
+        lib.tfrnn_cuda_rnn_forward.argtypes = [ctypes.POINTER(Spec), ctypes.POINTER(FwdArgs),
+                                               _p, _i64, _p]
+        lib.tfrnn_cuda_rnn_backward.argtypes = [ctypes.POINTER(Spec), ctypes.POINTER(BwdArgs),
+                                                _p, _i64, _p]
+
+    def _check(self, code):
+        if code != 0:
+            raise EngineError(code, self.lib.tfrnn_cuda_last_error().decode())
+
+    def api_version(self):
+        return self.lib.tfrnn_cuda_api_version()
+
+    def last_error(self):
+        return self.lib.tfrnn_cuda_last_error().decode()
+
+    def device_count(self):
+        n = _i32(0)
+        self._check(self.lib.tfrnn_cuda_device_count(ctypes.byref(n)))
+        return n.value
+
+    def cublas_library(self):
+        name = ctypes.c_char_p()
+        self._check(self.lib.tfrnn_cuda_cublas_library(ctypes.byref(name)))
+        return name.value.decode()
+
+    def sizes(self, spec):
+        """(params_elems, reserve_elems, fwd_workspace_bytes, bwd_workspace_bytes)."""
+        out = [_i64(0) for _ in range(4)]
+        self._check(self.lib.tfrnn_cuda_rnn_sizes(ctypes.byref(spec),
+                                                  *[ctypes.byref(o) for o in out]))
+        return tuple(o.value for o in out)
+
+    def param_offsets(self, spec, pseudo):
+        """dict w, r, p, bw, br, end (elements) of pseudo-layer l*D + d."""
+        out = (_i64 * 6)()
+        self._check(self.lib.tfrnn_cuda_rnn_param_offsets(ctypes.byref(spec), pseudo, out))
+        return dict(zip(("w", "r", "p", "bw", "br", "end"), list(out)))
+
+    @staticmethod
+    def _lengths(lengths):
+        if lengths is None:
+            return None, None
+        arr = (_i32 * len(lengths))(*[int(v) for v in lengths])
+        return arr, ctypes.cast(arr, ctypes.POINTER(_i32))
+
+    def forward_raw(self, spec, ptrs, workspace, workspace_bytes, stream, lengths=None):
+        """ptrs: dict of FwdArgs field -> int pointer (missing: NULL)."""
+        keep, lp = self._lengths(lengths)
+        a = FwdArgs()
+        a.lengths = lp
+        for k, v in ptrs.items():
+            setattr(a, k, v)
+        self._check(self.lib.tfrnn_cuda_rnn_forward(ctypes.byref(spec), ctypes.byref(a),
+                                                    workspace, workspace_bytes, stream))
+        del keep
+
+    def backward_raw(self, spec, ptrs, workspace, workspace_bytes, stream, lengths=None):
+        keep, lp = self._lengths(lengths)
+        a = BwdArgs()
+        a.lengths = lp
+        for k, v in ptrs.items():
+            setattr(a, k, v)
+        self._check(self.lib.tfrnn_cuda_rnn_backward(ctypes.byref(spec), ctypes.byref(a),
+                                                     workspace, workspace_bytes, stream))
+        del keep
+
+
+def param_layout(mode, *, L, D, I, N, P=0, skip_input=False):
+    """Python mirror of RnnParamLayout (cc/engine/types.h): per pseudo-layer p = l*D + d a dict
+    of element offsets w, r, p, bw, br, end.  Per pseudo-layer the buffer holds K input
+    matrices [N, in_l] (none for skip input), K recurrent matrices [N, Hs], the projection
+    [P, N] (lstm, P > 0), K input biases [N], K recurrent biases [N]."""
+    K = GATES[mode]
+    Hs = P if P else N
+    out, off = [], 0
+    for l in range(L):
+        in_l = (0 if skip_input else I) if l == 0 else D * Hs
+        for _ in range(D):
+            o = {"w": off}
+            o["r"] = o["w"] + K * N * in_l
+            o["p"] = o["r"] + K * N * Hs
+            o["bw"] = o["p"] + P * N
+            o["br"] = o["bw"] + K * N
+            o["end"] = o["br"] + K * N
+            off = o["end"]
+            out.append(o)
+    return out

@@ -1,0 +1,134 @@
+"""The TF-free CUDA engine on a machine without a GPU (CI): it was built when nvcc exists, it
+exports the C API, its size and layout functions agree with our params layout, and calling it
+without a GPU fails cleanly (a status and a message, no crash).  The GPU behaviour itself is
+tested by tests/gpu (tools/gpu_tests.sh on a GPU machine)."""
+
+import os
+import shutil
+import sys
+
+import pytest
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "gpu"))
+
+import cuda_engine  # noqa: E402
+
+SO = cuda_engine.DEFAULT_SO
+
+
+def _nvcc():
+    return shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+def _engine():
+    if not os.path.exists(SO):
+        if _nvcc() and os.environ.get("TF_RNN_OPS_CUDA", "1") != "0":
+            pytest.fail(f"nvcc exists but the CUDA engine was not built ({SO})")
+        pytest.skip("no nvcc: the CUDA engine is not built")
+    return cuda_engine.Engine(SO)
+
+
+def test_built_when_nvcc_exists():
+    if not _nvcc() or os.environ.get("TF_RNN_OPS_CUDA", "1") == "0":
+        pytest.skip("no nvcc, or TF_RNN_OPS_CUDA=0")
+    assert os.path.exists(SO), "tools/build.sh did not build _tfrnn_engine_cuda.so"
+
+
+def test_exports_the_c_api_only():
+    eng = _engine()
+    for name in cuda_engine.EXPORTED:
+        assert hasattr(eng.lib, name), name
+    assert eng.api_version() == 1
+    # Internal symbols (and the static CUDA runtime's) stay hidden.
+    with pytest.raises(AttributeError):
+        eng.lib.cudaMalloc  # noqa: B018
+    with pytest.raises(AttributeError):
+        eng.lib.cudaGetDeviceCount  # noqa: B018
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
+@pytest.mark.parametrize("L,D,P,skip", [(1, 1, 0, False), (2, 2, 0, False), (3, 2, 0, True),
+                                        (2, 2, 3, False)])
+def test_sizes_and_layout_match_ours(mode, L, D, P, skip):
+    import cudnn_reference as ref
+    if P and mode != "lstm":
+        pytest.skip("projection is lstm only")
+    eng = _engine()
+    I, N = (8, 8) if skip else (5, 8)
+    spec = cuda_engine.make_spec(mode, T=4, B=3, I=I, N=N, P=P, L=L, D=D, skip_input=skip)
+    n_params, n_reserve, fws, bws = eng.sizes(spec)
+    kw = dict(mode=mode, num_layers=L, num_units=N, input_size=I, num_proj=P,
+              direction="bidirectional" if D == 2 else "unidirectional",
+              input_mode="skip_input" if skip else "linear_input")
+    assert n_params == ref.params_size(**kw)
+    assert n_reserve > 0 and fws > 0 and bws > 0
+    mirror = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P, skip_input=skip)
+    assert mirror[-1]["end"] == n_params
+    for p in range(L * D):
+        assert eng.param_offsets(spec, p) == mirror[p]
+
+
+def test_invalid_spec_is_a_clean_error():
+    eng = _engine()
+    with pytest.raises(cuda_engine.EngineError, match="projection"):
+        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, P=2))
+    with pytest.raises(cuda_engine.EngineError, match="skip input"):
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, skip_input=True))
+    with pytest.raises(cuda_engine.EngineError, match="directions"):
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, D=3))
+    with pytest.raises(cuda_engine.EngineError, match="outside"):
+        eng.param_offsets(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4), 1)
+
+
+def _no_gpu(eng):
+    try:
+        return eng.device_count() == 0
+    except cuda_engine.EngineError as e:
+        assert e.code == 2 and e.message, e   # no driver / no device: a CUDA error status
+        return True
+
+
+def test_without_gpu_calls_fail_cleanly():
+    eng = _engine()
+    if not _no_gpu(eng):
+        pytest.skip("a GPU is present; tests/gpu covers it")
+    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
+    fake = 4096  # never dereferenced: the device check fails first
+    keys = ("x", "h0", "c0", "params", "y", "hn", "cn", "reserve")
+    with pytest.raises(cuda_engine.EngineError) as info:
+        eng.forward_raw(spec, {k: fake for k in keys}, fake, 1 << 20, None)
+    assert info.value.code in (2, 3) and info.value.message
+    bkeys = ("x", "h0", "c0", "params", "reserve", "dy", "dhn", "dcn", "dx", "dh0", "dc0",
+             "dparams")
+    with pytest.raises(cuda_engine.EngineError) as info:
+        eng.backward_raw(spec, {k: fake for k in bkeys}, fake, 1 << 20, None, lengths=[2, 1])
+    assert info.value.code in (2, 3) and info.value.message
+    # The message is per thread and stays readable.
+    assert eng.last_error() == info.value.message
+    # Argument errors are reported before touching the device.
+    with pytest.raises(cuda_engine.EngineError, match="lengths"):
+        eng.forward_raw(spec, {k: fake for k in keys}, fake, 1 << 20, None, lengths=[5, 1])
+
+
+def test_cublas_lookup_is_clean():
+    eng = _engine()
+    try:
+        name = eng.cublas_library()
+        assert name.startswith("libcublas")
+    except cuda_engine.EngineError as e:
+        assert e.code == 3 and "libcublas.so.13" in e.message
+
+
+def test_loads_next_to_the_op_library_without_tf_symbols():
+    # The engine needs no TensorFlow: loading it in a fresh process must not pull libtensorflow.
+    import subprocess
+    code = ("import ctypes, sys; ctypes.CDLL(sys.argv[1]); "
+            "print(open('/proc/self/maps').read().count('tensorflow'))")
+    out = subprocess.run([sys.executable, "-c", code, SO if os.path.exists(SO) else ""],
+                         capture_output=True, text=True)
+    if not os.path.exists(SO):
+        pytest.skip("engine not built")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"

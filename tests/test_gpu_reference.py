@@ -1,0 +1,80 @@
+"""The float64 reference and weight packing used by tests/gpu (which run on GPU machines
+without TensorFlow) checked here on CPU: reference.py against our CPU CudnnRNNV3 (same engine
+semantics: lengths, zero lengths, skip input, dropout hash masks, projection) and the
+torch.nn weight packing against torch.nn itself.  Skips without PyTorch."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
+
+import cuda_engine  # noqa: E402
+import gpu_reference as reference  # noqa: E402
+
+
+CASES = [
+    dict(mode="lstm", L=2, D=2, lengths=[6, 0, 3, 1]),
+    dict(mode="gru", L=2, D=1, lengths=[6, 4, 0, 2]),
+    dict(mode="rnn_relu", L=1, D=2),
+    dict(mode="rnn_tanh", L=2, D=2, skip=True, lengths=[1, 6, 5, 2]),
+    dict(mode="lstm", L=3, D=2, dropout=0.4, seed=5, seed2=9),
+    dict(mode="lstm", L=2, D=2, P=3, lengths=[6, 2, 0, 5]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_reference_matches_cpu_engine(ours, case):
+    mode, L, D, P = case["mode"], case["L"], case["D"], case.get("P", 0)
+    T, B, N = 6, 4, 5
+    I = N if case.get("skip") else 3
+    Hs = P or N
+    rng = np.random.default_rng(0)
+    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P, skip_input=case.get("skip",
+                                                                                    False))
+    params = rng.normal(size=lay[-1]["end"]) * 0.4
+    x = rng.normal(size=(T, B, I))
+    h0 = rng.normal(size=(L * D, B, Hs)) * 0.5
+    c0 = rng.normal(size=(L * D, B, N)) * 0.5
+    lengths = case.get("lengths", [T] * B)
+    seed, seed2 = case.get("seed", 0), case.get("seed2", 0)
+    y, hn, cn, *_ = ours.CudnnRNNV3(
+        input=x, input_h=h0, input_c=c0, params=params, sequence_lengths=np.int32(lengths),
+        rnn_mode=mode, direction="bidirectional" if D == 2 else "unidirectional",
+        input_mode="skip_input" if case.get("skip") else "linear_input", num_proj=P,
+        dropout=case.get("dropout", 0.0), seed=seed, seed2=seed2, is_training=True)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    ry, rhn, rcn = reference.rnn_reference(
+        torch, t(x), t(h0), t(c0), t(params), mode=mode, L=L, D=D, I=I, N=N, P=P,
+        skip_input=case.get("skip", False), lengths=lengths, dropout=case.get("dropout", 0.0),
+        seed=(seed << 32) ^ seed2)
+    np.testing.assert_allclose(y.numpy(), ry.numpy(), atol=1e-10)
+    np.testing.assert_allclose(hn.numpy(), rhn.numpy(), atol=1e-10)
+    if mode == "lstm":
+        np.testing.assert_allclose(cn.numpy(), rcn.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh"])
+def test_torch_packing_matches_torch_nn(mode):
+    import gpu_checks
+    L, D, P, T, B, I, N = 2, 2, (3 if mode == "lstm" else 0), 5, 3, 4, 6
+    Hs = P or N
+    m = gpu_checks._torch_module(torch, mode, I, N, L, D, P).double()
+    params = gpu_checks._pack(torch, mode, gpu_checks._module_params(m, mode, L, D), L=L, D=D,
+                              I=I, N=N, P=P, dtype=torch.float64, device="cpu")
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    h0 = torch.randn(L * D, B, Hs, dtype=torch.float64)
+    c0 = torch.randn(L * D, B, N, dtype=torch.float64)
+    lengths = [5, 2, 4]
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
+    out, st = m(packed, (h0, c0) if mode == "lstm" else h0)
+    y, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=T)
+    hn = st[0] if mode == "lstm" else st
+    ry, rhn, _ = reference.rnn_reference(torch, x, h0, c0, params, mode=mode, L=L, D=D, I=I,
+                                         N=N, P=P, lengths=lengths)
+    torch.testing.assert_close(ry, y.detach(), atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(rhn, hn.detach(), atol=1e-10, rtol=1e-10)
