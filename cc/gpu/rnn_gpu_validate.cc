@@ -30,6 +30,13 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
     if (act < 0 || act > 4) return bad("gate activations must be 0..4");
   }
   if (seen != 15) return bad("gate_pos must be a permutation of 0..3");
+  if (s.mode == RnnMode::kGru &&
+      (s.gru_reset_before || s.gru_z_new || s.gate_pos[0] != 0 || s.gate_pos[1] != 1 ||
+       s.gate_pos[2] != 2 || s.gate_act[0] != RnnAct::kSigmoid ||
+       s.gate_act[1] != RnnAct::kSigmoid || s.gate_act[2] != RnnAct::kTanh)) {
+    return bad("the GPU engine's gru is cuDNN's (gates r, z, n; sigmoid, sigmoid, tanh; reset "
+               "after the recurrent product); the MPSGraph GRU options are CPU-only so far");
+  }
   const int ca = static_cast<int>(s.cell_act);
   if (ca < 0 || ca > 4) return bad("cell activation must be 0..4");
   return GpuStatus::Ok();
