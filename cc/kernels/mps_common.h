@@ -33,7 +33,12 @@ inline absl::Status GetMpsAct(tensorflow::OpKernelConstruction* c, const char* a
                               RnnAct* act) {
   std::string a;
   TF_RETURN_IF_ERROR(c->GetAttr(attr, &a));
-  return ParseMpsAct(a, act);
+  absl::Status st = ParseMpsAct(a, act);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attr ", attr, ": ", st.message(), " (none, relu, tanh, sigmoid or hard_sigmoid)"));
+  }
+  return st;
 }
 
 // An optional operand: a list input of length 0 or 1.
