@@ -40,7 +40,7 @@ def test_exports_the_c_api_only():
     eng = _engine()
     for name in cuda_engine.EXPORTED:
         assert hasattr(eng.lib, name), name
-    assert eng.api_version() == 1
+    assert eng.api_version() == cuda_engine.API_VERSION == 2
     # Internal symbols (and the static CUDA runtime's) stay hidden.
     with pytest.raises(AttributeError):
         eng.lib.cudaMalloc  # noqa: B018
@@ -132,3 +132,22 @@ def test_loads_next_to_the_op_library_without_tf_symbols():
         pytest.skip("engine not built")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+def test_python_spec_mirrors_the_c_struct():
+    """cuda_engine.Spec (ctypes) has the fields of TfRnnCudaSpec in cc/gpu/c_api.h, in order,
+    and API_VERSION is the header's (no GPU or built library needed)."""
+    import re
+    hdr = open(os.path.join(cuda_engine.REPO_ROOT, "cc", "gpu", "c_api.h")).read()
+    ver = re.search(r"#define TFRNN_CUDA_API_VERSION (\d+)", hdr)
+    assert int(ver.group(1)) == cuda_engine.API_VERSION
+    body = re.search(r"typedef struct \{(.*?)\} TfRnnCudaSpec;", hdr, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    names = []
+    for decl in body.split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        for part in decl.split(None, 1)[1].split(","):
+            names.append(re.sub(r"\[.*\]", "", part).strip())
+    assert names == [f[0] for f in cuda_engine.Spec._fields_]

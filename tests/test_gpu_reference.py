@@ -78,3 +78,59 @@ def test_torch_packing_matches_torch_nn(mode):
                                          N=N, P=P, lengths=lengths)
     torch.testing.assert_close(ry, y.detach(), atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(rhn, hn.detach(), atol=1e-10, rtol=1e-10)
+
+
+GRU_OPTION_CASES = [
+    dict(),
+    dict(reset_gate_first=True),
+    dict(reset_after=True),
+    dict(reset_after=True, flip_z=True, reset_gate_first=True),
+    dict(flip_z=True, mask="step", reverse=True),
+    dict(reset_after=True, mask="row", update_gate_activation="hard_sigmoid",
+         output_gate_activation="relu"),
+    dict(mask="row", reset_gate_activation="hard_sigmoid"),
+]
+
+
+@pytest.mark.parametrize("case", GRU_OPTION_CASES,
+                         ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_reference_gru_options_match_mps_gru(case):
+    """The reference's MPSGraph GRU options (gate blocks and activations, reset before the
+    recurrent product, z_new, recurrent mask) that tests/gpu checks the CUDA engine with,
+    against our CPU TfRnn>GRU (whose own tests use an independent float64 reference)."""
+    from tf_rnn_ops import mps
+    T, B, I, H = 5, 3, 4, 6
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(T, B, I))
+    W = rng.normal(size=(3 * H, I)) * 0.4
+    R = rng.normal(size=(3 * H, H)) * 0.4
+    b = rng.normal(size=3 * H) * 0.3
+    h0 = rng.normal(size=(B, H)) * 0.5
+    b2 = rng.normal(size=H) * 0.3 if case.get("reset_after") else None
+    mask = None
+    if case.get("mask"):
+        shape = (T, B, H) if case["mask"] == "step" else (B, H)
+        mask = (rng.random(shape) > 0.3) * 1.25
+    desc_kw = {k: v for k, v in case.items() if k != "mask"}
+    desc = mps.GRUDescriptor(**desc_kw)
+    (state,) = mps.gru(x, R, input_weight=W, bias=b, init_state=h0, mask=mask,
+                       secondary_bias=b2, descriptor=desc)
+    rf = case.get("reset_gate_first", False)
+    gate_pos = (0, 1, 2, 3) if rf else (1, 0, 2, 3)
+    gate_act = (desc.reset_gate_activation, desc.update_gate_activation,
+                desc.output_gate_activation, "sigmoid")
+    lay = cuda_engine.param_layout("gru", L=1, D=1, I=I, N=H)[0]
+    params = np.zeros(lay["end"])
+    params[lay["w"]:lay["r"]] = W.ravel()
+    params[lay["r"]:lay["p"]] = R.ravel()
+    params[lay["bw"]:lay["br"]] = b
+    if b2 is not None:
+        params[lay["br"] + 2 * H:lay["end"]] = b2
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    ry, rhn, _ = reference.rnn_reference(
+        torch, t(x), t(h0[None]), None, t(params), mode="gru", L=1, D=1, I=I, N=H,
+        gate_pos=gate_pos, gate_act=gate_act, mask=None if mask is None else t(mask),
+        mask_per_step=case.get("mask") == "step", reverse=case.get("reverse", False),
+        gru_reset_before=not case.get("reset_after", False),
+        gru_z_new=not case.get("flip_z", False))
+    np.testing.assert_allclose(state.numpy(), ry.numpy(), atol=1e-10)

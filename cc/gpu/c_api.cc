@@ -60,6 +60,8 @@ GpuStatus ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   s->has_mask = in->has_mask != 0;
   s->preprojected = in->preprojected != 0;
   s->reverse = in->reverse != 0;
+  s->gru_reset_before = in->gru_reset_before != 0;
+  s->gru_z_new = in->gru_z_new != 0;
   return ValidateRnnSpec(*s);
 }
 

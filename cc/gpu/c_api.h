@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define TFRNN_CUDA_API_VERSION 1
+#define TFRNN_CUDA_API_VERSION 2
 
 #define TFRNN_CUDA_OK 0
 #define TFRNN_CUDA_INVALID_ARGUMENT 1
@@ -43,7 +43,8 @@ typedef struct {
   int32_t training;      /* 0: no dropout */
   double dropout;        /* between layers, training only */
   uint64_t seed;
-  /* MPSGraph-style LSTM options (cuDNN defaults: {0,1,2,3}, {3,3,2,3}, 2, 0...). */
+  /* MPSGraph-style LSTM options (cuDNN defaults: {0,1,2,3}, {3,3,2,3}, 2, 0...); has_mask
+   * for lstm and gru, peephole for lstm. */
   int32_t gate_pos[4];   /* block of logical gates i, f, c, o within a K*N row */
   int32_t gate_act[4];   /* 0 none, 1 relu, 2 tanh, 3 sigmoid, 4 hard sigmoid */
   int32_t cell_act;
@@ -51,6 +52,10 @@ typedef struct {
   int32_t has_mask;
   int32_t preprojected;
   int32_t reverse;
+  /* MPSGraph-style GRU options (API version 2; cuDNN defaults 0, 0). gate_pos[0..2] and
+   * gate_act[0..2] are the r, z, n gates' blocks and activations for gru (gate_pos[3] = 3). */
+  int32_t gru_reset_before; /* n = act(W x + bW + R_n (r * h) + bR) */
+  int32_t gru_z_new;        /* h = z * n + (1 - z) * h_prev */
 } TfRnnCudaSpec;
 
 typedef struct {

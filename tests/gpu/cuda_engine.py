@@ -11,6 +11,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
 
+API_VERSION = 2  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h (Spec below mirrors its struct)
 MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -33,7 +34,7 @@ class Spec(ctypes.Structure):
                 ("seed", _u64),
                 ("gate_pos", _i32 * 4), ("gate_act", _i32 * 4), ("cell_act", _i32),
                 ("peephole", _i32), ("has_mask", _i32), ("preprojected", _i32),
-                ("reverse", _i32)]
+                ("reverse", _i32), ("gru_reset_before", _i32), ("gru_z_new", _i32)]
 
 
 class FwdArgs(ctypes.Structure):
@@ -66,7 +67,8 @@ def so_path():
 def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_input=False,
               training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
               gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
-              peephole=False, has_mask=False, preprojected=False, reverse=False):
+              peephole=False, has_mask=False, preprojected=False, reverse=False,
+              gru_reset_before=False, gru_z_new=False):
     s = Spec()
     s.mode, s.dtype = MODES[mode], DTYPES[dtype]
     s.T, s.B, s.I, s.N, s.P, s.L, s.D = T, B, I, N, P, L, D
@@ -77,6 +79,7 @@ def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_i
     s.cell_act = ACTS[cell_act]
     s.peephole, s.has_mask = int(peephole), int(has_mask)
     s.preprojected, s.reverse = int(preprojected), int(reverse)
+    s.gru_reset_before, s.gru_z_new = int(gru_reset_before), int(gru_z_new)
     return s
 
 
