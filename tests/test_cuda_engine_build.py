@@ -80,6 +80,25 @@ def test_invalid_spec_is_a_clean_error():
         eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, D=3))
     with pytest.raises(cuda_engine.EngineError, match="outside"):
         eng.param_offsets(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4), 1)
+    with pytest.raises(cuda_engine.EngineError, match="peephole needs lstm"):
+        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, peephole=True))
+    with pytest.raises(cuda_engine.EngineError, match="need gru"):
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, gru_reset_before=True))
+    with pytest.raises(cuda_engine.EngineError, match="mask needs lstm or gru"):
+        eng.sizes(cuda_engine.make_spec("rnn_tanh", T=2, B=2, I=3, N=4, has_mask=True))
+
+
+def test_mps_gru_options_are_accepted():
+    """The MPSGraph GRU options (API version 2) pass validation; the reset-before backward
+    needs a larger workspace (dpn of a step, the candidate block of dhr, masked h_prev)."""
+    eng = _engine()
+    kw = dict(T=3, B=2, I=3, N=4, gate_pos=(1, 0, 2, 3),
+              gate_act=("hard_sigmoid", "sigmoid", "relu", "sigmoid"))
+    base = eng.sizes(cuda_engine.make_spec("gru", **kw))
+    opts = eng.sizes(cuda_engine.make_spec("gru", has_mask=True, gru_reset_before=True,
+                                           gru_z_new=True, **kw))
+    assert opts[:2] == base[:2]          # same params and reserve layout
+    assert opts[2] > base[2] and opts[3] > base[3]
 
 
 def _no_gpu(eng):

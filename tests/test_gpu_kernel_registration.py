@@ -1,6 +1,7 @@
-"""GPU kernels of the TfRnn>CudnnRNN* ops (registered when the library was built with CUDA):
-they are registered under our names only, for every dtype, with the integer inputs in host
-memory, and the library still loads and computes on CPU in CPU-only TensorFlow."""
+"""GPU kernels of the TfRnn>CudnnRNN* ops and of TfRnn>LSTM/GRU(Gradients) (registered when the
+library was built with CUDA): they are registered under our names only, for every dtype, with
+the integer inputs in host memory, and the library still loads and computes on CPU in CPU-only
+TensorFlow."""
 
 import os
 
@@ -13,7 +14,8 @@ CUDA_SO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                        "_tfrnn_engine_cuda.so")
 OPS = ["CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CudnnRNNBackprop", "CudnnRNNBackpropV2",
        "CudnnRNNBackpropV3", "CudnnRNNParamsSize", "CudnnRNNParamsToCanonical",
-       "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2"]
+       "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2",
+       "GRU", "GRUGradients", "LSTM", "LSTMGradients"]
 
 
 def _gpu_kernels(name):

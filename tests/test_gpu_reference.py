@@ -129,8 +129,33 @@ def test_reference_gru_options_match_mps_gru(case):
     t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
     ry, rhn, _ = reference.rnn_reference(
         torch, t(x), t(h0[None]), None, t(params), mode="gru", L=1, D=1, I=I, N=H,
-        gate_pos=gate_pos, gate_act=gate_act, mask=None if mask is None else t(mask),
+        gate_pos=gate_pos, gate_act=gate_act,
+        mask=None if mask is None else t(mask if mask.ndim == 3 else mask[None]),
         mask_per_step=case.get("mask") == "step", reverse=case.get("reverse", False),
         gru_reset_before=not case.get("reset_after", False),
         gru_z_new=not case.get("flip_z", False))
     np.testing.assert_allclose(state.numpy(), ry.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("v2,peephole,clip,slm", [(False, False, 0.0, 5), (True, True, 0.7, 3),
+                                                  (False, True, 0.0, 0)])
+def test_lstm_block_reference_matches_cpu_block_lstm(ours, v2, peephole, clip, slm):
+    """tests/gpu/lstm_block_checks.py's float64 reference (the CUDA LSTM block engine's test
+    oracle) against our CPU BlockLSTM / BlockLSTMV2."""
+    import lstm_block_checks
+    T, N, I, H = 5, 3, 4, 6
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(T, N, I))
+    cs0, h0 = rng.normal(size=(N, H)) * 0.5, rng.normal(size=(N, H)) * 0.5
+    w, b = rng.normal(size=(I + H, 4 * H)) * 0.4, rng.normal(size=4 * H) * 0.3
+    wci, wcf, wco = (rng.normal(size=H) * 0.5 for _ in range(3))
+    kw = dict(seq_len_max=np.int64(slm), x=x, cs_prev=cs0, h_prev=h0, w=w, wci=wci, wcf=wcf,
+              wco=wco, b=b, cell_clip=clip, use_peephole=peephole)
+    outs = ours.BlockLSTMV2(**kw) if v2 else ours.BlockLSTM(forget_bias=1.0, **kw)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    ref = lstm_block_checks.lstm_block_reference(
+        torch, t(x), t(cs0), t(h0), t(w), t(wci), t(wcf), t(wco), t(b),
+        gate_order="ifco" if v2 else "icfo", forget_bias=0.0 if v2 else 1.0, cell_clip=clip,
+        use_peephole=peephole, seq_len_max=slm)
+    for name, got in zip(("i", "cs", "f", "o", "ci", "co", "h"), outs):
+        np.testing.assert_allclose(got.numpy(), ref[name].numpy(), atol=1e-8, err_msg=name)

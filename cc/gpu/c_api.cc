@@ -11,6 +11,7 @@
 #include "cc/engine/types.h"
 #include "cc/gpu/cublas_loader.h"
 #include "cc/gpu/gpu_status.h"
+#include "cc/gpu/lstm_gpu.h"
 #include "cc/gpu/rnn_gpu.h"
 
 #define TFRNN_EXPORT __attribute__((visibility("default")))
@@ -175,6 +176,144 @@ GpuStatus CheckBwdArgs(const RnnSpec& s, const TfRnnCudaBwdArgs* a) {
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->peephole, s.peephole ? LD * KN : 0, "peephole"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->dpeephole, s.peephole ? LD * KN : 0, "dpeephole"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus ToLstmSpec(const TfRnnCudaLstmSpec* in, LstmCellSpec* s) {
+  if (in == nullptr) return InvalidArgument("spec is NULL");
+  if (in->dtype < TFRNN_CUDA_HALF || in->dtype > TFRNN_CUDA_DOUBLE) {
+    return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
+                           std::to_string(in->dtype));
+  }
+  if (in->T < 0 || in->N < 0 || in->I < 0 || in->H < 0) {
+    return InvalidArgument("invalid LSTM spec: need T, N, I, H >= 0");
+  }
+  if (in->seq_len_max < 0 || in->seq_len_max > in->T) {
+    return InvalidArgument("invalid LSTM spec: seq_len_max = " +
+                           std::to_string(in->seq_len_max) + " is outside [0, " +
+                           std::to_string(in->T) + "]");
+  }
+  if (in->gate_order != 0 && in->gate_order != 1) {
+    return InvalidArgument("invalid LSTM spec: gate_order must be 0 (icfo) or 1 (ifco)");
+  }
+  s->order = in->gate_order == 0 ? kIcfo : kIfco;
+  s->forget_bias = in->forget_bias;
+  s->cell_clip = in->cell_clip;
+  s->use_peephole = in->use_peephole != 0;
+  return GpuStatus::Ok();
+}
+
+template <typename T>
+GpuStatus LstmFwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLstmSpec* c,
+                  const TfRnnCudaLstmFwdArgs* in, void* ws, int64_t ws_bytes) {
+  LstmFwdArgs<T> a;
+  a.T = c->T;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  a.seq_len_max = c->seq_len_max;
+  a.x = static_cast<const T*>(in->x);
+  a.cs_prev = static_cast<const T*>(in->cs_prev);
+  a.h_prev = static_cast<const T*>(in->h_prev);
+  a.w = static_cast<const T*>(in->w);
+  a.wci = static_cast<const T*>(in->wci);
+  a.wcf = static_cast<const T*>(in->wcf);
+  a.wco = static_cast<const T*>(in->wco);
+  a.b = static_cast<const T*>(in->b);
+  a.i = static_cast<T*>(in->i);
+  a.cs = static_cast<T*>(in->cs);
+  a.f = static_cast<T*>(in->f);
+  a.o = static_cast<T*>(in->o);
+  a.ci = static_cast<T*>(in->ci);
+  a.co = static_cast<T*>(in->co);
+  a.h = static_cast<T*>(in->h);
+  return LstmForwardGpu<T>(g, s, a, ws, ws_bytes);
+}
+
+template <typename T>
+GpuStatus LstmBwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLstmSpec* c,
+                  const TfRnnCudaLstmBwdArgs* in, void* ws, int64_t ws_bytes) {
+  LstmBwdArgs<T> a;
+  a.T = c->T;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  a.seq_len_max = c->seq_len_max;
+  a.exact_clip_grad = c->exact_clip_grad != 0;
+  auto ci = [](const void* p) { return static_cast<const T*>(p); };
+  auto mo = [](void* p) { return static_cast<T*>(p); };
+  a.x = ci(in->x);
+  a.cs_prev = ci(in->cs_prev);
+  a.h_prev = ci(in->h_prev);
+  a.w = ci(in->w);
+  a.wci = ci(in->wci);
+  a.wcf = ci(in->wcf);
+  a.wco = ci(in->wco);
+  a.i = ci(in->i);
+  a.cs = ci(in->cs);
+  a.f = ci(in->f);
+  a.o = ci(in->o);
+  a.ci = ci(in->ci);
+  a.co = ci(in->co);
+  a.h = ci(in->h);
+  a.cs_grad = ci(in->cs_grad);
+  a.h_grad = ci(in->h_grad);
+  a.i_grad = ci(in->i_grad);
+  a.f_grad = ci(in->f_grad);
+  a.o_grad = ci(in->o_grad);
+  a.ci_grad = ci(in->ci_grad);
+  a.co_grad = ci(in->co_grad);
+  a.x_grad = mo(in->x_grad);
+  a.cs_prev_grad = mo(in->cs_prev_grad);
+  a.h_prev_grad = mo(in->h_prev_grad);
+  a.w_grad = mo(in->w_grad);
+  a.wci_grad = mo(in->wci_grad);
+  a.wcf_grad = mo(in->wcf_grad);
+  a.wco_grad = mo(in->wco_grad);
+  a.b_grad = mo(in->b_grad);
+  return LstmBackwardGpu<T>(g, s, a, ws, ws_bytes);
+}
+
+GpuStatus CheckLstmFwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
+                           const TfRnnCudaLstmFwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, TNH = c->T * NH, G = 4 * c->H;
+  const int64_t ph = s.use_peephole ? c->H : 0;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, NH, "cs_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b, G, "b"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco, ph, "wco"));
+  const void* outs[7] = {a->i, a->cs, a->f, a->o, a->ci, a->co, a->h};
+  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TNH, "an output"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckLstmBwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
+                           const TfRnnCudaLstmBwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, TNH = c->T * NH, G = 4 * c->H;
+  const int64_t ph = s.use_peephole ? c->H : 0;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, NH, "cs_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco, ph, "wco"));
+  const void* ins[9] = {a->i, a->cs, a->f, a->o, a->ci, a->co, a->h, a->cs_grad, a->h_grad};
+  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TNH, "an activation or gradient"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x_grad, c->T * c->N * c->I, "x_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev_grad, NH, "cs_prev_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev_grad, NH, "h_prev_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_grad, (c->I + c->H) * G, "w_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_grad, G, "b_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci_grad, c->H, "wci_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf_grad, c->H, "wcf_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco_grad, c->H, "wco_grad"));
   return GpuStatus::Ok();
 }
 
@@ -359,5 +498,51 @@ TFRNN_EXPORT int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void
 TFRNN_EXPORT int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream) {
   TFRNN_C_API_GUARD({ return Finish(CopyOrZero(dst, nullptr, bytes, stream)); })
 }
+
+TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* fwd_workspace_bytes,
+                                       int64_t* bwd_workspace_bytes) {
+  TFRNN_C_API_GUARD({
+    tfrnn::LstmCellSpec s;
+    GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);
+    if (!st.ok()) return Fail(st);
+    const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
+    if (fwd_workspace_bytes != nullptr) {
+      *fwd_workspace_bytes = tfrnn::gpu::LstmFwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
+    }
+    if (bwd_workspace_bytes != nullptr) {
+      *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
+    }
+    return TFRNN_CUDA_OK;
+  })
+}
+
+#define TFRNN_LSTM_ENTRY(NAME, ARGS, CHECK, FN)                                             \
+  TFRNN_EXPORT int NAME(const TfRnnCudaLstmSpec* spec, const ARGS* args, void* workspace,  \
+                        int64_t workspace_bytes, void* stream) {                           \
+    TFRNN_C_API_GUARD({                                                                     \
+      tfrnn::LstmCellSpec s;                                                                \
+      GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);                                      \
+      if (st.ok()) st = tfrnn::gpu::CHECK(spec, s, args);                                   \
+      if (!st.ok()) return Fail(st);                                                        \
+      tfrnn::gpu::CublasLease lease;                                                        \
+      tfrnn::gpu::GpuContext g;                                                             \
+      st = tfrnn::gpu::Prepare(stream, &lease, &g);                                         \
+      if (!st.ok()) return Fail(st);                                                        \
+      switch (spec->dtype) {                                                                \
+        case TFRNN_CUDA_HALF:                                                               \
+          return Finish(tfrnn::gpu::FN<__half>(g, s, spec, args, workspace, workspace_bytes)); \
+        case TFRNN_CUDA_BFLOAT16:                                                           \
+          return Finish(                                                                    \
+              tfrnn::gpu::FN<__nv_bfloat16>(g, s, spec, args, workspace, workspace_bytes)); \
+        case TFRNN_CUDA_FLOAT:                                                              \
+          return Finish(tfrnn::gpu::FN<float>(g, s, spec, args, workspace, workspace_bytes)); \
+        default:                                                                            \
+          return Finish(tfrnn::gpu::FN<double>(g, s, spec, args, workspace, workspace_bytes)); \
+      }                                                                                     \
+    })                                                                                      \
+  }
+TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_forward, TfRnnCudaLstmFwdArgs, CheckLstmFwdArgs, LstmFwd)
+TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_backward, TfRnnCudaLstmBwdArgs, CheckLstmBwdArgs, LstmBwd)
+#undef TFRNN_LSTM_ENTRY
 
 }  // extern "C"

@@ -96,6 +96,34 @@ typedef struct {
   void* dpeephole;             /* [L*D, K*N] (spec.peephole) */
 } TfRnnCudaBwdArgs;
 
+/* The LSTM block engine (BlockLSTM / BlockLSTMV2 and their gradients; equations in
+ * cc/engine/lstm.h), API version 2. Time-major, dense, row-major:
+ *   x [T, N, I]; cs_prev, h_prev [N, H]; w [I+H, 4H]; wci, wcf, wco [H]; b [4H];
+ *   i, cs, f, o, ci, co, h [T, N, H] (steps >= seq_len_max are written as zeros). */
+typedef struct {
+  int32_t dtype;          /* TFRNN_CUDA_HALF .. TFRNN_CUDA_DOUBLE */
+  int64_t T, N, I, H;
+  int64_t seq_len_max;    /* steps computed, 0 <= seq_len_max <= T */
+  int32_t gate_order;     /* 0: i, ci, f, o (BlockLSTM); 1: i, f, ci, o (BlockLSTMV2) */
+  float forget_bias;
+  float cell_clip;        /* <= 0: no clipping */
+  int32_t use_peephole;
+  int32_t exact_clip_grad; /* backward: zero gradient through a clipped cell value */
+} TfRnnCudaLstmSpec;
+
+typedef struct {
+  const void *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco, *b;
+  void *i, *cs, *f, *o, *ci, *co, *h;
+} TfRnnCudaLstmFwdArgs;
+
+typedef struct {
+  const void *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco;
+  const void *i, *cs, *f, *o, *ci, *co, *h;     /* the forward's outputs */
+  const void *cs_grad, *h_grad;                 /* [T, N, H] */
+  const void *i_grad, *f_grad, *o_grad, *ci_grad, *co_grad;  /* optional [T, N, H] (NULL = 0) */
+  void *x_grad, *cs_prev_grad, *h_prev_grad, *w_grad, *wci_grad, *wcf_grad, *wco_grad, *b_grad;
+} TfRnnCudaLstmBwdArgs;
+
 int tfrnn_cuda_api_version(void);
 /* Message of the calling thread's last failed call ("" if none). */
 const char* tfrnn_cuda_last_error(void);
@@ -115,6 +143,15 @@ int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* ar
 /* Writes every output (dparams fully, not accumulated). */
 int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
                             void* workspace, int64_t workspace_bytes, void* stream);
+
+/* LSTM block engine: workspace bytes (no device needed), forward, backward (writes every
+ * output; wci/wcf/wco grads are zeros without peephole). */
+int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* fwd_workspace_bytes,
+                          int64_t* bwd_workspace_bytes);
+int tfrnn_cuda_lstm_forward(const TfRnnCudaLstmSpec* spec, const TfRnnCudaLstmFwdArgs* args,
+                            void* workspace, int64_t workspace_bytes, void* stream);
+int tfrnn_cuda_lstm_backward(const TfRnnCudaLstmSpec* spec, const TfRnnCudaLstmBwdArgs* args,
+                             void* workspace, int64_t workspace_bytes, void* stream);
 
 /* Device helpers for framework adapters (all on `stream`, asynchronous):
  * dst [d1, d0, c] = src [d0, d1, c] for elements of elem_bytes (2, 4 or 8) bytes; */

@@ -21,7 +21,8 @@ STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABL
 EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_device_count",
             "tfrnn_cuda_cublas_library", "tfrnn_cuda_rnn_sizes", "tfrnn_cuda_rnn_param_offsets",
             "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward", "tfrnn_cuda_swap_major",
-            "tfrnn_cuda_copy", "tfrnn_cuda_zero")
+            "tfrnn_cuda_copy", "tfrnn_cuda_zero", "tfrnn_cuda_lstm_sizes",
+            "tfrnn_cuda_lstm_forward", "tfrnn_cuda_lstm_backward")
 
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 
@@ -51,6 +52,43 @@ class BwdArgs(ctypes.Structure):
                 ("dx", _p), ("dh0", _p), ("dc0", _p), ("dparams", _p),
                 ("peephole", _p), ("mask", _p), ("mask_per_step", _i32),
                 ("dc_seq", _p), ("dpeephole", _p)]
+
+
+class LstmSpec(ctypes.Structure):
+    """TfRnnCudaLstmSpec (the LSTM block engine: BlockLSTM / BlockLSTMV2)."""
+    _fields_ = [("dtype", _i32), ("T", _i64), ("N", _i64), ("I", _i64), ("H", _i64),
+                ("seq_len_max", _i64), ("gate_order", _i32), ("forget_bias", ctypes.c_float),
+                ("cell_clip", ctypes.c_float), ("use_peephole", _i32),
+                ("exact_clip_grad", _i32)]
+
+
+LSTM_FWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b",
+                   "i", "cs", "f", "o", "ci", "co", "h")
+LSTM_BWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco",
+                   "i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad",
+                   "i_grad", "f_grad", "o_grad", "ci_grad", "co_grad",
+                   "x_grad", "cs_prev_grad", "h_prev_grad", "w_grad", "wci_grad", "wcf_grad",
+                   "wco_grad", "b_grad")
+
+
+class LstmFwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in LSTM_FWD_FIELDS]
+
+
+class LstmBwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in LSTM_BWD_FIELDS]
+
+
+def make_lstm_spec(*, T, N, I, H, seq_len_max=None, dtype="float32", gate_order="icfo",
+                   forget_bias=1.0, cell_clip=0.0, use_peephole=False, exact_clip_grad=False):
+    s = LstmSpec()
+    s.dtype = DTYPES[dtype]
+    s.T, s.N, s.I, s.H = T, N, I, H
+    s.seq_len_max = T if seq_len_max is None else seq_len_max
+    s.gate_order = {"icfo": 0, "ifco": 1}[gate_order]
+    s.forget_bias, s.cell_clip = forget_bias, cell_clip
+    s.use_peephole, s.exact_clip_grad = int(use_peephole), int(exact_clip_grad)
+    return s
 
 
 class EngineError(RuntimeError):
@@ -100,6 +138,11 @@ class Engine:
                                                _p, _i64, _p]
         lib.tfrnn_cuda_rnn_backward.argtypes = [ctypes.POINTER(Spec), ctypes.POINTER(BwdArgs),
                                                 _p, _i64, _p]
+        lib.tfrnn_cuda_lstm_sizes.argtypes = [ctypes.POINTER(LstmSpec)] + [ctypes.POINTER(_i64)] * 2
+        lib.tfrnn_cuda_lstm_forward.argtypes = [ctypes.POINTER(LstmSpec),
+                                                ctypes.POINTER(LstmFwdArgs), _p, _i64, _p]
+        lib.tfrnn_cuda_lstm_backward.argtypes = [ctypes.POINTER(LstmSpec),
+                                                 ctypes.POINTER(LstmBwdArgs), _p, _i64, _p]
 
     def _check(self, code):
         if code != 0:
@@ -161,6 +204,30 @@ class Engine:
         self._check(self.lib.tfrnn_cuda_rnn_backward(ctypes.byref(spec), ctypes.byref(a),
                                                      workspace, workspace_bytes, stream))
         del keep
+
+
+def _lstm_call(eng, fn, args_type, spec, ptrs, workspace, workspace_bytes, stream):
+    a = args_type()
+    for k, v in ptrs.items():
+        setattr(a, k, v)
+    eng._check(fn(ctypes.byref(spec), ctypes.byref(a), workspace, workspace_bytes, stream))
+
+
+def lstm_sizes(eng, spec):
+    """(fwd_workspace_bytes, bwd_workspace_bytes) of the LSTM block engine."""
+    out = [_i64(0), _i64(0)]
+    eng._check(eng.lib.tfrnn_cuda_lstm_sizes(ctypes.byref(spec), *[ctypes.byref(o) for o in out]))
+    return tuple(o.value for o in out)
+
+
+def lstm_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_forward, LstmFwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
+
+
+def lstm_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_backward, LstmBwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
 
 
 def param_layout(mode, *, L, D, I, N, P=0, skip_input=False):
