@@ -159,3 +159,33 @@ def test_lstm_block_reference_matches_cpu_block_lstm(ours, v2, peephole, clip, s
         use_peephole=peephole, seq_len_max=slm)
     for name, got in zip(("i", "cs", "f", "o", "ci", "co", "h"), outs):
         np.testing.assert_allclose(got.numpy(), ref[name].numpy(), atol=1e-8, err_msg=name)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_gru_cell_reference_matches_cpu_gru_block_cell(ours, exact):
+    """tests/gpu/lstm_block_checks.py's GRU cell reference (the CUDA GRU cell's test oracle)
+    against our CPU GRUBlockCell and GRUBlockCellGrad(Exact)."""
+    import lstm_block_checks
+    N, I, H = 3, 4, 5
+    rng = np.random.default_rng(5)
+    x, h_prev = rng.normal(size=(N, I)), rng.normal(size=(N, H)) * 0.5
+    w_ru, w_c = rng.normal(size=(I + H, 2 * H)) * 0.4, rng.normal(size=(I + H, H)) * 0.4
+    b_ru, b_c = rng.normal(size=2 * H) * 0.3, rng.normal(size=H) * 0.3
+    d_h = rng.normal(size=(N, H))
+    gg = {k: rng.normal(size=(N, H)) for k in ("r", "u", "c")} if exact else {}
+    r, u, c, h = ours.GRUBlockCell(x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c)
+    kw = dict(x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c, r=r, u=u, c=c, d_h=d_h)
+    if exact:
+        from tf_rnn_ops import load_library
+        got = load_library().tf_rnn_gru_block_cell_grad_exact(
+            r_grad=gg["r"], u_grad=gg["u"], c_grad=gg["c"], **kw)
+    else:
+        got = ours.GRUBlockCellGrad(**kw)
+    t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
+    ref, rg = lstm_block_checks.gru_cell_reference_grads(
+        torch, t(x), t(h_prev), t(w_ru), t(w_c), t(b_ru), t(b_c), t(d_h),
+        {k: t(v) for k, v in gg.items()})
+    for name, v in zip(("r", "u", "c", "h"), (r, u, c, h)):
+        np.testing.assert_allclose(v.numpy(), ref[name].numpy(), atol=1e-8, err_msg=name)
+    for name, v in zip(("d_x", "d_h_prev", "d_c_bar", "d_r_bar_u_bar"), got):
+        np.testing.assert_allclose(v.numpy(), rg[name].numpy(), atol=1e-8, err_msg=name)

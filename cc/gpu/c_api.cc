@@ -11,6 +11,7 @@
 #include "cc/engine/types.h"
 #include "cc/gpu/cublas_loader.h"
 #include "cc/gpu/gpu_status.h"
+#include "cc/gpu/gru_gpu.h"
 #include "cc/gpu/lstm_gpu.h"
 #include "cc/gpu/rnn_gpu.h"
 
@@ -271,7 +272,7 @@ GpuStatus LstmBwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLst
   a.wcf_grad = mo(in->wcf_grad);
   a.wco_grad = mo(in->wco_grad);
   a.b_grad = mo(in->b_grad);
-  return LstmBackwardGpu<T>(g, s, a, ws, ws_bytes);
+  return LstmBackwardGpu<T>(g, s, a, ws, ws_bytes, mo(in->dgates));
 }
 
 GpuStatus CheckLstmFwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
@@ -315,6 +316,93 @@ GpuStatus CheckLstmBwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf_grad, c->H, "wcf_grad"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco_grad, c->H, "wco_grad"));
   return GpuStatus::Ok();
+}
+
+GpuStatus CheckGruCellSpec(const TfRnnCudaGruCellSpec* c) {
+  if (c == nullptr) return InvalidArgument("spec is NULL");
+  if (c->dtype < TFRNN_CUDA_HALF || c->dtype > TFRNN_CUDA_DOUBLE) {
+    return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
+                           std::to_string(c->dtype));
+  }
+  if (c->N < 0 || c->I < 0 || c->H < 0) {
+    return InvalidArgument("invalid GRU cell spec: need N, I, H >= 0");
+  }
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckGruCellFwdArgs(const TfRnnCudaGruCellSpec* c, const TfRnnCudaGruCellFwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, IH = c->I + c->H;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_ru, IH * 2 * c->H, "w_ru"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_c, IH * c->H, "w_c"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_ru, 2 * c->H, "b_ru"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_c, c->H, "b_c"));
+  const void* outs[4] = {a->r, a->u, a->c, a->h};
+  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, NH, "an output"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckGruCellBwdArgs(const TfRnnCudaGruCellSpec* c, const TfRnnCudaGruCellBwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, IH = c->I + c->H;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_ru, IH * 2 * c->H, "w_ru"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_c, IH * c->H, "w_c"));
+  const void* ins[5] = {a->h_prev, a->r, a->u, a->c, a->d_h};
+  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, NH, "an input"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_x, c->N * c->I, "d_x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_h_prev, NH, "d_h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_c_bar, NH, "d_c_bar"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_r_bar_u_bar, 2 * NH, "d_r_bar_u_bar"));
+  return GpuStatus::Ok();
+}
+
+template <typename T>
+GpuStatus GruCellFwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
+                     const TfRnnCudaGruCellFwdArgs* in, void* ws, int64_t ws_bytes) {
+  GruCellFwdArgs<T> a;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  a.x = static_cast<const T*>(in->x);
+  a.h_prev = static_cast<const T*>(in->h_prev);
+  a.w_ru = static_cast<const T*>(in->w_ru);
+  a.w_c = static_cast<const T*>(in->w_c);
+  a.b_ru = static_cast<const T*>(in->b_ru);
+  a.b_c = static_cast<const T*>(in->b_c);
+  a.r = static_cast<T*>(in->r);
+  a.u = static_cast<T*>(in->u);
+  a.c = static_cast<T*>(in->c);
+  a.h = static_cast<T*>(in->h);
+  return GruCellForwardGpu<T>(g, a, ws, ws_bytes);
+}
+
+template <typename T>
+GpuStatus GruCellBwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
+                     const TfRnnCudaGruCellBwdArgs* in, void* ws, int64_t ws_bytes) {
+  GruCellBwdArgs<T> a;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  auto ci = [](const void* p) { return static_cast<const T*>(p); };
+  a.x = ci(in->x);
+  a.h_prev = ci(in->h_prev);
+  a.w_ru = ci(in->w_ru);
+  a.w_c = ci(in->w_c);
+  a.r = ci(in->r);
+  a.u = ci(in->u);
+  a.c = ci(in->c);
+  a.d_h = ci(in->d_h);
+  a.g_r = ci(in->g_r);
+  a.g_u = ci(in->g_u);
+  a.g_c = ci(in->g_c);
+  a.d_x = static_cast<T*>(in->d_x);
+  a.d_h_prev = static_cast<T*>(in->d_h_prev);
+  a.d_c_bar = static_cast<T*>(in->d_c_bar);
+  a.d_r_bar_u_bar = static_cast<T*>(in->d_r_bar_u_bar);
+  return GruCellBackwardGpu<T>(g, a, ws, ws_bytes);
 }
 
 }  // namespace
@@ -544,5 +632,54 @@ TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* f
 TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_forward, TfRnnCudaLstmFwdArgs, CheckLstmFwdArgs, LstmFwd)
 TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_backward, TfRnnCudaLstmBwdArgs, CheckLstmBwdArgs, LstmBwd)
 #undef TFRNN_LSTM_ENTRY
+
+TFRNN_EXPORT int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec,
+                                           int64_t* fwd_workspace_bytes,
+                                           int64_t* bwd_workspace_bytes) {
+  TFRNN_C_API_GUARD({
+    GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);
+    if (!st.ok()) return Fail(st);
+    const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
+    if (fwd_workspace_bytes != nullptr) {
+      *fwd_workspace_bytes =
+          tfrnn::gpu::GruCellFwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
+    }
+    if (bwd_workspace_bytes != nullptr) {
+      *bwd_workspace_bytes =
+          tfrnn::gpu::GruCellBwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
+    }
+    return TFRNN_CUDA_OK;
+  })
+}
+
+#define TFRNN_GRU_ENTRY(NAME, ARGS, CHECK, FN)                                              \
+  TFRNN_EXPORT int NAME(const TfRnnCudaGruCellSpec* spec, const ARGS* args, void* workspace, \
+                        int64_t workspace_bytes, void* stream) {                            \
+    TFRNN_C_API_GUARD({                                                                      \
+      GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);                                     \
+      if (st.ok()) st = tfrnn::gpu::CHECK(spec, args);                                       \
+      if (!st.ok()) return Fail(st);                                                         \
+      tfrnn::gpu::CublasLease lease;                                                         \
+      tfrnn::gpu::GpuContext g;                                                              \
+      st = tfrnn::gpu::Prepare(stream, &lease, &g);                                          \
+      if (!st.ok()) return Fail(st);                                                         \
+      switch (spec->dtype) {                                                                 \
+        case TFRNN_CUDA_HALF:                                                                \
+          return Finish(tfrnn::gpu::FN<__half>(g, spec, args, workspace, workspace_bytes));  \
+        case TFRNN_CUDA_BFLOAT16:                                                            \
+          return Finish(                                                                     \
+              tfrnn::gpu::FN<__nv_bfloat16>(g, spec, args, workspace, workspace_bytes));     \
+        case TFRNN_CUDA_FLOAT:                                                               \
+          return Finish(tfrnn::gpu::FN<float>(g, spec, args, workspace, workspace_bytes));   \
+        default:                                                                             \
+          return Finish(tfrnn::gpu::FN<double>(g, spec, args, workspace, workspace_bytes));  \
+      }                                                                                      \
+    })                                                                                       \
+  }
+TFRNN_GRU_ENTRY(tfrnn_cuda_gru_cell_forward, TfRnnCudaGruCellFwdArgs, CheckGruCellFwdArgs,
+                GruCellFwd)
+TFRNN_GRU_ENTRY(tfrnn_cuda_gru_cell_backward, TfRnnCudaGruCellBwdArgs, CheckGruCellBwdArgs,
+                GruCellBwd)
+#undef TFRNN_GRU_ENTRY
 
 }  // extern "C"

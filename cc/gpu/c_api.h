@@ -122,7 +122,27 @@ typedef struct {
   const void *cs_grad, *h_grad;                 /* [T, N, H] */
   const void *i_grad, *f_grad, *o_grad, *ci_grad, *co_grad;  /* optional [T, N, H] (NULL = 0) */
   void *x_grad, *cs_prev_grad, *h_prev_grad, *w_grad, *wci_grad, *wcf_grad, *wco_grad, *b_grad;
+  void* dgates;  /* optional: the gate gradients [T, N, 4H] (zeros past seq_len_max) */
 } TfRnnCudaLstmBwdArgs;
+
+/* The GRU block cell (GRUBlockCell / GRUBlockCellGrad; equations at GruCellFwdArgs in
+ * cc/engine/types.h), API version 2: x [N, I]; h_prev, r, u, c, h, d_h [N, H];
+ * w_ru [I+H, 2H]; w_c [I+H, H]; b_ru [2H]; b_c [H]; d_r_bar_u_bar [N, 2H]. */
+typedef struct {
+  int32_t dtype;
+  int64_t N, I, H;
+} TfRnnCudaGruCellSpec;
+
+typedef struct {
+  const void *x, *h_prev, *w_ru, *w_c, *b_ru, *b_c;
+  void *r, *u, *c, *h;
+} TfRnnCudaGruCellFwdArgs;
+
+typedef struct {
+  const void *x, *h_prev, *w_ru, *w_c, *r, *u, *c, *d_h;
+  const void *g_r, *g_u, *g_c;  /* optional gradients of the r, u, c outputs (NULL = 0) */
+  void *d_x, *d_h_prev, *d_c_bar, *d_r_bar_u_bar;
+} TfRnnCudaGruCellBwdArgs;
 
 int tfrnn_cuda_api_version(void);
 /* Message of the calling thread's last failed call ("" if none). */
@@ -152,6 +172,15 @@ int tfrnn_cuda_lstm_forward(const TfRnnCudaLstmSpec* spec, const TfRnnCudaLstmFw
                             void* workspace, int64_t workspace_bytes, void* stream);
 int tfrnn_cuda_lstm_backward(const TfRnnCudaLstmSpec* spec, const TfRnnCudaLstmBwdArgs* args,
                              void* workspace, int64_t workspace_bytes, void* stream);
+
+int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec, int64_t* fwd_workspace_bytes,
+                              int64_t* bwd_workspace_bytes);
+int tfrnn_cuda_gru_cell_forward(const TfRnnCudaGruCellSpec* spec,
+                                const TfRnnCudaGruCellFwdArgs* args, void* workspace,
+                                int64_t workspace_bytes, void* stream);
+int tfrnn_cuda_gru_cell_backward(const TfRnnCudaGruCellSpec* spec,
+                                 const TfRnnCudaGruCellBwdArgs* args, void* workspace,
+                                 int64_t workspace_bytes, void* stream);
 
 /* Device helpers for framework adapters (all on `stream`, asynchronous):
  * dst [d1, d0, c] = src [d0, d1, c] for elements of elem_bytes (2, 4 or 8) bytes; */

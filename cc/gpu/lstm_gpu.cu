@@ -254,7 +254,7 @@ GpuStatus LstmForwardGpu(const GpuContext& g, const LstmCellSpec& s, const LstmF
 
 template <typename T>
 GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const LstmBwdArgs<T>& a,
-                          void* workspace, int64_t workspace_bytes) {
+                          void* workspace, int64_t workspace_bytes, T* dgates_out) {
   using A = AccOf<T>;
   const I64 T_ = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max, NH = N * H, G = 4 * H;
   const int64_t need = LstmBwdWorkspaceBytesGpu(T_, N, H, sizeof(T));
@@ -307,6 +307,10 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const Lstm
       TFRNN_CUDA_CHECK_LAUNCH("LstmBwdKernel");
     }
   }
+  if (dgates_out != nullptr) {  // LSTMBlockCellGrad's dicfo
+    TFRNN_GPU_RETURN_IF_ERROR(Copy(g, dgates_out, static_cast<const T*>(w.dgates), L * N * G));
+    TFRNN_GPU_RETURN_IF_ERROR(ZeroTail(g, dgates_out, L * N * G, (T_ - L) * N * G));
+  }
   // cs_prev_grad = the carry after step 0; h_prev_grad = dgates[0] · w[I:]ᵀ (zeros if L = 0).
   TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.cs_prev_grad, static_cast<const A*>(w.dcs), NH));
   if (L > 0) {
@@ -353,7 +357,7 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const Lstm
   template GpuStatus LstmForwardGpu<T>(const GpuContext&, const LstmCellSpec&,              \
                                        const LstmFwdArgs<T>&, void*, int64_t);              \
   template GpuStatus LstmBackwardGpu<T>(const GpuContext&, const LstmCellSpec&,             \
-                                        const LstmBwdArgs<T>&, void*, int64_t);
+                                        const LstmBwdArgs<T>&, void*, int64_t, T*);
 TFRNN_INSTANTIATE_LSTM_GPU(__half)
 TFRNN_INSTANTIATE_LSTM_GPU(__nv_bfloat16)
 TFRNN_INSTANTIATE_LSTM_GPU(float)

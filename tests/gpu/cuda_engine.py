@@ -22,7 +22,8 @@ EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_devic
             "tfrnn_cuda_cublas_library", "tfrnn_cuda_rnn_sizes", "tfrnn_cuda_rnn_param_offsets",
             "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward", "tfrnn_cuda_swap_major",
             "tfrnn_cuda_copy", "tfrnn_cuda_zero", "tfrnn_cuda_lstm_sizes",
-            "tfrnn_cuda_lstm_forward", "tfrnn_cuda_lstm_backward")
+            "tfrnn_cuda_lstm_forward", "tfrnn_cuda_lstm_backward", "tfrnn_cuda_gru_cell_sizes",
+            "tfrnn_cuda_gru_cell_forward", "tfrnn_cuda_gru_cell_backward")
 
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 
@@ -68,7 +69,7 @@ LSTM_BWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco",
                    "i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad",
                    "i_grad", "f_grad", "o_grad", "ci_grad", "co_grad",
                    "x_grad", "cs_prev_grad", "h_prev_grad", "w_grad", "wci_grad", "wcf_grad",
-                   "wco_grad", "b_grad")
+                   "wco_grad", "b_grad", "dgates")
 
 
 class LstmFwdArgs(ctypes.Structure):
@@ -88,6 +89,30 @@ def make_lstm_spec(*, T, N, I, H, seq_len_max=None, dtype="float32", gate_order=
     s.gate_order = {"icfo": 0, "ifco": 1}[gate_order]
     s.forget_bias, s.cell_clip = forget_bias, cell_clip
     s.use_peephole, s.exact_clip_grad = int(use_peephole), int(exact_clip_grad)
+    return s
+
+
+class GruCellSpec(ctypes.Structure):
+    """TfRnnCudaGruCellSpec (GRUBlockCell / GRUBlockCellGrad)."""
+    _fields_ = [("dtype", _i32), ("N", _i64), ("I", _i64), ("H", _i64)]
+
+
+GRU_CELL_FWD_FIELDS = ("x", "h_prev", "w_ru", "w_c", "b_ru", "b_c", "r", "u", "c", "h")
+GRU_CELL_BWD_FIELDS = ("x", "h_prev", "w_ru", "w_c", "r", "u", "c", "d_h", "g_r", "g_u", "g_c",
+                       "d_x", "d_h_prev", "d_c_bar", "d_r_bar_u_bar")
+
+
+class GruCellFwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in GRU_CELL_FWD_FIELDS]
+
+
+class GruCellBwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in GRU_CELL_BWD_FIELDS]
+
+
+def make_gru_cell_spec(*, N, I, H, dtype="float32"):
+    s = GruCellSpec()
+    s.dtype, s.N, s.I, s.H = DTYPES[dtype], N, I, H
     return s
 
 
@@ -138,6 +163,13 @@ class Engine:
                                                _p, _i64, _p]
         lib.tfrnn_cuda_rnn_backward.argtypes = [ctypes.POINTER(Spec), ctypes.POINTER(BwdArgs),
                                                 _p, _i64, _p]
+        lib.tfrnn_cuda_gru_cell_sizes.argtypes = ([ctypes.POINTER(GruCellSpec)]
+                                                  + [ctypes.POINTER(_i64)] * 2)
+        lib.tfrnn_cuda_gru_cell_forward.argtypes = [ctypes.POINTER(GruCellSpec),
+                                                    ctypes.POINTER(GruCellFwdArgs), _p, _i64, _p]
+        lib.tfrnn_cuda_gru_cell_backward.argtypes = [ctypes.POINTER(GruCellSpec),
+                                                     ctypes.POINTER(GruCellBwdArgs), _p, _i64,
+                                                     _p]
         lib.tfrnn_cuda_lstm_sizes.argtypes = [ctypes.POINTER(LstmSpec)] + [ctypes.POINTER(_i64)] * 2
         lib.tfrnn_cuda_lstm_forward.argtypes = [ctypes.POINTER(LstmSpec),
                                                 ctypes.POINTER(LstmFwdArgs), _p, _i64, _p]
@@ -227,6 +259,24 @@ def lstm_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
 
 def lstm_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
     _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_backward, LstmBwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
+
+
+def gru_cell_sizes(eng, spec):
+    """(fwd_workspace_bytes, bwd_workspace_bytes) of the GRU block cell."""
+    out = [_i64(0), _i64(0)]
+    eng._check(eng.lib.tfrnn_cuda_gru_cell_sizes(ctypes.byref(spec),
+                                                 *[ctypes.byref(o) for o in out]))
+    return tuple(o.value for o in out)
+
+
+def gru_cell_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_gru_cell_forward, GruCellFwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
+
+
+def gru_cell_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_gru_cell_backward, GruCellBwdArgs, spec, ptrs, workspace,
                workspace_bytes, stream)
 
 

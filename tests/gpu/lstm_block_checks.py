@@ -1,5 +1,6 @@
 """Checks of the CUDA LSTM block engine (tfrnn_cuda_lstm_*: BlockLSTM / BlockLSTMV2 and their
-gradients) against a float64 PyTorch reference written from cc/engine/lstm.h's equations
+gradients) and of the GRU block cell (tfrnn_cuda_gru_cell_*: GRUBlockCell / GRUBlockCellGrad)
+against float64 PyTorch references written from cc/engine/lstm.h's and types.h's equations
 (autograd for the gradients).  Needs PyTorch with CUDA and the built engine (see gpu_common).
 """
 
@@ -11,7 +12,7 @@ BLOCKS = {"icfo": dict(i=0, c=1, f=2, o=3), "ifco": dict(i=0, f=1, c=2, o=3)}
 
 
 def lstm_block_reference(torch, x, cs_prev, h_prev, w, wci, wcf, wco, b, *, gate_order,
-                         forget_bias, cell_clip, use_peephole, seq_len_max):
+                         forget_bias, cell_clip, use_peephole, seq_len_max, gate_delta=None):
     """lstm.h forward in the inputs' dtype: dict of i, cs, f, o, ci, co, h [T, N, H] (zeros
     for steps >= seq_len_max)."""
     T, N, _ = x.shape
@@ -21,6 +22,8 @@ def lstm_block_reference(torch, x, cs_prev, h_prev, w, wci, wcf, wco, b, *, gate
     cp, hp = cs_prev, h_prev
     for t in range(seq_len_max):
         g = torch.cat([x[t], hp], 1) @ w + b
+        if gate_delta is not None:  # zeros whose gradient is dL/d(gate pre-activations)
+            g = g + gate_delta[t]
         gate = lambda k: g[:, blk[k] * H:(blk[k] + 1) * H]  # noqa: E731
         if use_peephole:
             i = torch.sigmoid(gate("i") + cp * wci)
@@ -56,6 +59,8 @@ LSTM_BLOCK_CASES = [
     dict(gate_order="icfo", gate_grads=True, use_peephole=True),
     dict(gate_order="icfo", T=0),
     dict(gate_order="ifco", N=0),
+    dict(gate_order="icfo", T=1, use_peephole=True, dgates=True),   # LSTMBlockCellGrad's use
+    dict(gate_order="ifco", seq_len_max=4, dgates=True),
 ]
 for _dt in ("float32", "float16", "bfloat16"):
     LSTM_BLOCK_CASES.append(dict(gate_order="ifco", use_peephole=True, seq_len_max=4,
@@ -100,6 +105,8 @@ def check_lstm_block(case):
     grads = dict(x_grad=nan(T, N, I), cs_prev_grad=nan(N, H), h_prev_grad=nan(N, H),
                  w_grad=nan(I + H, 4 * H), wci_grad=nan(H), wcf_grad=nan(H), wco_grad=nan(H),
                  b_grad=nan(4 * H))
+    if case.get("dgates"):
+        grads["dgates"] = nan(T, N, 4 * H)
     ws = torch.empty(max(1, bwd_ws), dtype=torch.uint8, device=dev)
     bptrs = dict(x=ptr(x), cs_prev=ptr(cs_prev), h_prev=ptr(h_prev), w=ptr(w), wci=ptr(wci),
                  wcf=ptr(wcf), wco=ptr(wco), cs_grad=ptr(cs_grad), h_grad=ptr(h_grad),
@@ -112,21 +119,22 @@ def check_lstm_block(case):
     up = lambda t: t.to(f64).requires_grad_()  # noqa: E731
     xr, cpr, hpr, wr, wcir, wcfr, wcor, br = (up(t) for t in (x, cs_prev, h_prev, w, wci, wcf,
                                                             wco, b))
+    delta = torch.zeros(T, N, 4 * H, dtype=f64, device=dev, requires_grad=True)
     ref = lstm_block_reference(torch, xr, cpr, hpr, wr, wcir, wcfr, wcor, br,
-                               seq_len_max=L, **opts)
+                               seq_len_max=L, gate_delta=delta, **opts)
     tol = TOL[dtype] * (10 if dtype == "float32" else 1)
     for k in out:
         gc.assert_close(k, out[k], ref[k], tol)
     loss = (ref["cs"] * cs_grad.to(f64)).sum() + (ref["h"] * h_grad.to(f64)).sum()
     for k, v in gate_grads.items():
         loss = loss + (ref[k] * v.to(f64)).sum()
-    inputs = [xr, cpr, hpr, wr, wcir, wcfr, wcor, br]
+    inputs = [xr, cpr, hpr, wr, wcir, wcfr, wcor, br, delta]
     g = torch.autograd.grad(loss, inputs, allow_unused=True)
     g = [torch.zeros_like(t) if d is None else d for d, t in zip(g, inputs)]
     if not opts["use_peephole"]:
         g[4:7] = [torch.zeros_like(t) for t in g[4:7]]
     names = ("x_grad", "cs_prev_grad", "h_prev_grad", "w_grad", "wci_grad", "wcf_grad",
-             "wco_grad", "b_grad")
+             "wco_grad", "b_grad") + (("dgates",) if "dgates" in grads else ())
     for name, ref_g in zip(names, g):
         gc.assert_close(name, grads[name], ref_g, 5 * tol)
 
@@ -168,3 +176,81 @@ def check_lstm_block_deterministic(case=None):
     torch.cuda.synchronize(dev)
     for k in runs[0]:
         assert torch.equal(runs[0][k], runs[1][k]), k
+
+
+def gru_cell_reference_grads(torch, x, h_prev, w_ru, w_c, b_ru, b_c, d_h, gate_grads):
+    """(outputs, grads): GRUBlockCellGrad's d_x, d_h_prev, d_c_bar, d_r_bar_u_bar by autograd
+    of L = Σ h ⊙ d_h (+ r ⊙ g_r + u ⊙ g_u + c ⊙ g_c); the pre-activation gradients are those
+    of per-row copies of the biases."""
+    N, H = h_prev.shape
+    xr, hr = x.clone().requires_grad_(), h_prev.clone().requires_grad_()
+    bru = b_ru.expand(N, 2 * H).clone().requires_grad_()
+    bc = b_c.expand(N, H).clone().requires_grad_()
+    ref = gru_cell_reference(torch, xr, hr, w_ru, w_c, bru, bc)
+    loss = (ref["h"] * d_h).sum()
+    for k, v in gate_grads.items():
+        loss = loss + (ref[k] * v).sum()
+    d_x, d_hp, d_rbub, d_cbar = torch.autograd.grad(loss, [xr, hr, bru, bc])
+    return ({k: v.detach() for k, v in ref.items()},
+            dict(d_x=d_x, d_h_prev=d_hp, d_c_bar=d_cbar, d_r_bar_u_bar=d_rbub))
+
+
+def gru_cell_reference(torch, x, h_prev, w_ru, w_c, b_ru, b_c):
+    """GRUBlockCell (types.h, GruCellFwdArgs): r, u, c, h."""
+    H = h_prev.shape[1]
+    ru = torch.sigmoid(torch.cat([x, h_prev], 1) @ w_ru + b_ru)
+    r, u = ru[:, :H], ru[:, H:]
+    c = torch.tanh(torch.cat([x, h_prev * r], 1) @ w_c + b_c)
+    return dict(r=r, u=u, c=c, h=u * h_prev + (1.0 - u) * c)
+
+
+GRU_CELL_CASES = [dict(), dict(gate_grads=True), dict(I=0), dict(N=1, H=1),
+                  dict(dtype="float32", gate_grads=True), dict(dtype="float16"),
+                  dict(dtype="bfloat16")]
+
+
+def check_gru_cell(case):
+    """Forward outputs, and GRUBlockCellGrad's d_x, d_h_prev, d_c_bar, [d_r_bar, d_u_bar]:
+    d_c_bar and d_r_bar_u_bar are the gradients of the pre-activations, d_x / d_h_prev those
+    of L = Σ h ⊙ d_h (+ r ⊙ g_r + u ⊙ g_u + c ⊙ g_c) through this cell."""
+    torch = gc.torch_cuda()
+    eng = gc.engine()
+    gc.no_tf32()
+    N, I, H = case.get("N", 3), case.get("I", 4), case.get("H", 5)
+    dtype = case.get("dtype", "float64")
+    tdt, f64, dev = gc.tdtype(dtype), torch.float64, torch.device("cuda")
+    gen = torch.Generator().manual_seed(11)
+    rnd = lambda *shape, scale=1.0: (torch.randn(*shape, generator=gen, dtype=f64) * scale  # noqa: E731
+                                     ).to(tdt).to(dev)
+    x, h_prev = rnd(N, I), rnd(N, H, scale=0.5)
+    w_ru, w_c = rnd(I + H, 2 * H, scale=0.4), rnd(I + H, H, scale=0.4)
+    b_ru, b_c = rnd(2 * H, scale=0.3), rnd(H, scale=0.3)
+    d_h = rnd(N, H)
+    gg = {k: rnd(N, H) for k in ("r", "u", "c")} if case.get("gate_grads") else {}
+    spec = cuda_engine.make_gru_cell_spec(N=N, I=I, H=H, dtype=dtype)
+    fws, bws = cuda_engine.gru_cell_sizes(eng, spec)
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=tdt, device=dev)  # noqa: E731
+    ptr = lambda t: None if t is None or t.numel() == 0 else t.data_ptr()  # noqa: E731
+    out = {k: nan(N, H) for k in ("r", "u", "c", "h")}
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    ws = torch.empty(max(1, fws, bws), dtype=torch.uint8, device=dev)
+    ins = dict(x=ptr(x), h_prev=ptr(h_prev), w_ru=ptr(w_ru), w_c=ptr(w_c))
+    cuda_engine.gru_cell_forward_raw(eng, spec, dict(ins, b_ru=ptr(b_ru), b_c=ptr(b_c),
+                                                     **{k: ptr(v) for k, v in out.items()}),
+                                     ws.data_ptr(), fws, stream)
+    grads = dict(d_x=nan(N, I), d_h_prev=nan(N, H), d_c_bar=nan(N, H),
+                 d_r_bar_u_bar=nan(N, 2 * H))
+    cuda_engine.gru_cell_backward_raw(
+        eng, spec, dict(ins, r=ptr(out["r"]), u=ptr(out["u"]), c=ptr(out["c"]), d_h=ptr(d_h),
+                        **{"g_" + k: ptr(v) for k, v in gg.items()},
+                        **{k: ptr(v) for k, v in grads.items()}),
+        ws.data_ptr(), bws, stream)
+    torch.cuda.synchronize(dev)
+    ref, rg = gru_cell_reference_grads(torch, *(t.to(f64) for t in (x, h_prev, w_ru, w_c,
+                                                                    b_ru, b_c, d_h)),
+                                       {k: v.to(f64) for k, v in gg.items()})
+    tol = TOL[dtype] * (10 if dtype == "float32" else 1)
+    for k in out:
+        gc.assert_close(k, out[k], ref[k], tol)
+    for k in grads:
+        gc.assert_close(k, grads[k], rg[k], 5 * tol)

@@ -27,6 +27,8 @@ def main():
     import lstm_block_checks
     jobs += [("lstm_block", lstm_block_checks.check_lstm_block, c)
              for c in lstm_block_checks.LSTM_BLOCK_CASES]
+    jobs += [("gru_cell", lstm_block_checks.check_gru_cell, c)
+             for c in lstm_block_checks.GRU_CELL_CASES]
     jobs += [("lstm_block_deterministic", lstm_block_checks.check_lstm_block_deterministic,
               None)]
     jobs += [("deterministic", gpu_checks.check_deterministic, None),
