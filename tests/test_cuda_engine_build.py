@@ -40,7 +40,7 @@ def test_exports_the_c_api_only():
     eng = _engine()
     for name in cuda_engine.EXPORTED:
         assert hasattr(eng.lib, name), name
-    assert eng.api_version() == 1
+    assert eng.api_version() == cuda_engine.API_VERSION == 2
     # Internal symbols (and the static CUDA runtime's) stay hidden.
     with pytest.raises(AttributeError):
         eng.lib.cudaMalloc  # noqa: B018
@@ -80,6 +80,25 @@ def test_invalid_spec_is_a_clean_error():
         eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, D=3))
     with pytest.raises(cuda_engine.EngineError, match="outside"):
         eng.param_offsets(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4), 1)
+    with pytest.raises(cuda_engine.EngineError, match="peephole needs lstm"):
+        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, peephole=True))
+    with pytest.raises(cuda_engine.EngineError, match="need gru"):
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, gru_reset_before=True))
+    with pytest.raises(cuda_engine.EngineError, match="mask needs lstm or gru"):
+        eng.sizes(cuda_engine.make_spec("rnn_tanh", T=2, B=2, I=3, N=4, has_mask=True))
+
+
+def test_mps_gru_options_are_accepted():
+    """The MPSGraph GRU options (API version 2) pass validation; the reset-before backward
+    needs a larger workspace (dpn of a step, the candidate block of dhr, masked h_prev)."""
+    eng = _engine()
+    kw = dict(T=3, B=2, I=3, N=4, gate_pos=(1, 0, 2, 3),
+              gate_act=("hard_sigmoid", "sigmoid", "relu", "sigmoid"))
+    base = eng.sizes(cuda_engine.make_spec("gru", **kw))
+    opts = eng.sizes(cuda_engine.make_spec("gru", has_mask=True, gru_reset_before=True,
+                                           gru_z_new=True, **kw))
+    assert opts[:2] == base[:2]          # same params and reserve layout
+    assert opts[2] > base[2] and opts[3] > base[3]
 
 
 def _no_gpu(eng):
@@ -132,3 +151,22 @@ def test_loads_next_to_the_op_library_without_tf_symbols():
         pytest.skip("engine not built")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+def test_python_spec_mirrors_the_c_struct():
+    """cuda_engine.Spec (ctypes) has the fields of TfRnnCudaSpec in cc/gpu/c_api.h, in order,
+    and API_VERSION is the header's (no GPU or built library needed)."""
+    import re
+    hdr = open(os.path.join(cuda_engine.REPO_ROOT, "cc", "gpu", "c_api.h")).read()
+    ver = re.search(r"#define TFRNN_CUDA_API_VERSION (\d+)", hdr)
+    assert int(ver.group(1)) == cuda_engine.API_VERSION
+    body = re.search(r"typedef struct \{(.*?)\} TfRnnCudaSpec;", hdr, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    names = []
+    for decl in body.split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        for part in decl.split(None, 1)[1].split(","):
+            names.append(re.sub(r"\[.*\]", "", part).strip())
+    assert names == [f[0] for f in cuda_engine.Spec._fields_]

@@ -1,6 +1,7 @@
-"""GPU kernels of the TfRnn>CudnnRNN* ops (registered when the library was built with CUDA):
-they are registered under our names only, for every dtype, with the integer inputs in host
-memory, and the library still loads and computes on CPU in CPU-only TensorFlow."""
+"""GPU kernels of the TfRnn>CudnnRNN* ops and of TfRnn>LSTM/GRU(Gradients) (registered when the
+library was built with CUDA): they are registered under our names only, for every dtype, with
+the integer inputs in host memory, and the library still loads and computes on CPU in CPU-only
+TensorFlow."""
 
 import os
 
@@ -13,7 +14,10 @@ CUDA_SO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                        "_tfrnn_engine_cuda.so")
 OPS = ["CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CudnnRNNBackprop", "CudnnRNNBackpropV2",
        "CudnnRNNBackpropV3", "CudnnRNNParamsSize", "CudnnRNNParamsToCanonical",
-       "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2"]
+       "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2",
+       "GRU", "GRUGradients", "LSTM", "LSTMGradients", "LSTMBlockCell", "LSTMBlockCellGrad",
+       "BlockLSTM", "BlockLSTMV2", "BlockLSTMGrad", "BlockLSTMGradV2", "BlockLSTMGradExact",
+       "GRUBlockCell", "GRUBlockCellGrad", "GRUBlockCellGradExact"]
 
 
 def _gpu_kernels(name):
@@ -37,6 +41,8 @@ def test_gpu_kernels_registered_with_cuda_build(ours, op):
     host = set(ks[0].host_memory_arg)
     if op == "CudnnRNNV3" or op == "CudnnRNNBackpropV3":
         assert {"sequence_lengths", "host_reserved"} <= host
+    if op.startswith("BlockLSTM"):
+        assert "seq_len_max" in host
     if op.startswith("CudnnRNNParams") or op.startswith("CudnnRNNCanonical"):
         assert {"num_layers", "num_units", "input_size"} <= host
 

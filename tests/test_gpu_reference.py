@@ -78,3 +78,114 @@ def test_torch_packing_matches_torch_nn(mode):
                                          N=N, P=P, lengths=lengths)
     torch.testing.assert_close(ry, y.detach(), atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(rhn, hn.detach(), atol=1e-10, rtol=1e-10)
+
+
+GRU_OPTION_CASES = [
+    dict(),
+    dict(reset_gate_first=True),
+    dict(reset_after=True),
+    dict(reset_after=True, flip_z=True, reset_gate_first=True),
+    dict(flip_z=True, mask="step", reverse=True),
+    dict(reset_after=True, mask="row", update_gate_activation="hard_sigmoid",
+         output_gate_activation="relu"),
+    dict(mask="row", reset_gate_activation="hard_sigmoid"),
+]
+
+
+@pytest.mark.parametrize("case", GRU_OPTION_CASES,
+                         ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_reference_gru_options_match_mps_gru(case):
+    """The reference's MPSGraph GRU options (gate blocks and activations, reset before the
+    recurrent product, z_new, recurrent mask) that tests/gpu checks the CUDA engine with,
+    against our CPU TfRnn>GRU (whose own tests use an independent float64 reference)."""
+    from tf_rnn_ops import mps
+    T, B, I, H = 5, 3, 4, 6
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(T, B, I))
+    W = rng.normal(size=(3 * H, I)) * 0.4
+    R = rng.normal(size=(3 * H, H)) * 0.4
+    b = rng.normal(size=3 * H) * 0.3
+    h0 = rng.normal(size=(B, H)) * 0.5
+    b2 = rng.normal(size=H) * 0.3 if case.get("reset_after") else None
+    mask = None
+    if case.get("mask"):
+        shape = (T, B, H) if case["mask"] == "step" else (B, H)
+        mask = (rng.random(shape) > 0.3) * 1.25
+    desc_kw = {k: v for k, v in case.items() if k != "mask"}
+    desc = mps.GRUDescriptor(**desc_kw)
+    (state,) = mps.gru(x, R, input_weight=W, bias=b, init_state=h0, mask=mask,
+                       secondary_bias=b2, descriptor=desc)
+    rf = case.get("reset_gate_first", False)
+    gate_pos = (0, 1, 2, 3) if rf else (1, 0, 2, 3)
+    gate_act = (desc.reset_gate_activation, desc.update_gate_activation,
+                desc.output_gate_activation, "sigmoid")
+    lay = cuda_engine.param_layout("gru", L=1, D=1, I=I, N=H)[0]
+    params = np.zeros(lay["end"])
+    params[lay["w"]:lay["r"]] = W.ravel()
+    params[lay["r"]:lay["p"]] = R.ravel()
+    params[lay["bw"]:lay["br"]] = b
+    if b2 is not None:
+        params[lay["br"] + 2 * H:lay["end"]] = b2
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    ry, rhn, _ = reference.rnn_reference(
+        torch, t(x), t(h0[None]), None, t(params), mode="gru", L=1, D=1, I=I, N=H,
+        gate_pos=gate_pos, gate_act=gate_act,
+        mask=None if mask is None else t(mask if mask.ndim == 3 else mask[None]),
+        mask_per_step=case.get("mask") == "step", reverse=case.get("reverse", False),
+        gru_reset_before=not case.get("reset_after", False),
+        gru_z_new=not case.get("flip_z", False))
+    np.testing.assert_allclose(state.numpy(), ry.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("v2,peephole,clip,slm", [(False, False, 0.0, 5), (True, True, 0.7, 3),
+                                                  (False, True, 0.0, 0)])
+def test_lstm_block_reference_matches_cpu_block_lstm(ours, v2, peephole, clip, slm):
+    """tests/gpu/lstm_block_checks.py's float64 reference (the CUDA LSTM block engine's test
+    oracle) against our CPU BlockLSTM / BlockLSTMV2."""
+    import lstm_block_checks
+    T, N, I, H = 5, 3, 4, 6
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(T, N, I))
+    cs0, h0 = rng.normal(size=(N, H)) * 0.5, rng.normal(size=(N, H)) * 0.5
+    w, b = rng.normal(size=(I + H, 4 * H)) * 0.4, rng.normal(size=4 * H) * 0.3
+    wci, wcf, wco = (rng.normal(size=H) * 0.5 for _ in range(3))
+    kw = dict(seq_len_max=np.int64(slm), x=x, cs_prev=cs0, h_prev=h0, w=w, wci=wci, wcf=wcf,
+              wco=wco, b=b, cell_clip=clip, use_peephole=peephole)
+    outs = ours.BlockLSTMV2(**kw) if v2 else ours.BlockLSTM(forget_bias=1.0, **kw)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    ref = lstm_block_checks.lstm_block_reference(
+        torch, t(x), t(cs0), t(h0), t(w), t(wci), t(wcf), t(wco), t(b),
+        gate_order="ifco" if v2 else "icfo", forget_bias=0.0 if v2 else 1.0, cell_clip=clip,
+        use_peephole=peephole, seq_len_max=slm)
+    for name, got in zip(("i", "cs", "f", "o", "ci", "co", "h"), outs):
+        np.testing.assert_allclose(got.numpy(), ref[name].numpy(), atol=1e-8, err_msg=name)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_gru_cell_reference_matches_cpu_gru_block_cell(ours, exact):
+    """tests/gpu/lstm_block_checks.py's GRU cell reference (the CUDA GRU cell's test oracle)
+    against our CPU GRUBlockCell and GRUBlockCellGrad(Exact)."""
+    import lstm_block_checks
+    N, I, H = 3, 4, 5
+    rng = np.random.default_rng(5)
+    x, h_prev = rng.normal(size=(N, I)), rng.normal(size=(N, H)) * 0.5
+    w_ru, w_c = rng.normal(size=(I + H, 2 * H)) * 0.4, rng.normal(size=(I + H, H)) * 0.4
+    b_ru, b_c = rng.normal(size=2 * H) * 0.3, rng.normal(size=H) * 0.3
+    d_h = rng.normal(size=(N, H))
+    gg = {k: rng.normal(size=(N, H)) for k in ("r", "u", "c")} if exact else {}
+    r, u, c, h = ours.GRUBlockCell(x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c)
+    kw = dict(x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c, r=r, u=u, c=c, d_h=d_h)
+    if exact:
+        from tf_rnn_ops import load_library
+        got = load_library().tf_rnn_gru_block_cell_grad_exact(
+            r_grad=gg["r"], u_grad=gg["u"], c_grad=gg["c"], **kw)
+    else:
+        got = ours.GRUBlockCellGrad(**kw)
+    t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
+    ref, rg = lstm_block_checks.gru_cell_reference_grads(
+        torch, t(x), t(h_prev), t(w_ru), t(w_c), t(b_ru), t(b_c), t(d_h),
+        {k: t(v) for k, v in gg.items()})
+    for name, v in zip(("r", "u", "c", "h"), (r, u, c, h)):
+        np.testing.assert_allclose(v.numpy(), ref[name].numpy(), atol=1e-8, err_msg=name)
+    for name, v in zip(("d_x", "d_h_prev", "d_c_bar", "d_r_bar_u_bar"), got):
+        np.testing.assert_allclose(v.numpy(), rg[name].numpy(), atol=1e-8, err_msg=name)

@@ -11,6 +11,8 @@
 #include "cc/engine/types.h"
 #include "cc/gpu/cublas_loader.h"
 #include "cc/gpu/gpu_status.h"
+#include "cc/gpu/gru_gpu.h"
+#include "cc/gpu/lstm_gpu.h"
 #include "cc/gpu/rnn_gpu.h"
 
 #define TFRNN_EXPORT __attribute__((visibility("default")))
@@ -60,6 +62,8 @@ GpuStatus ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   s->has_mask = in->has_mask != 0;
   s->preprojected = in->preprojected != 0;
   s->reverse = in->reverse != 0;
+  s->gru_reset_before = in->gru_reset_before != 0;
+  s->gru_z_new = in->gru_z_new != 0;
   return ValidateRnnSpec(*s);
 }
 
@@ -174,6 +178,231 @@ GpuStatus CheckBwdArgs(const RnnSpec& s, const TfRnnCudaBwdArgs* a) {
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->dpeephole, s.peephole ? LD * KN : 0, "dpeephole"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"));
   return GpuStatus::Ok();
+}
+
+GpuStatus ToLstmSpec(const TfRnnCudaLstmSpec* in, LstmCellSpec* s) {
+  if (in == nullptr) return InvalidArgument("spec is NULL");
+  if (in->dtype < TFRNN_CUDA_HALF || in->dtype > TFRNN_CUDA_DOUBLE) {
+    return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
+                           std::to_string(in->dtype));
+  }
+  if (in->T < 0 || in->N < 0 || in->I < 0 || in->H < 0) {
+    return InvalidArgument("invalid LSTM spec: need T, N, I, H >= 0");
+  }
+  if (in->seq_len_max < 0 || in->seq_len_max > in->T) {
+    return InvalidArgument("invalid LSTM spec: seq_len_max = " +
+                           std::to_string(in->seq_len_max) + " is outside [0, " +
+                           std::to_string(in->T) + "]");
+  }
+  if (in->gate_order != 0 && in->gate_order != 1) {
+    return InvalidArgument("invalid LSTM spec: gate_order must be 0 (icfo) or 1 (ifco)");
+  }
+  s->order = in->gate_order == 0 ? kIcfo : kIfco;
+  s->forget_bias = in->forget_bias;
+  s->cell_clip = in->cell_clip;
+  s->use_peephole = in->use_peephole != 0;
+  return GpuStatus::Ok();
+}
+
+template <typename T>
+GpuStatus LstmFwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLstmSpec* c,
+                  const TfRnnCudaLstmFwdArgs* in, void* ws, int64_t ws_bytes) {
+  LstmFwdArgs<T> a;
+  a.T = c->T;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  a.seq_len_max = c->seq_len_max;
+  a.x = static_cast<const T*>(in->x);
+  a.cs_prev = static_cast<const T*>(in->cs_prev);
+  a.h_prev = static_cast<const T*>(in->h_prev);
+  a.w = static_cast<const T*>(in->w);
+  a.wci = static_cast<const T*>(in->wci);
+  a.wcf = static_cast<const T*>(in->wcf);
+  a.wco = static_cast<const T*>(in->wco);
+  a.b = static_cast<const T*>(in->b);
+  a.i = static_cast<T*>(in->i);
+  a.cs = static_cast<T*>(in->cs);
+  a.f = static_cast<T*>(in->f);
+  a.o = static_cast<T*>(in->o);
+  a.ci = static_cast<T*>(in->ci);
+  a.co = static_cast<T*>(in->co);
+  a.h = static_cast<T*>(in->h);
+  return LstmForwardGpu<T>(g, s, a, ws, ws_bytes);
+}
+
+template <typename T>
+GpuStatus LstmBwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLstmSpec* c,
+                  const TfRnnCudaLstmBwdArgs* in, void* ws, int64_t ws_bytes) {
+  LstmBwdArgs<T> a;
+  a.T = c->T;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  a.seq_len_max = c->seq_len_max;
+  a.exact_clip_grad = c->exact_clip_grad != 0;
+  auto ci = [](const void* p) { return static_cast<const T*>(p); };
+  auto mo = [](void* p) { return static_cast<T*>(p); };
+  a.x = ci(in->x);
+  a.cs_prev = ci(in->cs_prev);
+  a.h_prev = ci(in->h_prev);
+  a.w = ci(in->w);
+  a.wci = ci(in->wci);
+  a.wcf = ci(in->wcf);
+  a.wco = ci(in->wco);
+  a.i = ci(in->i);
+  a.cs = ci(in->cs);
+  a.f = ci(in->f);
+  a.o = ci(in->o);
+  a.ci = ci(in->ci);
+  a.co = ci(in->co);
+  a.h = ci(in->h);
+  a.cs_grad = ci(in->cs_grad);
+  a.h_grad = ci(in->h_grad);
+  a.i_grad = ci(in->i_grad);
+  a.f_grad = ci(in->f_grad);
+  a.o_grad = ci(in->o_grad);
+  a.ci_grad = ci(in->ci_grad);
+  a.co_grad = ci(in->co_grad);
+  a.x_grad = mo(in->x_grad);
+  a.cs_prev_grad = mo(in->cs_prev_grad);
+  a.h_prev_grad = mo(in->h_prev_grad);
+  a.w_grad = mo(in->w_grad);
+  a.wci_grad = mo(in->wci_grad);
+  a.wcf_grad = mo(in->wcf_grad);
+  a.wco_grad = mo(in->wco_grad);
+  a.b_grad = mo(in->b_grad);
+  return LstmBackwardGpu<T>(g, s, a, ws, ws_bytes, mo(in->dgates));
+}
+
+GpuStatus CheckLstmFwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
+                           const TfRnnCudaLstmFwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, TNH = c->T * NH, G = 4 * c->H;
+  const int64_t ph = s.use_peephole ? c->H : 0;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, NH, "cs_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b, G, "b"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco, ph, "wco"));
+  const void* outs[7] = {a->i, a->cs, a->f, a->o, a->ci, a->co, a->h};
+  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TNH, "an output"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckLstmBwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
+                           const TfRnnCudaLstmBwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, TNH = c->T * NH, G = 4 * c->H;
+  const int64_t ph = s.use_peephole ? c->H : 0;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, NH, "cs_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco, ph, "wco"));
+  const void* ins[9] = {a->i, a->cs, a->f, a->o, a->ci, a->co, a->h, a->cs_grad, a->h_grad};
+  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TNH, "an activation or gradient"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x_grad, c->T * c->N * c->I, "x_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev_grad, NH, "cs_prev_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev_grad, NH, "h_prev_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_grad, (c->I + c->H) * G, "w_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_grad, G, "b_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci_grad, c->H, "wci_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf_grad, c->H, "wcf_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco_grad, c->H, "wco_grad"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckGruCellSpec(const TfRnnCudaGruCellSpec* c) {
+  if (c == nullptr) return InvalidArgument("spec is NULL");
+  if (c->dtype < TFRNN_CUDA_HALF || c->dtype > TFRNN_CUDA_DOUBLE) {
+    return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
+                           std::to_string(c->dtype));
+  }
+  if (c->N < 0 || c->I < 0 || c->H < 0) {
+    return InvalidArgument("invalid GRU cell spec: need N, I, H >= 0");
+  }
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckGruCellFwdArgs(const TfRnnCudaGruCellSpec* c, const TfRnnCudaGruCellFwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, IH = c->I + c->H;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_ru, IH * 2 * c->H, "w_ru"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_c, IH * c->H, "w_c"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_ru, 2 * c->H, "b_ru"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_c, c->H, "b_c"));
+  const void* outs[4] = {a->r, a->u, a->c, a->h};
+  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, NH, "an output"));
+  return GpuStatus::Ok();
+}
+
+GpuStatus CheckGruCellBwdArgs(const TfRnnCudaGruCellSpec* c, const TfRnnCudaGruCellBwdArgs* a) {
+  if (a == nullptr) return InvalidArgument("args is NULL");
+  const int64_t NH = c->N * c->H, IH = c->I + c->H;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->N * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_ru, IH * 2 * c->H, "w_ru"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_c, IH * c->H, "w_c"));
+  const void* ins[5] = {a->h_prev, a->r, a->u, a->c, a->d_h};
+  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, NH, "an input"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_x, c->N * c->I, "d_x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_h_prev, NH, "d_h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_c_bar, NH, "d_c_bar"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_r_bar_u_bar, 2 * NH, "d_r_bar_u_bar"));
+  return GpuStatus::Ok();
+}
+
+template <typename T>
+GpuStatus GruCellFwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
+                     const TfRnnCudaGruCellFwdArgs* in, void* ws, int64_t ws_bytes) {
+  GruCellFwdArgs<T> a;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  a.x = static_cast<const T*>(in->x);
+  a.h_prev = static_cast<const T*>(in->h_prev);
+  a.w_ru = static_cast<const T*>(in->w_ru);
+  a.w_c = static_cast<const T*>(in->w_c);
+  a.b_ru = static_cast<const T*>(in->b_ru);
+  a.b_c = static_cast<const T*>(in->b_c);
+  a.r = static_cast<T*>(in->r);
+  a.u = static_cast<T*>(in->u);
+  a.c = static_cast<T*>(in->c);
+  a.h = static_cast<T*>(in->h);
+  return GruCellForwardGpu<T>(g, a, ws, ws_bytes);
+}
+
+template <typename T>
+GpuStatus GruCellBwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
+                     const TfRnnCudaGruCellBwdArgs* in, void* ws, int64_t ws_bytes) {
+  GruCellBwdArgs<T> a;
+  a.N = c->N;
+  a.I = c->I;
+  a.H = c->H;
+  auto ci = [](const void* p) { return static_cast<const T*>(p); };
+  a.x = ci(in->x);
+  a.h_prev = ci(in->h_prev);
+  a.w_ru = ci(in->w_ru);
+  a.w_c = ci(in->w_c);
+  a.r = ci(in->r);
+  a.u = ci(in->u);
+  a.c = ci(in->c);
+  a.d_h = ci(in->d_h);
+  a.g_r = ci(in->g_r);
+  a.g_u = ci(in->g_u);
+  a.g_c = ci(in->g_c);
+  a.d_x = static_cast<T*>(in->d_x);
+  a.d_h_prev = static_cast<T*>(in->d_h_prev);
+  a.d_c_bar = static_cast<T*>(in->d_c_bar);
+  a.d_r_bar_u_bar = static_cast<T*>(in->d_r_bar_u_bar);
+  return GruCellBackwardGpu<T>(g, a, ws, ws_bytes);
 }
 
 }  // namespace
@@ -357,5 +586,100 @@ TFRNN_EXPORT int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void
 TFRNN_EXPORT int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream) {
   TFRNN_C_API_GUARD({ return Finish(CopyOrZero(dst, nullptr, bytes, stream)); })
 }
+
+TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* fwd_workspace_bytes,
+                                       int64_t* bwd_workspace_bytes) {
+  TFRNN_C_API_GUARD({
+    tfrnn::LstmCellSpec s;
+    GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);
+    if (!st.ok()) return Fail(st);
+    const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
+    if (fwd_workspace_bytes != nullptr) {
+      *fwd_workspace_bytes = tfrnn::gpu::LstmFwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
+    }
+    if (bwd_workspace_bytes != nullptr) {
+      *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
+    }
+    return TFRNN_CUDA_OK;
+  })
+}
+
+#define TFRNN_LSTM_ENTRY(NAME, ARGS, CHECK, FN)                                             \
+  TFRNN_EXPORT int NAME(const TfRnnCudaLstmSpec* spec, const ARGS* args, void* workspace,  \
+                        int64_t workspace_bytes, void* stream) {                           \
+    TFRNN_C_API_GUARD({                                                                     \
+      tfrnn::LstmCellSpec s;                                                                \
+      GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);                                      \
+      if (st.ok()) st = tfrnn::gpu::CHECK(spec, s, args);                                   \
+      if (!st.ok()) return Fail(st);                                                        \
+      tfrnn::gpu::CublasLease lease;                                                        \
+      tfrnn::gpu::GpuContext g;                                                             \
+      st = tfrnn::gpu::Prepare(stream, &lease, &g);                                         \
+      if (!st.ok()) return Fail(st);                                                        \
+      switch (spec->dtype) {                                                                \
+        case TFRNN_CUDA_HALF:                                                               \
+          return Finish(tfrnn::gpu::FN<__half>(g, s, spec, args, workspace, workspace_bytes)); \
+        case TFRNN_CUDA_BFLOAT16:                                                           \
+          return Finish(                                                                    \
+              tfrnn::gpu::FN<__nv_bfloat16>(g, s, spec, args, workspace, workspace_bytes)); \
+        case TFRNN_CUDA_FLOAT:                                                              \
+          return Finish(tfrnn::gpu::FN<float>(g, s, spec, args, workspace, workspace_bytes)); \
+        default:                                                                            \
+          return Finish(tfrnn::gpu::FN<double>(g, s, spec, args, workspace, workspace_bytes)); \
+      }                                                                                     \
+    })                                                                                      \
+  }
+TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_forward, TfRnnCudaLstmFwdArgs, CheckLstmFwdArgs, LstmFwd)
+TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_backward, TfRnnCudaLstmBwdArgs, CheckLstmBwdArgs, LstmBwd)
+#undef TFRNN_LSTM_ENTRY
+
+TFRNN_EXPORT int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec,
+                                           int64_t* fwd_workspace_bytes,
+                                           int64_t* bwd_workspace_bytes) {
+  TFRNN_C_API_GUARD({
+    GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);
+    if (!st.ok()) return Fail(st);
+    const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
+    if (fwd_workspace_bytes != nullptr) {
+      *fwd_workspace_bytes =
+          tfrnn::gpu::GruCellFwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
+    }
+    if (bwd_workspace_bytes != nullptr) {
+      *bwd_workspace_bytes =
+          tfrnn::gpu::GruCellBwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
+    }
+    return TFRNN_CUDA_OK;
+  })
+}
+
+#define TFRNN_GRU_ENTRY(NAME, ARGS, CHECK, FN)                                              \
+  TFRNN_EXPORT int NAME(const TfRnnCudaGruCellSpec* spec, const ARGS* args, void* workspace, \
+                        int64_t workspace_bytes, void* stream) {                            \
+    TFRNN_C_API_GUARD({                                                                      \
+      GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);                                     \
+      if (st.ok()) st = tfrnn::gpu::CHECK(spec, args);                                       \
+      if (!st.ok()) return Fail(st);                                                         \
+      tfrnn::gpu::CublasLease lease;                                                         \
+      tfrnn::gpu::GpuContext g;                                                              \
+      st = tfrnn::gpu::Prepare(stream, &lease, &g);                                          \
+      if (!st.ok()) return Fail(st);                                                         \
+      switch (spec->dtype) {                                                                 \
+        case TFRNN_CUDA_HALF:                                                                \
+          return Finish(tfrnn::gpu::FN<__half>(g, spec, args, workspace, workspace_bytes));  \
+        case TFRNN_CUDA_BFLOAT16:                                                            \
+          return Finish(                                                                     \
+              tfrnn::gpu::FN<__nv_bfloat16>(g, spec, args, workspace, workspace_bytes));     \
+        case TFRNN_CUDA_FLOAT:                                                               \
+          return Finish(tfrnn::gpu::FN<float>(g, spec, args, workspace, workspace_bytes));   \
+        default:                                                                             \
+          return Finish(tfrnn::gpu::FN<double>(g, spec, args, workspace, workspace_bytes));  \
+      }                                                                                      \
+    })                                                                                       \
+  }
+TFRNN_GRU_ENTRY(tfrnn_cuda_gru_cell_forward, TfRnnCudaGruCellFwdArgs, CheckGruCellFwdArgs,
+                GruCellFwd)
+TFRNN_GRU_ENTRY(tfrnn_cuda_gru_cell_backward, TfRnnCudaGruCellBwdArgs, CheckGruCellBwdArgs,
+                GruCellBwd)
+#undef TFRNN_GRU_ENTRY
 
 }  // extern "C"

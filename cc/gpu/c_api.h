@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define TFRNN_CUDA_API_VERSION 1
+#define TFRNN_CUDA_API_VERSION 2
 
 #define TFRNN_CUDA_OK 0
 #define TFRNN_CUDA_INVALID_ARGUMENT 1
@@ -43,7 +43,8 @@ typedef struct {
   int32_t training;      /* 0: no dropout */
   double dropout;        /* between layers, training only */
   uint64_t seed;
-  /* MPSGraph-style LSTM options (cuDNN defaults: {0,1,2,3}, {3,3,2,3}, 2, 0...). */
+  /* MPSGraph-style LSTM options (cuDNN defaults: {0,1,2,3}, {3,3,2,3}, 2, 0...); has_mask
+   * for lstm and gru, peephole for lstm. */
   int32_t gate_pos[4];   /* block of logical gates i, f, c, o within a K*N row */
   int32_t gate_act[4];   /* 0 none, 1 relu, 2 tanh, 3 sigmoid, 4 hard sigmoid */
   int32_t cell_act;
@@ -51,6 +52,10 @@ typedef struct {
   int32_t has_mask;
   int32_t preprojected;
   int32_t reverse;
+  /* MPSGraph-style GRU options (API version 2; cuDNN defaults 0, 0). gate_pos[0..2] and
+   * gate_act[0..2] are the r, z, n gates' blocks and activations for gru (gate_pos[3] = 3). */
+  int32_t gru_reset_before; /* n = act(W x + bW + R_n (r * h) + bR) */
+  int32_t gru_z_new;        /* h = z * n + (1 - z) * h_prev */
 } TfRnnCudaSpec;
 
 typedef struct {
@@ -91,6 +96,54 @@ typedef struct {
   void* dpeephole;             /* [L*D, K*N] (spec.peephole) */
 } TfRnnCudaBwdArgs;
 
+/* The LSTM block engine (BlockLSTM / BlockLSTMV2 and their gradients; equations in
+ * cc/engine/lstm.h), API version 2. Time-major, dense, row-major:
+ *   x [T, N, I]; cs_prev, h_prev [N, H]; w [I+H, 4H]; wci, wcf, wco [H]; b [4H];
+ *   i, cs, f, o, ci, co, h [T, N, H] (steps >= seq_len_max are written as zeros). */
+typedef struct {
+  int32_t dtype;          /* TFRNN_CUDA_HALF .. TFRNN_CUDA_DOUBLE */
+  int64_t T, N, I, H;
+  int64_t seq_len_max;    /* steps computed, 0 <= seq_len_max <= T */
+  int32_t gate_order;     /* 0: i, ci, f, o (BlockLSTM); 1: i, f, ci, o (BlockLSTMV2) */
+  float forget_bias;
+  float cell_clip;        /* <= 0: no clipping */
+  int32_t use_peephole;
+  int32_t exact_clip_grad; /* backward: zero gradient through a clipped cell value */
+} TfRnnCudaLstmSpec;
+
+typedef struct {
+  const void *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco, *b;
+  void *i, *cs, *f, *o, *ci, *co, *h;
+} TfRnnCudaLstmFwdArgs;
+
+typedef struct {
+  const void *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco;
+  const void *i, *cs, *f, *o, *ci, *co, *h;     /* the forward's outputs */
+  const void *cs_grad, *h_grad;                 /* [T, N, H] */
+  const void *i_grad, *f_grad, *o_grad, *ci_grad, *co_grad;  /* optional [T, N, H] (NULL = 0) */
+  void *x_grad, *cs_prev_grad, *h_prev_grad, *w_grad, *wci_grad, *wcf_grad, *wco_grad, *b_grad;
+  void* dgates;  /* optional: the gate gradients [T, N, 4H] (zeros past seq_len_max) */
+} TfRnnCudaLstmBwdArgs;
+
+/* The GRU block cell (GRUBlockCell / GRUBlockCellGrad; equations at GruCellFwdArgs in
+ * cc/engine/types.h), API version 2: x [N, I]; h_prev, r, u, c, h, d_h [N, H];
+ * w_ru [I+H, 2H]; w_c [I+H, H]; b_ru [2H]; b_c [H]; d_r_bar_u_bar [N, 2H]. */
+typedef struct {
+  int32_t dtype;
+  int64_t N, I, H;
+} TfRnnCudaGruCellSpec;
+
+typedef struct {
+  const void *x, *h_prev, *w_ru, *w_c, *b_ru, *b_c;
+  void *r, *u, *c, *h;
+} TfRnnCudaGruCellFwdArgs;
+
+typedef struct {
+  const void *x, *h_prev, *w_ru, *w_c, *r, *u, *c, *d_h;
+  const void *g_r, *g_u, *g_c;  /* optional gradients of the r, u, c outputs (NULL = 0) */
+  void *d_x, *d_h_prev, *d_c_bar, *d_r_bar_u_bar;
+} TfRnnCudaGruCellBwdArgs;
+
 int tfrnn_cuda_api_version(void);
 /* Message of the calling thread's last failed call ("" if none). */
 const char* tfrnn_cuda_last_error(void);
@@ -110,6 +163,24 @@ int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* ar
 /* Writes every output (dparams fully, not accumulated). */
 int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
                             void* workspace, int64_t workspace_bytes, void* stream);
+
+/* LSTM block engine: workspace bytes (no device needed), forward, backward (writes every
+ * output; wci/wcf/wco grads are zeros without peephole). */
+int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* fwd_workspace_bytes,
+                          int64_t* bwd_workspace_bytes);
+int tfrnn_cuda_lstm_forward(const TfRnnCudaLstmSpec* spec, const TfRnnCudaLstmFwdArgs* args,
+                            void* workspace, int64_t workspace_bytes, void* stream);
+int tfrnn_cuda_lstm_backward(const TfRnnCudaLstmSpec* spec, const TfRnnCudaLstmBwdArgs* args,
+                             void* workspace, int64_t workspace_bytes, void* stream);
+
+int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec, int64_t* fwd_workspace_bytes,
+                              int64_t* bwd_workspace_bytes);
+int tfrnn_cuda_gru_cell_forward(const TfRnnCudaGruCellSpec* spec,
+                                const TfRnnCudaGruCellFwdArgs* args, void* workspace,
+                                int64_t workspace_bytes, void* stream);
+int tfrnn_cuda_gru_cell_backward(const TfRnnCudaGruCellSpec* spec,
+                                 const TfRnnCudaGruCellBwdArgs* args, void* workspace,
+                                 int64_t workspace_bytes, void* stream);
 
 /* Device helpers for framework adapters (all on `stream`, asynchronous):
  * dst [d1, d0, c] = src [d0, d1, c] for elements of elem_bytes (2, 4 or 8) bytes; */

@@ -24,6 +24,9 @@ struct BwdBufs {
   T* x_masked;             // [TB, I]
   A* partial;              // [chunks, KN] column-sum partials
   I64 chunks;
+  T* hrec;                 // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  T* dpn;                  // [B, N] dL/d(candidate pre-activation) of a step (reset-before gru)
+  T* gather;               // [TB, N] the candidate block of dhr (reset-before gru)
 };
 
 constexpr I64 kMaxChunks = 128;
@@ -50,6 +53,10 @@ BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
   w.x_masked = cv.Take<T>(TB * s.I);
   w.chunks = std::max<I64>(1, std::min<I64>(kMaxChunks, (TB + 255) / 256));
   w.partial = cv.Take<A>(w.chunks * KN);
+  const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
+  w.hrec = cv.Take<T>(s.has_mask ? TB * Hs : 0);
+  w.dpn = cv.Take<T>(reset_before ? B * N : 0);
+  w.gather = cv.Take<T>(reset_before ? TB * N : 0);
   return w;
 }
 
@@ -108,6 +115,8 @@ struct BwdStep {
   bool peephole;
   const T* dc_seq;   // [T, B, D·N] or null
   int gate_pos[4], gate_act[4], cell_act;
+  bool reset_before, z_new;  // gru options (see FwdStep)
+  T* dpn;            // [B, N] (reset-before gru): dpn of the step, 0 for rows without it
 };
 
 // One thread per (b, unit j). dh holds the carry dL/dh from later steps, dc the carry dL/dc;
@@ -122,6 +131,7 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
     T* dr = p.dhr_cur + b * KN + j;
     if (tau < 0) {
       for (I64 k = 0; k < p.K; ++k) St(dr + k * N, A(0));
+      if (p.dpn != nullptr) St(p.dpn + b * N + j, A(0));
       continue;
     }
     const I64 row = tau * p.B + b;
@@ -161,22 +171,43 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
         break;
       }
       case static_cast<int>(RnnMode::kGru): {
-        const A rg = Ld(g), z = Ld(g + N), n = Ld(g + 2 * N);
-        const A hrn = Ld(p.ly.aux + row * N + j), hp = Ld(p.ly.hprev + row * p.Hs + j);
-        const A dpn = dt * (A(1) - z) * (A(1) - n * n);
-        const A dpz = dt * (hp - n) * z * (A(1) - z);
-        const A dpr = dpn * hrn * rg * (A(1) - rg);
-        *dhc = dt * z;
-        St(dg, dpr);
-        St(dg + N, dpz);
-        St(dg + 2 * N, dpn);
-        St(dr, dpr);
-        St(dr + N, dpz);
-        St(dr + 2 * N, dpn * rg);
+        const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
+        const A rg = Ld(g + pr * N), z = Ld(g + pz * N), n = Ld(g + pn * N);
+        const A hp = Ld(p.ly.hprev + row * p.Hs + j);  // h_prev before any mask
+        A dpn, dpz;
+        if (p.z_new) {
+          dpn = dt * z;
+          dpz = dt * (n - hp);
+          *dhc = dt * (A(1) - z);
+        } else {
+          dpn = dt * (A(1) - z);
+          dpz = dt * (hp - n);
+          *dhc = dt * z;
+        }
+        dpz = ActGrad(p.gate_act[1], z, dpz);
+        dpn = ActGrad(p.gate_act[2], n, dpn);
         T* dhr_row = p.dhr + row * KN + j;
-        St(dhr_row, dpr);
-        St(dhr_row + N, dpz);
-        St(dhr_row + 2 * N, dpn * rg);
+        St(dg + pz * N, dpz);
+        St(dg + pn * N, dpn);
+        if (p.reset_before) {
+          // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetKernel.
+          St(dr + pr * N, A(0));
+          St(dr + pz * N, dpz);
+          St(dr + pn * N, dpn);
+          St(dhr_row + pz * N, dpz);
+          St(dhr_row + pn * N, dpn);
+          St(p.dpn + b * N + j, dpn);
+        } else {
+          const A hrn = Ld(p.ly.aux + row * N + j);
+          const A dpr = ActGrad(p.gate_act[0], rg, dpn * hrn);
+          St(dg + pr * N, dpr);
+          St(dr + pr * N, dpr);
+          St(dr + pz * N, dpz);
+          St(dr + pn * N, dpn * rg);
+          St(dhr_row + pr * N, dpr);
+          St(dhr_row + pz * N, dpz);
+          St(dhr_row + pn * N, dpn * rg);
+        }
         break;
       }
       default: {  // rnn_tanh, rnn_relu: g holds h
@@ -189,6 +220,56 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
         break;
       }
     }
+  }
+}
+
+// Second half of a reset-before gru step's backward (GruResetBwd in rnn_cpu.cc): with
+// drh = dL/d(r ⊙ h_rec) = dpn · R_n, r's gradient is drh ⊙ h_rec and h_prev receives
+// drh ⊙ r (⊙ mask); the carry's candidate slot is zeroed (the candidate reaches h_prev only
+// through r ⊙ h_rec). One thread per (b, unit j).
+template <typename T>
+__global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I64 KN, int pr,
+                               int pn, int act_r, const T* acts, const T* hprev, const T* mask,
+                               bool per_step, I64 cols, I64 dcol, const AccOf<T>* drh,
+                               AccOf<T>* dh, T* dhr_cur, T* dhr, T* dgx) {
+  using A = AccOf<T>;
+  TFRNN_GRID_STRIDE(i, B * N) {
+    const I64 b = i / N, j = i % N;
+    St(dhr_cur + b * KN + pn * N + j, A(0));
+    const I64 tau = sm.Tau(b, step);
+    if (tau < 0) continue;
+    const I64 row = tau * B + b;
+    const A d = drh[b * Hs + j];
+    const A rg = Ld(acts + row * KN + pr * N + j);
+    const A hp = Ld(hprev + row * Hs + j);
+    const A m = mask != nullptr ? Ld(mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j)
+                                : A(1);
+    const A dpr = ActGrad(act_r, rg, d * hp * m);
+    dh[b * Hs + j] += d * rg * m;
+    St(dhr_cur + b * KN + pr * N + j, dpr);
+    St(dhr + row * KN + pr * N + j, dpr);
+    St(dgx + row * KN + pr * N + j, dpr);
+  }
+}
+
+// out[r, j] = h[r, j] · mask row of (time r / B, batch r % B)[dcol + j] for all T·B rows (the
+// operand R multiplied; rows past a sequence's end have h = 0 in the reserve).
+template <typename T>
+__global__ void MaskAllRowsKernel(const T* h, const T* mask, bool per_step, I64 B, I64 rows,
+                                  I64 Hs, I64 cols, I64 dcol, T* out) {
+  TFRNN_GRID_STRIDE(i, rows * Hs) {
+    const I64 r = i / Hs, j = i % Hs;
+    const I64 t = r / B, b = r % B;
+    St(out + i, Ld(h + i) * Ld(mask + ((per_step ? t * B : 0) + b) * cols + dcol + j));
+  }
+}
+
+// out [rows, n] = in[:, col0 : col0 + n] of a [rows, cols] matrix.
+template <typename T>
+__global__ void GatherColsKernel(const T* in, I64 rows, I64 cols, I64 col0, I64 n, T* out) {
+  TFRNN_GRID_STRIDE(i, rows * n) {
+    const I64 r = i / n, c = i % n;
+    out[i] = in[r * cols + col0 + c];
   }
 }
 
@@ -333,6 +414,10 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.gate_act[q] = static_cast<int>(s.gate_act[q]);
   }
   p.cell_act = static_cast<int>(s.cell_act);
+  const bool reset_before = gru && s.gru_reset_before;
+  p.reset_before = reset_before;
+  p.z_new = gru && s.gru_z_new;
+  p.dpn = reset_before ? w.dpn : nullptr;
   for (I64 st = steps - 1; st >= 0; --st) {
     const bool has_next = st + 1 < steps;
     if (proj) {
@@ -362,6 +447,18 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.dhr_cur = w.dhr_cur;
     BwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
     TFRNN_CUDA_CHECK_LAUNCH("BwdStepKernel");
+    if (reset_before) {
+      // drh = dpn · R_n  ([B, N] · [N, Hs]) into dhm, then r's gradient and dh_prev += ....
+      const int pr = s.gate_pos[0], pn = s.gate_pos[2];
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, N,
+                                      static_cast<const T*>(w.dpn), ly.R + pn * N * Hs, w.dhm,
+                                      false));
+      GruResetKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(
+          sm, st, B, N, Hs, KN, pr, pn, static_cast<int>(s.gate_act[0]), ly.acts, ly.hprev,
+          s.has_mask ? a.mask : nullptr, a.mask_per_step, yst, ly.dcol, w.dhm, w.dh, w.dhr_cur,
+          w.dhr, w.dgx);
+      TFRNN_CUDA_CHECK_LAUNCH("GruResetKernel");
+    }
     std::swap(w.dhr_prev, w.dhr_cur);
   }
   if (steps > 0 && s.has_mask) {
@@ -391,8 +488,29 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w,
                                     false));
   }
+  // R multiplied h_prev ⊙ mask; the reserve holds h_prev.
+  const T* hrec = ly.hprev;
+  if (s.has_mask && TB * Hs > 0) {
+    MaskAllRowsKernel<T><<<Blocks(TB * Hs), kThreads, 0, g.stream>>>(
+        ly.hprev, a.mask, a.mask_per_step, B, TB, Hs, yst, ly.dcol, w.hrec);
+    TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
+    hrec = w.hrec;
+  }
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, Hs, TB, static_cast<const T*>(w.dhr),
-                                  static_cast<const T*>(ly.hprev), dp + po.r, false));
+                                  hrec, dp + po.r, false));
+  if (reset_before) {
+    // R_n multiplied r ⊙ h_rec (aux): dR_n = Σ dpnᵀ · (r ⊙ h_rec).
+    const I64 pn = s.gate_pos[2];
+    if (TB * N > 0) {
+      GatherColsKernel<T><<<Blocks(TB * N), kThreads, 0, g.stream>>>(w.dhr, TB, KN, pn * N, N,
+                                                                      w.gather);
+      TFRNN_CUDA_CHECK_LAUNCH("GatherColsKernel");
+    }
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, N, Hs, TB,
+                                    static_cast<const T*>(w.gather),
+                                    static_cast<const T*>(ly.aux), dp + po.r + pn * N * Hs,
+                                    false));
+  }
   if (proj) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, s.P, N, TB, static_cast<const T*>(w.dhtot),
                                     static_cast<const T*>(ly.hh), dp + po.p, false));

@@ -29,6 +29,12 @@ struct FwdStep {
   const T* peep;    // [K·N] (spec.peephole)
   bool peephole;
   int gate_pos[4], gate_act[4], cell_act;
+  // gru: reset before the recurrent product (two phases per step, as FwdBlock in rnn_cpu.cc:
+  // phase 1 r, z and r ⊙ h_rec into aux and hh_step; phase 2 the candidate and h once hrn
+  // holds R_n·(r ⊙ h_rec)); z_new: h = z ⊙ n + (1-z) ⊙ h_prev.
+  int phase;
+  bool z_new;
+  const A* hrn;     // [B, N] (phase 2)
 };
 
 // One thread per (b, unit j). gx/acts row at τ holds W·x (no bias) on entry and the gate
@@ -42,6 +48,7 @@ __global__ void FwdStepKernel(FwdStep<T> p) {
     const I64 tau = p.sm.Tau(b, p.step);
     if (tau < 0) {  // past this sequence's end: h passes through (projection: ProjPostKernel)
       if (!p.proj) p.h_next[b * p.Hs + j] = p.h_cur[b * p.Hs + j];
+      if (p.phase == 1) St(p.hh_step + b * N + j, A(0));
       continue;
     }
     const I64 row = tau * p.B + b;
@@ -50,7 +57,8 @@ __global__ void FwdStepKernel(FwdStep<T> p) {
     const T* bw = p.ly.bW + j;
     const T* br = p.ly.bR + j;
     auto pre = [&](I64 k) { return Ld(g + k * N) + r[k * N] + Ld(bw + k * N) + Ld(br + k * N); };
-    if (!p.proj) p.ly.hprev[row * p.Hs + j] = p.h_rec[b * p.Hs + j];
+    // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
+    if (!p.proj && p.phase != 2) p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
     A h;
     switch (p.mode) {
       case static_cast<int>(RnnMode::kLstm): {
@@ -75,16 +83,38 @@ __global__ void FwdStepKernel(FwdStep<T> p) {
         break;
       }
       case static_cast<int>(RnnMode::kGru): {
-        // r, z = σ(gx + hr + b);  h' = tanh(gx_h + bW_h + r ⊙ (hr_h + bR_h))
-        const A rg = Sigmoid(pre(0));
-        const A z = Sigmoid(pre(1));
-        const A hrn = r[2 * N] + Ld(br + 2 * N);
-        St(p.ly.aux + row * N + j, hrn);
-        const A n = tanh(Ld(g + 2 * N) + Ld(bw + 2 * N) + rg * hrn);
-        St(g, rg);
-        St(g + N, z);
-        St(g + 2 * N, n);
-        h = (A(1) - z) * n + z * Ld(p.h_cur + b * p.Hs + j);
+        // r = act_r(pre_r), z = act_z(pre_z);
+        // reset after:  n = act_n(gx_n + bW_n + r ⊙ (hr_n + bR_n))
+        // reset before: n = act_n(gx_n + bW_n + R_n·(r ⊙ h_rec) + bR_n)
+        const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
+        A rg, z;
+        if (p.phase != 2) {
+          rg = Act(p.gate_act[0], pre(pr));
+          z = Act(p.gate_act[1], pre(pz));
+          St(g + pr * N, rg);
+          St(g + pz * N, z);
+        } else {
+          rg = Ld(g + pr * N);
+          z = Ld(g + pz * N);
+        }
+        if (p.phase == 1) {
+          const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
+          St(p.ly.aux + row * N + j, rh);
+          St(p.hh_step + b * N + j, rh);
+          continue;  // h in phase 2
+        }
+        A nx;
+        if (p.phase == 2) {
+          nx = Ld(g + pn * N) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
+        } else {
+          const A hrn = r[pn * N] + Ld(br + pn * N);
+          St(p.ly.aux + row * N + j, hrn);
+          nx = Ld(g + pn * N) + Ld(bw + pn * N) + rg * hrn;
+        }
+        const A n = Act(p.gate_act[2], nx);
+        St(g + pn * N, n);
+        const A hp = Ld(p.h_cur + b * p.Hs + j);
+        h = p.z_new ? z * n + (A(1) - z) * hp : (A(1) - z) * n + z * hp;
         break;
       }
       case static_cast<int>(RnnMode::kTanh): {
@@ -110,7 +140,7 @@ __global__ void FwdStepKernel(FwdStep<T> p) {
 // go to the output and the reserve's h_prev.
 template <typename T>
 __global__ void ProjPostKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* h_cur,
-                               const T* h_rec, T* h_next, T* y, I64 yst, I64 dcol, T* hprev) {
+                               T* h_next, T* y, I64 yst, I64 dcol, T* hprev) {
   TFRNN_GRID_STRIDE(i, B * Hs) {
     const I64 b = i / Hs, j = i % Hs;
     const I64 tau = sm.Tau(b, step);
@@ -119,7 +149,7 @@ __global__ void ProjPostKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* 
     } else {
       const I64 row = tau * B + b;
       y[row * yst + dcol + j] = h_next[i];
-      hprev[row * Hs + j] = h_rec[i];
+      hprev[row * Hs + j] = h_cur[i];  // before any recurrent mask
     }
   }
 }
@@ -160,6 +190,7 @@ struct FwdBufs {
   int* lengths;
   T *h_cur, *h_next, *h_masked, *hh_step;
   A *c, *hr;
+  A* hrn;  // [B, N] R_n·(r ⊙ h_rec) (reset-before gru)
 };
 
 template <typename T>
@@ -173,6 +204,7 @@ FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
   w.hh_step = cv.Take<T>(B * N);
   w.c = cv.Take<AccOf<T>>(B * N);
   w.hr = cv.Take<AccOf<T>>(B * KN);
+  w.hrn = cv.Take<AccOf<T>>(s.mode == RnnMode::kGru && s.gru_reset_before ? B * N : 0);
   return w;
 }
 
@@ -225,6 +257,9 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.gate_act[q] = static_cast<int>(s.gate_act[q]);
   }
   p.cell_act = static_cast<int>(s.cell_act);
+  const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
+  p.z_new = s.mode == RnnMode::kGru && s.gru_z_new;
+  p.hrn = w.hrn;
   for (I64 st = 0; st < steps; ++st) {
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
@@ -240,14 +275,25 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.h_cur = w.h_cur;
     p.h_rec = h_rec;
     p.h_next = w.h_next;
+    p.phase = reset_before ? 1 : 0;
     FwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
     TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
+    if (reset_before) {
+      // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
+      // ([B, N] · [N, Hs]ᵀ, R_n the candidate's block of R), then phase 2.
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, N, Hs,
+                                      static_cast<const T*>(w.hh_step),
+                                      ly.R + s.gate_pos[2] * N * Hs, w.hrn, false));
+      p.phase = 2;
+      FwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
+      TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
+    }
     if (proj) {
       // h = hh · Pmᵀ  ([B, N] · [N, P])
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, Hs, N, w.hh_step, ly.Pm, w.h_next,
                                       false));
       ProjPostKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
-          sm, st, B, Hs, w.h_cur, h_rec, w.h_next, ylayer, s.D * Hs, ly.dcol, ly.hprev);
+          sm, st, B, Hs, w.h_cur, w.h_next, ylayer, s.D * Hs, ly.dcol, ly.hprev);
       TFRNN_CUDA_CHECK_LAUNCH("ProjPostKernel");
     }
     std::swap(w.h_cur, w.h_next);

@@ -20,7 +20,10 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
   if (s.preprojected && s.I != s.D * RnnK(s) * s.N) {
     return bad("preprojected input needs input size == D*K*N");
   }
-  if ((s.peephole || s.has_mask) && !lstm) return bad("peephole and mask need lstm");
+  if (s.peephole && !lstm) return bad("peephole needs lstm");
+  if (s.has_mask && !(lstm || s.mode == RnnMode::kGru)) {
+    return bad("a recurrent mask needs lstm or gru");
+  }
   if (!(s.dropout >= 0.f && s.dropout <= 1.f)) return bad("dropout must be in [0, 1]");
   int seen = 0;
   for (int q = 0; q < 4; ++q) {
@@ -30,12 +33,11 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
     if (act < 0 || act > 4) return bad("gate activations must be 0..4");
   }
   if (seen != 15) return bad("gate_pos must be a permutation of 0..3");
-  if (s.mode == RnnMode::kGru &&
-      (s.gru_reset_before || s.gru_z_new || s.gate_pos[0] != 0 || s.gate_pos[1] != 1 ||
-       s.gate_pos[2] != 2 || s.gate_act[0] != RnnAct::kSigmoid ||
-       s.gate_act[1] != RnnAct::kSigmoid || s.gate_act[2] != RnnAct::kTanh)) {
-    return bad("the GPU engine's gru is cuDNN's (gates r, z, n; sigmoid, sigmoid, tanh; reset "
-               "after the recurrent product); the MPSGraph GRU options are CPU-only so far");
+  if (s.mode == RnnMode::kGru && s.gate_pos[3] != 3) {
+    return bad("gru gates r, z, n must occupy blocks 0..2 (gate_pos[3] == 3)");
+  }
+  if ((s.gru_reset_before || s.gru_z_new) && s.mode != RnnMode::kGru) {
+    return bad("gru_reset_before and gru_z_new need gru");
   }
   const int ca = static_cast<int>(s.cell_act);
   if (ca < 0 || ca > 4) return bad("cell activation must be 0..4");

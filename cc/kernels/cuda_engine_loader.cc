@@ -48,6 +48,12 @@ absl::Status Load(CudaEngine* e) {
   sym("tfrnn_cuda_swap_major", &e->swap_major);
   sym("tfrnn_cuda_copy", &e->copy);
   sym("tfrnn_cuda_zero", &e->zero);
+  sym("tfrnn_cuda_lstm_sizes", &e->lstm_sizes);
+  sym("tfrnn_cuda_lstm_forward", &e->lstm_forward);
+  sym("tfrnn_cuda_lstm_backward", &e->lstm_backward);
+  sym("tfrnn_cuda_gru_cell_sizes", &e->gru_cell_sizes);
+  sym("tfrnn_cuda_gru_cell_forward", &e->gru_cell_forward);
+  sym("tfrnn_cuda_gru_cell_backward", &e->gru_cell_backward);
   if (!ok) {
     return absl::FailedPreconditionError(
         absl::StrCat("tf_rnn_ops: ", path, " lacks C API functions; rebuild it"));

@@ -20,6 +20,16 @@ struct CudaEngine {
   int (*swap_major)(int32_t, const void*, void*, int64_t, int64_t, int64_t, void*);
   int (*copy)(void*, const void*, int64_t, void*);
   int (*zero)(void*, int64_t, void*);
+  int (*lstm_sizes)(const TfRnnCudaLstmSpec*, int64_t*, int64_t*);
+  int (*lstm_forward)(const TfRnnCudaLstmSpec*, const TfRnnCudaLstmFwdArgs*, void*, int64_t,
+                      void*);
+  int (*lstm_backward)(const TfRnnCudaLstmSpec*, const TfRnnCudaLstmBwdArgs*, void*, int64_t,
+                       void*);
+  int (*gru_cell_sizes)(const TfRnnCudaGruCellSpec*, int64_t*, int64_t*);
+  int (*gru_cell_forward)(const TfRnnCudaGruCellSpec*, const TfRnnCudaGruCellFwdArgs*, void*,
+                          int64_t, void*);
+  int (*gru_cell_backward)(const TfRnnCudaGruCellSpec*, const TfRnnCudaGruCellBwdArgs*, void*,
+                           int64_t, void*);
 
   // A failed call's status (code -> TF code) with the engine's message, prefixed by `op`.
   absl::Status Check(int code, const std::string& op) const;

@@ -170,5 +170,9 @@ TFRNN_REGISTER_GRU_KERNELS(float)
 TFRNN_REGISTER_GRU_KERNELS(double)
 #undef TFRNN_REGISTER_GRU_KERNELS
 
+#ifdef TFRNN_WITH_CUDA
+#include "cc/kernels/gru_block_gpu_kernels.inc"  // GPU kernels (TfRnn> names)
+#endif
+
 }  // namespace
 }  // namespace tfrnn

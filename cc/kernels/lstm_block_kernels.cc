@@ -342,5 +342,9 @@ TFRNN_REGISTER_LSTM_KERNELS(float)
 TFRNN_REGISTER_LSTM_KERNELS(double)
 #undef TFRNN_REGISTER_LSTM_KERNELS
 
+#ifdef TFRNN_WITH_CUDA
+#include "cc/kernels/lstm_block_gpu_kernels.inc"  // GPU kernels (TfRnn> names)
+#endif
+
 }  // namespace
 }  // namespace tfrnn

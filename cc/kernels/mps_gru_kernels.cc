@@ -289,5 +289,9 @@ TFRNN_REGISTER_MPS_GRU(float)
 TFRNN_REGISTER_MPS_GRU(double)
 #undef TFRNN_REGISTER_MPS_GRU
 
+#ifdef TFRNN_WITH_CUDA
+#include "cc/kernels/mps_gru_gpu_kernels.inc"  // GPU kernels (TfRnn> names)
+#endif
+
 }  // namespace
 }  // namespace tfrnn

@@ -436,5 +436,9 @@ TFRNN_REGISTER_MPS(float)
 TFRNN_REGISTER_MPS(double)
 #undef TFRNN_REGISTER_MPS
 
+#ifdef TFRNN_WITH_CUDA
+#include "cc/kernels/mps_lstm_gpu_kernels.inc"  // GPU kernels (TfRnn> names)
+#endif
+
 }  // namespace
 }  // namespace tfrnn

@@ -11,6 +11,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
 
+API_VERSION = 2  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h (Spec below mirrors its struct)
 MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -20,7 +21,9 @@ STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABL
 EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_device_count",
             "tfrnn_cuda_cublas_library", "tfrnn_cuda_rnn_sizes", "tfrnn_cuda_rnn_param_offsets",
             "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward", "tfrnn_cuda_swap_major",
-            "tfrnn_cuda_copy", "tfrnn_cuda_zero")
+            "tfrnn_cuda_copy", "tfrnn_cuda_zero", "tfrnn_cuda_lstm_sizes",
+            "tfrnn_cuda_lstm_forward", "tfrnn_cuda_lstm_backward", "tfrnn_cuda_gru_cell_sizes",
+            "tfrnn_cuda_gru_cell_forward", "tfrnn_cuda_gru_cell_backward")
 
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 
@@ -33,7 +36,7 @@ class Spec(ctypes.Structure):
                 ("seed", _u64),
                 ("gate_pos", _i32 * 4), ("gate_act", _i32 * 4), ("cell_act", _i32),
                 ("peephole", _i32), ("has_mask", _i32), ("preprojected", _i32),
-                ("reverse", _i32)]
+                ("reverse", _i32), ("gru_reset_before", _i32), ("gru_z_new", _i32)]
 
 
 class FwdArgs(ctypes.Structure):
@@ -52,6 +55,67 @@ class BwdArgs(ctypes.Structure):
                 ("dc_seq", _p), ("dpeephole", _p)]
 
 
+class LstmSpec(ctypes.Structure):
+    """TfRnnCudaLstmSpec (the LSTM block engine: BlockLSTM / BlockLSTMV2)."""
+    _fields_ = [("dtype", _i32), ("T", _i64), ("N", _i64), ("I", _i64), ("H", _i64),
+                ("seq_len_max", _i64), ("gate_order", _i32), ("forget_bias", ctypes.c_float),
+                ("cell_clip", ctypes.c_float), ("use_peephole", _i32),
+                ("exact_clip_grad", _i32)]
+
+
+LSTM_FWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b",
+                   "i", "cs", "f", "o", "ci", "co", "h")
+LSTM_BWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco",
+                   "i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad",
+                   "i_grad", "f_grad", "o_grad", "ci_grad", "co_grad",
+                   "x_grad", "cs_prev_grad", "h_prev_grad", "w_grad", "wci_grad", "wcf_grad",
+                   "wco_grad", "b_grad", "dgates")
+
+
+class LstmFwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in LSTM_FWD_FIELDS]
+
+
+class LstmBwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in LSTM_BWD_FIELDS]
+
+
+def make_lstm_spec(*, T, N, I, H, seq_len_max=None, dtype="float32", gate_order="icfo",
+                   forget_bias=1.0, cell_clip=0.0, use_peephole=False, exact_clip_grad=False):
+    s = LstmSpec()
+    s.dtype = DTYPES[dtype]
+    s.T, s.N, s.I, s.H = T, N, I, H
+    s.seq_len_max = T if seq_len_max is None else seq_len_max
+    s.gate_order = {"icfo": 0, "ifco": 1}[gate_order]
+    s.forget_bias, s.cell_clip = forget_bias, cell_clip
+    s.use_peephole, s.exact_clip_grad = int(use_peephole), int(exact_clip_grad)
+    return s
+
+
+class GruCellSpec(ctypes.Structure):
+    """TfRnnCudaGruCellSpec (GRUBlockCell / GRUBlockCellGrad)."""
+    _fields_ = [("dtype", _i32), ("N", _i64), ("I", _i64), ("H", _i64)]
+
+
+GRU_CELL_FWD_FIELDS = ("x", "h_prev", "w_ru", "w_c", "b_ru", "b_c", "r", "u", "c", "h")
+GRU_CELL_BWD_FIELDS = ("x", "h_prev", "w_ru", "w_c", "r", "u", "c", "d_h", "g_r", "g_u", "g_c",
+                       "d_x", "d_h_prev", "d_c_bar", "d_r_bar_u_bar")
+
+
+class GruCellFwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in GRU_CELL_FWD_FIELDS]
+
+
+class GruCellBwdArgs(ctypes.Structure):
+    _fields_ = [(f, _p) for f in GRU_CELL_BWD_FIELDS]
+
+
+def make_gru_cell_spec(*, N, I, H, dtype="float32"):
+    s = GruCellSpec()
+    s.dtype, s.N, s.I, s.H = DTYPES[dtype], N, I, H
+    return s
+
+
 class EngineError(RuntimeError):
     def __init__(self, code, message):
         super().__init__(f"{STATUS.get(code, code)}: {message}")
@@ -66,7 +130,8 @@ def so_path():
 def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_input=False,
               training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
               gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
-              peephole=False, has_mask=False, preprojected=False, reverse=False):
+              peephole=False, has_mask=False, preprojected=False, reverse=False,
+              gru_reset_before=False, gru_z_new=False):
     s = Spec()
     s.mode, s.dtype = MODES[mode], DTYPES[dtype]
     s.T, s.B, s.I, s.N, s.P, s.L, s.D = T, B, I, N, P, L, D
@@ -77,6 +142,7 @@ def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_i
     s.cell_act = ACTS[cell_act]
     s.peephole, s.has_mask = int(peephole), int(has_mask)
     s.preprojected, s.reverse = int(preprojected), int(reverse)
+    s.gru_reset_before, s.gru_z_new = int(gru_reset_before), int(gru_z_new)
     return s
 
 
@@ -97,6 +163,18 @@ class Engine:
                                                _p, _i64, _p]
         lib.tfrnn_cuda_rnn_backward.argtypes = [ctypes.POINTER(Spec), ctypes.POINTER(BwdArgs),
                                                 _p, _i64, _p]
+        lib.tfrnn_cuda_gru_cell_sizes.argtypes = ([ctypes.POINTER(GruCellSpec)]
+                                                  + [ctypes.POINTER(_i64)] * 2)
+        lib.tfrnn_cuda_gru_cell_forward.argtypes = [ctypes.POINTER(GruCellSpec),
+                                                    ctypes.POINTER(GruCellFwdArgs), _p, _i64, _p]
+        lib.tfrnn_cuda_gru_cell_backward.argtypes = [ctypes.POINTER(GruCellSpec),
+                                                     ctypes.POINTER(GruCellBwdArgs), _p, _i64,
+                                                     _p]
+        lib.tfrnn_cuda_lstm_sizes.argtypes = [ctypes.POINTER(LstmSpec)] + [ctypes.POINTER(_i64)] * 2
+        lib.tfrnn_cuda_lstm_forward.argtypes = [ctypes.POINTER(LstmSpec),
+                                                ctypes.POINTER(LstmFwdArgs), _p, _i64, _p]
+        lib.tfrnn_cuda_lstm_backward.argtypes = [ctypes.POINTER(LstmSpec),
+                                                 ctypes.POINTER(LstmBwdArgs), _p, _i64, _p]
 
     def _check(self, code):
         if code != 0:
@@ -158,6 +236,48 @@ class Engine:
         self._check(self.lib.tfrnn_cuda_rnn_backward(ctypes.byref(spec), ctypes.byref(a),
                                                      workspace, workspace_bytes, stream))
         del keep
+
+
+def _lstm_call(eng, fn, args_type, spec, ptrs, workspace, workspace_bytes, stream):
+    a = args_type()
+    for k, v in ptrs.items():
+        setattr(a, k, v)
+    eng._check(fn(ctypes.byref(spec), ctypes.byref(a), workspace, workspace_bytes, stream))
+
+
+def lstm_sizes(eng, spec):
+    """(fwd_workspace_bytes, bwd_workspace_bytes) of the LSTM block engine."""
+    out = [_i64(0), _i64(0)]
+    eng._check(eng.lib.tfrnn_cuda_lstm_sizes(ctypes.byref(spec), *[ctypes.byref(o) for o in out]))
+    return tuple(o.value for o in out)
+
+
+def lstm_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_forward, LstmFwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
+
+
+def lstm_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_backward, LstmBwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
+
+
+def gru_cell_sizes(eng, spec):
+    """(fwd_workspace_bytes, bwd_workspace_bytes) of the GRU block cell."""
+    out = [_i64(0), _i64(0)]
+    eng._check(eng.lib.tfrnn_cuda_gru_cell_sizes(ctypes.byref(spec),
+                                                 *[ctypes.byref(o) for o in out]))
+    return tuple(o.value for o in out)
+
+
+def gru_cell_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_gru_cell_forward, GruCellFwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
+
+
+def gru_cell_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
+    _lstm_call(eng, eng.lib.tfrnn_cuda_gru_cell_backward, GruCellBwdArgs, spec, ptrs, workspace,
+               workspace_bytes, stream)
 
 
 def param_layout(mode, *, L, D, I, N, P=0, skip_input=False):

@@ -178,11 +178,27 @@ REF_CASES = [
     dict(mode="lstm", has_mask=True, reverse=True, lengths="var"),
     dict(mode="lstm", D=2, preprojected=True),
     dict(mode="lstm", D=2, lengths="var", lengths_on_device=True),
+    # MPSGraph-style GRU options (gate blocks/activations, z_new, reset before, mask).
+    dict(mode="gru", gate_pos=(1, 0, 2, 3), gru_z_new=True),
+    dict(mode="gru", gate_act=("hard_sigmoid", "sigmoid", "relu", "sigmoid"), lengths="var"),
+    dict(mode="gru", gru_reset_before=True),
+    dict(mode="gru", gru_reset_before=True, gate_pos=(1, 0, 2, 3), gru_z_new=True, D=2,
+         lengths="zero"),
+    dict(mode="gru", has_mask=True, lengths="var"),
+    dict(mode="gru", has_mask=True, mask_per_step=True, gru_reset_before=True, D=2),
+    dict(mode="gru", has_mask=True, gru_reset_before=True, reverse=True, lengths="var",
+         gate_act=("sigmoid", "hard_sigmoid", "tanh", "sigmoid")),
+    dict(mode="gru", L=2, gru_reset_before=True, gru_z_new=True, skip_input=True),
+    dict(mode="gru", D=2, preprojected=True, gru_reset_before=True),
+    dict(mode="gru", gru_reset_before=True, B=0),
+    dict(mode="gru", gru_reset_before=True, has_mask=True, T=0),
 ]
 for _dt in ("float32", "float16", "bfloat16"):
     REF_CASES += [dict(mode="lstm", L=2, D=2, lengths="var", dtype=_dt),
                   dict(mode="gru", L=1, D=2, dtype=_dt),
-                  dict(mode="rnn_tanh", L=2, D=1, lengths="var", dtype=_dt)]
+                  dict(mode="rnn_tanh", L=2, D=1, lengths="var", dtype=_dt),
+                  dict(mode="gru", D=2, lengths="var", gru_reset_before=True, has_mask=True,
+                       gru_z_new=True, dtype=_dt)]
 
 
 def check_vs_reference(case):
@@ -222,7 +238,9 @@ def check_vs_reference(case):
         mask = (torch.rand(mt, B, D * Hs, generator=gen, dtype=f64) > 0.3).to(f64).to(dev) * 1.25
     opts = dict(gate_pos=case.get("gate_pos", (0, 1, 2, 3)),
                 gate_act=case.get("gate_act", ("sigmoid", "sigmoid", "tanh", "sigmoid")),
-                cell_act=case.get("cell_act", "tanh"))
+                cell_act=case.get("cell_act", "tanh"),
+                gru_reset_before=case.get("gru_reset_before", False),
+                gru_z_new=case.get("gru_z_new", False))
     spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=N, P=P, L=L, D=D, dtype=dtype,
                                  skip_input=skip_input, dropout=case.get("dropout", 0.0),
                                  seed=case.get("seed", 0), peephole=peep is not None,

@@ -50,7 +50,7 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                   lengths=None, training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
                   gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
                   peephole=None, mask=None, mask_per_step=False, reverse=False,
-                  preprojected=False):
+                  preprojected=False, gru_reset_before=False, gru_z_new=False):
     """Forward in the dtype of the inputs (use float64).  x [T, B, I], h0 [L*D, B, Hs],
     c0 [L*D, B, N] (lstm), params flat (our layout).  Returns (y, hn, cn or None)."""
     K = cuda_engine.GATES[mode]
@@ -108,10 +108,20 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                     if Pm is not None:
                         h_new = h_new @ Pm.T
                 elif mode == "gru":
-                    r = torch.sigmoid(blk(gx, 0) + blk(hr, 0))
-                    z = torch.sigmoid(blk(gx, 1) + blk(hr, 1))
-                    n = torch.tanh(blk(gx, 2) + r * blk(hr, 2))
-                    h_new = (1.0 - z) * n + z * h
+                    # Logical gates r, z, n in blocks gate_pos[0..2] with gate_act[0..2].
+                    pr, pz, pn = gate_pos[0], gate_pos[1], gate_pos[2]
+                    r = _act(torch, gate_act[0], blk(gx, pr) + blk(hr, pr))
+                    z = _act(torch, gate_act[1], blk(gx, pz) + blk(hr, pz))
+                    if gru_reset_before:
+                        Rn = R[pn * N:(pn + 1) * N]
+                        nrec = (r * h_rec) @ Rn.T + bR[pn * N:(pn + 1) * N]
+                        n = _act(torch, gate_act[2], blk(gx, pn) + nrec)
+                    else:
+                        n = _act(torch, gate_act[2], blk(gx, pn) + r * blk(hr, pn))
+                    if gru_z_new:
+                        h_new = z * n + (1.0 - z) * h
+                    else:
+                        h_new = (1.0 - z) * n + z * h
                     c_new = None
                 else:
                     pre = gx + hr

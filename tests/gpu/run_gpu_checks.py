@@ -24,6 +24,13 @@ def main():
     jobs = [("vs_cudnn", gpu_checks.check_vs_cudnn, c) for c in gpu_checks.CUDNN_CASES]
     jobs += [("vs_reference", gpu_checks.check_vs_reference, c) for c in gpu_checks.REF_CASES]
     jobs += [("layout", gpu_checks.check_cudnn_layout, c) for c in gpu_checks.LAYOUT_CASES]
+    import lstm_block_checks
+    jobs += [("lstm_block", lstm_block_checks.check_lstm_block, c)
+             for c in lstm_block_checks.LSTM_BLOCK_CASES]
+    jobs += [("gru_cell", lstm_block_checks.check_gru_cell, c)
+             for c in lstm_block_checks.GRU_CELL_CASES]
+    jobs += [("lstm_block_deterministic", lstm_block_checks.check_lstm_block_deterministic,
+              None)]
     jobs += [("deterministic", gpu_checks.check_deterministic, None),
              ("bad_input", gpu_checks.check_bad_input, None)]
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
