@@ -42,7 +42,7 @@ inline absl::Status GetMpsAct(tensorflow::OpKernelConstruction* c, const char* a
 }
 
 // An optional operand: a list input of length 0 or 1.
-inline absl::Status OptionalInput(OpKernelContext* ctx, const char* name, const Tensor** t) {
+inline absl::Status Optional(OpKernelContext* ctx, const char* name, const Tensor** t) {
   tensorflow::OpInputList list;
   TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
   if (list.size() > 1) {

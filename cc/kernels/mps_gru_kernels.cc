@@ -41,11 +41,11 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
   const std::string op = ctx->op_kernel().type_string();
   TF_RETURN_IF_ERROR(GetInput(ctx, "source", &in->source));
   TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_weight", &in->R));
-  TF_RETURN_IF_ERROR(OptionalInput(ctx, "input_weight", &in->W));
-  TF_RETURN_IF_ERROR(OptionalInput(ctx, "bias", &in->bias));
-  TF_RETURN_IF_ERROR(OptionalInput(ctx, "init_state", &in->init_state));
-  TF_RETURN_IF_ERROR(OptionalInput(ctx, "mask", &in->mask));
-  TF_RETURN_IF_ERROR(OptionalInput(ctx, "secondary_bias", &in->bias2));
+  TF_RETURN_IF_ERROR(Optional(ctx, "input_weight", &in->W));
+  TF_RETURN_IF_ERROR(Optional(ctx, "bias", &in->bias));
+  TF_RETURN_IF_ERROR(Optional(ctx, "init_state", &in->init_state));
+  TF_RETURN_IF_ERROR(Optional(ctx, "mask", &in->mask));
+  TF_RETURN_IF_ERROR(Optional(ctx, "secondary_bias", &in->bias2));
   const int64_t D = desc.bidirectional ? 2 : 1;
   in->D = D;
   TF_RETURN_IF_ERROR(CheckRank(op, "source", *in->source, 3,
@@ -193,7 +193,7 @@ class MpsGruGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, GetInput(ctx, "source_gradient", &dy));
     OP_REQUIRES_OK(ctx, GetInput(ctx, "z_state", &z_state));
     OP_REQUIRES_OK(ctx, GetInput(ctx, "output_fwd", &out_fwd));
-    OP_REQUIRES_OK(ctx, OptionalInput(ctx, "state_gradient", &dstate));
+    OP_REQUIRES_OK(ctx, Optional(ctx, "state_gradient", &dstate));
     OP_REQUIRES_OK(ctx, CheckRank(op, "source_gradient", *dy, 3, "[time, batch, dirs * hidden]"));
     OP_REQUIRES_OK(ctx, CheckShape(op, "source_gradient", *dy, {T, B, D * H},
                                    "[time, batch, dirs * hidden]"));

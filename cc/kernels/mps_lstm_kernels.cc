@@ -8,6 +8,7 @@
 
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
+#include "cc/kernels/mps_common.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
@@ -60,25 +61,7 @@ struct Descriptor {
   }
 };
 
-// An optional operand: a list input of length 0 or 1.
-absl::Status Optional(OpKernelContext* ctx, const char* name, const Tensor** t) {
-  OpInputList list;
-  TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
-  if (list.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(ctx->op_kernel().type_string(), ": ", name,
-                                                   " is optional: give 0 or 1 tensors, got ",
-                                                   list.size()));
-  }
-  *t = list.size() == 1 ? &list[0] : nullptr;
-  return absl::OkStatus();
-}
-
-struct LstmOperands {
-  const Tensor *source, *R, *W = nullptr, *bias = nullptr, *init_state = nullptr,
-               *init_cell = nullptr, *mask = nullptr, *peephole = nullptr;
-  RnnSpec spec;
-  int64_t H = 0, D = 1;
-};
+using LstmOperands = MpsOperands;
 
 absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOperands* in) {
   const std::string op = ctx->op_kernel().type_string();
@@ -184,60 +167,6 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
   return absl::OkStatus();
 }
 
-// The engine's forward arguments for the operands (compute type A): params in the engine
-// layout, h0/c0 as [D, B, H], zeros for absent operands, scratch for the final states and the
-// reserve. Only the output sequence `y` is left for the caller.
-template <typename Tt>
-struct Packed {
-  using A = typename ComputeType<Tt>::type;
-  RnnFwdArgs<A> f;
-
-  void Pack(ComputeBridge<Tt>& br, const LstmOperands& in) {
-    const RnnSpec& s = in.spec;
-    const int64_t D = s.D, B = s.B, H = s.N, KN = 4 * H, in_w = s.preprojected ? 0 : s.I;
-    f.x = br.In(*in.source);
-    A* params = br.Scratch(RnnParamsSize(s));
-    A* h0 = br.Scratch(D * B * H);
-    A* c0 = br.Scratch(D * B * H);
-    f.params = params;
-    f.h0 = h0;
-    f.c0 = c0;
-    const A* W = in.W != nullptr ? br.In(*in.W) : nullptr;
-    const A* R = br.In(*in.R);
-    const A* bias = in.bias != nullptr ? br.In(*in.bias) : nullptr;
-    const A* st = in.init_state != nullptr ? br.In(*in.init_state) : nullptr;
-    const A* ce = in.init_cell != nullptr ? br.In(*in.init_cell) : nullptr;
-    f.peephole = in.peephole != nullptr ? br.In(*in.peephole) : nullptr;
-    f.mask = in.mask != nullptr ? br.In(*in.mask) : nullptr;
-    f.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
-    f.hn = br.Scratch(D * B * H);
-    f.cn = br.Scratch(D * B * H);
-    f.reserve = br.Scratch(RnnReserveSize(s));
-    if (!br.status().ok()) return;
-    for (int64_t d = 0; d < D; ++d) {
-      const RnnParamOffsets o = RnnParamLayout(s, d);
-      if (W != nullptr) std::copy_n(W + d * KN * in_w, KN * in_w, params + o.w);
-      std::copy_n(R + d * KN * H, KN * H, params + o.r);
-      if (bias != nullptr) {
-        std::copy_n(bias + d * KN, KN, params + o.bw);
-      } else {
-        std::fill_n(params + o.bw, KN, A(0));
-      }
-      std::fill_n(params + o.br, KN, A(0));
-      for (int64_t b = 0; b < B; ++b) {
-        for (auto pr : {std::make_pair(st, h0), std::make_pair(ce, c0)}) {
-          A* dst = pr.second + (d * B + b) * H;
-          if (pr.first != nullptr) {
-            std::copy_n(pr.first + b * D * H + d * H, H, dst);
-          } else {
-            std::fill_n(dst, H, A(0));
-          }
-        }
-      }
-    }
-  }
-};
-
 template <typename Tt>
 class MpsLstmOp : public OpKernel {
  public:
@@ -258,7 +187,7 @@ class MpsLstmOp : public OpKernel {
                             2, desc_.training ? TensorShape({T, B, D * 4 * H}) : TensorShape({0}),
                             &z));
     ComputeBridge<Tt> br(ctx);
-    Packed<Tt> pk;
+    MpsPacked<Tt> pk;
     pk.Pack(br, in);
     RnnFwdArgs<A>& a = pk.f;
     a.y = br.Out(state);
@@ -271,16 +200,10 @@ class MpsLstmOp : public OpKernel {
     TfHostPool pool(ctx);
     EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
     // Interleave the per-direction activations and cell states into MPSGraph's layouts.
-    for (int64_t d = 0; d < D; ++d) {
-      const RnnReserveOffsets o = RnnReserveLayout(s, d);
-      for (int64_t r = 0; r < T * B; ++r) {
-        if (z_out != nullptr) {
-          std::copy_n(a.reserve + o.acts + r * 4 * H, 4 * H, z_out + r * D * 4 * H + d * 4 * H);
-        }
-        if (cell_out != nullptr) {
-          std::copy_n(a.reserve + o.aux + r * H, H, cell_out + r * D * H + d * H);
-        }
-      }
+    if (z_out != nullptr) ZStateFromReserve<A>(s, a.reserve, z_out);
+    for (int64_t d = 0; d < D && cell_out != nullptr; ++d) {
+      const A* cs = a.reserve + RnnReserveLayout(s, d).aux;
+      for (int64_t r = 0; r < T * B; ++r) std::copy_n(cs + r * H, H, cell_out + (r * D + d) * H);
     }
     br.Finish();
   }
@@ -350,7 +273,7 @@ class MpsLstmGradOp : public OpKernel {
     if (in.init_cell) OP_REQUIRES_OK(ctx, o_c.allocate(0, in.init_cell->shape(), &d_c));
 
     ComputeBridge<Tt> br(ctx);
-    Packed<Tt> pk;
+    MpsPacked<Tt> pk;
     pk.Pack(br, in);
     RnnFwdArgs<A>& f = pk.f;
     f.y = br.Scratch(T * B * D * H);
@@ -381,18 +304,8 @@ class MpsLstmGradOp : public OpKernel {
     g.dpeephole = dpeep;
     A* bws = br.Scratch(RnnBwdWorkspaceSize(s));
     OP_REQUIRES_OK(ctx, br.status());
-    for (int64_t d = 0; d < D; ++d) {
-      for (int64_t b = 0; b < B; ++b) {
-        for (auto pr : {std::make_pair(dst, dhn), std::make_pair(dce, dcn)}) {
-          A* to = pr.second + (d * B + b) * H;
-          if (pr.first != nullptr) {
-            std::copy_n(pr.first + b * D * H + d * H, H, to);
-          } else {
-            std::fill_n(to, H, A(0));
-          }
-        }
-      }
-    }
+    ToDirMajor<A>(dst, D, B, H, dhn);
+    ToDirMajor<A>(dce, D, B, H, dcn);
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
@@ -413,11 +326,9 @@ class MpsLstmGradOp : public OpKernel {
       if (dW) std::copy_n(g.dparams + o.w, KN * in_w, dW + d * KN * in_w);
       if (db) std::copy_n(g.dparams + o.bw, KN, db + d * KN);
       if (dp) std::copy_n(dpeep + d * KN, KN, dp + d * KN);
-      for (int64_t b = 0; b < B; ++b) {
-        if (ds) std::copy_n(g.dh0 + (d * B + b) * H, H, ds + b * D * H + d * H);
-        if (dc) std::copy_n(g.dc0 + (d * B + b) * H, H, dc + b * D * H + d * H);
-      }
     }
+    if (ds) FromDirMajor<A>(g.dh0, D, B, H, ds);
+    if (dc) FromDirMajor<A>(g.dc0, D, B, H, dc);
     br.Finish();
   }
 
