@@ -91,6 +91,12 @@ log "TensorFlow $TF_VERSION at $TF_LIBDIR"
   echo "build --copt=-Wno-deprecated-declarations --copt=-Wno-sign-compare --copt=-Wno-ignored-attributes"
   echo "build --spawn_strategy=standalone"
   echo "build --show_result=0"
+  # AddressSanitizer + UndefinedBehaviorSanitizer (tools/asan_tests.sh): the op libraries and
+  # the engines loaded with dlopen, in their own output directory (k8-opt-asan) next to the normal one.
+  echo "build:asan --copt=-fsanitize=address,undefined --copt=-fno-sanitize=vptr"
+  echo "build:asan --copt=-fno-omit-frame-pointer --copt=-O1 --copt=-g"
+  echo "build:asan --linkopt=-fsanitize=address,undefined --strip=never"
+  echo "build:asan --platform_suffix=asan --symlink_prefix=bazel-asan-"
 } > "$ROOT/.bazelrc"
 
 # --- 4. build ----------------------------------------------------------------------------
