@@ -475,8 +475,15 @@ def cudnn_specs():
             {"num_layers"} | set(extra)))
         return out
 
+    def ps_space(draw, dims):
+        dims, attrs = _cudnn_space("V3", False)(draw, dims)
+        return dims, dict(attrs, T=F32, S=draw.sampled_from([tf.int32, tf.int64]))
+
     def ps_call(kw, attrs):
-        return flatten(_ours().CudnnRNNParamsSize(**kw, **attrs))
+        keys = ("T", "S", "rnn_mode", "input_mode", "direction", "dropout", "seed", "seed2",
+                "num_proj")
+        return flatten(_ours().CudnnRNNParamsSize(
+            **kw, **{k: v for k, v in attrs.items() if k in keys}))
 
     def ps_values(dims, attrs):
         out = size_values(dims, attrs)
@@ -496,10 +503,7 @@ def cudnn_specs():
         make=lambda rng, dims, attrs, dtype: size_kw(dims),
         out_shapes=lambda d, a: [(1,)], dims={"L": 2, "N": 3, "I": 5},
         attrs=dict(CUDNN_ATTRS, T=F32, S=tf.int64), zero_ok={"L": False, "N": False, "I": False},
-        values=ps_values, nan_input=None,
-        attr_space=lambda draw, dims: (dims, dict(
-            _cudnn_space("V3", False)(draw, dims)[1], T=F32,
-            S=draw.sampled_from([tf.int32, tf.int64])))))
+        values=ps_values, nan_input=None, attr_space=ps_space))
 
     def canon_shapes(dims, attrs):
         specs_ = cref.layer_specs(**_kw_of(dims, attrs))
@@ -568,11 +572,11 @@ def cudnn_specs():
                 ("biases one extra", lambda kw, a: (dict(kw, biases=kw["biases"] +
                                                          kw["biases"][:1]), a),
                  {"num_params", "num_params_biases", "biases"}),
-                ("weights[1] wrong size", lambda kw, a: (dict(kw, weights=[kw["weights"][0],
-                 tf.concat([kw["weights"][1], kw["weights"][1][:1]], 0)] + kw["weights"][2:]), a),
+                ("weights[1] wrong size", lambda kw, a: (dict(kw, weights=kw["weights"][:1] + [
+                    tf.concat([w, w[:1]], 0) for w in kw["weights"][1:2]] + kw["weights"][2:]), a),
                  {r"weights\[1\]"}),
-                ("biases[0] empty", lambda kw, a: (dict(kw, biases=[kw["biases"][0][:0]] +
-                                                        kw["biases"][1:]), a),
+                ("biases[0] empty", lambda kw, a: (dict(kw, biases=[
+                    b[:0] for b in kw["biases"][:1]] + kw["biases"][1:]), a),
                  {r"biases\[0\]"}),
             ]
             return out
@@ -703,6 +707,8 @@ def _mps_space(grad):
                 attrs[k] = draw.sampled_from(mps.ACTIVATIONS)
         opts = MPS_OPTIONAL + (("state_gradient", "cell_gradient") if grad else ())
         attrs["present"] = tuple(o for o in opts if draw.booleans())
+        if "input_weight" not in attrs["present"]:   # source is projected already
+            dims = dict(dims, I=(2 if attrs["bidirectional"] else 1) * 4 * dims["H"])
         return dims, attrs
     return space
 
@@ -764,15 +770,18 @@ def _random_like(rng, shape, dtype):
 def apply_mutation(spec, kw, attrs, dims, mut, rng):
     kind, name = mut[0], mut[1]
     kw = dict(kw)
-    if kind == "value":
-        for cid, fn, _ in spec.values(dims, attrs) if spec.values else []:
-            if cid == name:
+    if kind == "value":            # by id (the catalogue) or by position (the fuzzer)
+        cases = spec.values(dims, attrs) if spec.values else []
+        for k, (cid, fn, _) in enumerate(cases):
+            if cid == name or (isinstance(name, int) and k == name % len(cases)):
                 return fn(kw, attrs)
         raise KeyError(name)
     if name not in kw:
         return kw, attrs
     t = kw[name]
     if kind == "list_len":
+        if not isinstance(t, list):
+            return kw, attrs
         lst = list(t)
         kw[name] = lst[:-1] if mut[2] < 0 else lst + lst[:1]
         return kw, attrs
@@ -828,16 +837,25 @@ def check_outputs(spec, outs, dims, attrs):
     return None
 
 
-def check_plausible(outs, bound=1e6):
+def check_plausible(outs, bound=1e6, opaque=()):
     """None if every float output of a call on moderate inputs is finite and below `bound`
-    (catches uninitialised memory in outputs), else a message."""
+    (catches uninitialised memory in outputs), else a message. Outputs listed in `opaque`
+    (reserve_space: compute-type values packed into a tensor of T) are checked only when T is
+    the compute type (float32, float64)."""
     for k, o in enumerate(outs):
+        if k in opaque and o.dtype not in (F32, F64):
+            continue
         if o.dtype.is_floating and o.shape.num_elements():
             a = np.abs(tf.cast(o, tf.float64).numpy())
             if not np.all(a < bound):
                 return f"output {k} has implausible values (max |x| {np.nanmax(a):.3g}, " \
                        f"{int(np.sum(~np.isfinite(a)))} non-finite): uninitialised memory?"
     return None
+
+
+def opaque_outputs(spec, dims, attrs):
+    """Positions of outputs whose shape the spec leaves open (reserve_space, host_reserved)."""
+    return {k for k, w in enumerate(spec.out_shapes(dims, attrs)) if w is None}
 
 
 def names_message(message, names):
