@@ -800,7 +800,8 @@ def apply_mutation(spec, kw, attrs, dims, mut, rng):
     elif kind == "resize":
         if shape:
             shape[mut[2] % len(shape)] = mut[3]
-            kw[name] = _random_like(rng, shape, t.dtype)
+            if int(np.prod(shape, dtype=object)) <= 10**6:  # not after a "huge" mutation
+                kw[name] = _random_like(rng, shape, t.dtype)
     elif kind == "empty":
         kw[name] = tf.zeros([0] * len(shape), t.dtype)
     elif kind == "huge":
