@@ -101,6 +101,15 @@ else log "CPU-only build (no nvcc, or TF_RNN_OPS_CUDA=0)"; fi
   echo "build --copt=-Wno-deprecated-declarations --copt=-Wno-sign-compare --copt=-Wno-ignored-attributes"
   echo "build --spawn_strategy=standalone"
   echo "build --show_result=0"
+  # AddressSanitizer + UndefinedBehaviorSanitizer (tools/asan_tests.sh): the op libraries and
+  # the engines loaded with dlopen, in their own output directory (k8-opt-asan) next to the normal one.
+  echo "build:asan --copt=-fsanitize=address,undefined --copt=-fno-sanitize=vptr"
+  echo "build:asan --copt=-fno-omit-frame-pointer --copt=-O1 --copt=-g"
+  echo "build:asan --linkopt=-fsanitize=address,undefined --strip=never"
+  # GCC: the null and nonnull checks break constexpr function-pointer comparisons in the abseil headers
+  # (GCC bug 71962, abseil issue 1634): off for the files that include TensorFlow headers.
+  echo "build:asan --per_file_copt=cc/kernels/.*,cc/ops/.*@-fno-sanitize=null,-fno-sanitize=nonnull-attribute,-fno-sanitize=returns-nonnull-attribute"
+  echo "build:asan --platform_suffix=asan --symlink_prefix=bazel-asan-"
 } > "$ROOT/.bazelrc"
 
 # --- 4. build ----------------------------------------------------------------------------

@@ -91,21 +91,49 @@ class LSTMDescriptor:
         return dataclasses.asdict(self)
 
 
-def _opt(x, dtype):
-    return [] if x is None else [tf.convert_to_tensor(x, dtype=dtype)]
+_ALLOWED = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+
+
+def _invalid(op, message):
+    return tf.errors.InvalidArgumentError(None, None, f"TfRnn>{op}: {message}")
+
+
+def _source(op, source):
+    """source as a tensor; its dtype is the op's T (InvalidArgumentError if not allowed)."""
+    source = tf.convert_to_tensor(source)
+    if source.dtype not in _ALLOWED:
+        raise _invalid(op, f"input 'source' has dtype {source.dtype.name}; T must be one of "
+                           "half, bfloat16, float32, float64")
+    return source
+
+
+def _operand(op, name, x, dtype):
+    """x as a tensor of dtype; a tensor of another dtype is an InvalidArgumentError naming it."""
+    if isinstance(x, (tf.Tensor, tf.Variable)):
+        if x.dtype != dtype:
+            raise _invalid(op, f"input '{name}' has dtype {x.dtype.name} but 'source' has "
+                               f"{dtype.name}; all of them must have one dtype T")
+        return x
+    return tf.convert_to_tensor(x, dtype=dtype)
+
+
+def _opt(x, dtype, op="LSTM", name="operand"):
+    return [] if x is None else [_operand(op, name, x, dtype)]
 
 
 def lstm(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
          init_cell=None, mask=None, peephole=None, descriptor=None, name=None):
     """MPSGraph.LSTM: returns [state] + [cell] (produce_cell) + [z_state] (training)."""
     d = descriptor or LSTMDescriptor()
-    source = tf.convert_to_tensor(source)
+    op = "LSTM"
+    source = _source(op, source)
     dt = source.dtype
     state, cell, z = load_library().tf_rnn_lstm(
-        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
-        input_weight=_opt(input_weight, dt), bias=_opt(bias, dt),
-        init_state=_opt(init_state, dt), init_cell=_opt(init_cell, dt), mask=_opt(mask, dt),
-        peephole=_opt(peephole, dt), name=name, **d.attrs())
+        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
+        input_weight=_opt(input_weight, dt, op, "input_weight"),
+        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
+        init_cell=_opt(init_cell, dt, op, "init_cell"), mask=_opt(mask, dt, op, "mask"),
+        peephole=_opt(peephole, dt, op, "peephole"), name=name, **d.attrs())
     return [state] + ([cell] if d.produce_cell else []) + ([z] if d.training else [])
 
 
@@ -119,17 +147,21 @@ def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_outp
     ``cell_output_gradient`` ([T, N, D·H], an extension) adds gradients arriving at the cell
     sequence output of a produce_cell forward."""
     d = descriptor or LSTMDescriptor()
-    source = tf.convert_to_tensor(source)
+    op = "LSTMGradients"
+    source = _source(op, source)
     dt = source.dtype
     out = load_library().tf_rnn_lstm_gradients(
-        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
-        source_gradient=tf.convert_to_tensor(source_gradient, dtype=dt),
-        z_state=tf.convert_to_tensor(z_state, dtype=dt),
-        cell_output_fwd=tf.convert_to_tensor(cell_output_fwd, dtype=dt),
-        state_gradient=_opt(state_gradient, dt), cell_gradient=_opt(cell_gradient, dt),
-        input_weight=_opt(input_weight, dt), bias=_opt(bias, dt),
-        init_state=_opt(init_state, dt), init_cell=_opt(init_cell, dt), mask=_opt(mask, dt),
-        peephole=_opt(peephole, dt), cell_output_gradient=_opt(cell_output_gradient, dt),
+        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
+        source_gradient=_operand(op, "source_gradient", source_gradient, dt),
+        z_state=_operand(op, "z_state", z_state, dt),
+        cell_output_fwd=_operand(op, "cell_output_fwd", cell_output_fwd, dt),
+        state_gradient=_opt(state_gradient, dt, op, "state_gradient"),
+        cell_gradient=_opt(cell_gradient, dt, op, "cell_gradient"),
+        input_weight=_opt(input_weight, dt, op, "input_weight"),
+        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
+        init_cell=_opt(init_cell, dt, op, "init_cell"), mask=_opt(mask, dt, op, "mask"),
+        peephole=_opt(peephole, dt, op, "peephole"),
+        cell_output_gradient=_opt(cell_output_gradient, dt, op, "cell_output_gradient"),
         name=name, **d.attrs())
     flat = [out[0], out[1]]
     for group in out[2:]:

@@ -235,7 +235,7 @@ def CudnnRNNBackpropV2(input, input_h, input_c, params, output, output_h, output
                           output_h, output_c, output_backprop, output_h_backprop,
                           output_c_backprop, reserve_space)
     return load_library().tf_rnn_cudnn_rnn_backprop_v2(
-        **t, host_reserved=host_reserved,
+        **t, host_reserved=_int8("CudnnRNNBackpropV2", "host_reserved", host_reserved),
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
 
 
@@ -250,9 +250,47 @@ def CudnnRNNBackpropV3(input, input_h, input_c, params, sequence_lengths, output
                           output_c_backprop, reserve_space)
     lengths = _int32("CudnnRNNBackpropV3", "sequence_lengths", sequence_lengths)
     return load_library().tf_rnn_cudnn_rnn_backprop_v3(
-        **t, sequence_lengths=lengths, host_reserved=host_reserved,
+        **t, sequence_lengths=lengths,
+        host_reserved=_int8("CudnnRNNBackpropV3", "host_reserved", host_reserved),
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
         num_proj=num_proj, time_major=time_major, name=name)
+
+
+def _canonical_lists(op, weights, biases, same_length):
+    """The canonical lists as tensors of one allowed dtype; names the offending element."""
+    lists = {}
+    first = None
+    for name, values in (("weights", weights), ("biases", biases)):
+        values = list(values)
+        if not values:
+            raise _invalid(op, f"{name} must be a non-empty list of tensors (one per canonical "
+                               "parameter)")
+        out = []
+        for k, v in enumerate(values):
+            t = v if isinstance(v, (tf.Tensor, tf.Variable)) else tf.convert_to_tensor(
+                v, dtype=first[1] if first else None)
+            if first is None:
+                first = (f"{name}[{k}]", t.dtype)
+                if t.dtype not in _ALLOWED:
+                    raise _invalid(op, f"{name}[{k}] has dtype {t.dtype.name}; T must be one of "
+                                       "half, bfloat16, float32, float64")
+            elif t.dtype != first[1]:
+                raise _invalid(op, f"{name}[{k}] has dtype {t.dtype.name} but {first[0]} has "
+                                   f"{first[1].name}; all of them must have one dtype T")
+            out.append(t)
+        lists[name] = out
+    if same_length and len(lists["weights"]) != len(lists["biases"]):
+        raise _invalid(op, f"weights and biases must both have num_params elements, got "
+                           f"{len(lists['weights'])} weights and {len(lists['biases'])} biases")
+    return lists
+
+
+def _int8(op, name, value):
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        if value.dtype != tf.int8:
+            raise _invalid(op, f"input '{name}' must be int8, got {value.dtype.name}")
+        return value
+    return tf.convert_to_tensor(value, dtype=tf.int8)
 
 
 def _sizes(op, num_layers, num_units, input_size):
@@ -277,7 +315,7 @@ def CudnnRNNParamsToCanonical(num_layers, num_units, input_size, params, num_par
                               direction="unidirectional", dropout=0, seed=0, seed2=0, name=None):
     return load_library().tf_rnn_cudnn_rnn_params_to_canonical(
         **_sizes("CudnnRNNParamsToCanonical", num_layers, num_units, input_size),
-        params=params, num_params=num_params,
+        **_same_dtype("CudnnRNNParamsToCanonical", params=params), num_params=num_params,
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
 
 
@@ -288,8 +326,8 @@ def CudnnRNNParamsToCanonicalV2(num_layers, num_units, input_size, params, num_p
                                 name=None):
     return load_library().tf_rnn_cudnn_rnn_params_to_canonical_v2(
         **_sizes("CudnnRNNParamsToCanonicalV2", num_layers, num_units, input_size),
-        params=params, num_params_weights=num_params_weights,
-        num_params_biases=num_params_biases,
+        **_same_dtype("CudnnRNNParamsToCanonicalV2", params=params),
+        num_params_weights=num_params_weights, num_params_biases=num_params_biases,
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
         num_proj=num_proj, name=name)
 
@@ -298,9 +336,10 @@ def CudnnRNNParamsToCanonicalV2(num_layers, num_units, input_size, params, num_p
 def CudnnRNNCanonicalToParams(num_layers, num_units, input_size, weights, biases, rnn_mode="lstm",
                               input_mode="linear_input", direction="unidirectional", dropout=0,
                               seed=0, seed2=0, name=None):
+    op = "CudnnRNNCanonicalToParams"
     return load_library().tf_rnn_cudnn_rnn_canonical_to_params(
-        **_sizes("CudnnRNNCanonicalToParams", num_layers, num_units, input_size),
-        weights=weights, biases=biases,
+        **_sizes(op, num_layers, num_units, input_size),
+        **_canonical_lists(op, weights, biases, same_length=True),
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction), name=name)
 
 
@@ -309,9 +348,10 @@ def CudnnRNNCanonicalToParamsV2(num_layers, num_units, input_size, weights, bias
                                 rnn_mode="lstm", input_mode="linear_input",
                                 direction="unidirectional", dropout=0, seed=0, seed2=0, num_proj=0,
                                 name=None):
+    op = "CudnnRNNCanonicalToParamsV2"
     return load_library().tf_rnn_cudnn_rnn_canonical_to_params_v2(
-        **_sizes("CudnnRNNCanonicalToParamsV2", num_layers, num_units, input_size),
-        weights=weights, biases=biases,
+        **_sizes(op, num_layers, num_units, input_size),
+        **_canonical_lists(op, weights, biases, same_length=False),
         **_cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction),
         num_proj=num_proj, name=name)
 

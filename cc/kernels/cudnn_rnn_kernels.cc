@@ -75,7 +75,7 @@ struct CudnnAttrs {
 
   // `from_tensors`: the sizes were read from input/input_h/input_c (not from scalars).
   std::string Describe(const RnnSpec& s, bool from_tensors = false) const {
-    return absl::StrCat("rnn_mode ", mode_name, ", ", s.L, " layer(s), ",
+    return absl::StrCat("rnn_mode ", mode_name, ", num_layers ", s.L, ", ",
                         D == 2 ? "bidirectional" : "unidirectional", ", input_size ", s.I,
                         ", num_units ", s.N,
                         from_tensors ? (s.mode == RnnMode::kLstm ? " (from input_c)" : " (from input_h)") : "",
@@ -83,23 +83,6 @@ struct CudnnAttrs {
                         s.skip_input ? ", skip_input" : "");
   }
 };
-
-// Element counts of everything a spec implies, computed without overflow; false when any of
-// them is beyond what this library will allocate (2^50 elements).
-bool SizesFit(const RnnSpec& s) {
-  using W = __int128;
-  const W T = s.T, B = s.B, I = s.I, N = s.N, P = s.P, L = s.L, D = s.D, K = RnnK(s);
-  const W Hs = P > 0 ? P : N;
-  const W maxw = std::max<W>(std::max<W>(I, D * Hs), N);
-  const W params = L * D * (K * N * (maxw + Hs) + P * N + 2 * K * N);
-  const W reserve = L * D * T * B * (K * N + 3 * N + Hs) + L * T * B * D * Hs * 2;
-  const W work = T * B * (2 * K * N + 2 * D * Hs + maxw + P) + B * (2 * K * N + 3 * N + 3 * Hs);
-  const W limit = W(1) << 50;
-  for (W v : {T, B, I, N, P, L, params, reserve, work}) {
-    if (v < 0 || v > limit) return false;
-  }
-  return true;
-}
 
 // Sizes given as int32 scalars (ParamsSize, ParamsToCanonical, CanonicalToParams).
 absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) {
@@ -134,11 +117,7 @@ absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) 
         " and num_units ", s->N));
   }
   s->skip_input = at.Skip(s->I, s->N);
-  if (!SizesFit(*s)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": sizes too large: ", at.Describe(*s)));
-  }
-  return absl::OkStatus();
+  return CheckRnnSizes(op, *s, at.Describe(*s));
 }
 
 // Inputs of the forward and backward ops, validated (ranks, then sizes, then values).
@@ -233,11 +212,12 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
   s.dropout = at.dropout;
   s.seed = (static_cast<unsigned long long>(at.seed) << 32) ^
            static_cast<unsigned long long>(static_cast<uint32_t>(at.seed2));
-  if (!SizesFit(s)) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": sizes too large: ", at.Describe(s),
-                                                   ", max_time ", s.T, ", batch ", s.B));
-  }
-  const int64_t expect = RnnParamsSize(s);
+  TF_RETURN_IF_ERROR(CheckRnnSizes(
+      op, s,
+      absl::StrCat("input ", ShapeStr(*in->input), ", input_h ", ShapeStr(*in->input_h),
+                   lstm ? absl::StrCat(", input_c ", ShapeStr(*in->input_c)) : "", ": ",
+                   at.Describe(s), ", max_time ", s.T, ", batch ", s.B)));
+  const int64_t expect = RnnParamsCount(s).value();
   if (in->params->NumElements() != expect) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": params has ", in->params->NumElements(), " elements, expected ", expect, " for ",
@@ -309,7 +289,9 @@ class CudnnRnnForwardOp : public OpKernel {
                                                &host_reserved));
       host_reserved->flat<int8_t>().setZero();
     }
-    if (!s.training) reserve->flat<T>().setZero();
+    // The engine leaves the reserve rows past each sequence's length unwritten: zero the
+    // reserve first so that the output never holds uninitialised memory.
+    if (!s.training || in.lengths != nullptr) reserve->flat<T>().setZero();
     const bool lstm = s.mode == RnnMode::kLstm;
     if (!lstm) output_c->flat<T>().setZero();
 
@@ -494,7 +476,7 @@ class CudnnRnnParamsSizeOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     RnnSpec s;
     OP_REQUIRES_OK(ctx, ScalarSpec(ctx, at_, &s));
-    const int64_t size = RnnParamsSize(s);
+    const int64_t size = RnnParamsCount(s).value();
     OP_REQUIRES(ctx, size <= static_cast<int64_t>(std::numeric_limits<S>::max()),
                 absl::InvalidArgumentError(absl::StrCat(type_string(), ": params size ", size,
                                                         " does not fit in S; use S=int64")));
@@ -525,9 +507,15 @@ void CanonicalRegions(const RnnSpec& s, std::vector<Region>* weights,
   }
 }
 
-absl::Status CheckCounts(const std::string& op, const CudnnAttrs& at, const RnnSpec& s,
-                         bool v2, int64_t num_weights, int64_t num_biases, int64_t want_w,
-                         int64_t want_b) {
+// Lengths of the canonical lists (what CanonicalRegions lists), without listing them.
+int64_t NumCanonicalWeights(const RnnSpec& s) {
+  return s.L * s.D * (2 * RnnK(s) + (s.P > 0 ? 1 : 0));
+}
+int64_t NumCanonicalBiases(const RnnSpec& s) { return s.L * s.D * 2 * RnnK(s); }
+
+absl::Status CheckListLengths(const std::string& op, const CudnnAttrs& at, const RnnSpec& s,
+                              bool v2, int64_t num_weights, int64_t num_biases, int64_t want_w,
+                              int64_t want_b) {
   if (num_weights == want_w && num_biases == want_b) return absl::OkStatus();
   if (v2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -559,15 +547,15 @@ class ParamsToCanonicalOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ScalarSpec(ctx, at_, &s));
     const Tensor& params = ctx->input(3);
     OP_REQUIRES_OK(ctx, CheckRank(op, "params", params, 1, "[params_size]"));
-    const int64_t expect = RnnParamsSize(s);
+    const int64_t expect = RnnParamsCount(s).value();
     OP_REQUIRES(ctx, params.NumElements() == expect,
                 absl::InvalidArgumentError(absl::StrCat(op, ": params has ", params.NumElements(),
                                                         " elements, expected ", expect, " for ",
                                                         at_.Describe(s))));
+    OP_REQUIRES_OK(ctx, CheckListLengths(op, at_, s, v2_, num_weights_, num_biases_,
+                                         NumCanonicalWeights(s), NumCanonicalBiases(s)));
     std::vector<Region> w, b;
     CanonicalRegions(s, &w, &b);
-    OP_REQUIRES_OK(ctx, CheckCounts(op, at_, s, v2_, num_weights_, num_biases_, w.size(),
-                                    b.size()));
     OpOutputList weights, biases;
     OP_REQUIRES_OK(ctx, ctx->output_list("weights", &weights));
     OP_REQUIRES_OK(ctx, ctx->output_list("biases", &biases));
@@ -604,10 +592,12 @@ class CanonicalToParamsOp : public OpKernel {
     OpInputList weights, biases;
     OP_REQUIRES_OK(ctx, ctx->input_list("weights", &weights));
     OP_REQUIRES_OK(ctx, ctx->input_list("biases", &biases));
+    // The list lengths are checked before the regions are listed: num_layers comes from a
+    // scalar and may be huge.
+    OP_REQUIRES_OK(ctx, CheckListLengths(op, at_, s, v2_, weights.size(), biases.size(),
+                                         NumCanonicalWeights(s), NumCanonicalBiases(s)));
     std::vector<Region> w, b;
     CanonicalRegions(s, &w, &b);
-    OP_REQUIRES_OK(ctx, CheckCounts(op, at_, s, v2_, weights.size(), biases.size(), w.size(),
-                                    b.size()));
     for (size_t k = 0; k < w.size(); ++k) {
       OP_REQUIRES(ctx, weights[k].NumElements() == w[k].rows * w[k].cols,
                   absl::InvalidArgumentError(absl::StrCat(
@@ -623,7 +613,8 @@ class CanonicalToParamsOp : public OpKernel {
                                                           at_.Describe(s))));
     }
     Tensor* params;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({RnnParamsSize(s)}), &params));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(0, TensorShape({RnnParamsCount(s).value()}), &params));
     T* dst = params->flat<T>().data();
     for (size_t k = 0; k < w.size(); ++k) {
       std::copy_n(weights[k].flat<T>().data(), w[k].rows * w[k].cols, dst + w[k].offset);

@@ -54,6 +54,10 @@ absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, GruInputs*
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": h_prev must have cell_size > 0, got shape ", ShapeStr(*in->h_prev)));
   }
+  TF_RETURN_IF_ERROR(CheckCounts(
+      op,
+      {N, I, H, Count(N) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(N) * H * Count(4)},
+      absl::StrCat("x ", ShapeStr(*in->x), ", h_prev ", ShapeStr(*in->h_prev))));
   in->N = N;
   in->I = I;
   in->H = H;

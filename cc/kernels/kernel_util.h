@@ -62,6 +62,78 @@ inline absl::Status CheckShape(const std::string& op, const char* name, const Te
                                                  ShapeStr(t)));
 }
 
+// ---- Sizes: one overflow rule for every family ----------------------------------------------
+// No dimension and no element count of any tensor, buffer or workspace that a kernel derives
+// from its inputs may exceed kMaxElements (2^50). Counts are computed with Count, which
+// saturates instead of overflowing, so no product of user-given sizes can wrap (in 32 or in 64
+// bits); the engine indexes with 64-bit Index throughout. Each family's validation helper
+// calls CheckCounts (or CheckRnnSizes) after the ranks and before comparing sizes, so that no
+// shape arithmetic (I + H, 4 * H, ...) runs on unchecked dimensions.
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
+class Count {
+ public:
+  Count(int64_t v) : v_(v < 0 || v > kMaxElements ? kOver : v) {}  // NOLINT: implicit on purpose
+  // min(true value, kMaxElements + 1): exact when fits().
+  int64_t value() const { return v_; }
+  bool fits() const { return v_ <= kMaxElements; }
+
+  friend Count operator+(Count a, Count b) { return Count(a.v_ + b.v_); }  // <= 2^51 + 2
+  friend Count operator*(Count a, Count b) {
+    if (a.v_ == 0 || b.v_ == 0) return Count(0);
+    if (a.v_ > kMaxElements / b.v_) return Count(kOver);
+    return Count(a.v_ * b.v_);
+  }
+  friend Count Max(Count a, Count b) { return a.v_ >= b.v_ ? a : b; }
+
+ private:
+  static constexpr int64_t kOver = kMaxElements + 1;
+  int64_t v_;
+};
+
+// InvalidArgument unless every count fits; `what` names the inputs (and shapes) the sizes came
+// from.
+inline absl::Status CheckCounts(const std::string& op, std::initializer_list<Count> counts,
+                                const std::string& what) {
+  for (const Count& c : counts) {
+    if (!c.fits()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": sizes too large (a dimension or the element count of a tensor or buffer "
+              "would exceed 2^50): ",
+          what));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Exact size of the engine's params buffer of `s` (closed form of RnnParamsSize, which loops
+// over the layers), saturating.
+inline Count RnnParamsCount(const RnnSpec& s) {
+  const Count K = RnnK(s), N = s.N, P = s.P, D = s.D, L = s.L;
+  const Count Hs = s.P > 0 ? s.P : s.N;
+  const Count in0 = s.skip_input || s.preprojected ? 0 : s.I;
+  const Count tail = K * N * Hs + P * N + Count(2) * K * N;
+  const Count first = D * (K * N * in0 + tail);
+  if (s.L <= 1) return first;
+  return first + Count(s.L - 1) * D * (K * N * (D * Hs) + tail);
+}
+
+// The RNN families' (CudnnRNN*, MPSGraph LSTM) size check: every dimension of the spec and
+// upper bounds of the params, reserve and workspaces the engine derives from it.
+inline absl::Status CheckRnnSizes(const std::string& op, const RnnSpec& s,
+                                  const std::string& what) {
+  const Count T = s.T, B = s.B, I = s.I, N = s.N, P = s.P, L = s.L, D = s.D, K = RnnK(s);
+  const Count Hs = s.P > 0 ? s.P : s.N;
+  const Count maxw = Max(Max(I, D * Hs), N);
+  const Count TB = T * B;
+  const Count reserve = L * D * TB * (K * N + Count(3) * N + Hs) + L * TB * D * Hs * Count(2);
+  const Count work = TB * (Count(2) * K * N + Count(2) * D * Hs + maxw + P) +
+                     B * (Count(2) * K * N + Count(3) * N + Count(3) * Hs);
+  return CheckCounts(op, {T, B, I, N, P, L, D, K * N, RnnParamsCount(s), reserve, work,
+                          TB * I, TB * D * Hs, L * D * B * N},
+                     what);
+}
+
 // The engine's compute type: half and bfloat16 run in float.
 template <typename T>
 struct ComputeType {

@@ -95,6 +95,10 @@ absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlockInputs*
   }
   const int64_t N = in->N, I = in->I, H = g / 4, T = in->T;
   in->H = H;
+  TF_RETURN_IF_ERROR(CheckCounts(
+      op,
+      {T, N, I, H, Count(T) * N * I, Count(T) * N * H * Count(4), (Count(I) + H) * H * Count(4)},
+      absl::StrCat("x ", ShapeStr(x), ", w ", ShapeStr(*in->w))));
   TF_RETURN_IF_ERROR(CheckShape(op, "w", *in->w, {I + H, 4 * H},
                                 "[input_size + cell_size, 4 * cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "cs_prev", *in->cs_prev, {N, H}, "[batch_size, cell_size]"));

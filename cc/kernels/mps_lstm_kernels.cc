@@ -20,7 +20,7 @@ using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpOutputList;
 
-absl::Status ParseAct(const std::string& name, RnnAct* act) {
+absl::Status ParseAct(const char* attr, const std::string& name, RnnAct* act) {
   static const std::pair<const char*, RnnAct> kActs[] = {
       {"none", RnnAct::kNone},
       {"relu", RnnAct::kRelu},
@@ -33,7 +33,9 @@ absl::Status ParseAct(const std::string& name, RnnAct* act) {
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("attr ", attr, ": unknown activation '", name,
+                   "' (none, relu, tanh, sigmoid or hard_sigmoid)"));
 }
 
 struct Descriptor {
@@ -53,11 +55,11 @@ struct Descriptor {
     for (int q = 0; q < 4; ++q) {
       std::string a;
       TF_RETURN_IF_ERROR(c->GetAttr(names[q], &a));
-      TF_RETURN_IF_ERROR(ParseAct(a, &gate_act[q]));
+      TF_RETURN_IF_ERROR(ParseAct(names[q], a, &gate_act[q]));
     }
     std::string a;
     TF_RETURN_IF_ERROR(c->GetAttr("activation", &a));
-    return ParseAct(a, &cell_act);
+    return ParseAct("activation", a, &cell_act);
   }
 };
 
@@ -86,6 +88,12 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
   }
+  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
+  const int64_t X = in->source->dim_size(2);
+  // Dimensions first (so that 4 * H etc. below cannot overflow); the engine's counts below.
+  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X, Count(H) * Count(4 * D)},
+                                 absl::StrCat("source ", ShapeStr(*in->source),
+                                              ", recurrent_weight ", ShapeStr(*in->R))));
   if (D == 2) {
     TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, 4 * H, H},
                                   "[2, 4 * hidden, hidden] (bidirectional)"));
@@ -93,8 +101,6 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
     TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {4 * H, H},
                                   "[4 * hidden, hidden] (unidirectional)"));
   }
-  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
-  const int64_t X = in->source->dim_size(2);
   if (in->W != nullptr) {
     TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, "[dirs * 4 * hidden, input]"));
     TF_RETURN_IF_ERROR(
@@ -158,13 +164,9 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
   s.cell_act = desc.cell_act;
   s.peephole = in->peephole != nullptr;
   s.has_mask = in->mask != nullptr;
-  const double elems = static_cast<double>(T) * B * (D * 4 * H + 4 * H + X) +
-                       static_cast<double>(D) * 4 * H * (X + H + 2);
-  if (elems > 1e15) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": sizes too large: source ",
-                                                   ShapeStr(*in->source), ", hidden ", H));
-  }
-  return absl::OkStatus();
+  return CheckRnnSizes(op, s,
+                       absl::StrCat("source ", ShapeStr(*in->source), ", recurrent_weight ",
+                                    ShapeStr(*in->R), ", hidden ", H));
 }
 
 template <typename Tt>

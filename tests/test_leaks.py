@@ -1,0 +1,26 @@
+"""Leak check in CI (issue #8): a reduced count per op with a lenient bound; the real check
+is tools/leak_check.py (10,000 calls per op, RSS growth under 1 %)."""
+
+import os
+import sys
+
+import pytest
+
+import op_specs as S
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+import leak_check  # noqa: E402
+
+CALLS = int(os.environ.get("TF_RNN_OPS_LEAK_CALLS", "1000"))
+SPECS = S.all_specs()
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[S.spec_id(s) for s in SPECS])
+def test_no_leak(ours, spec):
+    before, after, _ = leak_check.measure(spec, CALLS, warmup=200)
+    # A leak of even one small buffer per call shows: the smallest output is >= 4 bytes and
+    # allocations are >= 64 bytes, so 1000 leaked calls would be >= 64 kB per leaked buffer;
+    # the bound is lenient because the allocator and Python caches move RSS in page steps.
+    assert after - before < 4 * 2**20, (
+        f"{S.spec_id(spec)}: RSS grew by {(after - before) / 2**10:.0f} kB over {CALLS} calls")
