@@ -713,12 +713,101 @@ def _mps_space(grad):
     return space
 
 
+MPS_GRU_OPTIONAL = ("input_weight", "bias", "init_state", "mask", "secondary_bias")
+
+
+def _mps_gru_inputs(grad, bidirectional):
+    r = ("D", "3*H", "H") if bidirectional else ("3*H", "H")
+    ins = [Input("source", ("T", "B", "I")), Input("recurrent_weight", r)]
+    if grad:
+        ins += [Input("source_gradient", ("T", "B", "D*H")),
+                Input("z_state", ("T", "B", "D*3*H")), Input("output_fwd", ("T", "B", "D*H")),
+                Input("state_gradient", ("B", "D*H"), "opt")]
+    ins += [Input("input_weight", ("D*3*H", "I"), "opt"), Input("bias", ("D*3*H",), "opt"),
+            Input("init_state", ("B", "D*H"), "opt"), Input("mask", ("B", "D*H"), "opt"),
+            Input("secondary_bias", ("D*H",), "opt")]
+    return ins
+
+
+def mps_gru_specs():
+    from tf_rnn_ops import mps
+    specs = []
+    desc_keys = [f.name for f in dataclasses.fields(mps.GRUDescriptor)]
+    all_opt = MPS_GRU_OPTIONAL + ("state_gradient",)
+
+    for grad in (False, True):
+        name = "GRUGradients" if grad else "GRU"
+
+        def call(kw, attrs, grad=grad):
+            d = mps.GRUDescriptor(**{k: v for k, v in attrs.items() if k in desc_keys})
+            fn = mps.gru_gradients if grad else mps.gru
+            return flatten(fn(**kw, descriptor=d))
+
+        def make(rng, dims, attrs, dtype, grad=grad):
+            kw = {}
+            present = attrs.get("present", all_opt)
+            for inp in _mps_gru_inputs(grad, bool(attrs.get("bidirectional"))):
+                if inp.kind == "opt" and inp.name not in present:
+                    continue
+                shape = tuple(int(eval(e, {}, _mps_derive(dims, attrs))) for e in inp.shape)
+                kw[inp.name] = _t(rng, shape, dtype,
+                                  *((0.5, 1.0) if inp.name == "mask" else (None, None)))
+            return kw
+
+        def out_shapes(dims, attrs, grad=grad):
+            d = _mps_derive(dims, attrs)
+            T, B, I, H, D = (d[k] for k in ("T", "B", "I", "H", "D"))
+            present = attrs.get("present", all_opt)
+            if not grad:
+                return [(T, B, D * H)] + ([(T, B, D * 3 * H)] if attrs.get("training") else [])
+            r = (D, 3 * H, H) if D == 2 else (3 * H, H)
+            out = [(T, B, I if "input_weight" in present else D * 3 * H), r]
+            for n, sh in (("input_weight", (D * 3 * H, I)), ("bias", (D * 3 * H,)),
+                          ("init_state", (B, D * H)), ("secondary_bias", (D * H,))):
+                if n in present:
+                    out.append(sh)
+            return out
+
+        for bidi in (False, True):
+            attrs = {"bidirectional": bidi, "training": True, "reset_after": True}
+            spec = OpSpec(
+                name=name, inputs=_mps_gru_inputs(grad, bidi), call=call, make=make,
+                out_shapes=out_shapes, dims={"T": 3, "B": 2, "I": 5, "H": 2}, attrs=attrs,
+                derive=_mps_derive, zero_ok={"T": True, "B": True, "I": True, "H": False},
+                free=frozenset({("source", 0)} if not grad else set()),
+                empty_ok=frozenset({"z_state", "output_fwd"}), values=None,
+                attr_space=_mps_gru_space(grad), nan_input="source")
+            spec.variant = "bidirectional" if bidi else ""
+            specs.append(spec)
+    return specs
+
+
+def _mps_gru_space(grad):
+    def space(draw, dims):
+        from tf_rnn_ops import mps
+        attrs = {"bidirectional": draw.booleans(), "reverse": draw.booleans(),
+                 "training": draw.booleans(), "reset_gate_first": draw.booleans(),
+                 "reset_after": draw.booleans(), "flip_z": draw.booleans()}
+        if draw.booleans():
+            for k in ("update_gate_activation", "reset_gate_activation",
+                      "output_gate_activation"):
+                attrs[k] = draw.sampled_from(mps.ACTIVATIONS)
+        opts = MPS_GRU_OPTIONAL + (("state_gradient",) if grad else ())
+        attrs["present"] = tuple(o for o in opts if draw.booleans() and
+                                 (o != "secondary_bias" or attrs["reset_after"]))
+        if "input_weight" not in attrs["present"]:   # source is projected already
+            dims = dict(dims, I=(2 if attrs["bidirectional"] else 1) * 3 * dims["H"])
+        return dims, attrs
+    return space
+
+
 # ---------------------------------------------------------------------------------------------
 
 def all_specs():
     """Every op spec, in a stable order (ids: name or name[variant])."""
     if not hasattr(all_specs, "_cache"):
-        specs = lstm_block_specs() + gru_specs() + cudnn_specs() + mps_specs()
+        specs = (lstm_block_specs() + gru_specs() + cudnn_specs() + mps_specs()
+                 + mps_gru_specs())
         for s in specs:
             if not hasattr(s, "variant"):
                 s.variant = ""

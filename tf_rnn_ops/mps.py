@@ -235,13 +235,16 @@ def gru(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
         secondary_bias=None, descriptor=None, name=None):
     """MPSGraph.GRU: returns [state] + [z_state] (training)."""
     d = descriptor or GRUDescriptor()
-    source = tf.convert_to_tensor(source)
+    op = "GRU"
+    source = _source(op, source)
     dt = source.dtype
     state, z = load_library().tf_rnn_gru(
-        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
-        input_weight=_opt(input_weight, dt), bias=_opt(bias, dt),
-        init_state=_opt(init_state, dt), mask=_opt(mask, dt),
-        secondary_bias=_opt(secondary_bias, dt), name=name, **d.attrs())
+        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
+        input_weight=_opt(input_weight, dt, op, "input_weight"),
+        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
+        mask=_opt(mask, dt, op, "mask"),
+        secondary_bias=_opt(secondary_bias, dt, op, "secondary_bias"), name=name,
+        **d.attrs())
     return [state] + ([z] if d.training else [])
 
 
@@ -251,16 +254,20 @@ def gru_gradients(source, recurrent_weight, source_gradient, z_state, output_fwd
     """MPSGraph.GRUGradients: returns the gradients of source, recurrent_weight, and of
     input_weight, bias, init_state, secondary_bias when given (in that order)."""
     d = descriptor or GRUDescriptor()
-    source = tf.convert_to_tensor(source)
+    op = "GRUGradients"
+    source = _source(op, source)
     dt = source.dtype
     out = load_library().tf_rnn_gru_gradients(
-        source=source, recurrent_weight=tf.convert_to_tensor(recurrent_weight, dtype=dt),
-        source_gradient=tf.convert_to_tensor(source_gradient, dtype=dt),
-        z_state=tf.convert_to_tensor(z_state, dtype=dt),
-        output_fwd=tf.convert_to_tensor(output_fwd, dtype=dt),
-        state_gradient=_opt(state_gradient, dt), input_weight=_opt(input_weight, dt),
-        bias=_opt(bias, dt), init_state=_opt(init_state, dt), mask=_opt(mask, dt),
-        secondary_bias=_opt(secondary_bias, dt), name=name, **d.attrs())
+        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
+        source_gradient=_operand(op, "source_gradient", source_gradient, dt),
+        z_state=_operand(op, "z_state", z_state, dt),
+        output_fwd=_operand(op, "output_fwd", output_fwd, dt),
+        state_gradient=_opt(state_gradient, dt, op, "state_gradient"),
+        input_weight=_opt(input_weight, dt, op, "input_weight"),
+        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
+        mask=_opt(mask, dt, op, "mask"),
+        secondary_bias=_opt(secondary_bias, dt, op, "secondary_bias"), name=name,
+        **d.attrs())
     flat = [out[0], out[1]]
     for group in out[2:]:
         flat.extend(group)

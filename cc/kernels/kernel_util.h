@@ -118,7 +118,7 @@ inline Count RnnParamsCount(const RnnSpec& s) {
   return first + Count(s.L - 1) * D * (K * N * (D * Hs) + tail);
 }
 
-// The RNN families' (CudnnRNN*, MPSGraph LSTM) size check: every dimension of the spec and
+// The RNN families' (CudnnRNN*, MPSGraph LSTM and GRU) size check: every dimension of the spec and
 // upper bounds of the params, reserve and workspaces the engine derives from it.
 inline absl::Status CheckRnnSizes(const std::string& op, const RnnSpec& s,
                                   const std::string& what) {
@@ -127,7 +127,8 @@ inline absl::Status CheckRnnSizes(const std::string& op, const RnnSpec& s,
   const Count maxw = Max(Max(I, D * Hs), N);
   const Count TB = T * B;
   const Count reserve = L * D * TB * (K * N + Count(3) * N + Hs) + L * TB * D * Hs * Count(2);
-  const Count work = TB * (Count(2) * K * N + Count(2) * D * Hs + maxw + P) +
+  // (+ Hs + N: the masked h_prev and the reset-before gru gather of the backward)
+  const Count work = TB * (Count(2) * K * N + Count(2) * D * Hs + maxw + P + Hs + N) +
                      B * (Count(2) * K * N + Count(3) * N + Count(3) * Hs);
   return CheckCounts(op, {T, B, I, N, P, L, D, K * N, RnnParamsCount(s), reserve, work,
                           TB * I, TB * D * Hs, L * D * B * N},

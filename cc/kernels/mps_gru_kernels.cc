@@ -59,6 +59,12 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
   }
+  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
+  const int64_t X = in->source->dim_size(2);
+  // Dimensions first (so that 3 * H etc. below cannot overflow); the engine's counts below.
+  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X, Count(H) * Count(3 * D)},
+                                 absl::StrCat("source ", ShapeStr(*in->source),
+                                              ", recurrent_weight ", ShapeStr(*in->R))));
   if (D == 2) {
     TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, 3 * H, H},
                                   "[2, 3 * hidden, hidden] (bidirectional)"));
@@ -66,8 +72,6 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
     TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {3 * H, H},
                                   "[3 * hidden, hidden] (unidirectional)"));
   }
-  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
-  const int64_t X = in->source->dim_size(2);
   if (in->W != nullptr) {
     TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, "[dirs * 3 * hidden, input]"));
     TF_RETURN_IF_ERROR(
@@ -108,12 +112,6 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
                        "], got ", ShapeStr(m)));
     }
   }
-  const double elems = static_cast<double>(T) * B * (D * 3 * H + 3 * H + X) +
-                       static_cast<double>(D) * 3 * H * (X + H + 2);
-  if (elems > 1e15) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": sizes too large: source ",
-                                                   ShapeStr(*in->source), ", hidden ", H));
-  }
   RnnSpec& s = in->spec;
   s.mode = RnnMode::kGru;
   s.T = T;
@@ -136,7 +134,9 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
   // flip_z = false: h = (1-z)·h[t-1] + z·o (MPSGraphGRUDescriptor.flipZ's documentation).
   s.gru_z_new = !desc.flip_z;
   s.has_mask = in->mask != nullptr;
-  return absl::OkStatus();
+  return CheckRnnSizes(op, s,
+                       absl::StrCat("source ", ShapeStr(*in->source), ", recurrent_weight ",
+                                    ShapeStr(*in->R), ", hidden ", H));
 }
 
 template <typename Tt>
