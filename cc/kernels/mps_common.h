@@ -65,6 +65,85 @@ struct MpsOperands {
   int64_t H = 0, D = 1;
 };
 
+// Validates the operands the MPSGraph LSTM (K = 4) and GRU (K = 3) share (read into `in`
+// beforehand; D from the descriptor): ranks first, then sizes (saturating counts before any
+// K·H arithmetic), then shapes of source, recurrent_weight, input_weight, bias, init_state,
+// init_cell and mask. Fills the spec's sizes; the caller adds its mode and options and ends
+// with CheckRnnSizes.
+inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K, int64_t D,
+                                      MpsOperands* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  const std::string kh = absl::StrCat(K, " * hidden");
+  in->D = D;
+  TF_RETURN_IF_ERROR(CheckRank(
+      op, "source", *in->source, 3,
+      absl::StrCat("[time, batch, input] (or [time, batch, dirs * ", kh, "])").c_str()));
+  const std::string r_layout = D == 2 ? absl::StrCat("[2, ", kh, ", hidden] (bidirectional)")
+                                      : absl::StrCat("[", kh, ", hidden] (unidirectional)");
+  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2, r_layout.c_str()));
+  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
+  in->H = H;
+  if (H == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
+  }
+  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
+  const int64_t X = in->source->dim_size(2);
+  // Dimensions first (so that K * H etc. below cannot overflow); the engine's counts last.
+  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X, Count(H) * Count(K * D)},
+                                 absl::StrCat("source ", ShapeStr(*in->source),
+                                              ", recurrent_weight ", ShapeStr(*in->R))));
+  const int64_t KH = K * H;
+  if (D == 2) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, KH, H}, r_layout.c_str()));
+  } else {
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {KH, H}, r_layout.c_str()));
+  }
+  const std::string w_layout = absl::StrCat("[dirs * ", kh, ", input]");
+  if (in->W != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, w_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckShape(op, "input_weight", *in->W, {D * KH, X}, w_layout.c_str()));
+  } else if (X != D * KH) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": without input_weight, source must be projected already: shape [time, batch, ",
+        D * KH, "] (dirs * ", kh, "), got ", ShapeStr(*in->source)));
+  }
+  if (in->bias != nullptr) {
+    const std::string b_layout = absl::StrCat("[dirs * ", kh, "]");
+    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, b_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * KH}, b_layout.c_str()));
+  }
+  for (auto p : {std::make_pair("init_state", in->init_state),
+                 std::make_pair("init_cell", in->init_cell)}) {
+    if (p.second == nullptr) continue;
+    TF_RETURN_IF_ERROR(CheckRank(op, p.first, *p.second, 2, "[batch, dirs * hidden]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, p.first, *p.second, {B, D * H}, "[batch, dirs * hidden]"));
+  }
+  if (in->mask != nullptr) {
+    const Tensor& m = *in->mask;
+    const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
+                    (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
+                     m.dim_size(2) == D * H);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": mask must have shape [batch, dirs * hidden] = [", B, ", ", D * H,
+                       "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
+                       "], got ", ShapeStr(m)));
+    }
+  }
+  RnnSpec& s = in->spec;
+  s.T = T;
+  s.B = B;
+  s.I = X;
+  s.N = H;
+  s.L = 1;
+  s.D = D;
+  s.preprojected = in->W == nullptr;
+  s.training = true;
+  s.has_mask = in->mask != nullptr;
+  return absl::OkStatus();
+}
+
 // Copies direction-major rows [D, B, H] to/from MPSGraph's [B, D·H] (zeros for null `from`).
 template <typename A>
 void ToDirMajor(const A* from, int64_t D, int64_t B, int64_t H, A* to) {

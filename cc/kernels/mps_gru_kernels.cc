@@ -47,44 +47,8 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
   TF_RETURN_IF_ERROR(Optional(ctx, "mask", &in->mask));
   TF_RETURN_IF_ERROR(Optional(ctx, "secondary_bias", &in->bias2));
   const int64_t D = desc.bidirectional ? 2 : 1;
-  in->D = D;
-  TF_RETURN_IF_ERROR(CheckRank(op, "source", *in->source, 3,
-                               "[time, batch, input] (or [time, batch, dirs * 3 * hidden])"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2,
-                               D == 2 ? "[2, 3 * hidden, hidden] (bidirectional)"
-                                      : "[3 * hidden, hidden] (unidirectional)"));
-  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
-  in->H = H;
-  if (H == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
-  }
-  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
-  const int64_t X = in->source->dim_size(2);
-  // Dimensions first (so that 3 * H etc. below cannot overflow); the engine's counts below.
-  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X, Count(H) * Count(3 * D)},
-                                 absl::StrCat("source ", ShapeStr(*in->source),
-                                              ", recurrent_weight ", ShapeStr(*in->R))));
-  if (D == 2) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, 3 * H, H},
-                                  "[2, 3 * hidden, hidden] (bidirectional)"));
-  } else {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {3 * H, H},
-                                  "[3 * hidden, hidden] (unidirectional)"));
-  }
-  if (in->W != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, "[dirs * 3 * hidden, input]"));
-    TF_RETURN_IF_ERROR(
-        CheckShape(op, "input_weight", *in->W, {D * 3 * H, X}, "[dirs * 3 * hidden, input]"));
-  } else if (X != D * 3 * H) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": without input_weight, source must be projected already: shape [time, batch, ",
-        D * 3 * H, "] (dirs * 3 * hidden), got ", ShapeStr(*in->source)));
-  }
-  if (in->bias != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, "[dirs * 3 * hidden]"));
-    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * 3 * H}, "[dirs * 3 * hidden]"));
-  }
+  TF_RETURN_IF_ERROR(ValidateMpsShared(ctx, 3, D, in));
+  const int64_t H = in->H;
   if (in->bias2 != nullptr) {
     if (!desc.reset_after) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -95,33 +59,8 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
     TF_RETURN_IF_ERROR(
         CheckShape(op, "secondary_bias", *in->bias2, {D * H}, "[dirs * hidden]"));
   }
-  if (in->init_state != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "init_state", *in->init_state, 2, "[batch, dirs * hidden]"));
-    TF_RETURN_IF_ERROR(
-        CheckShape(op, "init_state", *in->init_state, {B, D * H}, "[batch, dirs * hidden]"));
-  }
-  if (in->mask != nullptr) {
-    const Tensor& m = *in->mask;
-    const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
-                    (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
-                     m.dim_size(2) == D * H);
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": mask must have shape [batch, dirs * hidden] = [", B, ", ", D * H,
-                       "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
-                       "], got ", ShapeStr(m)));
-    }
-  }
   RnnSpec& s = in->spec;
   s.mode = RnnMode::kGru;
-  s.T = T;
-  s.B = B;
-  s.I = X;
-  s.N = H;
-  s.L = 1;
-  s.D = D;
-  s.preprojected = in->W == nullptr;
-  s.training = true;
   s.reverse = desc.reverse && D == 1;
   // The engine's logical gates r, z, n at MPSGraph's positions: [z, r, o] or [r, z, o].
   s.gate_pos[0] = desc.reset_gate_first ? 0 : 1;
@@ -133,7 +72,6 @@ absl::Status ValidateGru(OpKernelContext* ctx, const GruDescriptor& desc, MpsOpe
   s.gru_reset_before = !desc.reset_after;
   // flip_z = false: h = (1-z)·h[t-1] + z·o (MPSGraphGRUDescriptor.flipZ's documentation).
   s.gru_z_new = !desc.flip_z;
-  s.has_mask = in->mask != nullptr;
   return CheckRnnSizes(op, s,
                        absl::StrCat("source ", ShapeStr(*in->source), ", recurrent_weight ",
                                     ShapeStr(*in->R), ", hidden ", H));

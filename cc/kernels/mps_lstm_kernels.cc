@@ -15,28 +15,9 @@ namespace tfrnn {
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpInputList;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpOutputList;
-
-absl::Status ParseAct(const char* attr, const std::string& name, RnnAct* act) {
-  static const std::pair<const char*, RnnAct> kActs[] = {
-      {"none", RnnAct::kNone},
-      {"relu", RnnAct::kRelu},
-      {"tanh", RnnAct::kTanh},
-      {"sigmoid", RnnAct::kSigmoid},
-      {"hard_sigmoid", RnnAct::kHardSigmoid}};
-  for (const auto& a : kActs) {
-    if (name == a.first) {
-      *act = a.second;
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("attr ", attr, ": unknown activation '", name,
-                   "' (none, relu, tanh, sigmoid or hard_sigmoid)"));
-}
 
 struct Descriptor {
   bool reverse = false, bidirectional = false, produce_cell = false, training = false;
@@ -52,14 +33,8 @@ struct Descriptor {
     TF_RETURN_IF_ERROR(c->GetAttr("forget_gate_last", &forget_gate_last));
     const char* names[4] = {"input_gate_activation", "forget_gate_activation",
                             "cell_gate_activation", "output_gate_activation"};
-    for (int q = 0; q < 4; ++q) {
-      std::string a;
-      TF_RETURN_IF_ERROR(c->GetAttr(names[q], &a));
-      TF_RETURN_IF_ERROR(ParseAct(names[q], a, &gate_act[q]));
-    }
-    std::string a;
-    TF_RETURN_IF_ERROR(c->GetAttr("activation", &a));
-    return ParseAct("activation", a, &cell_act);
+    for (int q = 0; q < 4; ++q) TF_RETURN_IF_ERROR(GetMpsAct(c, names[q], &gate_act[q]));
+    return GetMpsAct(c, "activation", &cell_act);
   }
 };
 
@@ -76,62 +51,8 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
   TF_RETURN_IF_ERROR(Optional(ctx, "mask", &in->mask));
   TF_RETURN_IF_ERROR(Optional(ctx, "peephole", &in->peephole));
   const int64_t D = desc.bidirectional ? 2 : 1;
-  in->D = D;
-  TF_RETURN_IF_ERROR(CheckRank(op, "source", *in->source, 3,
-                               "[time, batch, input] (or [time, batch, dirs * 4 * hidden])"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2,
-                               D == 2 ? "[2, 4 * hidden, hidden] (bidirectional)"
-                                      : "[4 * hidden, hidden] (unidirectional)"));
-  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
-  in->H = H;
-  if (H == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
-  }
-  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
-  const int64_t X = in->source->dim_size(2);
-  // Dimensions first (so that 4 * H etc. below cannot overflow); the engine's counts below.
-  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X, Count(H) * Count(4 * D)},
-                                 absl::StrCat("source ", ShapeStr(*in->source),
-                                              ", recurrent_weight ", ShapeStr(*in->R))));
-  if (D == 2) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, 4 * H, H},
-                                  "[2, 4 * hidden, hidden] (bidirectional)"));
-  } else {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {4 * H, H},
-                                  "[4 * hidden, hidden] (unidirectional)"));
-  }
-  if (in->W != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, "[dirs * 4 * hidden, input]"));
-    TF_RETURN_IF_ERROR(
-        CheckShape(op, "input_weight", *in->W, {D * 4 * H, X}, "[dirs * 4 * hidden, input]"));
-  } else if (X != D * 4 * H) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": without input_weight, source must be projected already: shape [time, batch, ",
-        D * 4 * H, "] (dirs * 4 * hidden), got ", ShapeStr(*in->source)));
-  }
-  if (in->bias != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, "[dirs * 4 * hidden]"));
-    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * 4 * H}, "[dirs * 4 * hidden]"));
-  }
-  for (auto p : {std::make_pair("init_state", in->init_state),
-                 std::make_pair("init_cell", in->init_cell)}) {
-    if (p.second == nullptr) continue;
-    TF_RETURN_IF_ERROR(CheckRank(op, p.first, *p.second, 2, "[batch, dirs * hidden]"));
-    TF_RETURN_IF_ERROR(CheckShape(op, p.first, *p.second, {B, D * H}, "[batch, dirs * hidden]"));
-  }
-  if (in->mask != nullptr) {
-    const Tensor& m = *in->mask;
-    const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
-                    (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
-                     m.dim_size(2) == D * H);
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": mask must have shape [batch, dirs * hidden] = [", B, ", ", D * H,
-                       "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
-                       "], got ", ShapeStr(m)));
-    }
-  }
+  TF_RETURN_IF_ERROR(ValidateMpsShared(ctx, 4, D, in));
+  const int64_t H = in->H;
   if (in->peephole != nullptr) {
     if (D == 2) {
       TF_RETURN_IF_ERROR(
@@ -145,14 +66,6 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
   }
   RnnSpec& s = in->spec;
   s.mode = RnnMode::kLstm;
-  s.T = T;
-  s.B = B;
-  s.I = X;
-  s.N = H;
-  s.L = 1;
-  s.D = D;
-  s.preprojected = in->W == nullptr;
-  s.training = true;
   s.reverse = desc.reverse && D == 1;
   if (desc.forget_gate_last) {  // i, z, f, o
     s.gate_pos[0] = 0;
@@ -163,7 +76,6 @@ absl::Status ValidateLstm(OpKernelContext* ctx, const Descriptor& desc, LstmOper
   for (int q = 0; q < 4; ++q) s.gate_act[q] = desc.gate_act[q];
   s.cell_act = desc.cell_act;
   s.peephole = in->peephole != nullptr;
-  s.has_mask = in->mask != nullptr;
   return CheckRnnSizes(op, s,
                        absl::StrCat("source ", ShapeStr(*in->source), ", recurrent_weight ",
                                     ShapeStr(*in->R), ", hidden ", H));
