@@ -7,9 +7,9 @@
 #
 #   tools/asan_tests.sh                       # the whole suite (less packaging and Keras)
 #   tools/asan_tests.sh tests/test_catalogue.py tests/test_fuzz.py -x
-#   ASAN_ALL_ENGINES=1 tools/asan_tests.sh    # also build the other ISA variants of the engine
+#   ASAN_ALL_ENGINES=1 tools/asan_tests.sh    # copy every ISA variant of the engine (default: the one used)
 #
-# The engine is dlopen'ed at run time (cc/kernels/engine_loader.cc) from the directory of the
+# The engine is loaded with dlopen at run time (cc/kernels/engine_loader.cc) from the directory of the
 # op library; the sanitized engine is placed there and TF_RNN_OPS_ISA selects it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,12 +18,14 @@ VPY="${TF_RNN_OPS_VENV:-$ROOT/.venv}/bin/python"
 grep -q '^build:asan' .bazelrc 2>/dev/null || {
   echo "asan_tests.sh: .bazelrc has no asan config; re-run ./configure.sh --no-build" >&2; exit 1; }
 
-if grep -q avx512bw /proc/cpuinfo && grep -q avx512vl /proc/cpuinfo; then ISA=avx512
-elif grep -q avx2 /proc/cpuinfo; then ISA=avx2
-else ISA=avx; fi
+# The AVX2 engine by default: under ASan the AVX-512 engine crashed (SEGV) inside Eigen's
+# AVX-512 GEMM micro-kernel (inline assembly, not instrumented) in a float64 CudnnRNN forward
+# (tests/test_cudnn_rnn_grads.py numeric gradients); the uninstrumented AVX-512 build passes.
+# TF_RNN_OPS_ISA=avx512 tools/asan_tests.sh reproduces it.
+if grep -q avx2 /proc/cpuinfo; then ISA=avx2; else ISA=avx; fi
 ISA="${TF_RNN_OPS_ISA:-$ISA}"
-ENGINES="//cc:_tfrnn_engine_$ISA.so"
-[ -n "${ASAN_ALL_ENGINES:-}" ] && ENGINES="//cc:engines"
+# (the op library lists all three engine variants as data, so all three are built)
+ENGINES="//cc:engines"
 
 start=$(date +%s)
 bazel build --config=asan //cc:_tf_rnn_ops.so //cc:_tf_rnn_ops_cudnn_cpu.so $ENGINES \
@@ -35,15 +37,20 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/tfrnn_asan.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/repo/tf_rnn_ops" "$WORK/logs"
 cp -r tests "$WORK/repo/tests"
+mkdir -p "$WORK/repo/tools" && cp tools/*.py "$WORK/repo/tools/"
 cp tf_rnn_ops/*.py "$WORK/repo/tf_rnn_ops/"
 for lib in _tf_rnn_ops.so _tf_rnn_ops_cudnn_cpu.so; do install -m 644 "$BIN/cc/$lib" "$WORK/repo/tf_rnn_ops/"; done
-for f in "$BIN"/cc/_tfrnn_engine_*.so; do install -m 644 "$f" "$WORK/repo/tf_rnn_ops/"; done
+if [ -n "${ASAN_ALL_ENGINES:-}" ]; then
+  for f in "$BIN"/cc/_tfrnn_engine_*.so; do install -m 644 "$f" "$WORK/repo/tf_rnn_ops/"; done
+else
+  install -m 644 "$BIN/cc/_tfrnn_engine_$ISA.so" "$WORK/repo/tf_rnn_ops/"
+fi
 install -m 644 "$BIN/tf_rnn_ops/_build_info.txt" "$WORK/repo/tf_rnn_ops/"
 # Make sure the copies are the sanitized ones.
-nm -D "$WORK/repo/tf_rnn_ops/_tf_rnn_ops.so" | grep -q __asan_init || {
-  echo "asan_tests.sh: $BIN/cc/_tf_rnn_ops.so is not instrumented" >&2; exit 1; }
-nm -D "$WORK/repo/tf_rnn_ops/_tfrnn_engine_$ISA.so" | grep -q __asan_init || {
-  echo "asan_tests.sh: the engine is not instrumented" >&2; exit 1; }
+for lib in _tf_rnn_ops.so "_tfrnn_engine_$ISA.so"; do
+  nm -D "$WORK/repo/tf_rnn_ops/$lib" | grep __asan_init >/dev/null || {
+    echo "asan_tests.sh: $lib is not instrumented" >&2; exit 1; }
+done
 
 LIBASAN="$(gcc -print-file-name=libasan.so)"
 LIBUBSAN="$(gcc -print-file-name=libubsan.so)"
@@ -56,7 +63,10 @@ export TF_RNN_OPS_ISA="$ISA"
 export TF_CPP_MIN_LOG_LEVEL=2
 
 if [ "$#" -eq 0 ]; then
-  set -- tests --ignore=tests/test_packaging.py --ignore=tests/test_keras_layers.py
+  # (packaging builds wheels; Keras is slow under ASan; RSS-based leak bounds do not hold
+  # with ASan's quarantine: tools/leak_check.py runs on the normal build)
+  set -- tests --ignore=tests/test_packaging.py --ignore=tests/test_keras_layers.py \
+    --ignore=tests/test_leaks.py
 fi
 cd "$WORK/repo"
 set +e
