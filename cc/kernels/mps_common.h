@@ -219,6 +219,36 @@ struct MpsPacked {
   }
 };
 
+// The backward arguments that restate the forward's (operands, params, reserve, mask).
+template <typename A>
+RnnBwdArgs<A> BwdArgsOf(const RnnFwdArgs<A>& f) {
+  RnnBwdArgs<A> g;
+  g.lengths = f.lengths;
+  g.x = f.x;
+  g.h0 = f.h0;
+  g.c0 = f.c0;
+  g.params = f.params;
+  g.reserve = f.reserve;
+  g.peephole = f.peephole;
+  g.mask = f.mask;
+  g.mask_per_step = f.mask_per_step;
+  return g;
+}
+
+// The inverse of MpsPacked::Pack for gradients: the engine's dparams into MPSGraph's R [D,
+// K·H, H], W [D·K·H, I], bias [D·K·H] and secondary bias [D·H] layouts (null = not wanted).
+template <typename A>
+void UnpackParamGrads(const RnnSpec& s, const A* dparams, A* dR, A* dW, A* db, A* db2) {
+  const int64_t H = s.N, KN = RnnK(s) * H, in_w = s.preprojected ? 0 : s.I;
+  for (int64_t d = 0; d < s.D; ++d) {
+    const RnnParamOffsets o = RnnParamLayout(s, d);
+    std::copy_n(dparams + o.r, KN * H, dR + d * KN * H);
+    if (dW != nullptr) std::copy_n(dparams + o.w, KN * in_w, dW + d * KN * in_w);
+    if (db != nullptr) std::copy_n(dparams + o.bw, KN, db + d * KN);
+    if (db2 != nullptr) std::copy_n(dparams + o.br + s.gate_pos[2] * H, H, db2 + d * H);
+  }
+}
+
 // Interleaves the per-direction gate activations [T·B, K·H] of the reserve into MPSGraph's
 // z_state [T, B, D·K·H].
 template <typename A>

@@ -173,15 +173,9 @@ class MpsGruGradOp : public OpKernel {
     A* fws = br.Scratch(RnnFwdWorkspaceSize(s));
     A* dhn = br.Scratch(D * B * H);
     const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
-    RnnBwdArgs<A> g;
-    g.x = f.x;
-    g.h0 = f.h0;
-    g.params = f.params;
-    g.reserve = f.reserve;
+    RnnBwdArgs<A> g = BwdArgsOf(f);
     g.dy = br.In(*dy);
     g.dhn = dhn;
-    g.mask = f.mask;
-    g.mask_per_step = f.mask_per_step;
     g.dx = br.Out(d_source);
     g.dh0 = br.Scratch(D * B * H);
     g.dparams = br.Scratch(RnnParamsSize(s));
@@ -194,20 +188,13 @@ class MpsGruGradOp : public OpKernel {
     EngineFns<A>::RnnFwd(*engine)(pool, s, f, fws);
     EngineFns<A>::RnnBwd(*engine)(pool, s, g, bws);
     // Unpack into MPSGraph's layouts.
-    const int64_t KN = 3 * H, in_w = s.preprojected ? 0 : s.I;
     A* dR = br.Out(d_R);
     A* dW = d_W ? br.Out(d_W) : nullptr;
     A* db = d_b ? br.Out(d_b) : nullptr;
     A* ds = d_s ? br.Out(d_s) : nullptr;
     A* db2 = d_b2 ? br.Out(d_b2) : nullptr;
     OP_REQUIRES_OK(ctx, br.status());
-    for (int64_t d = 0; d < D; ++d) {
-      const RnnParamOffsets o = RnnParamLayout(s, d);
-      std::copy_n(g.dparams + o.r, KN * H, dR + d * KN * H);
-      if (dW) std::copy_n(g.dparams + o.w, KN * in_w, dW + d * KN * in_w);
-      if (db) std::copy_n(g.dparams + o.bw, KN, db + d * KN);
-      if (db2) std::copy_n(g.dparams + o.br + s.gate_pos[2] * H, H, db2 + d * H);
-    }
+    UnpackParamGrads<A>(s, g.dparams, dR, dW, db, db2);
     if (ds) FromDirMajor<A>(g.dh0, D, B, H, ds);
     br.Finish();
   }

@@ -197,18 +197,10 @@ class MpsLstmGradOp : public OpKernel {
     A* dcn = br.Scratch(D * B * H);
     const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
     const A* dce = dcell != nullptr ? br.In(*dcell) : nullptr;
-    RnnBwdArgs<A> g;
-    g.x = f.x;
-    g.h0 = f.h0;
-    g.c0 = f.c0;
-    g.params = f.params;
-    g.reserve = f.reserve;
+    RnnBwdArgs<A> g = BwdArgsOf(f);
     g.dy = br.In(*dy);
     g.dhn = dhn;
     g.dcn = dcn;
-    g.peephole = f.peephole;
-    g.mask = f.mask;
-    g.mask_per_step = f.mask_per_step;
     g.dc_seq = dcseq != nullptr ? br.In(*dcseq) : nullptr;
     g.dx = br.Out(d_source);
     g.dh0 = br.Scratch(D * B * H);
@@ -226,7 +218,6 @@ class MpsLstmGradOp : public OpKernel {
     EngineFns<A>::RnnFwd(*engine)(pool, s, f, fws);
     EngineFns<A>::RnnBwd(*engine)(pool, s, g, bws);
     // Unpack into MPSGraph's layouts.
-    const int64_t KN = 4 * H, in_w = s.preprojected ? 0 : s.I;
     A* dR = br.Out(d_R);
     A* dW = d_W ? br.Out(d_W) : nullptr;
     A* db = d_b ? br.Out(d_b) : nullptr;
@@ -234,13 +225,8 @@ class MpsLstmGradOp : public OpKernel {
     A* ds = d_s ? br.Out(d_s) : nullptr;
     A* dc = d_c ? br.Out(d_c) : nullptr;
     OP_REQUIRES_OK(ctx, br.status());
-    for (int64_t d = 0; d < D; ++d) {
-      const RnnParamOffsets o = RnnParamLayout(s, d);
-      std::copy_n(g.dparams + o.r, KN * H, dR + d * KN * H);
-      if (dW) std::copy_n(g.dparams + o.w, KN * in_w, dW + d * KN * in_w);
-      if (db) std::copy_n(g.dparams + o.bw, KN, db + d * KN);
-      if (dp) std::copy_n(dpeep + d * KN, KN, dp + d * KN);
-    }
+    UnpackParamGrads<A>(s, g.dparams, dR, dW, db, nullptr);
+    if (dp) std::copy_n(dpeep, D * 4 * H, dp);
     if (ds) FromDirMajor<A>(g.dh0, D, B, H, ds);
     if (dc) FromDirMajor<A>(g.dc0, D, B, H, dc);
     br.Finish();
