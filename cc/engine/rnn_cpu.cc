@@ -134,9 +134,12 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
-    if (tau < 0) {
-      if (!proj) Vec<A>(h_next + b * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
-      if (phase == 1) Vec<A>(hh_step + b * N + j0, len).setZero();
+    if (tau < 0) {  // the state passes through (in phase 2 of a two-phase step)
+      if (phase == 1) {
+        Vec<A>(hh_step + b * N + j0, len).setZero();
+      } else if (!proj) {
+        Vec<A>(h_next + b * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
+      }
       continue;
     }
     const Index row = tau * B + b;
