@@ -1,9 +1,12 @@
-"""Shared helpers for the LSTM block op tests (inputs, dtype conversion, tolerances, op specs).
+"""Shared helpers of the tests: for the LSTM block op tests (inputs, dtype conversion,
+tolerances, op specs), and the pairwise case generator of the MPSGraph-style op tests.
 
 Imported by the test modules (pytest puts tests/ on sys.path); fixtures live in conftest.py.
 """
 
 import collections
+import itertools
+import random
 import zlib
 
 import numpy as np
@@ -298,3 +301,45 @@ def numeric_grads(fn, arrays, delta):
             g[idx] = (fn(*plus) - fn(*minus)) / (2 * delta)
         grads.append(g)
     return grads
+
+
+def pairwise(factors, seed=1234, tries=40):
+    """A deterministic list of dicts covering every pair of values of every two factors
+    (AETG-style greedy construction)."""
+    names = list(factors)
+    sizes = [len(factors[n]) for n in names]
+    nf = len(names)
+
+    def key(a, va, b, vb):
+        return (a, va, b, vb) if a < b else (b, vb, a, va)
+
+    uncovered = {(a, va, b, vb)
+                 for a, b in itertools.combinations(range(nf), 2)
+                 for va in range(sizes[a]) for vb in range(sizes[b])}
+    r = random.Random(seed)
+
+    def covered_by(row):
+        return {(a, row[a], b, row[b]) for a, b in itertools.combinations(range(nf), 2)}
+
+    rows = []
+    while uncovered:
+        best, best_new = None, -1
+        pool = sorted(uncovered)
+        for _ in range(tries):
+            a, va, b, vb = r.choice(pool)
+            row = [None] * nf
+            row[a], row[b] = va, vb
+            done = [a, b]
+            order = [k for k in range(nf) if k not in (a, b)]
+            r.shuffle(order)
+            for k in order:
+                scores = [(sum(key(k, v, j, row[j]) in uncovered for j in done), r.random(), v)
+                          for v in range(sizes[k])]
+                row[k] = max(scores)[2]
+                done.append(k)
+            new = len(covered_by(row) & uncovered)
+            if new > best_new:
+                best, best_new = row, new
+        rows.append(best)
+        uncovered -= covered_by(best)
+    return [{n: factors[n][v] for n, v in zip(names, row)} for row in rows]

@@ -30,7 +30,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-ACTIVATION_NAMES = ("none", "relu", "tanh", "sigmoid", "hard_sigmoid")
+from mps_reference import ACTIVATION_NAMES, activate  # noqa: F401  (shared maths)
+
 ACT_FIELDS = ("update_gate_activation", "reset_gate_activation", "output_gate_activation")
 
 # Optional operands in the order mps.gru_gradients returns their gradients (after source, R).
@@ -55,20 +56,6 @@ class Desc:
 
     def kwargs(self):
         return dataclasses.asdict(self)
-
-
-def activate(name, x):
-    if name == "none":
-        return x
-    if name == "relu":
-        return tf.maximum(x, tf.zeros_like(x))
-    if name == "tanh":
-        return tf.tanh(x)
-    if name == "sigmoid":
-        return 1.0 / (1.0 + tf.exp(-x))
-    if name == "hard_sigmoid":
-        return tf.minimum(tf.maximum(0.2 * x + 0.5, tf.zeros_like(x)), tf.ones_like(x))
-    raise ValueError(f"unknown activation {name!r}")
 
 
 def gate_positions(reset_gate_first):

@@ -19,7 +19,6 @@ Sizes are small: the suite is meant to run in well under a minute on two cores.
 """
 
 import itertools
-import random
 import zlib
 
 import numpy as np
@@ -27,16 +26,12 @@ import pytest
 import tensorflow as tf
 
 import mps_gru_reference as ref
+from lstm_util import Tol, pairwise
 
 F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 DTYPE_IDS = {F64: "f64", F32: "f32", F16: "f16", BF16: "bf16"}
 ACTS = ref.ACTIVATION_NAMES
 ACT_FIELDS = ref.ACT_FIELDS
-
-
-class Tol:
-    def __init__(self, rtol, atol):
-        self.rtol, self.atol = rtol, atol
 
 
 FWD_TOL = {F64: Tol(1e-12, 1e-12), F32: Tol(1e-5, 1e-5), F16: Tol(3e-3, 3e-3),
@@ -69,48 +64,6 @@ def mps():
 @pytest.fixture
 def rng(request):
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
-def pairwise(factors, seed=1234, tries=40):
-    """A deterministic list of dicts covering every pair of values of every two factors
-    (AETG-style greedy construction)."""
-    names = list(factors)
-    sizes = [len(factors[n]) for n in names]
-    nf = len(names)
-
-    def key(a, va, b, vb):
-        return (a, va, b, vb) if a < b else (b, vb, a, va)
-
-    uncovered = {(a, va, b, vb)
-                 for a, b in itertools.combinations(range(nf), 2)
-                 for va in range(sizes[a]) for vb in range(sizes[b])}
-    r = random.Random(seed)
-
-    def covered_by(row):
-        return {(a, row[a], b, row[b]) for a, b in itertools.combinations(range(nf), 2)}
-
-    rows = []
-    while uncovered:
-        best, best_new = None, -1
-        pool = sorted(uncovered)
-        for _ in range(tries):
-            a, va, b, vb = r.choice(pool)
-            row = [None] * nf
-            row[a], row[b] = va, vb
-            done = [a, b]
-            order = [k for k in range(nf) if k not in (a, b)]
-            r.shuffle(order)
-            for k in order:
-                scores = [(sum(key(k, v, j, row[j]) in uncovered for j in done), r.random(), v)
-                          for v in range(sizes[k])]
-                row[k] = max(scores)[2]
-                done.append(k)
-            new = len(covered_by(row) & uncovered)
-            if new > best_new:
-                best, best_new = row, new
-        rows.append(best)
-        uncovered -= covered_by(best)
-    return [{n: factors[n][v] for n, v in zip(names, row)} for row in rows]
 
 
 # "reset": reset_after=False; reset_after=True without / with the secondary bias (which is

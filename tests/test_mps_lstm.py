@@ -15,7 +15,6 @@ Everything is checked against the independent float64 reference in tests/mps_ref
 """
 
 import itertools
-import random
 import zlib
 
 import numpy as np
@@ -23,17 +22,13 @@ import pytest
 import tensorflow as tf
 
 import mps_reference as ref
+from lstm_util import Tol, pairwise
 
 F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 DTYPE_IDS = {F64: "f64", F32: "f32", F16: "f16", BF16: "bf16"}
 ACTS = ref.ACTIVATION_NAMES
 ACT_FIELDS = ("input_gate_activation", "forget_gate_activation", "cell_gate_activation",
               "output_gate_activation", "activation")
-
-
-class Tol:
-    def __init__(self, rtol, atol):
-        self.rtol, self.atol = rtol, atol
 
 
 FWD_TOL = {F64: Tol(1e-10, 1e-10), F32: Tol(1e-5, 1e-5), F16: Tol(2e-2, 2e-2),
@@ -63,48 +58,6 @@ def mps():
 @pytest.fixture
 def rng(request):
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
-def pairwise(factors, seed=1234, tries=40):
-    """A deterministic list of dicts covering every pair of values of every two factors
-    (AETG-style greedy construction)."""
-    names = list(factors)
-    sizes = [len(factors[n]) for n in names]
-    nf = len(names)
-
-    def key(a, va, b, vb):
-        return (a, va, b, vb) if a < b else (b, vb, a, va)
-
-    uncovered = {(a, va, b, vb)
-                 for a, b in itertools.combinations(range(nf), 2)
-                 for va in range(sizes[a]) for vb in range(sizes[b])}
-    r = random.Random(seed)
-
-    def covered_by(row):
-        return {(a, row[a], b, row[b]) for a, b in itertools.combinations(range(nf), 2)}
-
-    rows = []
-    while uncovered:
-        best, best_new = None, -1
-        pool = sorted(uncovered)
-        for _ in range(tries):
-            a, va, b, vb = r.choice(pool)
-            row = [None] * nf
-            row[a], row[b] = va, vb
-            done = [a, b]
-            order = [k for k in range(nf) if k not in (a, b)]
-            r.shuffle(order)
-            for k in order:
-                scores = [(sum(key(k, v, j, row[j]) in uncovered for j in done), r.random(), v)
-                          for v in range(sizes[k])]
-                row[k] = max(scores)[2]
-                done.append(k)
-            new = len(covered_by(row) & uncovered)
-            if new > best_new:
-                best, best_new = row, new
-        rows.append(best)
-        uncovered -= covered_by(best)
-    return [{n: factors[n][v] for n, v in zip(names, row)} for row in rows]
 
 
 BASE_FACTORS = {
