@@ -10,7 +10,11 @@
 #endif
 #include <cstdint>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
 #include <type_traits>
 
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -40,6 +44,27 @@ template <typename A>
 using CVec = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
 template <typename A>
 using MatRM = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Fixed-width (W > 0) or dynamic (W = Eigen::Dynamic) views for Chunked().
+template <typename A, int W>
+using VecN = Eigen::Map<Eigen::Array<A, W, 1>>;
+template <typename A, int W>
+using CVecN = Eigen::Map<const Eigen::Array<A, W, 1>>;
+
+// Calls fn(width_tag, c, n) over [0, len) in chunks of one SIMD packet, then a shorter tail:
+// width_tag is std::integral_constant<int, W> with W the packet size, or Eigen::Dynamic for
+// the tail. A dynamic-size Eigen map whose destination is not packet-aligned runs its first
+// and last elements through the scalar path (libm expf/tanhf for logistic and tanh, several
+// times slower); fixed one-packet maps always use unaligned packet loads and stores, and
+// the result of an element does not depend on its address.
+template <typename A, typename Fn>
+EIGEN_ALWAYS_INLINE void Chunked(Index len, Fn&& fn) {
+  constexpr int P = Eigen::internal::unpacket_traits<
+      typename Eigen::internal::packet_traits<A>::type>::size;
+  Index c = 0;
+  for (; c + P <= len; c += P) fn(std::integral_constant<int, P>(), c, Index(P));
+  if (c < len) fn(std::integral_constant<int, Eigen::Dynamic>(), c, len - c);
+}
 using OStride = Eigen::OuterStride<>;
 
 // Fills n elements with zero on the pool.
@@ -86,6 +111,74 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
   if (n <= 0) return;
   d.parallelFor(n, Eigen::TensorOpCost(0, 0, cost_per_unit),
                 [&fn](Index begin, Index end) { fn(begin, end); });
+}
+
+// Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
+// in parallel, a step only after every block of the previous one has finished.
+//
+// A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
+// small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
+// the caller and up to blocks-1 helpers, scheduled once per call, claim work items
+// i = t·blocks + b in order from an atomic counter and run them once every item of step t-1
+// is done (short spin, then yield). An item is only claimed by a running thread, so the
+// lowest unfinished item is always runnable by its owner: no deadlock, and the loop completes
+// on the caller alone if the pool never runs a helper. Helpers that start after the last item
+// was claimed exit at once; the shared state outlives them.
+struct StepLoopState {
+  std::atomic<Index> next{0};  // next item to claim
+  std::atomic<Index> done{0};  // items finished
+  Index total = 0, blocks = 1;
+  const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
+
+  static void Pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  // Claims and runs items until none are left.
+  void Work() {
+    for (;;) {
+      const Index i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= total) return;
+      const Index t = i / blocks, need = t * blocks;
+      for (int spin = 0; done.load(std::memory_order_acquire) < need; ++spin) {
+        if (spin < 4096) {
+          Pause();
+        } else {
+          std::this_thread::yield();
+        }
+      }
+      (*fn)(t, i - need);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+template <typename Fn>
+void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_block, Fn&& fn) {
+  if (steps <= 0 || blocks <= 0) return;
+  const Index helpers = std::min<Index>(blocks, std::max(1, d.numThreads())) - 1;
+  // Too little work per block to be worth another thread: run everything here.
+  if (helpers == 0 || cost_per_block < 5000) {
+    for (Index t = 0; t < steps; ++t)
+      for (Index b = 0; b < blocks; ++b) fn(t, b);
+    return;
+  }
+  const std::function<void(Index, Index)> body = [&fn](Index t, Index b) { fn(t, b); };
+  auto state = std::make_shared<StepLoopState>();
+  state->total = steps * blocks;
+  state->blocks = blocks;
+  state->fn = &body;
+  for (Index h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
+  state->Work();
+  // Every item is claimed; wait for the helpers still running theirs.
+  for (int spin = 0; state->done.load(std::memory_order_acquire) < state->total; ++spin) {
+    if (spin < 4096) {
+      StepLoopState::Pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into

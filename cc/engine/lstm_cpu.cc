@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "cc/engine/packed_gemm.h"
+
 namespace tfrnn {
 namespace {
 
@@ -19,33 +21,39 @@ void FwdRows(const LstmCellSpec& s, Index H, Index n0, Index n1, Index j0, Index
   const A fb = static_cast<A>(s.forget_bias);
   const A clip = static_cast<A>(s.cell_clip);
   const bool do_clip = s.cell_clip > 0.f;
-  CVec<A> bi(b + s.order.i * H + j0, len), bc(b + s.order.c * H + j0, len),
-      bf(b + s.order.f * H + j0, len), bo(b + s.order.o * H + j0, len);
   for (Index n = n0; n < n1; ++n) {
-    const A* g = gates + n * 4 * H + j0;
-    CVec<A> gi(g + s.order.i * H, len), gc(g + s.order.c * H, len), gf(g + s.order.f * H, len),
-        go(g + s.order.o * H, len);
-    const Index r = n * H + j0;
-    CVec<A> cpn(cp + r, len);
-    Vec<A> in(i + r, len), csn(cs + r, len), fn(f + r, len), on(o + r, len), cin(ci + r, len),
-        con(co + r, len), hn(h + r, len);
-    if (s.use_peephole) {
-      in = (gi + bi + cpn * CVec<A>(wci + j0, len)).logistic();
-      fn = (gf + bf + fb + cpn * CVec<A>(wcf + j0, len)).logistic();
-    } else {
-      in = (gi + bi).logistic();
-      fn = (gf + bf + fb).logistic();
-    }
-    cin = (gc + bc).tanh();
-    csn = in * cin + fn * cpn;
-    if (do_clip) csn = csn.max(-clip).min(clip);
-    con = csn.tanh();
-    if (s.use_peephole) {
-      on = (go + bo + csn * CVec<A>(wco + j0, len)).logistic();
-    } else {
-      on = (go + bo).logistic();
-    }
-    hn = on * con;
+    Chunked<A>(len, [&](auto width, Index c, Index w) {
+      constexpr int W = decltype(width)::value;
+      using V = VecN<A, W>;
+      using CV = CVecN<A, W>;
+      const Index jc = j0 + c;
+      const A* g = gates + n * 4 * H + jc;
+      CV gi(g + s.order.i * H, w), gc(g + s.order.c * H, w), gf(g + s.order.f * H, w),
+          go(g + s.order.o * H, w);
+      CV bi(b + s.order.i * H + jc, w), bc(b + s.order.c * H + jc, w),
+          bf(b + s.order.f * H + jc, w), bo(b + s.order.o * H + jc, w);
+      const Index r = n * H + jc;
+      CV cpn(cp + r, w);
+      V in(i + r, w), csn(cs + r, w), fn(f + r, w), on(o + r, w), cin(ci + r, w),
+          con(co + r, w), hn(h + r, w);
+      if (s.use_peephole) {
+        in = (gi + bi + cpn * CV(wci + jc, w)).logistic();
+        fn = (gf + bf + fb + cpn * CV(wcf + jc, w)).logistic();
+      } else {
+        in = (gi + bi).logistic();
+        fn = (gf + bf + fb).logistic();
+      }
+      cin = (gc + bc).tanh();
+      csn = in * cin + fn * cpn;
+      if (do_clip) csn = csn.max(-clip).min(clip);
+      con = csn.tanh();
+      if (s.use_peephole) {
+        on = (go + bo + csn * CV(wco + jc, w)).logistic();
+      } else {
+        on = (go + bo).logistic();
+      }
+      hn = on * con;
+    });
   }
 }
 
@@ -79,32 +87,37 @@ void BwdRows(const LstmCellSpec& s, bool exact_clip, Index H, Index n0, Index n1
   const bool mask_clip = exact_clip && s.cell_clip > 0.f;
   const A one(1);
   for (Index n = n0; n < n1; ++n) {
-    const Index r = n * H + j0;
-    CVec<A> cpn(st.cp + r, len), in(st.i + r, len), csn(st.cs + r, len), fn(st.f + r, len),
-        on(st.o + r, len), cin(st.ci + r, len), con(st.co + r, len);
-    CVec<A> csg(st.cs_grad + r, len), hg(st.h_grad + r, len),
-        dhc(st.dh_carry + n * st.dh_stride + j0, len);
-    CVec<A> gi(st.gi + n * st.g_stride[0] + j0, len), gf(st.gf + n * st.g_stride[1] + j0, len),
-        go(st.go + n * st.g_stride[2] + j0, len), gci(st.gci + n * st.g_stride[3] + j0, len),
-        gco(st.gco + n * st.g_stride[4] + j0, len);
-    A* dg = st.dgates + n * 4 * H + j0;
-    Vec<A> di(dg + s.order.i * H, len), dci(dg + s.order.c * H, len),
-        df(dg + s.order.f * H, len), dout(dg + s.order.o * H, len);
-    Vec<A> dcs(st.dcs_carry + r, len);  // carry in, dcs in the middle, carry out
-    // dh is used twice; materialise it in the o block first, then overwrite with do.
-    dout = hg + dhc;
-    dcs = (one - con.square()) * (dout * on + gco) + csg + dcs;
-    dout = on * (one - on) * (dout * con + go);
-    if (s.use_peephole) dcs += dout * CVec<A>(wco + j0, len);
-    if (mask_clip) dcs = (csn.abs() < clip).select(dcs, A(0));
-    dci = (one - cin.square()) * (dcs * in + gci);
-    df = fn * (one - fn) * (dcs * cpn + gf);
-    di = in * (one - in) * (dcs * cin + gi);
-    if (s.use_peephole) {
-      dcs = dcs * fn + di * CVec<A>(wci + j0, len) + df * CVec<A>(wcf + j0, len);
-    } else {
-      dcs = dcs * fn;
-    }
+    Chunked<A>(len, [&](auto width, Index c, Index w) {
+      constexpr int W = decltype(width)::value;
+      using V = VecN<A, W>;
+      using CV = CVecN<A, W>;
+      const Index jc = j0 + c, r = n * H + jc;
+      CV cpn(st.cp + r, w), in(st.i + r, w), csn(st.cs + r, w), fn(st.f + r, w),
+          on(st.o + r, w), cin(st.ci + r, w), con(st.co + r, w);
+      CV csg(st.cs_grad + r, w), hg(st.h_grad + r, w),
+          dhc(st.dh_carry + n * st.dh_stride + jc, w);
+      CV gi(st.gi + n * st.g_stride[0] + jc, w), gf(st.gf + n * st.g_stride[1] + jc, w),
+          go(st.go + n * st.g_stride[2] + jc, w), gci(st.gci + n * st.g_stride[3] + jc, w),
+          gco(st.gco + n * st.g_stride[4] + jc, w);
+      A* dg = st.dgates + n * 4 * H + jc;
+      V di(dg + s.order.i * H, w), dci(dg + s.order.c * H, w), df(dg + s.order.f * H, w),
+          dout(dg + s.order.o * H, w);
+      V dcs(st.dcs_carry + r, w);  // carry in, dcs in the middle, carry out
+      // dh is used twice; materialise it in the o block first, then overwrite with do.
+      dout = hg + dhc;
+      dcs = (one - con.square()) * (dout * on + gco) + csg + dcs;
+      dout = on * (one - on) * (dout * con + go);
+      if (s.use_peephole) dcs += dout * CV(wco + jc, w);
+      if (mask_clip) dcs = (csn.abs() < clip).select(dcs, A(0));
+      dci = (one - cin.square()) * (dcs * in + gci);
+      df = fn * (one - fn) * (dcs * cpn + gf);
+      di = in * (one - in) * (dcs * cin + gi);
+      if (s.use_peephole) {
+        dcs = dcs * fn + di * CV(wci + jc, w) + df * CV(wcf + jc, w);
+      } else {
+        dcs = dcs * fn;
+      }
+    });
   }
 }
 
@@ -142,27 +155,43 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
   });
 }
 
-// gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
-// (single-threaded: the caller parallelises over unit blocks).
+// Recurrent weights packed per unit block for packed::Gemm. Block b covers units
+// [b·U, b·U + len) and starts at b·U·4H in the buffer (4·len·H elements each).
+//   forward:  per gate g, B[k, c] = w_h[k, g·H + j0 + c]       (K = H, len columns)
+//   backward: B[k, c] = w_h[j0 + c, k]                         (K = 4H, len columns)
 template <typename A>
-void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* w_h,
-                       A* gates) {
-  Eigen::Map<const MatRM<A>, 0, OStride> hp(h_prev, N, H, OStride(H));
-  for (int g = 0; g < 4; ++g) {
-    Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + g * H + j0, H, len, OStride(4 * H));
-    Eigen::Map<MatRM<A>, 0, OStride> gb(gates + g * H + j0, N, len, OStride(4 * H));
-    gb.noalias() += hp * wb;
-  }
+void PackRecurrent(const CpuDevice& d, bool backward, Index H, Index U, const A* w_h, A* out) {
+  const Index blocks = (H + U - 1) / U;
+  ParallelFor(d, blocks, 4.0 * U * H, [&](Index b0, Index b1) {
+    for (Index blk = b0; blk < b1; ++blk) {
+      const Index j0 = blk * U, len = std::min(U, H - j0);
+      A* dst = out + j0 * 4 * H;
+      if (backward) {
+        packed::PackColMajor<A>(4 * H, len, w_h + j0 * 4 * H, 4 * H, dst);
+      } else {
+        for (int g = 0; g < 4; ++g)
+          packed::PackRowMajor<A>(H, len, w_h + g * H + j0, 4 * H, dst + g * len * H);
+      }
+    }
+  });
 }
 
-// dh[:, j0 : j0 + len] = dgates · w_h[j0 : j0 + len, :]ᵀ   (single-threaded block).
+// gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
+// (single-threaded: the caller parallelises over unit blocks). `wp` is the block's packed
+// weights.
 template <typename A>
-void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, const A* w_h,
+void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* wp,
+                       A* gates) {
+  for (int g = 0; g < 4; ++g)
+    packed::Gemm<A>(N, H, len, h_prev, H, wp + g * len * H, gates + g * H + j0, 4 * H, true);
+}
+
+// dh[:, j0 : j0 + len] = dgates · w_h[j0 : j0 + len, :]ᵀ   (single-threaded block; `wp` is the
+// block's packed w_hᵀ).
+template <typename A>
+void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, const A* wp,
                        A* dh) {
-  Eigen::Map<const MatRM<A>, 0, OStride> dg(dgates, N, 4 * H, OStride(4 * H));
-  Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + j0 * 4 * H, len, 4 * H, OStride(4 * H));
-  Eigen::Map<MatRM<A>, 0, OStride> out(dh + j0, N, len, OStride(H));
-  out.noalias() = dg * wb.transpose();
+  packed::Gemm<A>(N, 4 * H, len, dgates, 4 * H, wp, dh + j0, H, false);
 }
 
 }  // namespace
@@ -174,24 +203,21 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   const Index NH = N * H, G = 4 * H;
   // Input projection of all computed steps: [L·N, I] · w[0:I] -> [L·N, 4H].
   Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, gates_all, false);
-  const A* w_h = a.w + I * G;
   const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
+  A* w_packed = gates_all + L * N * G;
+  if (L > 0 && N > 0) PackRecurrent<A>(d, false, H, U, a.w + I * G, w_packed);
   // Per task and step: 8·N·H·U FLOPs of GEMM plus the pointwise pass over N·U elements.
   const double block_cost = 8.0 * N * H * U / 16 + kFwdCostPerElem * N * U;
-  for (Index t = 0; t < L; ++t) {
+  StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
     const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
     const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
     A* gates = gates_all + t * N * G;
     const Index off = t * NH;
-    ParallelFor(d, blocks, block_cost, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, H - j0);
-        RecurrentFwdBlock<A>(N, H, j0, len, hp, w_h, gates);  // += h_{t-1} · w[I:]
-        FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off,
-                   a.cs + off, a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
-      }
-    });
-  }
+    const Index j0 = blk * U, len = std::min(U, H - j0);
+    RecurrentFwdBlock<A>(N, H, j0, len, hp, w_packed + j0 * G, gates);  // += h_{t-1}·w[I:]
+    FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
+               a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
+  });
   // Steps past seq_len_max: all seven outputs are zero.
   const Index tail = (T - L) * NH, start = L * NH;
   for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + start, tail);
@@ -205,14 +231,23 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   A* dgates_all = workspace;         // [L, N, 4H]
   A* zeros = workspace + L * N * G;  // [H]
   Zero(d, zeros, H);
+  A* w_packed = zeros + H;           // w[I:]ᵀ packed per unit block
+  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
+  if (L > 0 && N > 0) PackRecurrent<A>(d, true, H, U, a.w + I * G, w_packed);
   // The state-gradient outputs double as the carries between steps.
   Zero(d, a.cs_prev_grad, NH);
   Zero(d, a.h_prev_grad, NH);
-  const A* w_h = a.w + I * G;
-  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
   const double block_cost = 8.0 * N * H * U / 16 + kBwdCostPerElem * N * U;
   const A* opt[5] = {a.i_grad, a.f_grad, a.o_grad, a.ci_grad, a.co_grad};
-  for (Index t = L - 1; t >= 0; --t) {
+  // Steps run in descending t; the last loop step (t = -1) is dL/dh_prev = dgates[0]·w[I:]ᵀ.
+  StepLoop(d, L > 0 ? L + 1 : 0, blocks, block_cost, [&](Index step, Index blk) {
+    const Index t = L - 1 - step;
+    const Index j0 = blk * U, len = std::min(U, H - j0);
+    const A* wp = w_packed + j0 * G;
+    // dL/dh_t (through h_t feeding step t+1) = dgates[t+1] · w[I:]ᵀ, for these units.
+    if (t + 1 < L) RecurrentBwdBlock<A>(N, H, j0, len, dgates_all + (t + 1) * N * G, wp,
+                                        a.h_prev_grad);
+    if (t < 0) return;
     const Index off = t * NH;
     BwdStep<A> st;
     st.cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
@@ -233,27 +268,8 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     }
     st.dcs_carry = a.cs_prev_grad;
     st.dgates = dgates_all + t * N * G;
-    const A* dgates_next = t + 1 < L ? dgates_all + (t + 1) * N * G : nullptr;
-    ParallelFor(d, blocks, block_cost, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, H - j0);
-        // dL/dh_t (through h_t feeding step t+1) = dgates[t+1] · w[I:]ᵀ, for these units.
-        if (dgates_next != nullptr) {
-          RecurrentBwdBlock<A>(N, H, j0, len, dgates_next, w_h, a.h_prev_grad);
-        }
-        BwdRows<A>(s, a.exact_clip_grad, H, 0, N, j0, len, st, a.wci, a.wcf, a.wco);
-      }
-    });
-  }
-  // dL/dh_prev = dgates[0] · w[I:]ᵀ
-  if (L > 0) {
-    ParallelFor(d, blocks, 8.0 * N * H * U / 16, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, H - j0);
-        RecurrentBwdBlock<A>(N, H, j0, len, dgates_all, w_h, a.h_prev_grad);
-      }
-    });
-  }
+    BwdRows<A>(s, a.exact_clip_grad, H, 0, N, j0, len, st, a.wci, a.wcf, a.wco);
+  });
   // x_grad = dgates · w[0:I]ᵀ over all steps; zero past seq_len_max.
   Gemm<A>(d, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
   Zero(d, a.x_grad + L * N * I, (T - L) * N * I);

@@ -1,0 +1,149 @@
+// A small-GEMM kernel for the per-step recurrent products of the engines.
+//
+// Per step an RNN multiplies a few rows (the batch) by the same recurrent weights. A general
+// GEMM packs both operands on every call; for a batch of 16 that packing and the call overhead
+// cost more than the arithmetic. Here the weight operand B[K, cols] is packed once per op call
+// into column panels, and each step runs a register-blocked kernel that streams a panel from
+// cache and broadcasts the few rows of A:
+//
+//   C[r, c] (+)= Σ_k A[r, k] · B[k, c]     r < rows (rows of A and C strided by lda/ldc)
+//
+// Packed layout of B: full panels of kPanel = 2 SIMD packets, then at most one panel of one
+// packet, then the remaining (< one packet) columns one by one; each panel is stored k-major,
+// [K][width], contiguously after the previous one. Exactly K·cols elements: no padding.
+//
+// Uses Eigen's packet primitives only, so the same source compiles to AVX-512, AVX2+FMA or SSE
+// in each ISA build of the engine (each its own shared object: no ODR sharing between them).
+#ifndef TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
+#define TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
+
+#include <algorithm>
+#include <cstring>
+
+#include "cc/engine/cpu_device.h"
+
+namespace tfrnn {
+namespace packed {
+
+template <typename A>
+using Packet = typename Eigen::internal::packet_traits<A>::type;
+template <typename A>
+constexpr Index kP = Eigen::internal::unpacket_traits<Packet<A>>::size;
+template <typename A>
+constexpr Index kPanel = 2 * kP<A>;
+
+// Rows of A per register block: accumulators (rows x 2 packets) + 2 B packets + 1 broadcast
+// fit the 32 vector registers of AVX-512 or the 16 of AVX/SSE.
+#ifdef __AVX512F__
+constexpr int kRows = 8;
+#else
+constexpr int kRows = 6;
+#endif
+
+// Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous).
+template <typename A>
+void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out) {
+  Index c = 0;
+  auto panel = [&](Index w) {
+    for (Index k = 0; k < K; ++k) std::memcpy(out + k * w, src + k * ld + c, w * sizeof(A));
+    out += K * w;
+    c += w;
+  };
+  while (c + kPanel<A> <= cols) panel(kPanel<A>);
+  if (c + kP<A> <= cols) panel(kP<A>);
+  while (c < cols) panel(1);
+}
+
+// Packs B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed row-major block).
+template <typename A>
+void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out) {
+  Index c = 0;
+  auto panel = [&](Index w) {
+    for (Index j = 0; j < w; ++j) {
+      const A* s = src + (c + j) * ld;
+      for (Index k = 0; k < K; ++k) out[k * w + j] = s[k];
+    }
+    out += K * w;
+    c += w;
+  };
+  while (c + kPanel<A> <= cols) panel(kPanel<A>);
+  if (c + kP<A> <= cols) panel(kP<A>);
+  while (c < cols) panel(1);
+}
+
+// One register block: R rows of A times one panel of NP packets.
+template <typename A, int R, int NP>
+EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, A* c, Index ldc,
+                               bool accumulate) {
+  using P = Packet<A>;
+  constexpr Index W = NP * kP<A>;
+  P acc[R][NP];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pset1<P>(A(0));
+  for (Index k = 0; k < K; ++k) {
+    P bv[NP];
+    for (int j = 0; j < NP; ++j) bv[j] = Eigen::internal::ploadu<P>(b + k * W + j * kP<A>);
+    for (int r = 0; r < R; ++r) {
+      const P av = Eigen::internal::pset1<P>(a[r * lda + k]);
+      for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pmadd(av, bv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NP; ++j) {
+      A* dst = c + r * ldc + j * kP<A>;
+      P v = acc[r][j];
+      if (accumulate) v = Eigen::internal::padd(v, Eigen::internal::ploadu<P>(dst));
+      Eigen::internal::pstoreu(dst, v);
+    }
+  }
+}
+
+template <typename A, int NP>
+void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, A* c, Index ldc,
+               bool accumulate) {
+  Index r = 0;
+  for (; r + kRows <= rows; r += kRows)
+    Micro<A, kRows, NP>(K, a + r * lda, lda, b, c + r * ldc, ldc, accumulate);
+  const A* ar = a + r * lda;
+  A* cr = c + r * ldc;
+  switch (rows - r) {  // the row tail, fully unrolled as well
+    case 7: Micro<A, (7 < kRows ? 7 : 1), NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 6: Micro<A, (6 < kRows ? 6 : 1), NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 5: Micro<A, 5, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 4: Micro<A, 4, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 3: Micro<A, 3, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 2: Micro<A, 2, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 1: Micro<A, 1, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    default: break;
+  }
+}
+
+// C[rows, cols] (+)= A[rows, K] · B, B packed by PackRowMajor/PackColMajor with the same K and
+// cols. Single-threaded: the engines parallelise over column (unit) blocks.
+template <typename A>
+void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A* c, Index ldc,
+          bool accumulate) {
+  if (rows <= 0 || cols <= 0) return;
+  Index col = 0;
+  for (; col + kPanel<A> <= cols; col += kPanel<A>, bp += K * kPanel<A>)
+    PanelRows<A, 2>(rows, K, a, lda, bp, c + col, ldc, accumulate);
+  if (col + kP<A> <= cols) {
+    PanelRows<A, 1>(rows, K, a, lda, bp, c + col, ldc, accumulate);
+    col += kP<A>;
+    bp += K * kP<A>;
+  }
+  for (; col < cols; ++col, bp += K) {  // fewer than one packet of columns left
+    for (Index r = 0; r < rows; ++r) {
+      const A* ar = a + r * lda;
+      A s(0);
+      for (Index k = 0; k < K; ++k) s += ar[k] * bp[k];
+      A& dst = c[r * ldc + col];
+      dst = accumulate ? dst + s : s;
+    }
+  }
+}
+
+}  // namespace packed
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_

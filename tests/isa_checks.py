@@ -1,0 +1,95 @@
+"""Conformance checks of the engine's SIMD code paths, run by tests/test_engine_isa.py in a
+child process per engine variant (TF_RNN_OPS_ISA=avx|avx2|avx512 picks the shared object at
+load time, so each variant needs a fresh process).
+
+The sizes are chosen for the register-blocked recurrent kernel (cc/engine/packed_gemm.h) and the
+packet-chunked pointwise passes: batch sizes that leave every row-block tail (rows of 8 on
+AVX-512, 6 otherwise), and hidden sizes whose unit blocks have full two-packet panels,
+one-packet panels and scalar columns for 4-, 8- and 16-wide packets. Each case compares with
+the float64 NumPy reference (tests/reference.py): forward outputs and all gradients, float32
+and float64.
+
+    python tests/isa_checks.py            # prints one line per case, exit status 1 on a mismatch
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tensorflow as tf  # noqa: E402
+
+import lstm_util as U  # noqa: E402
+import reference as ref  # noqa: E402
+
+# (T, N, I, H)
+BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33)]
+RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
+F32, F64 = tf.float32, tf.float64
+
+
+def _block_lstm(ours, rng, op, size, peep, dtype):
+    T, N, I, H = size
+    grad_op = {"BlockLSTM": "BlockLSTMGrad", "BlockLSTMV2": "BlockLSTMGradV2"}[op]
+    p = {k: U.round_to(v, dtype) for k, v in U.make_params(rng, T, N, I, H).items()}
+    slm = T
+    clip = 3.0 if op == "BlockLSTM" else 0.0
+    outs = U.call_fwd(ours, op, U.tensors(p, dtype), slm, **U.fwd_attrs(op, 0.5, clip, peep))
+    got = [U.to_numpy(o) for o in outs]
+    want = U.ref_fwd(op, p, slm, forget_bias=0.5, cell_clip=clip, use_peephole=peep)
+    U.assert_all_close(got, want, ref.OUTPUT_NAMES, U.TOL[dtype], prefix=f"{op} forward: ")
+    cs_grad = U.round_to(rng.normal(size=(T, N, H)), dtype)
+    h_grad = U.round_to(rng.normal(size=(T, N, H)), dtype)
+    acts = [U.round_to(g, dtype) for g in got]
+    inputs = U.grad_inputs(grad_op, p, acts, cs_grad, h_grad)
+    g = U.call_grad(ours, grad_op, U.tensors(inputs, dtype), slm, use_peephole=peep)
+    want_g = U.ref_grad(grad_op, inputs, slm, use_peephole=peep)
+    U.assert_all_close([U.to_numpy(x) for x in g], want_g, U.grad_output_names(grad_op),
+                       U.TOL[dtype], scale=True, prefix=f"{grad_op}: ")
+
+
+def _cudnn_rnn(ours, rng, mode, size, bidi, dtype):
+    """CudnnRNNV3 forward and CudnnRNNBackpropV3 (2 layers, per-sequence lengths) vs autodiff of
+    the float64 reference (tests/test_cudnn_rnn_grads.py run_case)."""
+    import test_cudnn_rnn as C
+    import test_cudnn_rnn_grads as G
+    T, N, I, H = size
+    kw = C.model_kw(mode, 2, H, I, direction="bidirectional" if bidi else "unidirectional")
+    lengths = rng.integers(1, T + 1, size=N).astype(np.int32)
+    lengths[0] = T
+    G.run_case(ours, rng, "V3", kw, T, N, dtype, seq_lengths=lengths)
+
+
+def main():
+    from tf_rnn_ops import raw_ops as ours
+    rng = np.random.default_rng(7)
+    failures = 0
+    cases = []
+    for size in BLOCK_SIZES:
+        for op in ("BlockLSTM", "BlockLSTMV2"):
+            for dtype in (F32, F64):
+                cases.append((f"{op} {size} {dtype.name}",
+                              lambda op=op, size=size, dtype=dtype:
+                              _block_lstm(ours, rng, op, size, size[3] % 2 == 0, dtype)))
+    for size in RNN_SIZES:
+        for mode in ("lstm", "gru", "rnn_tanh"):
+            for dtype in (F32, F64):
+                cases.append((f"CudnnRNNV3 {mode} {size} {dtype.name}",
+                              lambda mode=mode, size=size, dtype=dtype:
+                              _cudnn_rnn(ours, rng, mode, size, size[0] == 2, dtype)))
+    for name, fn in cases:
+        try:
+            fn()
+            print("ok  ", name)
+        except AssertionError as e:
+            failures += 1
+            print("FAIL", name, str(e)[:2000])
+    maps = open("/proc/self/maps").read()
+    engines = sorted({ln.split("/")[-1] for ln in maps.splitlines() if "_tfrnn_engine_" in ln})
+    print("ENGINES", ",".join(engines), "FAILURES", failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
