@@ -98,9 +98,22 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, A* c,
   }
 }
 
+// Depth of a K chunk: one chunk of a two-packet panel (kKc · kPanel elements) stays in a 32 KiB
+// L1 data cache, next to the rows of A it meets.
+template <typename A>
+constexpr Index kKc = std::max<Index>(32, (20 * 1024) / (kPanel<A> * Index(sizeof(A))));
+
 template <typename A, int NP>
 void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, A* c, Index ldc,
                bool accumulate) {
+  constexpr Index W = NP * kP<A>;
+  if (K > kKc<A>) {  // K in chunks; the panel's chunk k0.. starts at b + k0 · W
+    for (Index k0 = 0; k0 < K; k0 += kKc<A>) {
+      PanelRows<A, NP>(rows, std::min(kKc<A>, K - k0), a + k0, lda, b + k0 * W, c, ldc,
+                       accumulate || k0 > 0);
+    }
+    return;
+  }
   Index r = 0;
   for (; r + kRows <= rows; r += kRows)
     Micro<A, kRows, NP>(K, a + r * lda, lda, b, c + r * ldc, ldc, accumulate);

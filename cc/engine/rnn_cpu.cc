@@ -2,6 +2,8 @@
 // params and reserve layouts).
 #include "cc/engine/rnn.h"
 
+#include "cc/engine/packed_gemm.h"
+
 #include <cstdint>
 #include <utility>
 
@@ -71,17 +73,24 @@ inline uint64_t Mix(uint64_t z) {
 // v = act(v), in place.
 template <typename A>
 void Activate(RnnAct act, Vec<A>& v) {
+  A* p = v.data();
   switch (act) {
     case RnnAct::kNone:
       break;
     case RnnAct::kRelu:
       v = v.max(A(0));
       break;
-    case RnnAct::kTanh:
-      v = v.tanh();
+    case RnnAct::kTanh:  // in one-packet chunks: no scalar libm peel (cpu_device.h Chunked)
+      Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
+        VecN<A, decltype(width)::value> x(p + c, w);
+        x = x.tanh();
+      });
       break;
     case RnnAct::kSigmoid:
-      v = v.logistic();
+      Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
+        VecN<A, decltype(width)::value> x(p + c, w);
+        x = x.logistic();
+      });
       break;
     case RnnAct::kHardSigmoid:
       v = (v * A(0.2) + A(0.5)).max(A(0)).min(A(1));
@@ -208,7 +217,8 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       }
       case RnnMode::kTanh: {
         Vec<A> a(g, len);
-        a = pre(0).tanh();
+        a = pre(0);
+        Activate(RnnAct::kTanh, a);
         h = a;
         break;
       }
@@ -235,6 +245,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   A* c = h_masked + B * Hs;
   A* hr = c + B * N;
   A* hh_step = hr + B * KN;
+  A* rpack = hh_step + B * N;  // R packed per unit block (below)
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   const Index d_idx = pseudo % s.D;
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
@@ -264,6 +275,19 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const Index steps = sm.MaxSteps(B);
   const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
+  // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h], packed once per
+  // layer for packed::Gemm; block j0 starts at j0·K·Hs, its gate k at k·len·Hs.
+  if (!proj && steps > 0) {
+    ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, N - j0);
+        for (Index k = 0; k < K; ++k) {
+          packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs,
+                                  rpack + j0 * K * Hs + k * len * Hs);
+        }
+      }
+    });
+  }
   for (Index st = 0; st < steps; ++st) {
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const A* h_rec = h_cur;
@@ -280,11 +304,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     if (proj) Gemm<A>(d, false, true, B, KN, Hs, h_rec, ly.R, hr, false);
     // One task per unit block: its slice of R·h_rec for every gate, then its pointwise pass.
     auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
-      Eigen::Map<const MatRM<A>, 0, OStride> hp(h_in, B, Hs, OStride(Hs));
-      Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + (k * N + j0) * Hs, len, Hs,
-                                                OStride(Hs));
-      Eigen::Map<MatRM<A>, 0, OStride> out(hr + k * N + j0, B, len, OStride(KN));
-      out.noalias() = hp * rb.transpose();
+      packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
+                      KN, false);
     };
     ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
@@ -354,6 +375,7 @@ struct BwdBufs {
   A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
   A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
   A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
   A* gather;              // [TB, N] (reset-before gru)
 };
 
@@ -542,6 +564,16 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;
+  // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN), packed once per layer; block j0
+  // starts at j0·KN.
+  if (!proj && steps > 1) {
+    ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, N - j0);
+        packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN);
+      }
+    });
+  }
   for (Index st = steps - 1; st >= 0; --st) {
     const bool has_next = st + 1 < steps;
     if (proj) {
@@ -565,15 +597,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         const Index j0 = blk * U, len = std::min(U, N - j0);
         if (!proj && has_next) {
           // dh[:, units] += dhr_{t+1} · R[:, units]
-          Eigen::Map<const MatRM<A>, 0, OStride> dr(w.dhr_prev, B, KN, OStride(KN));
-          Eigen::Map<const MatRM<A>, 0, OStride> rb(ly.R + j0, KN, len, OStride(Hs));
+          const A* rp = w.rpack + j0 * KN;
           if (s.has_mask) {
-            Eigen::Map<MatRM<A>, 0, OStride> out(w.dhm + j0, B, len, OStride(Hs));
-            out.noalias() = dr * rb;
+            packed::Gemm<A>(B, KN, len, w.dhr_prev, KN, rp, w.dhm + j0, Hs, false);
             AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
           } else {
-            Eigen::Map<MatRM<A>, 0, OStride> out(w.dh + j0, B, len, OStride(Hs));
-            out.noalias() += dr * rb;
+            packed::Gemm<A>(B, KN, len, w.dhr_prev, KN, rp, w.dh + j0, Hs, true);
           }
         }
         BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
@@ -725,6 +754,7 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   w.gather = take(gru && s.gru_reset_before ? TB * N : 0);
   A* dy_buf = take(TB * ycols);
   A* din_buf = take(TB * ycols);
+  w.rpack = take(KN * Hs);
   A* x_masked = p;
   // Layer 0's input with padding rows zeroed, so that values past a sequence's length (which
   // the forward never read) cannot reach the weight gradient as NaN·0.

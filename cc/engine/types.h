@@ -300,7 +300,7 @@ struct RnnBwdArgs {
 
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  return 3 * B * Hs + B * N + B * K * N + B * N;
+  return 3 * B * Hs + B * N + B * K * N + B * N + K * N * Hs;  // + R packed (packed_gemm.h)
 }
 inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
@@ -308,7 +308,7 @@ inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index masked = s.has_mask ? TB * Hs : 0;  // h_prev ⊙ mask of every row
   const Index gather = s.mode == RnnMode::kGru && s.gru_reset_before ? TB * N : 0;
   return 2 * TB * K * N + 2 * B * K * N + 2 * B * Hs + B * N + TB * s.P + B * N + B * Hs +
-         2 * TB * s.D * Hs + TB * maxin + masked + gather;
+         2 * TB * s.D * Hs + TB * maxin + masked + gather + K * N * Hs;  // + R packed
 }
 
 }  // namespace tfrnn
