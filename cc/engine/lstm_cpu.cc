@@ -178,20 +178,35 @@ void PackRecurrent(const CpuDevice& d, bool backward, Index H, Index U, const A*
 
 // gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
 // (single-threaded: the caller parallelises over unit blocks). `wp` is the block's packed
-// weights.
+// weights, or null for a single step (not worth packing): then w_h is used directly.
 template <typename A>
 void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* wp,
-                       A* gates) {
-  for (int g = 0; g < 4; ++g)
-    packed::Gemm<A>(N, H, len, h_prev, H, wp + g * len * H, gates + g * H + j0, 4 * H, true);
+                       const A* w_h, A* gates) {
+  for (int g = 0; g < 4; ++g) {
+    if (wp != nullptr) {
+      packed::Gemm<A>(N, H, len, h_prev, H, wp + g * len * H, gates + g * H + j0, 4 * H, true);
+    } else {
+      Eigen::Map<const MatRM<A>, 0, OStride> hp(h_prev, N, H, OStride(H));
+      Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + g * H + j0, H, len, OStride(4 * H));
+      Eigen::Map<MatRM<A>, 0, OStride> gb(gates + g * H + j0, N, len, OStride(4 * H));
+      gb.noalias() += hp * wb;
+    }
+  }
 }
 
 // dh[:, j0 : j0 + len] = dgates · w_h[j0 : j0 + len, :]ᵀ   (single-threaded block; `wp` is the
-// block's packed w_hᵀ).
+// block's packed w_hᵀ, or null: w_h directly).
 template <typename A>
 void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, const A* wp,
-                       A* dh) {
-  packed::Gemm<A>(N, 4 * H, len, dgates, 4 * H, wp, dh + j0, H, false);
+                       const A* w_h, A* dh) {
+  if (wp != nullptr) {
+    packed::Gemm<A>(N, 4 * H, len, dgates, 4 * H, wp, dh + j0, H, false);
+    return;
+  }
+  Eigen::Map<const MatRM<A>, 0, OStride> dg(dgates, N, 4 * H, OStride(4 * H));
+  Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + j0 * 4 * H, len, 4 * H, OStride(4 * H));
+  Eigen::Map<MatRM<A>, 0, OStride> out(dh + j0, N, len, OStride(H));
+  out.noalias() = dg * wb.transpose();
 }
 
 }  // namespace
@@ -204,8 +219,9 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   // Input projection of all computed steps: [L·N, I] · w[0:I] -> [L·N, 4H].
   Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, gates_all, false);
   const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
-  A* w_packed = gates_all + L * N * G;
-  if (L > 0 && N > 0) PackRecurrent<A>(d, false, H, U, a.w + I * G, w_packed);
+  const A* w_h = a.w + I * G;
+  A* w_packed = LstmUsesPacked(L, N) ? gates_all + L * N * G : nullptr;
+  if (w_packed != nullptr) PackRecurrent<A>(d, false, H, U, w_h, w_packed);
   // Per task and step: 8·N·H·U FLOPs of GEMM plus the pointwise pass over N·U elements.
   const double block_cost = 8.0 * N * H * U / 16 + kFwdCostPerElem * N * U;
   StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
@@ -214,7 +230,8 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
     A* gates = gates_all + t * N * G;
     const Index off = t * NH;
     const Index j0 = blk * U, len = std::min(U, H - j0);
-    RecurrentFwdBlock<A>(N, H, j0, len, hp, w_packed + j0 * G, gates);  // += h_{t-1}·w[I:]
+    RecurrentFwdBlock<A>(N, H, j0, len, hp, w_packed ? w_packed + j0 * G : nullptr, w_h,
+                         gates);  // += h_{t-1}·w[I:]
     FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
                a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
   });
@@ -231,9 +248,10 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   A* dgates_all = workspace;         // [L, N, 4H]
   A* zeros = workspace + L * N * G;  // [H]
   Zero(d, zeros, H);
-  A* w_packed = zeros + H;           // w[I:]ᵀ packed per unit block
+  const A* w_h = a.w + I * G;
+  A* w_packed = LstmUsesPacked(L, N) ? zeros + H : nullptr;  // w[I:]ᵀ packed per unit block
   const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
-  if (L > 0 && N > 0) PackRecurrent<A>(d, true, H, U, a.w + I * G, w_packed);
+  if (w_packed != nullptr) PackRecurrent<A>(d, true, H, U, w_h, w_packed);
   // The state-gradient outputs double as the carries between steps.
   Zero(d, a.cs_prev_grad, NH);
   Zero(d, a.h_prev_grad, NH);
@@ -243,9 +261,9 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   StepLoop(d, L > 0 ? L + 1 : 0, blocks, block_cost, [&](Index step, Index blk) {
     const Index t = L - 1 - step;
     const Index j0 = blk * U, len = std::min(U, H - j0);
-    const A* wp = w_packed + j0 * G;
+    const A* wp = w_packed ? w_packed + j0 * G : nullptr;
     // dL/dh_t (through h_t feeding step t+1) = dgates[t+1] · w[I:]ᵀ, for these units.
-    if (t + 1 < L) RecurrentBwdBlock<A>(N, H, j0, len, dgates_all + (t + 1) * N * G, wp,
+    if (t + 1 < L) RecurrentBwdBlock<A>(N, H, j0, len, dgates_all + (t + 1) * N * G, wp, w_h,
                                         a.h_prev_grad);
     if (t < 0) return;
     const Index off = t * NH;

@@ -97,16 +97,17 @@ struct LstmCellBwdArgs {
 
 // Elements of scratch (of the compute type) the forward needs: the gate pre-activations of
 // all computed steps, and the recurrent weights w[I:] packed for the per-step kernel
-// (packed_gemm.h) when any step runs.
+// (packed_gemm.h) when more than one step runs (LstmUsesPacked).
+inline bool LstmUsesPacked(Index seq_len_max, Index N) { return seq_len_max > 1 && N > 0; }
 inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  const Index packed = seq_len_max > 0 && N > 0 ? 4 * H * H : 0;
+  const Index packed = LstmUsesPacked(seq_len_max, N) ? 4 * H * H : 0;
   return seq_len_max * N * 4 * H + packed;
 }
 
 // Elements of scratch the backward needs: the gate gradients of all steps, a zero row, and
 // w[I:]ᵀ packed for the per-step kernel.
 inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  const Index packed = seq_len_max > 0 && N > 0 ? 4 * H * H : 0;
+  const Index packed = LstmUsesPacked(seq_len_max, N) ? 4 * H * H : 0;
   return seq_len_max * N * 4 * H + H + packed;
 }
 
