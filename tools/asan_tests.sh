@@ -18,15 +18,14 @@ VPY="${TF_RNN_OPS_VENV:-$ROOT/.venv}/bin/python"
 grep -q '^build:asan' .bazelrc 2>/dev/null || {
   echo "asan_tests.sh: .bazelrc has no asan config; re-run ./configure.sh --no-build" >&2; exit 1; }
 
-# The AVX2 engine by default. Under ASan the AVX-512 engine crashed (SEGV) inside Eigen's
-# AVX-512 GEMM micro-kernel in a float64 CudnnRNN forward (tests/test_cudnn_rnn_grads.py numeric
-# gradients). tools/eigen_avx512_asan_repro.cc shows the cause without any of our code: GCC's
-# sanitized build of that Eigen kernel loads outside its packed buffers (guard-page fault),
-# the -O1/-O2/-O3 builds without the sanitizer do not, and with -DEIGEN_USE_AVX512_GEMM_KERNELS=0
-# the sanitized build is clean. configure.sh's asan config now sets that define, so
-# TF_RNN_OPS_ISA=avx512 tools/asan_tests.sh should pass; that full run (a 45-minute build) has
-# not been repeated yet, hence the AVX2 default.
-if grep -q avx2 /proc/cpuinfo; then ISA=avx2; else ISA=avx; fi
+# The best engine variant this CPU supports, as in normal use. Under ASan the AVX-512 engine
+# used to crash (SEGV) inside Eigen's AVX-512 GEMM micro-kernel in a float64 CudnnRNN forward
+# (tests/test_cudnn_rnn_grads.py numeric gradients). tools/eigen_avx512_asan_repro.cc shows the
+# cause without any of our code: GCC's sanitized build of that Eigen kernel loads outside its
+# packed buffers (guard-page fault); the -O1/-O2/-O3 builds without the sanitizer do not, and
+# with -DEIGEN_USE_AVX512_GEMM_KERNELS=0 the sanitized build is clean. configure.sh's asan
+# config sets that define. TF_RNN_OPS_ISA=avx2 (or avx) picks another variant.
+if grep -q avx512bw /proc/cpuinfo; then ISA=avx512; elif grep -q avx2 /proc/cpuinfo; then ISA=avx2; else ISA=avx; fi
 ISA="${TF_RNN_OPS_ISA:-$ISA}"
 # (the op library lists all three engine variants as data, so all three are built)
 ENGINES="//cc:engines"
