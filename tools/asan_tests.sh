@@ -41,6 +41,7 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/repo/tf_rnn_ops" "$WORK/logs"
 cp -r tests "$WORK/repo/tests"
 mkdir -p "$WORK/repo/tools" && cp tools/*.py "$WORK/repo/tools/"
+mkdir -p "$WORK/repo/cc/gpu" && cp cc/gpu/c_api.h "$WORK/repo/cc/gpu/"  # read by test_cuda_engine_build
 cp tf_rnn_ops/*.py "$WORK/repo/tf_rnn_ops/"
 for lib in _tf_rnn_ops.so _tf_rnn_ops_cudnn_cpu.so; do install -m 644 "$BIN/cc/$lib" "$WORK/repo/tf_rnn_ops/"; done
 if [ -n "${ASAN_ALL_ENGINES:-}" ]; then
