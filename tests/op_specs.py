@@ -884,8 +884,16 @@ def apply_mutation(spec, kw, attrs, dims, mut, rng):
     if kind == "rank_up":
         kw[name] = tf.expand_dims(t, 0)
     elif kind == "rank_down":
-        if shape:
-            kw[name] = t[0] if shape[0] > 0 else tf.zeros(shape[1:], t.dtype)
+        if shape and shape[0] > 0:
+            kw[name] = t[0]
+        elif shape:  # empty: drop an axis so that the result stays empty (a huge-but-empty
+            # tensor from a "huge" mutation must not become a huge non-empty one)
+            zero_axes = [k for k, v in enumerate(shape) if v == 0]
+            drop = next((k for k in range(len(shape)) if k != zero_axes[0]), None)
+            if drop is None:
+                kw[name] = tf.zeros([], t.dtype)
+            else:
+                kw[name] = tf.zeros(shape[:drop] + shape[drop + 1:], t.dtype)
     elif kind == "resize":
         if shape:
             shape[mut[2] % len(shape)] = mut[3]
