@@ -897,7 +897,13 @@ def apply_mutation(spec, kw, attrs, dims, mut, rng):
     elif kind == "resize":
         if shape:
             shape[mut[2] % len(shape)] = mut[3]
-            if int(np.prod(shape, dtype=object)) <= 10**6:  # not after a "huge" mutation
+            n = int(np.prod(shape, dtype=object))
+            if n == 0:                  # still empty (a "huge" mutation zeroed another axis)
+                try:
+                    kw[name] = tf.zeros(shape, t.dtype)
+                except tf.errors.InvalidArgumentError:
+                    pass                # more than 2^63 elements counting only non-zero axes
+            elif n <= 10**6:            # not after a "huge" mutation
                 kw[name] = _random_like(rng, shape, t.dtype)
     elif kind == "empty":
         kw[name] = tf.zeros([0] * len(shape), t.dtype)
