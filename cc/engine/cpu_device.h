@@ -135,19 +135,23 @@ struct StepLoopState {
     __builtin_ia32_pause();
 #endif
   }
+  // Waits (short spin, then yield) until `n` items are done.
+  void WaitDone(Index n) const {
+    for (int spin = 0; done.load(std::memory_order_acquire) < n; ++spin) {
+      if (spin < 4096) {
+        Pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
   // Claims and runs items until none are left.
   void Work() {
     for (;;) {
       const Index i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= total) return;
       const Index t = i / blocks, need = t * blocks;
-      for (int spin = 0; done.load(std::memory_order_acquire) < need; ++spin) {
-        if (spin < 4096) {
-          Pause();
-        } else {
-          std::this_thread::yield();
-        }
-      }
+      WaitDone(need);
       (*fn)(t, i - need);
       done.fetch_add(1, std::memory_order_release);
     }
@@ -171,14 +175,7 @@ void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_blo
   state->fn = &body;
   for (Index h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
   state->Work();
-  // Every item is claimed; wait for the helpers still running theirs.
-  for (int spin = 0; state->done.load(std::memory_order_acquire) < state->total; ++spin) {
-    if (spin < 4096) {
-      StepLoopState::Pause();
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  state->WaitDone(state->total);  // every item is claimed; wait for the helpers' last ones
 }
 
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into
