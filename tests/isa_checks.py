@@ -26,6 +26,10 @@ import reference as ref  # noqa: E402
 # (T, N, I, H)
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
+# The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([N, H] and
+# [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before
+# gru, whose steps have two phases (cc/engine/rnn_cpu.cc); H gives several unit blocks.
+MPS_SIZE = (4, 13, 5, 40)
 F32, F64 = tf.float32, tf.float64
 
 
@@ -61,6 +65,29 @@ def _cudnn_rnn(ours, rng, mode, size, bidi, dtype):
     G.run_case(ours, rng, "V3", kw, T, N, dtype, seq_lengths=lengths)
 
 
+def _mps(rng, kind, dtype, **over):
+    """MPSGraph-style LSTM / GRU forward and gradients vs the float64 reference
+    (tests/test_mps_lstm.py, tests/test_mps_gru.py)."""
+    from tf_rnn_ops import mps
+    if kind == "lstm":
+        import test_mps_lstm as M
+        case = dict(forget_gate_last=False, input_gate_activation="sigmoid",
+                    forget_gate_activation="sigmoid", cell_gate_activation="tanh",
+                    output_gate_activation="sigmoid", activation="tanh", init_cell=True,
+                    peephole=True)
+        check_grads = M._check_lstm_gradients
+    else:
+        import test_mps_gru as M
+        case = dict(reset_gate_first=True, flip_z=False, update_gate_activation="sigmoid",
+                    reset_gate_activation="sigmoid", output_gate_activation="tanh")
+        check_grads = M._check_gru_gradients
+    case.update(size=MPS_SIZE, bidirectional=False, reverse=False, input_weight=True,
+                bias=True, init_state=True, mask=None, state_gradient=True)
+    case.update(over)
+    M.test_forward(mps, rng, case, dtype)
+    check_grads(mps, rng, case, dtype)
+
+
 def main():
     from tf_rnn_ops import raw_ops as ours
     rng = np.random.default_rng(7)
@@ -78,6 +105,15 @@ def main():
                 cases.append((f"CudnnRNNV3 {mode} {size} {dtype.name}",
                               lambda mode=mode, size=size, dtype=dtype:
                               _cudnn_rnn(ours, rng, mode, size, size[0] == 2, dtype)))
+    mps_cases = [("lstm", dict(mask="nh")), ("lstm", dict(mask="tnh", bidirectional=True)),
+                 ("gru", dict(reset="before")), ("gru", dict(reset="before", mask="tnh")),
+                 ("gru", dict(reset="after", mask="nh", bidirectional=True)),
+                 ("gru", dict(reset="before", mask="nh", reverse=True))]
+    for kind, over in mps_cases:
+        for dtype in (F32, F64):
+            cases.append((f"MPS {kind} {over} {dtype.name}",
+                          lambda kind=kind, over=over, dtype=dtype:
+                          _mps(rng, kind, dtype, **over)))
     for name, fn in cases:
         try:
             fn()

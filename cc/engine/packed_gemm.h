@@ -40,12 +40,20 @@ constexpr int kRows = 8;
 constexpr int kRows = 6;
 #endif
 
-// Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous).
+// Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous). Rows
+// [zero_k0, zero_k1) are packed as zeros (a product that must leave out part of K).
 template <typename A>
-void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out) {
+void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0 = 0,
+                  Index zero_k1 = 0) {
   Index c = 0;
   auto panel = [&](Index w) {
-    for (Index k = 0; k < K; ++k) std::memcpy(out + k * w, src + k * ld + c, w * sizeof(A));
+    for (Index k = 0; k < K; ++k) {
+      if (k >= zero_k0 && k < zero_k1) {
+        std::memset(out + k * w, 0, w * sizeof(A));
+      } else {
+        std::memcpy(out + k * w, src + k * ld + c, w * sizeof(A));
+      }
+    }
     out += K * w;
     c += w;
   };

@@ -241,8 +241,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   A* h_cur = ws;
   A* h_next = h_cur + B * Hs;
-  A* h_masked = h_next + B * Hs;
-  A* c = h_masked + B * Hs;
+  A* h_masked = h_next + B * Hs;  // two buffers
+  A* c = h_masked + 2 * B * Hs;
   A* hr = c + B * N;
   A* hh_step = hr + B * KN;
   A* rpack = hh_step + B * N;  // R packed per unit block (below)
@@ -288,48 +288,70 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
     });
   }
-  for (Index st = 0; st < steps; ++st) {
-    // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
-    const A* h_rec = h_cur;
-    if (s.has_mask) {
-      for (Index b = 0; b < B; ++b) {
-        const Index tau = sm.Tau(b, st);
-        if (tau < 0) continue;
-        Vec<A>(h_masked + b * Hs, Hs) =
-            CVec<A>(h_cur + b * Hs, Hs) *
-            CVec<A>(MaskRow(s, a.mask, a.mask_per_step, tau, b) + ly.dcol, Hs);
+  auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
+    packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
+                    KN, false);
+  };
+  // hm = h ⊙ mask of step st for the units [j0, j0 + len) (rows without that step: h itself,
+  // never read).
+  auto mask_rows = [&](Index st, Index j0, Index len, const A* h, A* hm) {
+    for (Index b = 0; b < B; ++b) {
+      const Index tau = sm.Tau(b, st);
+      Vec<A> out(hm + b * Hs + j0, len);
+      if (tau < 0) {
+        out = CVec<A>(h + b * Hs + j0, len);
+      } else {
+        out = CVec<A>(h + b * Hs + j0, len) *
+              CVec<A>(MaskRow(s, a.mask, a.mask_per_step, tau, b) + ly.dcol + j0, len);
       }
-      h_rec = h_masked;
     }
-    if (proj) Gemm<A>(d, false, true, B, KN, Hs, h_rec, ly.R, hr, false);
-    // One task per unit block: its slice of R·h_rec for every gate, then its pointwise pass.
-    auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
-      packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
-                      KN, false);
-    };
-    ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, N - j0);
-        if (!proj) {
-          for (Index k = 0; k < K; ++k) {
-            if (!reset_before || k != s.gate_pos[2]) block_gemm(h_rec, k, j0, len);
-          }
+  };
+  if (!proj) {
+    // One work item per (phase of a step, unit block): the block's slice of R·h_rec for every
+    // gate, then its pointwise pass, on StepLoop (no barrier per step). A reset-before gru step
+    // has two phases: the candidate's product needs r ⊙ h_rec of every unit. h alternates
+    // between two buffers by step parity, and so does h ⊙ mask, which the blocks of step st
+    // write for step st + 1 as they finish their units.
+    A* hb[2] = {h_cur, h_next};
+    A* hm[2] = {h_masked, h_masked + B * Hs};
+    if (s.has_mask && steps > 0) mask_rows(0, 0, Hs, hb[0], hm[0]);
+    const Index phases = reset_before ? 2 : 1;
+    const int pn = s.gate_pos[2];
+    StepLoop(d, steps * phases, blocks, cost, [&](Index t, Index blk) {
+      const Index st = t / phases, par = st % 2;
+      const int phase = reset_before ? static_cast<int>(1 + t % 2) : 0;
+      const Index j0 = blk * U, len = std::min(U, N - j0);
+      const A* h_rec = s.has_mask ? hm[par] : hb[par];
+      if (phase == 2) {
+        block_gemm(hh_step, pn, j0, len);
+      } else {
+        for (Index k = 0; k < K; ++k) {
+          if (!reset_before || k != pn) block_gemm(h_rec, k, j0, len);
         }
-        FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_rec, h_next, c, hh_step, ylayer,
-                    peep, reset_before ? 1 : 0);
+      }
+      FwdBlock<A>(s, sm, ly, st, j0, len, hr, hb[par], h_rec, hb[1 - par], c, hh_step, ylayer,
+                  peep, phase);
+      if (s.has_mask && phase != 1 && st + 1 < steps) {
+        mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
       }
     });
-    if (reset_before) {  // the candidate's recurrent product needs r of every unit
+    h_cur = hb[steps % 2];
+  } else {
+    for (Index st = 0; st < steps; ++st) {
+      // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
+      const A* h_rec = h_cur;
+      if (s.has_mask) {
+        mask_rows(st, 0, Hs, h_cur, h_masked);
+        h_rec = h_masked;
+      }
+      Gemm<A>(d, false, true, B, KN, Hs, h_rec, ly.R, hr, false);
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
-          block_gemm(hh_step, s.gate_pos[2], j0, len);
           FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_rec, h_next, c, hh_step, ylayer,
-                      peep, 2);
+                      peep, 0);
         }
       });
-    }
-    if (proj) {
       Gemm<A>(d, false, true, B, Hs, N, hh_step, ly.Pm, h_next, false);
       const Index yst = s.D * Hs;
       for (Index b = 0; b < B; ++b) {
@@ -342,8 +364,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
         }
       }
+      std::swap(h_cur, h_next);
     }
-    std::swap(h_cur, h_next);
   }
   std::copy_n(h_cur, B * Hs, a.hn + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(c, B * N, a.cn + pseudo * B * N);
@@ -564,20 +586,54 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;
-  // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN), packed once per layer; block j0
-  // starts at j0·KN.
-  if (!proj && steps > 1) {
-    ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
+  if (!proj) {
+    // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN), packed once per layer; block j0
+    // starts at j0·KN. A reset-before gru candidate reaches h_prev only through r ⊙ h_rec
+    // (GruResetBwd), not through R·h: its rows are packed as zeros.
+    const Index zk0 = reset_before ? s.gate_pos[2] * N : 0, zk1 = reset_before ? zk0 + N : 0;
+    if (steps > 0) {
+      ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
+        for (Index blk = b0; blk < b1; ++blk) {
+          const Index j0 = blk * U, len = std::min(U, N - j0);
+          packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1);
+        }
+      });
+    }
+    // One work item per (phase of a step, unit block) on StepLoop, steps in reverse: the
+    // block's share of dh += dhr_{t+1} · R, then its pointwise backward (a reset-before gru
+    // step has a second phase, GruResetBwd, which needs dpn of every unit). A last item per
+    // block adds dhr of step 0 · R to dh: the gradient of h0. The per-step dhr alternates
+    // between two buffers.
+    A* dr[2] = {w.dhr_cur, w.dhr_prev};
+    const Index phases = reset_before ? 2 : 1;
+    if (steps > 0) {
+      StepLoop(d, steps * phases + 1, blocks, cost, [&](Index t, Index blk) {
+        const Index i = t / phases, st = steps - 1 - i;
+        const bool second = t % phases == 1;
         const Index j0 = blk * U, len = std::min(U, N - j0);
-        packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN);
-      }
-    });
-  }
-  for (Index st = steps - 1; st >= 0; --st) {
-    const bool has_next = st + 1 < steps;
-    if (proj) {
-      if (has_next) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+        BwdBufs<A> wl = w;
+        wl.dhr_cur = dr[i % 2];
+        wl.dhr_prev = dr[1 - i % 2];
+        if (!second && st + 1 < steps) {
+          const A* rp = w.rpack + j0 * KN;
+          if (s.has_mask) {
+            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dhm + j0, Hs, false);
+            AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
+          } else {
+            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dh + j0, Hs, true);
+          }
+        }
+        if (st < 0) return;
+        if (second) {
+          GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, wl);
+        } else {
+          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, wl, peep, a.dc_seq);
+        }
+      });
+    }
+  } else {
+    for (Index st = steps - 1; st >= 0; --st) {
+      if (st + 1 < steps) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
       for (Index b = 0; b < B; ++b) {
         const Index tau = sm.Tau(b, st);
         Vec<A> dt(w.dtot + b * Hs, Hs);
@@ -591,42 +647,20 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         Vec<A>(w.dh + b * Hs, Hs).setZero();
       }
       Gemm<A>(d, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false);
-    }
-    ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, N - j0);
-        if (!proj && has_next) {
-          // dh[:, units] += dhr_{t+1} · R[:, units]
-          const A* rp = w.rpack + j0 * KN;
-          if (s.has_mask) {
-            packed::Gemm<A>(B, KN, len, w.dhr_prev, KN, rp, w.dhm + j0, Hs, false);
-            AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
-          } else {
-            packed::Gemm<A>(B, KN, len, w.dhr_prev, KN, rp, w.dh + j0, Hs, true);
-          }
-        }
-        BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
-      }
-    });
-    if (reset_before) {
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
-          GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, w);
+          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
         }
       });
-      // The candidate reaches h_prev only through r ⊙ h_rec (done above), not through R·h.
-      for (Index b = 0; b < B; ++b) {
-        Vec<A>(w.dhr_cur + b * KN + s.gate_pos[2] * N, N).setZero();
-      }
+      std::swap(w.dhr_prev, w.dhr_cur);
     }
-    std::swap(w.dhr_prev, w.dhr_cur);
-  }
-  if (steps > 0 && s.has_mask) {
-    Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false);
-    AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, 0, 0, Hs, w.dhm, w.dh);
-  } else if (steps > 0) {
-    Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+    if (steps > 0 && s.has_mask) {
+      Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false);
+      AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, 0, 0, Hs, w.dhm, w.dh);
+    } else if (steps > 0) {
+      Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+    }
   }
   std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);

@@ -301,7 +301,7 @@ struct RnnBwdArgs {
 
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  return 3 * B * Hs + B * N + B * K * N + B * N + K * N * Hs;  // + R packed (packed_gemm.h)
+  return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs;  // + R packed (packed_gemm.h)
 }
 inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
