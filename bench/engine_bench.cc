@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
        b = vec(G);
   std::vector<float> acts[7];
   for (auto& a : acts) a.resize(T * N * H);
-  std::vector<float> ws(tfrnn::LstmBwdWorkspaceSize(T, N, H));
+  std::vector<float> ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, N, H),
+                                  tfrnn::LstmFwdWorkspaceSize(T, N, I, H)));
   tfrnn::LstmCellSpec spec;
   spec.order = tfrnn::kIfco;
   tfrnn::LstmFwdArgs<float> fa;

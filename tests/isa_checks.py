@@ -24,7 +24,10 @@ import lstm_util as U  # noqa: E402
 import reference as ref  # noqa: E402
 
 # (T, N, I, H)
-BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33)]
+# The last has weights too large for the fused input path (types.h LstmFusesInput): input
+# projection as one GEMM, then the packed recurrent product.
+BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
+               (3, 5, 9, 256)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
 # The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([N, H] and
 # [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before

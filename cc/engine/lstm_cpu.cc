@@ -155,42 +155,47 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
   });
 }
 
-// Recurrent weights packed per unit block for packed::Gemm. Block b covers units
-// [b·U, b·U + len) and starts at b·U·4H in the buffer (4·len·H elements each).
-//   forward:  per gate g, B[k, c] = w_h[k, g·H + j0 + c]       (K = H, len columns)
-//   backward: B[k, c] = w_h[j0 + c, k]                         (K = 4H, len columns)
+// Weights packed per unit block for packed::Gemm. Block b covers units [b·U, b·U + len).
+//   forward, recurrent only: block j0 starts at j0·4H and holds per gate g
+//             B[k, c] = w_h[k, g·H + j0 + c] (K = H): H·len elements per gate
+//   forward, fused input: block j0 starts at j0·4(I+H) and holds per gate g the x rows,
+//             B[k, c] = w[k, g·H + j0 + c] (K = I), then the h rows (K = H)
+//   backward: block j0 starts at j0·4H, B[k, c] = w_h[j0 + c, k] (K = 4H)
+// (w_h = w[I:], the recurrent rows.)
+enum class Pack { kFwdRecurrent, kFwdFused, kBwd };
 template <typename A>
-void PackRecurrent(const CpuDevice& d, bool backward, Index H, Index U, const A* w_h, A* out) {
-  const Index blocks = (H + U - 1) / U;
-  ParallelFor(d, blocks, 4.0 * U * H, [&](Index b0, Index b1) {
+void PackWeights(const CpuDevice& d, Pack kind, Index I, Index H, Index U, const A* w, A* out) {
+  const Index blocks = (H + U - 1) / U, G = 4 * H;
+  const Index xrows = kind == Pack::kFwdFused ? I : 0;
+  ParallelFor(d, blocks, 4.0 * U * (xrows + H), [&](Index b0, Index b1) {
     for (Index blk = b0; blk < b1; ++blk) {
       const Index j0 = blk * U, len = std::min(U, H - j0);
-      A* dst = out + j0 * 4 * H;
-      if (backward) {
-        packed::PackColMajor<A>(4 * H, len, w_h + j0 * 4 * H, 4 * H, dst);
-      } else {
-        for (int g = 0; g < 4; ++g)
-          packed::PackRowMajor<A>(H, len, w_h + g * H + j0, 4 * H, dst + g * len * H);
+      if (kind == Pack::kBwd) {
+        packed::PackColMajor<A>(G, len, w + I * G + j0 * G, G, out + j0 * G);
+        continue;
+      }
+      A* dst = out + j0 * 4 * (xrows + H);
+      for (int g = 0; g < 4; ++g) {
+        packed::PackRowMajor<A>(xrows, len, w + g * H + j0, G, dst);
+        dst += xrows * len;
+        packed::PackRowMajor<A>(H, len, w + I * G + g * H + j0, G, dst);
+        dst += H * len;
       }
     }
   });
 }
 
 // gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
-// (single-threaded: the caller parallelises over unit blocks). `wp` is the block's packed
-// weights, or null for a single step (not worth packing): then w_h is used directly.
+// (single-threaded: the caller parallelises over unit blocks), with Eigen's block product: for
+// a single step, where packing the weights would not pay.
 template <typename A>
-void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* wp,
-                       const A* w_h, A* gates) {
+void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* w_h,
+                       A* gates) {
+  Eigen::Map<const MatRM<A>, 0, OStride> hp(h_prev, N, H, OStride(H));
   for (int g = 0; g < 4; ++g) {
-    if (wp != nullptr) {
-      packed::Gemm<A>(N, H, len, h_prev, H, wp + g * len * H, gates + g * H + j0, 4 * H, true);
-    } else {
-      Eigen::Map<const MatRM<A>, 0, OStride> hp(h_prev, N, H, OStride(H));
-      Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + g * H + j0, H, len, OStride(4 * H));
-      Eigen::Map<MatRM<A>, 0, OStride> gb(gates + g * H + j0, N, len, OStride(4 * H));
-      gb.noalias() += hp * wb;
-    }
+    Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + g * H + j0, H, len, OStride(4 * H));
+    Eigen::Map<MatRM<A>, 0, OStride> gb(gates + g * H + j0, N, len, OStride(4 * H));
+    gb.noalias() += hp * wb;
   }
 }
 
@@ -213,28 +218,65 @@ void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, c
 
 template <typename A>
 void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>& a,
-                 A* gates_all) {
+                 A* workspace) {
   const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
   const Index NH = N * H, G = 4 * H;
-  // Input projection of all computed steps: [L·N, I] · w[0:I] -> [L·N, 4H].
-  Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, gates_all, false);
   const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
   const A* w_h = a.w + I * G;
-  A* w_packed = LstmUsesPacked(L, N) ? gates_all + L * N * G : nullptr;
-  if (w_packed != nullptr) PackRecurrent<A>(d, false, H, U, w_h, w_packed);
-  // Per task and step: 8·N·H·U FLOPs of GEMM plus the pointwise pass over N·U elements.
-  const double block_cost = 8.0 * N * H * U / 16 + kFwdCostPerElem * N * U;
-  StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
+  auto pointwise = [&](Index t, Index j0, Index len, const A* gates) {
     const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
-    const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
-    A* gates = gates_all + t * N * G;
     const Index off = t * NH;
-    const Index j0 = blk * U, len = std::min(U, H - j0);
-    RecurrentFwdBlock<A>(N, H, j0, len, hp, w_packed ? w_packed + j0 * G : nullptr, w_h,
-                         gates);  // += h_{t-1}·w[I:]
     FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
                a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
-  });
+  };
+  if (!LstmFusesInput(L, N, I, H)) {
+    // The input projection of all steps as one GEMM, then per step and unit block the
+    // block's columns of h_{t-1} · w[I:] (packed once, or Eigen's product for a single step)
+    // and the pointwise pass.
+    Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
+    A* w_packed = LstmUsesPacked(L, N) ? workspace + L * N * G : nullptr;
+    if (w_packed != nullptr) PackWeights<A>(d, Pack::kFwdRecurrent, I, H, U, a.w, w_packed);
+    const double block_cost = 8.0 * N * H * U / 16 + kFwdCostPerElem * N * U;
+    StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
+      const Index j0 = blk * U, len = std::min(U, H - j0);
+      A* gates = workspace + t * N * G;
+      const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
+      if (w_packed != nullptr) {
+        const A* wp = w_packed + j0 * G;
+        for (int g = 0; g < 4; ++g) {
+          packed::Gemm<A>(N, H, len, hp, H, wp + g * len * H, gates + g * H + j0, G, true);
+        }
+      } else {
+        RecurrentFwdBlock<A>(N, H, j0, len, hp, w_h, gates);
+      }
+      pointwise(t, j0, len, gates);
+    });
+  } else {
+    // Small weights: per step and unit block, [x_t, h_{t-1}] · w[:, the block's gate columns]
+    // with all of w packed once, into one step's gate buffer that every step reuses, then the
+    // pointwise pass. The separate input projection's [L·N, 4H] result made a round trip
+    // through memory (written, read back by the recurrent product, read again by the
+    // pointwise pass) that cost more than the GEMM at small batch sizes; the block's packed
+    // weights, (I+H)·len per gate, stay in its core's L2.
+    A* gates = workspace;              // [N, 4H], each block uses its own columns
+    A* w_packed = workspace + N * G;   // 4H·(I+H)
+    PackWeights<A>(d, Pack::kFwdFused, I, H, U, a.w, w_packed);
+    const double block_cost = 8.0 * N * (I + H) * U / 16 + kFwdCostPerElem * N * U;
+    StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
+      const Index j0 = blk * U, len = std::min(U, H - j0);
+      const A* x = a.x + t * N * I;
+      const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
+      const A* wp = w_packed + j0 * 4 * (I + H);
+      for (int g = 0; g < 4; ++g) {
+        A* out = gates + g * H + j0;
+        packed::Gemm<A>(N, I, len, x, I, wp, out, G, false);
+        wp += I * len;
+        packed::Gemm<A>(N, H, len, hp, H, wp, out, G, I > 0);
+        wp += H * len;
+      }
+      pointwise(t, j0, len, gates);
+    });
+  }
   // Steps past seq_len_max: all seven outputs are zero.
   const Index tail = (T - L) * NH, start = L * NH;
   for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + start, tail);
@@ -251,7 +293,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   const A* w_h = a.w + I * G;
   A* w_packed = LstmUsesPacked(L, N) ? zeros + H : nullptr;  // w[I:]ᵀ packed per unit block
   const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
-  if (w_packed != nullptr) PackRecurrent<A>(d, true, H, U, w_h, w_packed);
+  if (w_packed != nullptr) PackWeights<A>(d, Pack::kBwd, I, H, U, a.w, w_packed);
   // The state-gradient outputs double as the carries between steps.
   Zero(d, a.cs_prev_grad, NH);
   Zero(d, a.h_prev_grad, NH);

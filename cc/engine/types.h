@@ -95,11 +95,18 @@ struct LstmCellBwdArgs {
 };
 
 
-// Elements of scratch (of the compute type) the forward needs: the gate pre-activations of
-// all computed steps, and the recurrent weights w[I:] packed for the per-step kernel
-// (packed_gemm.h) when more than one step runs (LstmUsesPacked).
+// Elements of scratch (of the compute type) the forward needs, by its path (lstm_cpu.cc):
+//  - one step (LstmUsesPacked false): the input projection, [L·N, 4H];
+//  - more steps: the input projection of all steps and w[I:] packed for the per-step kernel
+//    (packed_gemm.h), 4H·H;
+//  - more steps with small weights (LstmFusesInput): one step's gate pre-activations [N, 4H],
+//    reused by every step, and all of w packed, 4H·(I+H).
 inline bool LstmUsesPacked(Index seq_len_max, Index N) { return seq_len_max > 1 && N > 0; }
-inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
+inline bool LstmFusesInput(Index seq_len_max, Index N, Index I, Index H) {
+  return LstmUsesPacked(seq_len_max, N) && (I + H) * 4 * H <= (Index(1) << 18);
+}
+inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H) {
+  if (LstmFusesInput(seq_len_max, N, I, H)) return N * 4 * H + 4 * H * (I + H);
   const Index packed = LstmUsesPacked(seq_len_max, N) ? 4 * H * H : 0;
   return seq_len_max * N * 4 * H + packed;
 }
