@@ -22,8 +22,10 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
 Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch runs eagerly
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
 --torch-threads threads (default: all CPUs, as many as TensorFlow's intra-op pool).
-Time = median of --reps calls after one warm-up call. GF/s use FLOPs of forward
-8·T·N·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three times. "%GEMM" is the
+Time = median of --reps calls after one warm-up call; the implementations of a benchmark are
+timed in turns (one call each per round), so that machine drift hits both sides. GF/s use
+FLOPs of forward 8·T·N·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
+times. "%GEMM" is the
 share of the larger of two tf.matmul rates measured in the same run and dtype: the RNN's input
 GEMM [T·N, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick). Peak memory of the
 backward benchmarks is measured in a separate process (see bench_util.MEM_METHOD).
@@ -363,6 +365,10 @@ def run_timings(args):
                 if torch is None and "torch" in PEERS[bench]:
                     impls["torch"] = RuntimeError("PyTorch not installed" if not args.no_torch
                                                   else "--no-torch")
+                # Every implementation is built and warmed up first, then timed in turns (one
+                # call of each per round): the machine's speed drifts by tens of percent over a
+                # run, and timing each side in turn lets both see the same drift.
+                rows, fns = [], {}
                 for impl in ["ours"] + PEERS[bench]:
                     f = flops(bench, size)
                     row = dict(bench=bench, impl=impl, size=list(size), dtype=dt, flops=f,
@@ -374,11 +380,25 @@ def run_timings(args):
                             raise factory
                         fn = factory()
                         fn()  # also the warm-up
-                        row["ms"] = bu.median_ms(fn, args.reps, warmup=0)
-                        row["gflops"] = f / row["ms"] / 1e6
-                        row["gemm_share"] = row["gflops"] / peak
+                        fns[impl] = fn
                     except Exception as e:  # noqa: BLE001
                         row["status"] = "n/a: " + _err_line(e)
+                    rows.append(row)
+                times = {impl: [] for impl in fns}
+                for _ in range(max(1, args.reps)):
+                    for impl, fn in list(fns.items()):
+                        try:
+                            times[impl].append(bu.time_once_ms(fn))
+                        except Exception as e:  # noqa: BLE001
+                            next(r for r in rows if r["impl"] == impl)["status"] = \
+                                "n/a: " + _err_line(e)
+                            del fns[impl]
+                for row in rows:
+                    impl = row["impl"]
+                    if row["status"] == "ok" and times.get(impl):
+                        row["ms"] = float(np.median(times[impl]))
+                        row["gflops"] = row["flops"] / row["ms"] / 1e6
+                        row["gemm_share"] = row["gflops"] / peak
                     results.append(row)
                     if args.verbose:
                         print(f"  {dt} {bu.size_str(size)} {bench} {impl}: "
@@ -638,7 +658,8 @@ def main(argv=None):
                 cpus=os.cpu_count(), reps=args.reps, quick=args.quick, square=args.square,
                 sizes=[list(s) for s in args.sizes], dtypes=args.dtypes, only=args.only,
                 flops="LSTM forward 8*T*N*H*(I+H), GRU 6*...; backward 2x, fwd+bwd 3x",
-                timing="median of reps after one warm-up call; TF callables as tf.function")
+                timing="median of reps after one warm-up call, implementations timed in turns; "
+                       "TF callables as tf.function")
     # The memory process runs after the timings, so it cannot disturb them; with --quick
     # (not a measurement) it runs alongside them to save time.
     mem = start_memory(args) if args.quick else None

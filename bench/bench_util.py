@@ -48,6 +48,13 @@ def size_str(size):
     return "x".join(str(s) for s in size)
 
 
+def time_once_ms(fn):
+    """Wall time of one fn() call in milliseconds."""
+    t0 = time.perf_counter()
+    fn()
+    return 1e3 * (time.perf_counter() - t0)
+
+
 def median_ms(fn, reps, warmup=1):
     """Median wall time of fn() in milliseconds over reps calls, after warmup calls."""
     for _ in range(warmup):
