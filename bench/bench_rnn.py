@@ -25,10 +25,10 @@ Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch 
 Time = median of --reps calls after one warm-up call; the implementations of a benchmark are
 timed in turns (one call each per round), so that machine drift hits both sides. GF/s use
 FLOPs of forward 8·T·N·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
-times. "%GEMM" is the
-share of the larger of two tf.matmul rates measured in the same run and dtype: the RNN's input
-GEMM [T·N, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick). Peak memory of the
-backward benchmarks is measured in a separate process (see bench_util.MEM_METHOD).
+times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
+dtype: the RNN's input GEMM [T·N, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
+Peak memory of the backward benchmarks is measured in a separate process (see
+bench_util.MEM_METHOD).
 bfloat16: stock BlockLSTM/LSTMBlockCell take half and float only and stock GRUBlockCell float
 only, so those peers print n/a; the Keras layers use the mixed_bfloat16 policy.
 
@@ -368,7 +368,7 @@ def run_timings(args):
                 # Every implementation is built and warmed up first, then timed in turns (one
                 # call of each per round): the machine's speed drifts by tens of percent over a
                 # run, and timing each side in turn lets both see the same drift.
-                rows, fns = [], {}
+                rows, fns = {}, {}
                 for impl in ["ours"] + PEERS[bench]:
                     f = flops(bench, size)
                     row = dict(bench=bench, impl=impl, size=list(size), dtype=dt, flops=f,
@@ -383,18 +383,16 @@ def run_timings(args):
                         fns[impl] = fn
                     except Exception as e:  # noqa: BLE001
                         row["status"] = "n/a: " + _err_line(e)
-                    rows.append(row)
+                    rows[impl] = row
                 times = {impl: [] for impl in fns}
                 for _ in range(max(1, args.reps)):
                     for impl, fn in list(fns.items()):
                         try:
                             times[impl].append(bu.time_once_ms(fn))
                         except Exception as e:  # noqa: BLE001
-                            next(r for r in rows if r["impl"] == impl)["status"] = \
-                                "n/a: " + _err_line(e)
+                            rows[impl]["status"] = "n/a: " + _err_line(e)
                             del fns[impl]
-                for row in rows:
-                    impl = row["impl"]
+                for impl, row in rows.items():
                     if row["status"] == "ok" and times.get(impl):
                         row["ms"] = float(np.median(times[impl]))
                         row["gflops"] = row["flops"] / row["ms"] / 1e6

@@ -59,12 +59,7 @@ def median_ms(fn, reps, warmup=1):
     """Median wall time of fn() in milliseconds over reps calls, after warmup calls."""
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(max(1, reps)):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
+    return float(np.median([time_once_ms(fn) for _ in range(max(1, reps))]))
 
 
 def lstm_flops(T, N, I, H, gates=4):
