@@ -118,85 +118,42 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
 //
 // A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
 // small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
-// the caller and up to blocks-1 helpers, scheduled once per call, run the items; an item
-// (t, b) starts once every item of step t-1 is done (short spin, then yield).
-//
-// Block affinity: each thread owns a lane (the caller block 0, helper k block k) and claims
-// its lane's steps in order, so a block's data (its slice of the packed weights, its units'
-// state) stays in one core's cache. A block that moved between cores at every step pulled
-// its weights (128 KiB at H=128) across the mesh each time: two threads were no faster than
-// one. A lane is not reserved, though: a thread that is waiting for step t-1 runs any
-// unclaimed item of an earlier step whose own dependency is met, and a thread whose lane is
-// finished helps the others. So the lowest unfinished item is always either being run or
-// claimable by every waiting thread: no deadlock, and the loop completes on the caller alone
-// if the pool never runs a helper. Helpers that start late find nothing and exit; the shared
-// state outlives them.
+// the caller and up to blocks-1 helpers, scheduled once per call, claim work items
+// i = t·blocks + b in order from an atomic counter and run them once every item of step t-1
+// is done (short spin, then yield). An item is only claimed by a running thread, so the
+// lowest unfinished item is always runnable by its owner: no deadlock, and the loop completes
+// on the caller alone if the pool never runs a helper. Helpers that start after the last item
+// was claimed exit at once; the shared state outlives them.
 struct StepLoopState {
-  std::atomic<Index> done{0};  // items finished; items of step t need done >= t · blocks
-  std::atomic<Index> ticket{1};  // next helper lane (the caller has lane 0)
-  std::unique_ptr<std::atomic<Index>[]> lane_next;  // per block: next step to claim
-  Index steps = 0, blocks = 1;
+  std::atomic<Index> next{0};  // next item to claim
+  std::atomic<Index> done{0};  // items finished
+  Index total = 0, blocks = 1;
   const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
 
-  StepLoopState(Index s, Index b) : lane_next(new std::atomic<Index>[b]), steps(s), blocks(b) {
-    for (Index i = 0; i < b; ++i) lane_next[i].store(0, std::memory_order_relaxed);
-  }
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
   }
-  bool Claim(Index b, Index s) {
-    return lane_next[b].compare_exchange_strong(s, s + 1, std::memory_order_acq_rel);
-  }
-  void Run(Index t, Index b) {
-    (*fn)(t, b);
-    done.fetch_add(1, std::memory_order_release);
-  }
-  // Claims and runs one item of a step below `t` whose dependency is met, if there is one.
-  bool HelpBelow(Index t) {
-    for (Index b = 0; b < blocks; ++b) {
-      const Index s = lane_next[b].load(std::memory_order_acquire);
-      if (s < t && s < steps && done.load(std::memory_order_acquire) >= s * blocks &&
-          Claim(b, s)) {
-        Run(s, b);
-        return true;
-      }
-    }
-    return false;
-  }
-  // Waits until `n` items are done, running claimable items of steps below `t` meanwhile.
-  void WaitDone(Index n, Index t) {
+  // Waits (short spin, then yield) until `n` items are done.
+  void WaitDone(Index n) const {
     for (int spin = 0; done.load(std::memory_order_acquire) < n; ++spin) {
-      if (HelpBelow(t)) {
-        spin = 0;
-      } else if (spin < 4096) {
+      if (spin < 4096) {
         Pause();
       } else {
         std::this_thread::yield();
       }
     }
   }
-  void RunItem(Index t, Index b) {
-    WaitDone(t * blocks, t);
-    Run(t, b);
-  }
-  // Runs the lane's items in order, then helps with whatever is left.
-  void Work(Index lane) {
-    if (lane < blocks) {
-      for (Index s = lane_next[lane].load(std::memory_order_acquire); s < steps;
-           s = lane_next[lane].load(std::memory_order_acquire)) {
-        if (Claim(lane, s)) RunItem(s, lane);
-      }
-    }
-    for (bool left = true; left;) {
-      left = false;
-      for (Index b = 0; b < blocks; ++b) {
-        const Index s = lane_next[b].load(std::memory_order_acquire);
-        if (s >= steps) continue;
-        left = true;
-        if (Claim(b, s)) RunItem(s, b);
-      }
+  // Claims and runs items until none are left.
+  void Work() {
+    for (;;) {
+      const Index i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= total) return;
+      const Index t = i / blocks, need = t * blocks;
+      WaitDone(need);
+      (*fn)(t, i - need);
+      done.fetch_add(1, std::memory_order_release);
     }
   }
 };
@@ -212,14 +169,13 @@ void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_blo
     return;
   }
   const std::function<void(Index, Index)> body = [&fn](Index t, Index b) { fn(t, b); };
-  auto state = std::make_shared<StepLoopState>(steps, blocks);
+  auto state = std::make_shared<StepLoopState>();
+  state->total = steps * blocks;
+  state->blocks = blocks;
   state->fn = &body;
-  for (Index h = 0; h < helpers; ++h) {
-    d.enqueueNoNotification([state] { state->Work(state->ticket.fetch_add(1)); });
-  }
-  state->Work(0);
-  // Every item is claimed; wait for the helpers' last ones.
-  state->WaitDone(steps * blocks, 0);
+  for (Index h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
+  state->Work();
+  state->WaitDone(state->total);  // every item is claimed; wait for the helpers' last ones
 }
 
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into
