@@ -223,60 +223,49 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   const Index NH = N * H, G = 4 * H;
   const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
   const A* w_h = a.w + I * G;
-  auto pointwise = [&](Index t, Index j0, Index len, const A* gates) {
+  // Per step and unit block: the block's gate columns of the step's pre-activations, then its
+  // pointwise pass. Three ways to the pre-activations:
+  //  - small weights (fused): [x_t, h_{t-1}] · w with all of w packed once, into one step's
+  //    gate buffer that every step reuses. A separate input projection's [L·N, 4H] result
+  //    makes a round trip through memory (written, read back by the recurrent product, read
+  //    again by the pointwise pass) that cost more than the GEMM at small batch sizes; the
+  //    block's packed weights, (I+H)·len per gate, stay in its core's L2;
+  //  - otherwise the input projection of all steps as one GEMM, plus h_{t-1} · w[I:] with
+  //    w[I:] packed once;
+  //  - a single step: the same with Eigen's block product (packing would not pay).
+  const bool fused = LstmFusesInput(L, N, I, H);
+  const Index xrows = fused ? I : 0;  // rows of w in the per-step product besides w[I:]
+  if (!fused) Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
+  A* w_packed = nullptr;
+  if (LstmUsesPacked(L, N)) {
+    w_packed = workspace + (fused ? N * G : L * N * G);
+    PackWeights<A>(d, fused ? Pack::kFwdFused : Pack::kFwdRecurrent, I, H, U, a.w, w_packed);
+  }
+  const double block_cost = 8.0 * N * (xrows + H) * U / 16 + kFwdCostPerElem * N * U;
+  StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
+    const Index j0 = blk * U, len = std::min(U, H - j0);
+    A* gates = fused ? workspace : workspace + t * N * G;
+    const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
+    if (w_packed == nullptr) {
+      RecurrentFwdBlock<A>(N, H, j0, len, hp, w_h, gates);
+    } else {
+      const A* wp = w_packed + j0 * 4 * (xrows + H);
+      for (int g = 0; g < 4; ++g) {
+        A* out = gates + g * H + j0;
+        if (xrows > 0) {
+          packed::Gemm<A>(N, I, len, a.x + t * N * I, I, wp, out, G, false);
+          wp += I * len;
+        }
+        // Adds to the input projection, except in a fused product without input rows.
+        packed::Gemm<A>(N, H, len, hp, H, wp, out, G, !fused || xrows > 0);
+        wp += H * len;
+      }
+    }
     const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
     const Index off = t * NH;
     FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
                a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
-  };
-  if (!LstmFusesInput(L, N, I, H)) {
-    // The input projection of all steps as one GEMM, then per step and unit block the
-    // block's columns of h_{t-1} · w[I:] (packed once, or Eigen's product for a single step)
-    // and the pointwise pass.
-    Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
-    A* w_packed = LstmUsesPacked(L, N) ? workspace + L * N * G : nullptr;
-    if (w_packed != nullptr) PackWeights<A>(d, Pack::kFwdRecurrent, I, H, U, a.w, w_packed);
-    const double block_cost = 8.0 * N * H * U / 16 + kFwdCostPerElem * N * U;
-    StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
-      const Index j0 = blk * U, len = std::min(U, H - j0);
-      A* gates = workspace + t * N * G;
-      const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
-      if (w_packed != nullptr) {
-        const A* wp = w_packed + j0 * G;
-        for (int g = 0; g < 4; ++g) {
-          packed::Gemm<A>(N, H, len, hp, H, wp + g * len * H, gates + g * H + j0, G, true);
-        }
-      } else {
-        RecurrentFwdBlock<A>(N, H, j0, len, hp, w_h, gates);
-      }
-      pointwise(t, j0, len, gates);
-    });
-  } else {
-    // Small weights: per step and unit block, [x_t, h_{t-1}] · w[:, the block's gate columns]
-    // with all of w packed once, into one step's gate buffer that every step reuses, then the
-    // pointwise pass. The separate input projection's [L·N, 4H] result made a round trip
-    // through memory (written, read back by the recurrent product, read again by the
-    // pointwise pass) that cost more than the GEMM at small batch sizes; the block's packed
-    // weights, (I+H)·len per gate, stay in its core's L2.
-    A* gates = workspace;              // [N, 4H], each block uses its own columns
-    A* w_packed = workspace + N * G;   // 4H·(I+H)
-    PackWeights<A>(d, Pack::kFwdFused, I, H, U, a.w, w_packed);
-    const double block_cost = 8.0 * N * (I + H) * U / 16 + kFwdCostPerElem * N * U;
-    StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
-      const Index j0 = blk * U, len = std::min(U, H - j0);
-      const A* x = a.x + t * N * I;
-      const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
-      const A* wp = w_packed + j0 * 4 * (I + H);
-      for (int g = 0; g < 4; ++g) {
-        A* out = gates + g * H + j0;
-        packed::Gemm<A>(N, I, len, x, I, wp, out, G, false);
-        wp += I * len;
-        packed::Gemm<A>(N, H, len, hp, H, wp, out, G, I > 0);
-        wp += H * len;
-      }
-      pointwise(t, j0, len, gates);
-    });
-  }
+  });
   // Steps past seq_len_max: all seven outputs are zero.
   const Index tail = (T - L) * NH, start = L * NH;
   for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + start, tail);
