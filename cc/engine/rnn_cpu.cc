@@ -70,32 +70,30 @@ inline uint64_t Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// v = act(v), in place.
+// v = act(v), in place, in one-packet chunks (no scalar libm peel for tanh and sigmoid:
+// cpu_device.h Chunked).
 template <typename A>
 void Activate(RnnAct act, Vec<A>& v) {
-  A* p = v.data();
-  switch (act) {
-    case RnnAct::kNone:
-      break;
-    case RnnAct::kRelu:
-      v = v.max(A(0));
-      break;
-    case RnnAct::kTanh:  // in one-packet chunks: no scalar libm peel (cpu_device.h Chunked)
-      Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
-        VecN<A, decltype(width)::value> x(p + c, w);
+  if (act == RnnAct::kNone) return;
+  Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
+    VecN<A, decltype(width)::value> x(v.data() + c, w);
+    switch (act) {
+      case RnnAct::kNone:
+        break;
+      case RnnAct::kRelu:
+        x = x.max(A(0));
+        break;
+      case RnnAct::kTanh:
         x = x.tanh();
-      });
-      break;
-    case RnnAct::kSigmoid:
-      Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
-        VecN<A, decltype(width)::value> x(p + c, w);
+        break;
+      case RnnAct::kSigmoid:
         x = x.logistic();
-      });
-      break;
-    case RnnAct::kHardSigmoid:
-      v = (v * A(0.2) + A(0.5)).max(A(0)).min(A(1));
-      break;
-  }
+        break;
+      case RnnAct::kHardSigmoid:
+        x = (x * A(0.2) + A(0.5)).max(A(0)).min(A(1));
+        break;
+    }
+  });
 }
 
 // d *= act'(x), given y = act(x) (every supported activation's derivative is a function of y).
@@ -275,38 +273,38 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const Index steps = sm.MaxSteps(B);
   const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
-  // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h], packed once per
-  // layer for packed::Gemm; block j0 starts at j0·K·Hs, its gate k at k·len·Hs.
-  if (!proj && steps > 0) {
-    ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
-      for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, N - j0);
-        for (Index k = 0; k < K; ++k) {
-          packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs,
-                                  rpack + j0 * K * Hs + k * len * Hs);
+  if (!proj) {
+    // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h], packed once per
+    // layer for packed::Gemm; block j0 starts at j0·K·Hs, its gate k at k·len·Hs.
+    if (steps > 0) {
+      ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
+        for (Index blk = b0; blk < b1; ++blk) {
+          const Index j0 = blk * U, len = std::min(U, N - j0);
+          for (Index k = 0; k < K; ++k) {
+            packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs,
+                                    rpack + j0 * K * Hs + k * len * Hs);
+          }
+        }
+      });
+    }
+    auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
+      packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
+                      KN, false);
+    };
+    // hm = h ⊙ mask of step st for the units [j0, j0 + len) (rows without that step: h itself,
+    // never read).
+    auto mask_rows = [&](Index st, Index j0, Index len, const A* h, A* hm) {
+      for (Index b = 0; b < B; ++b) {
+        const Index tau = sm.Tau(b, st);
+        Vec<A> out(hm + b * Hs + j0, len);
+        if (tau < 0) {
+          out = CVec<A>(h + b * Hs + j0, len);
+        } else {
+          out = CVec<A>(h + b * Hs + j0, len) *
+                CVec<A>(MaskRow(s, a.mask, a.mask_per_step, tau, b) + ly.dcol + j0, len);
         }
       }
-    });
-  }
-  auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
-    packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
-                    KN, false);
-  };
-  // hm = h ⊙ mask of step st for the units [j0, j0 + len) (rows without that step: h itself,
-  // never read).
-  auto mask_rows = [&](Index st, Index j0, Index len, const A* h, A* hm) {
-    for (Index b = 0; b < B; ++b) {
-      const Index tau = sm.Tau(b, st);
-      Vec<A> out(hm + b * Hs + j0, len);
-      if (tau < 0) {
-        out = CVec<A>(h + b * Hs + j0, len);
-      } else {
-        out = CVec<A>(h + b * Hs + j0, len) *
-              CVec<A>(MaskRow(s, a.mask, a.mask_per_step, tau, b) + ly.dcol + j0, len);
-      }
-    }
-  };
-  if (!proj) {
+    };
     // One work item per (phase of a step, unit block): the block's slice of R·h_rec for every
     // gate, then its pointwise pass, on StepLoop (no barrier per step). A reset-before gru step
     // has two phases: the candidate's product needs r ⊙ h_rec of every unit. h alternates
@@ -337,18 +335,15 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     });
     h_cur = hb[steps % 2];
   } else {
+    // Projection: per step R·h, the pointwise pass, then the projection, each on the pool.
+    // (The projection comes only from CudnnRNN and the recurrent mask only from the MPSGraph
+    // ops: the two never meet.)
     for (Index st = 0; st < steps; ++st) {
-      // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
-      const A* h_rec = h_cur;
-      if (s.has_mask) {
-        mask_rows(st, 0, Hs, h_cur, h_masked);
-        h_rec = h_masked;
-      }
-      Gemm<A>(d, false, true, B, KN, Hs, h_rec, ly.R, hr, false);
+      Gemm<A>(d, false, true, B, KN, Hs, h_cur, ly.R, hr, false);
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
-          FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_rec, h_next, c, hh_step, ylayer,
+          FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_cur, h_next, c, hh_step, ylayer,
                       peep, 0);
         }
       });
@@ -598,15 +593,13 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
           packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1);
         }
       });
-    }
-    // One work item per (phase of a step, unit block) on StepLoop, steps in reverse: the
-    // block's share of dh += dhr_{t+1} · R, then its pointwise backward (a reset-before gru
-    // step has a second phase, GruResetBwd, which needs dpn of every unit). A last item per
-    // block adds dhr of step 0 · R to dh: the gradient of h0. The per-step dhr alternates
-    // between two buffers.
-    A* dr[2] = {w.dhr_cur, w.dhr_prev};
-    const Index phases = reset_before ? 2 : 1;
-    if (steps > 0) {
+      // One work item per (phase of a step, unit block) on StepLoop, steps in reverse: the
+      // block's share of dh += dhr_{t+1} · R, then its pointwise backward (a reset-before gru
+      // step has a second phase, GruResetBwd, which needs dpn of every unit). A last item per
+      // block adds dhr of step 0 · R to dh: the gradient of h0. The per-step dhr alternates
+      // between two buffers.
+      A* dr[2] = {w.dhr_cur, w.dhr_prev};
+      const Index phases = reset_before ? 2 : 1;
       StepLoop(d, steps * phases + 1, blocks, cost, [&](Index t, Index blk) {
         const Index i = t / phases, st = steps - 1 - i;
         const bool second = t % phases == 1;
@@ -632,6 +625,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       });
     }
   } else {
+    // Projection (never with a recurrent mask: see LayerForward): per step on the pool.
     for (Index st = steps - 1; st >= 0; --st) {
       if (st + 1 < steps) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
       for (Index b = 0; b < B; ++b) {
@@ -655,12 +649,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       });
       std::swap(w.dhr_prev, w.dhr_cur);
     }
-    if (steps > 0 && s.has_mask) {
-      Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false);
-      AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, 0, 0, Hs, w.dhm, w.dh);
-    } else if (steps > 0) {
-      Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
-    }
+    if (steps > 0) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
   }
   std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);
