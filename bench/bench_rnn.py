@@ -23,7 +23,9 @@ Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch 
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
 --torch-threads threads (default: all CPUs, as many as TensorFlow's intra-op pool).
 Time = median of --reps calls after one warm-up call; the implementations of a benchmark are
-timed in turns (one call each per round), so that machine drift hits both sides. GF/s use
+timed in turns (per round, one untimed then one timed call of each), so that machine drift hits
+both sides while no side is timed in the wake of another (PyTorch's OpenMP workers keep
+spinning after a call returns). GF/s use
 FLOPs of forward 8·T·N·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
 times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
 dtype: the RNN's input GEMM [T·N, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
@@ -384,10 +386,16 @@ def run_timings(args):
                     except Exception as e:  # noqa: BLE001
                         row["status"] = "n/a: " + _err_line(e)
                     rows[impl] = row
+                # Each turn starts with one untimed call. PyTorch's OpenMP workers spin for
+                # milliseconds after a call returns and take a core from whatever runs next
+                # (measured: ours lstm_train at 200x16x64x128 took 16.1 ms right after an
+                # nn.LSTM step, 11.4 ms back to back); in a training loop each framework runs
+                # back to back with itself, which the settling call restores.
                 times = {impl: [] for impl in fns}
                 for _ in range(max(1, args.reps)):
                     for impl, fn in list(fns.items()):
                         try:
+                            fn()
                             times[impl].append(bu.time_once_ms(fn))
                         except Exception as e:  # noqa: BLE001
                             rows[impl]["status"] = "n/a: " + _err_line(e)
