@@ -21,6 +21,9 @@ import reference as ref
 F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 SIZES = [(4, 3, 5, 7), (3, 4, 6, 8)]                      # (T, B, I, C): odd and even
 EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B=1, I=C=1
+# Long enough for several chunks of steps in the pipelined backward (cc/engine/types.h
+# LstmBwdPipelined: chunks of 128 / B steps); 4C = 36 splits into uneven column panels.
+LONG_SIZES = [(90, 3, 4, 9)]
 CLIPS = [-1.0, 0.5, 3.0]                                  # off, binding, default
 FORGET_BIASES = [0.0, 1.0, 0.3]
 FWD_OPS = ("LSTMBlockCell", "BlockLSTM", "BlockLSTMV2")
@@ -71,7 +74,9 @@ FWD_F32_CASES = (_fwd_cases(SIZES, [False, True], CLIPS, FORGET_BIASES, ["0", "1
 FWD_SMALL_CASES = (_fwd_cases(SIZES[:1], [False, True], [-1.0, 0.5], [0.3], ["1", "T"])
                    + _fwd_cases(EDGE_SIZES[1:3], [True], [0.5], [1.0], ["T-1"]))
 GRAD_F32_CASES = (_grad_cases(SIZES, [False, True], ["0", "1", "T-1", "T"])
-                  + _grad_cases(EDGE_SIZES, [True], ["T-1", "T"]))
+                  + _grad_cases(EDGE_SIZES, [True], ["T-1", "T"])
+                  + _grad_cases(LONG_SIZES, [False, True], ["T-1", "T"],
+                                ops=GRAD_OPS[1:]))
 GRAD_SMALL_CASES = (_grad_cases(SIZES[:1], [False, True], ["1", "T"])
                     + _grad_cases(EDGE_SIZES[1:3], [True], ["T"]))
 
@@ -279,6 +284,23 @@ def test_grad_op_float32(ours, rng, op, size, peep, slm_case):
 def test_grad_op_other_dtypes(ours, rng, dtype, op, size, peep, slm_case):
     got, stock, want, slm = _run_grad(ours, rng, op, size, peep, slm_case, dtype)
     _check_grad(op, got, stock, want, slm, U.TOL[dtype])
+
+
+@pytest.mark.parametrize("op", GRAD_OPS[1:])
+def test_grad_op_deterministic(ours, rng, op):
+    """Repeated calls give bit-identical gradients: the pipelined backward splits its w_grad /
+    b_grad sums over threads, but adds the chunks of each column panel in a fixed order."""
+    T, B, I, C = 150, 2, 5, 20
+    p = {k: U.round_to(v, F32) for k, v in U.make_params(rng, T, B, I, C).items()}
+    acts = [U.round_to(a, F32) for a in U.ref_fwd(
+        U.FWD_FOR_GRAD[op], p, T, forget_bias=0.3, cell_clip=0.5, use_peephole=True)]
+    inputs = U.grad_inputs(op, p, acts, rng.normal(size=(T, B, C)), rng.normal(size=(T, B, C)))
+    it = U.tensors(inputs, F32)
+    first = [U.to_numpy(g) for g in U.call_grad(ours, op, it, T, use_peephole=True)]
+    for _ in range(4):
+        again = [U.to_numpy(g) for g in U.call_grad(ours, op, it, T, use_peephole=True)]
+        for a, b, n in zip(first, again, U.grad_output_names(op)):
+            np.testing.assert_array_equal(a, b, err_msg=n)
 
 
 @pytest.mark.parametrize("peep", [False, True])

@@ -178,6 +178,78 @@ void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_blo
   state->WaitDone(state->total);  // every item is claimed; wait for the helpers' last ones
 }
 
+// Runs chain(s) for every s in [0, steps), in order, on the caller, and side(i) for every
+// task i in [0, tasks) once need(i) <= steps chain steps are done and task dep(i) < i (or
+// none: -1) has finished: on up to `helpers` pool threads while the chain runs, and on the
+// caller too once the chain has ended.
+//
+// For a step chain too short per step to split across cores (each step would read rows the
+// other core just wrote): one core runs the chain, the others the work that only waits for
+// finished steps (the backward's GEMMs over them) instead of all of it after the chain. Tasks
+// are claimed in index order by running threads only and depend on lower tasks and the chain
+// only, so the lowest unfinished task can always proceed: the call completes on the caller
+// alone when the pool runs no helper. A task that accumulates into the output of an earlier
+// one names it as dep, so each sum is formed in a fixed order (deterministic results).
+struct ChainSideState {
+  std::atomic<Index> chain_done{0}, next{0}, finished{0};
+  std::unique_ptr<std::atomic<bool>[]> done;
+  Index tasks = 0;
+  const std::function<Index(Index)>* need = nullptr;  // valid while tasks remain unclaimed
+  const std::function<Index(Index)>* dep = nullptr;
+  const std::function<void(Index)>* side = nullptr;
+
+  template <typename Ready>
+  static void WaitUntil(Ready&& ready) {
+    for (int spin = 0; !ready(); ++spin) {
+      if (spin < 4096) {
+        StepLoopState::Pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  void Work() {
+    for (;;) {
+      const Index i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= tasks) return;
+      const Index n = (*need)(i), j = (*dep)(i);
+      WaitUntil([&] { return chain_done.load(std::memory_order_acquire) >= n; });
+      if (j >= 0) WaitUntil([&] { return done[j].load(std::memory_order_acquire); });
+      (*side)(i);
+      done[i].store(true, std::memory_order_release);
+      finished.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+template <typename Chain, typename Need, typename Dep, typename Side>
+void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers, Chain&& chain,
+                       Need&& need, Dep&& dep, Side&& side) {
+  const std::function<Index(Index)> need_fn = [&need, steps](Index i) {
+    return std::min<Index>(need(i), steps);
+  };
+  const std::function<Index(Index)> dep_fn = [&dep](Index i) {
+    const Index j = dep(i);
+    return j < i ? j : Index(-1);
+  };
+  const std::function<void(Index)> side_fn = [&side](Index i) { side(i); };
+  auto state = std::make_shared<ChainSideState>();
+  state->done.reset(new std::atomic<bool>[std::max<Index>(tasks, 1)]);
+  for (Index i = 0; i < tasks; ++i) state->done[i].store(false, std::memory_order_relaxed);
+  state->tasks = tasks;
+  state->need = &need_fn;
+  state->dep = &dep_fn;
+  state->side = &side_fn;
+  for (int h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
+  for (Index s = 0; s < steps; ++s) {
+    chain(s);
+    state->chain_done.store(s + 1, std::memory_order_release);
+  }
+  state->Work();
+  ChainSideState::WaitUntil(
+      [&] { return state->finished.load(std::memory_order_acquire) >= tasks; });
+}
+
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into
 // chunks across the pool; each chunk is summed row by row (contiguous, vectorised), so the
 // result does not depend on the number of threads.

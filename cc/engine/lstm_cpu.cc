@@ -271,6 +271,52 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + start, tail);
 }
 
+// Gradients over the steps [ta, tb) whose gate gradients are done, on the calling thread (the
+// GEMM work beside the pipelined backward's step chain):
+//   x_grad[t] = dgates[t] · w[0:I]ᵀ                                    (XGradSteps)
+//   w_grad[:, c0:c1] (+)= [x_t, h_{t-1}]ᵀ · dgates[t][:, c0:c1],
+//   b_grad[c0:c1] (+)= Σ_rows dgates[t][:, c0:c1]           (GradPanelSteps; `first`: set)
+template <typename A>
+void XGradSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Index tb) {
+  const Index N = a.N, I = a.I, G = 4 * a.H, rows = (tb - ta) * N;
+  using CMap = Eigen::Map<const MatRM<A>>;
+  Eigen::Map<MatRM<A>>(a.x_grad + ta * N * I, rows, I).noalias() =
+      CMap(dgates_all + ta * N * G, rows, G) * CMap(a.w, I, G).transpose();
+}
+
+template <typename A>
+void GradPanelSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Index tb, Index c0,
+                    Index c1, bool first) {
+  const Index N = a.N, I = a.I, H = a.H, G = 4 * H, rows = (tb - ta) * N, len = c1 - c0;
+  using CMap = Eigen::Map<const MatRM<A>>;
+  using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
+  using OutBlock = Eigen::Map<MatRM<A>, 0, OStride>;
+  const A* dg0 = dgates_all + ta * N * G + c0;
+  Block dg(dg0, rows, len, OStride(G));
+  OutBlock wx(a.w_grad + c0, I, len, OStride(G)), wh(a.w_grad + I * G + c0, H, len, OStride(G));
+  CMap x(a.x + ta * N * I, rows, I);
+  // h_{t-1}: h_prev for t = 0, else h[t-1] (rows contiguous from there on).
+  const Index lead = ta == 0 ? N : 0;
+  CMap h_rest(a.h + (ta == 0 ? 0 : (ta - 1) * N * H), rows - lead, H);
+  Block dg_rest(dg0 + lead * G, rows - lead, len, OStride(G));
+  if (first) {
+    wx.noalias() = x.transpose() * dg;
+    if (lead) {
+      wh.noalias() = CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
+      if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
+    } else {
+      wh.noalias() = h_rest.transpose() * dg_rest;
+    }
+  } else {
+    wx.noalias() += x.transpose() * dg;
+    if (lead) wh.noalias() += CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
+    if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
+  }
+  Vec<A> bg(a.b_grad + c0, len);
+  if (first) bg.setZero();
+  for (Index r = 0; r < rows; ++r) bg += CVec<A>(dg0 + r * G, len);
+}
+
 template <typename A>
 void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A>& a,
                   A* workspace) {
@@ -281,7 +327,9 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   Zero(d, zeros, H);
   const A* w_h = a.w + I * G;
   A* w_packed = LstmUsesPacked(L, N) ? zeros + H : nullptr;  // w[I:]ᵀ packed per unit block
-  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
+  // Small batch: the step chain on one thread, the GEMMs over finished steps beside it.
+  const bool pipelined = LstmBwdPipelined(L, N, d.numThreads());
+  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   if (w_packed != nullptr) PackWeights<A>(d, Pack::kBwd, I, H, U, a.w, w_packed);
   // The state-gradient outputs double as the carries between steps.
   Zero(d, a.cs_prev_grad, NH);
@@ -289,7 +337,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   const double block_cost = 8.0 * N * H * U / 16 + kBwdCostPerElem * N * U;
   const A* opt[5] = {a.i_grad, a.f_grad, a.o_grad, a.ci_grad, a.co_grad};
   // Steps run in descending t; the last loop step (t = -1) is dL/dh_prev = dgates[0]·w[I:]ᵀ.
-  StepLoop(d, L > 0 ? L + 1 : 0, blocks, block_cost, [&](Index step, Index blk) {
+  auto step_block = [&](Index step, Index blk) {
     const Index t = L - 1 - step;
     const Index j0 = blk * U, len = std::min(U, H - j0);
     const A* wp = w_packed ? w_packed + j0 * G : nullptr;
@@ -318,15 +366,45 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     st.dcs_carry = a.cs_prev_grad;
     st.dgates = dgates_all + t * N * G;
     BwdRows<A>(s, a.exact_clip_grad, H, 0, N, j0, len, st, a.wci, a.wcf, a.wco);
-  });
-  // x_grad = dgates · w[0:I]ᵀ over all steps; zero past seq_len_max.
-  Gemm<A>(d, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
-  Zero(d, a.x_grad + L * N * I, (T - L) * N * I);
-  // w_grad[0:I] = xᵀ · dgates ; w_grad[I:] = h_prevᵀ · dgates[0] + h[0:L-1]ᵀ · dgates[1:L].
+  };
+  const Index steps = L > 0 ? L + 1 : 0;
+  Zero(d, a.x_grad + L * N * I, (T - L) * N * I);  // x_grad is zero past seq_len_max
   if (L == 0) {
     Zero(d, a.w_grad, (I + H) * G);
     Zero(d, a.b_grad, G);
+  } else if (pipelined) {
+    // Side tasks in chunks of C steps, in the chain's (descending) order: chunk k covers t in
+    // [L - (k+1)·C, L - k·C). Per chunk, P tasks add its share to P column panels of w_grad
+    // and b_grad (each panel after the previous chunk's task of that panel: a fixed order of
+    // summation), then one task computes its rows of x_grad.
+    const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
+    const int threads = std::min(d.numThreads(), 8);
+    const Index panel = ((G + threads - 1) / threads + 15) / 16 * 16;  // whole packets
+    const Index P = (G + panel - 1) / panel;
+    auto t_range = [&](Index k, Index* ta, Index* tb) {
+      *ta = std::max<Index>(0, L - (k + 1) * C);
+      *tb = L - k * C;
+    };
+    ChainWithSideWork(
+        d, steps, chunks * (P + 1), threads - 1, [&](Index step) { step_block(step, 0); },
+        [&](Index i) { return std::min(L, (i / (P + 1) + 1) * C); },
+        [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
+        [&](Index i) {
+          const Index k = i / (P + 1), j = i % (P + 1);
+          Index ta, tb;
+          t_range(k, &ta, &tb);
+          if (j == P) {
+            XGradSteps<A>(a, dgates_all, ta, tb);
+          } else {
+            GradPanelSteps<A>(a, dgates_all, ta, tb, j * panel, std::min(G, (j + 1) * panel),
+                              k == 0);
+          }
+        });
   } else {
+    StepLoop(d, steps, blocks, block_cost, step_block);
+    // x_grad = dgates · w[0:I]ᵀ over all steps.
+    Gemm<A>(d, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
+    // w_grad[0:I] = xᵀ · dgates ; w_grad[I:] = h_prevᵀ · dgates[0] + h[0:L-1]ᵀ · dgates[1:L].
     Gemm<A>(d, true, false, I, G, L * N, a.x, dgates_all, a.w_grad, false);
     A* wg_h = a.w_grad + I * G;
     Gemm<A>(d, true, false, H, G, N, a.h_prev, dgates_all, wg_h, false);

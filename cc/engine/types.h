@@ -111,6 +111,13 @@ inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H) 
   return seq_len_max * N * 4 * H + packed;
 }
 
+// The backward's step chain runs on one thread while the others compute x_grad, w_grad and
+// b_grad over the finished steps (LstmBackward, lstm_cpu.cc) when the batch is small: a step
+// of a 32-row chain is too short to split across cores.
+inline bool LstmBwdPipelined(Index seq_len_max, Index N, int threads) {
+  return threads > 1 && LstmUsesPacked(seq_len_max, N) && N <= 32;
+}
+
 // Elements of scratch the backward needs: the gate gradients of all steps, a zero row, and
 // w[I:]ᵀ packed for the per-step kernel.
 inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
