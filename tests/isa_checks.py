@@ -26,8 +26,9 @@ import reference as ref  # noqa: E402
 # (T, N, I, H)
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
 # input projection as one GEMM, then the packed recurrent product. The last two run the
-# pipelined backward (LstmBwdPipelined) over several chunks of steps (128 / N steps each),
-# with seq_len_max = T - 5; 4H = 36 splits into uneven column panels.
+# pipelined forward and backward (LstmFwdPipelined, LstmBwdPipelined) over several chunks of
+# steps (128 / N steps each), with seq_len_max = T - 5; 4H = 36 splits into uneven column
+# panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
                (3, 5, 9, 256), (75, 4, 3, 9), (140, 2, 5, 20)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]

@@ -21,8 +21,9 @@ import reference as ref
 F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 SIZES = [(4, 3, 5, 7), (3, 4, 6, 8)]                      # (T, B, I, C): odd and even
 EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B=1, I=C=1
-# Long enough for several chunks of steps in the pipelined backward (cc/engine/types.h
-# LstmBwdPipelined: chunks of 128 / B steps); 4C = 36 splits into uneven column panels.
+# Long enough for several chunks of steps in the pipelined forward and backward
+# (cc/engine/types.h LstmFwdPipelined, LstmBwdPipelined: chunks of 128 / B steps); 4C = 36
+# splits into uneven column panels.
 LONG_SIZES = [(90, 3, 4, 9)]
 CLIPS = [-1.0, 0.5, 3.0]                                  # off, binding, default
 FORGET_BIASES = [0.0, 1.0, 0.3]
@@ -70,7 +71,9 @@ def _grad_cases(sizes, peepholes, slm_cases, ops=GRAD_OPS):
 
 
 FWD_F32_CASES = (_fwd_cases(SIZES, [False, True], CLIPS, FORGET_BIASES, ["0", "1", "T-1", "T"])
-                 + _fwd_cases(EDGE_SIZES, [True], [0.5], [0.3], ["0", "T-1", "T"]))
+                 + _fwd_cases(EDGE_SIZES, [True], [0.5], [0.3], ["0", "T-1", "T"])
+                 + _fwd_cases(LONG_SIZES, [False, True], [0.5], [0.3], ["T-1", "T"],
+                              ops=FWD_OPS[1:]))
 FWD_SMALL_CASES = (_fwd_cases(SIZES[:1], [False, True], [-1.0, 0.5], [0.3], ["1", "T"])
                    + _fwd_cases(EDGE_SIZES[1:3], [True], [0.5], [1.0], ["T-1"]))
 GRAD_F32_CASES = (_grad_cases(SIZES, [False, True], ["0", "1", "T-1", "T"])

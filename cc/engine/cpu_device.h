@@ -181,15 +181,18 @@ void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_blo
 // Runs chain(s) for every s in [0, steps), in order, on the caller, and side(i) for every
 // task i in [0, tasks) once need(i) <= steps chain steps are done and task dep(i) < i (or
 // none: -1) has finished: on up to `helpers` pool threads while the chain runs, and on the
-// caller too once the chain has ended.
+// caller too once the chain has ended. Chain step s in turn starts once task feed(s) (or
+// none: -1) has finished; neither it nor any lower task may need chain steps past s-1.
 //
 // For a step chain too short per step to split across cores (each step would read rows the
-// other core just wrote): one core runs the chain, the others the work that only waits for
-// finished steps (the backward's GEMMs over them) instead of all of it after the chain. Tasks
-// are claimed in index order by running threads only and depend on lower tasks and the chain
-// only, so the lowest unfinished task can always proceed: the call completes on the caller
-// alone when the pool runs no helper. A task that accumulates into the output of an earlier
-// one names it as dep, so each sum is formed in a fixed order (deterministic results).
+// other core just wrote): one core runs the chain, the others the work beside it: the
+// forward's input projection ahead of the steps that read it (feed), the backward's GEMMs
+// over finished steps (need) instead of all of it after the chain. Tasks are claimed in index
+// order by running threads only, depend on lower tasks and on chain steps only, and a chain
+// step waiting for an unclaimed task runs it itself: the lowest unfinished task or chain step
+// can always proceed, and the call completes on the caller alone when the pool runs no helper.
+// A task that accumulates into the output of an earlier one names it as dep, so each sum is
+// formed in a fixed order (deterministic results).
 struct ChainSideState {
   std::atomic<Index> chain_done{0}, next{0}, finished{0};
   std::unique_ptr<std::atomic<bool>[]> done;
@@ -208,23 +211,39 @@ struct ChainSideState {
       }
     }
   }
+  // Claims and runs the next task; false when none is left.
+  bool RunOne() {
+    const Index i = next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= tasks) return false;
+    const Index n = (*need)(i), j = (*dep)(i);
+    WaitUntil([&] { return chain_done.load(std::memory_order_acquire) >= n; });
+    if (j >= 0) WaitUntil([&] { return done[j].load(std::memory_order_acquire); });
+    (*side)(i);
+    done[i].store(true, std::memory_order_release);
+    finished.fetch_add(1, std::memory_order_release);
+    return true;
+  }
   void Work() {
-    for (;;) {
-      const Index i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= tasks) return;
-      const Index n = (*need)(i), j = (*dep)(i);
-      WaitUntil([&] { return chain_done.load(std::memory_order_acquire) >= n; });
-      if (j >= 0) WaitUntil([&] { return done[j].load(std::memory_order_acquire); });
-      (*side)(i);
-      done[i].store(true, std::memory_order_release);
-      finished.fetch_add(1, std::memory_order_release);
+    while (RunOne()) {
+    }
+  }
+  // Before a chain step: until task i is done, run unclaimed tasks up to it here.
+  void Feed(Index i) {
+    for (int spin = 0; !done[i].load(std::memory_order_acquire); ++spin) {
+      if (next.load(std::memory_order_relaxed) <= i) {
+        RunOne();
+      } else if (spin < 4096) {
+        StepLoopState::Pause();
+      } else {
+        std::this_thread::yield();
+      }
     }
   }
 };
 
-template <typename Chain, typename Need, typename Dep, typename Side>
+template <typename Chain, typename Feed, typename Need, typename Dep, typename Side>
 void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers, Chain&& chain,
-                       Need&& need, Dep&& dep, Side&& side) {
+                       Feed&& feed, Need&& need, Dep&& dep, Side&& side) {
   const std::function<Index(Index)> need_fn = [&need, steps](Index i) {
     return std::min<Index>(need(i), steps);
   };
@@ -242,6 +261,8 @@ void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers
   state->side = &side_fn;
   for (int h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
   for (Index s = 0; s < steps; ++s) {
+    const Index f = feed(s);
+    if (f >= 0 && f < tasks) state->Feed(f);
     chain(s);
     state->chain_done.store(s + 1, std::memory_order_release);
   }

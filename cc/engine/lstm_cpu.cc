@@ -221,10 +221,11 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
                  A* workspace) {
   const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
   const Index NH = N * H, G = 4 * H;
-  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
-  const A* w_h = a.w + I * G;
   // Per step and unit block: the block's gate columns of the step's pre-activations, then its
-  // pointwise pass. Three ways to the pre-activations:
+  // pointwise pass. The ways to the pre-activations:
+  //  - small steps (pipelined): one thread runs the steps, each h_{t-1} · w[I:] with w[I:]
+  //    packed once, added to the input projection that the other threads compute in chunks of
+  //    steps ahead of it;
   //  - small weights (fused): [x_t, h_{t-1}] · w with all of w packed once, into one step's
   //    gate buffer that every step reuses. A separate input projection's [L·N, 4H] result
   //    makes a round trip through memory (written, read back by the recurrent product, read
@@ -233,16 +234,18 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   //  - otherwise the input projection of all steps as one GEMM, plus h_{t-1} · w[I:] with
   //    w[I:] packed once;
   //  - a single step: the same with Eigen's block product (packing would not pay).
-  const bool fused = LstmFusesInput(L, N, I, H);
+  const bool pipelined = LstmFwdPipelined(L, N, H, d.numThreads());
+  const bool fused = !pipelined && LstmFusesInput(L, N, I, H);
+  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
+  const A* w_h = a.w + I * G;
   const Index xrows = fused ? I : 0;  // rows of w in the per-step product besides w[I:]
-  if (!fused) Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
+  if (!fused && !pipelined) Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
   A* w_packed = nullptr;
   if (LstmUsesPacked(L, N)) {
     w_packed = workspace + (fused ? N * G : L * N * G);
     PackWeights<A>(d, fused ? Pack::kFwdFused : Pack::kFwdRecurrent, I, H, U, a.w, w_packed);
   }
-  const double block_cost = 8.0 * N * (xrows + H) * U / 16 + kFwdCostPerElem * N * U;
-  StepLoop(d, L, blocks, block_cost, [&](Index t, Index blk) {
+  auto step_block = [&](Index t, Index blk) {
     const Index j0 = blk * U, len = std::min(U, H - j0);
     A* gates = fused ? workspace : workspace + t * N * G;
     const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
@@ -265,7 +268,24 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
     const Index off = t * NH;
     FwdRows<A>(s, H, 0, N, j0, len, gates, a.b, cp, a.wci, a.wcf, a.wco, a.i + off, a.cs + off,
                a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
-  });
+  };
+  if (pipelined) {
+    // Task k: the input projection of steps [k·C, (k+1)·C), which step t waits for.
+    const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
+    using CMap = Eigen::Map<const MatRM<A>>;
+    ChainWithSideWork(
+        d, L, chunks, std::min(d.numThreads(), 8) - 1, [&](Index t) { step_block(t, 0); },
+        [&](Index t) { return t / C; }, [](Index) { return Index(0); },
+        [](Index) { return Index(-1); },
+        [&](Index k) {
+          const Index t0 = k * C, rows = (std::min(L, t0 + C) - t0) * N;
+          Eigen::Map<MatRM<A>>(workspace + t0 * N * G, rows, G).noalias() =
+              CMap(a.x + t0 * N * I, rows, I) * CMap(a.w, I, G);
+        });
+  } else {
+    const double block_cost = 8.0 * N * (xrows + H) * U / 16 + kFwdCostPerElem * N * U;
+    StepLoop(d, L, blocks, block_cost, step_block);
+  }
   // Steps past seq_len_max: all seven outputs are zero.
   const Index tail = (T - L) * NH, start = L * NH;
   for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + start, tail);
@@ -387,6 +407,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     };
     ChainWithSideWork(
         d, steps, chunks * (P + 1), threads - 1, [&](Index step) { step_block(step, 0); },
+        [](Index) { return Index(-1); },
         [&](Index i) { return std::min(L, (i / (P + 1) + 1) * C); },
         [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
         [&](Index i) {

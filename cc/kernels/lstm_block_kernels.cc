@@ -172,11 +172,12 @@ class LstmForwardOp : public OpKernel {
     a.b = br.In(*in.b);
     A** dst[7] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h};
     for (int k = 0; k < 7; ++k) *dst[k] = br.Out(outs[k]);
-    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H));
+    TfHostPool pool(ctx);
+    A* ws = br.Scratch(
+        LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H, pool.NumThreads()));
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    TfHostPool pool(ctx);
     EngineFns<A>::Forward(*engine)(pool, MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_),
                                    a, ws);
     br.Finish();
