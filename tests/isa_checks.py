@@ -27,10 +27,10 @@ import reference as ref  # noqa: E402
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
 # input projection as one GEMM, then the packed recurrent product. The last two run the
 # pipelined forward and backward (LstmFwdPipelined, LstmBwdPipelined) over several chunks of
-# steps (128 / N steps each), with seq_len_max = T - 5; 4H = 36 splits into uneven column
-# panels.
+# steps (128 / N steps each), with seq_len_max = T - 5, on pool threads too (lstm_cpu.cc
+# SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
-               (3, 5, 9, 256), (75, 4, 3, 9), (140, 2, 5, 20)]
+               (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
 # The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([N, H] and
 # [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before

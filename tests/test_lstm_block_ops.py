@@ -22,9 +22,10 @@ F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 SIZES = [(4, 3, 5, 7), (3, 4, 6, 8)]                      # (T, B, I, C): odd and even
 EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B=1, I=C=1
 # Long enough for several chunks of steps in the pipelined forward and backward
-# (cc/engine/types.h LstmFwdPipelined, LstmBwdPipelined: chunks of 128 / B steps); 4C = 36
-# splits into uneven column panels.
-LONG_SIZES = [(90, 3, 4, 9)]
+# (cc/engine/types.h LstmFwdPipelined, LstmBwdPipelined: chunks of 128 / B steps) and large
+# enough for them to run on pool threads too (lstm_cpu.cc SideHelpers); 4C = 148 splits into
+# uneven column panels.
+LONG_SIZES = [(90, 4, 8, 37)]
 CLIPS = [-1.0, 0.5, 3.0]                                  # off, binding, default
 FORGET_BIASES = [0.0, 1.0, 0.3]
 FWD_OPS = ("LSTMBlockCell", "BlockLSTM", "BlockLSTMV2")
@@ -293,7 +294,7 @@ def test_grad_op_other_dtypes(ours, rng, dtype, op, size, peep, slm_case):
 def test_grad_op_deterministic(ours, rng, op):
     """Repeated calls give bit-identical gradients: the pipelined backward splits its w_grad /
     b_grad sums over threads, but adds the chunks of each column panel in a fixed order."""
-    T, B, I, C = 150, 2, 5, 20
+    T, B, I, C = 150, 8, 16, 32
     p = {k: U.round_to(v, F32) for k, v in U.make_params(rng, T, B, I, C).items()}
     acts = [U.round_to(a, F32) for a in U.ref_fwd(
         U.FWD_FOR_GRAD[op], p, T, forget_bias=0.3, cell_clip=0.5, use_peephole=True)]

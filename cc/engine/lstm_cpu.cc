@@ -1,6 +1,7 @@
 // CPU implementation of the LSTM engine (see lstm.h for the equations and layouts).
 #include "cc/engine/lstm.h"
 
+#include <cmath>
 #include <vector>
 
 #include "cc/engine/packed_gemm.h"
@@ -155,6 +156,17 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
   });
 }
 
+// Pool threads to run beside a pipelined step chain (ChainWithSideWork): about as many as
+// the side work has chains' worth of work (`side_per_chain`: its size relative to the
+// chain's), since more would only wait, and none for a call too small to repay waking one
+// (about 10 µs of work).
+int SideHelpers(const CpuDevice& d, Index L, Index N, Index I, Index H, double side_per_chain) {
+  const double macs = 4.0 * L * N * H * (I + H);
+  if (macs < double(1 << 20)) return 0;
+  const int want = std::max(1, static_cast<int>(std::ceil(side_per_chain)));
+  return std::min({d.numThreads() - 1, 7, want});
+}
+
 // Weights packed per unit block for packed::Gemm. Block b covers units [b·U, b·U + len).
 //   forward, recurrent only: block j0 starts at j0·4H and holds per gate g
 //             B[k, c] = w_h[k, g·H + j0 + c] (K = H): H·len elements per gate
@@ -274,7 +286,8 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
     const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
     using CMap = Eigen::Map<const MatRM<A>>;
     ChainWithSideWork(
-        d, L, chunks, std::min(d.numThreads(), 8) - 1, [&](Index t) { step_block(t, 0); },
+        d, L, chunks, SideHelpers(d, L, N, I, H, double(I) / H),
+        [&](Index t) { step_block(t, 0); },
         [&](Index t) { return t / C; }, [](Index) { return Index(0); },
         [](Index) { return Index(-1); },
         [&](Index k) {
@@ -319,21 +332,15 @@ void GradPanelSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Inde
   const Index lead = ta == 0 ? N : 0;
   CMap h_rest(a.h + (ta == 0 ? 0 : (ta - 1) * N * H), rows - lead, H);
   Block dg_rest(dg0 + lead * G, rows - lead, len, OStride(G));
-  if (first) {
-    wx.noalias() = x.transpose() * dg;
-    if (lead) {
-      wh.noalias() = CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
-      if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
-    } else {
-      wh.noalias() = h_rest.transpose() * dg_rest;
-    }
-  } else {
-    wx.noalias() += x.transpose() * dg;
-    if (lead) wh.noalias() += CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
-    if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
-  }
   Vec<A> bg(a.b_grad + c0, len);
-  if (first) bg.setZero();
+  if (first) {
+    wx.setZero();
+    wh.setZero();
+    bg.setZero();
+  }
+  wx.noalias() += x.transpose() * dg;
+  if (lead) wh.noalias() += CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
+  if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
   for (Index r = 0; r < rows; ++r) bg += CVec<A>(dg0 + r * G, len);
 }
 
@@ -398,15 +405,15 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     // and b_grad (each panel after the previous chunk's task of that panel: a fixed order of
     // summation), then one task computes its rows of x_grad.
     const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
-    const int threads = std::min(d.numThreads(), 8);
-    const Index panel = ((G + threads - 1) / threads + 15) / 16 * 16;  // whole packets
+    const int helpers = SideHelpers(d, L, N, I, H, double(2 * I + H) / H);
+    const Index panel = ((G + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
     const Index P = (G + panel - 1) / panel;
     auto t_range = [&](Index k, Index* ta, Index* tb) {
       *ta = std::max<Index>(0, L - (k + 1) * C);
       *tb = L - k * C;
     };
     ChainWithSideWork(
-        d, steps, chunks * (P + 1), threads - 1, [&](Index step) { step_block(step, 0); },
+        d, steps, chunks * (P + 1), helpers, [&](Index step) { step_block(step, 0); },
         [](Index) { return Index(-1); },
         [&](Index i) { return std::min(L, (i / (P + 1) + 1) * C); },
         [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
