@@ -26,12 +26,15 @@ import reference as ref  # noqa: E402
 # (T, N, I, H)
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
 # input projection as one GEMM, then the packed recurrent product. The last two run the
-# pipelined forward and backward (LstmFwdPipelined, LstmBwdPipelined) over several chunks of
+# pipelined forward and backward (LstmFwdPipelined, BwdChainPipelined) over several chunks of
 # steps (128 / N steps each), with seq_len_max = T - 5, on pool threads too (lstm_cpu.cc
 # SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
                (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
+# Every sequence of full length and enough work for pool threads: the pipelined layer backward
+# (rnn_cpu.cc PipelinedGrads), over several chunks of steps, both directions, 2 layers.
+RNN_FULL_SIZE = (40, 6, 12, 40)
 # The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([N, H] and
 # [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before
 # gru, whose steps have two phases (cc/engine/rnn_cpu.cc); H gives several unit blocks.
@@ -59,15 +62,18 @@ def _block_lstm(ours, rng, op, size, peep, dtype):
                        U.TOL[dtype], scale=True, prefix=f"{grad_op}: ")
 
 
-def _cudnn_rnn(ours, rng, mode, size, bidi, dtype):
-    """CudnnRNNV3 forward and CudnnRNNBackpropV3 (2 layers, per-sequence lengths) vs autodiff of
-    the float64 reference (tests/test_cudnn_rnn_grads.py run_case)."""
+def _cudnn_rnn(ours, rng, mode, size, bidi, dtype, full=False):
+    """CudnnRNNV3 forward and CudnnRNNBackpropV3 (2 layers, per-sequence lengths, or all of
+    length T when `full`) vs autodiff of the float64 reference (tests/test_cudnn_rnn_grads.py
+    run_case)."""
     import test_cudnn_rnn as C
     import test_cudnn_rnn_grads as G
     T, N, I, H = size
     kw = C.model_kw(mode, 2, H, I, direction="bidirectional" if bidi else "unidirectional")
     lengths = rng.integers(1, T + 1, size=N).astype(np.int32)
     lengths[0] = T
+    if full:
+        lengths[:] = T
     G.run_case(ours, rng, "V3", kw, T, N, dtype, seq_lengths=lengths)
 
 
@@ -111,6 +117,11 @@ def main():
                 cases.append((f"CudnnRNNV3 {mode} {size} {dtype.name}",
                               lambda mode=mode, size=size, dtype=dtype:
                               _cudnn_rnn(ours, rng, mode, size, size[0] == 2, dtype)))
+    for mode in ("lstm", "gru", "rnn_relu"):
+        for bidi in (False, True):
+            cases.append((f"CudnnRNNV3 {mode} {RNN_FULL_SIZE} full lengths bidi={bidi}",
+                          lambda mode=mode, bidi=bidi:
+                          _cudnn_rnn(ours, rng, mode, RNN_FULL_SIZE, bidi, F64, full=True)))
     mps_cases = [("lstm", dict(mask="nh")), ("lstm", dict(mask="tnh", bidirectional=True)),
                  ("gru", dict(reset="before")), ("gru", dict(reset="before", mask="tnh")),
                  ("gru", dict(reset="after", mask="nh", bidirectional=True)),

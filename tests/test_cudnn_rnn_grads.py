@@ -124,6 +124,29 @@ def test_backprop_float64(ours, rng, mode, input_mode, input_size, direction):
             assert_grads(got, want, mode, GRAD_TOL[F64], prefix=f"V{version} L{L} T{T} B{B}: ")
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_backprop_full_lengths_on_pool_threads(ours, rng, mode):
+    """Every sequence of full length, a small batch and enough work for pool threads: the layer
+    backward runs its step chain on one thread and the weight, bias and input gradients of
+    finished chunks of steps beside it (cc/engine/rnn_cpu.cc PipelinedGrads). Against the
+    reference, then repeated: bit-identical (each column panel sums its chunks in order)."""
+    T, B = 40, 6
+    kw = C.model_kw(mode, 2, 40, 12, direction="bidirectional")
+    x, h0, c0, params = C.make_inputs(rng, kw, T, B)
+    lengths = np.full(B, T, np.int32)
+    outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, F32, seq_lengths=lengths)
+    dy, dh, dc = upstream(rng, outs, mode)
+    _, want = ref_grads(x, h0, c0, params, kw, dy, dh, dc, seq_lengths=lengths)
+    first = call_backprop(ours, "V3", x, h0, c0, params, outs, dy, dh, dc, kw, F32,
+                          seq_lengths=lengths)
+    assert_grads(first, want, mode, GRAD_TOL[F32])
+    for _ in range(3):
+        again = call_backprop(ours, "V3", x, h0, c0, params, outs, dy, dh, dc, kw, F32,
+                              seq_lengths=lengths)
+        for a, b, name in zip(first, again, GRAD_NAMES):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["float32", "half", "bfloat16"])
 @pytest.mark.parametrize("mode", MODES)
 def test_backprop_dtypes(ours, rng, mode, dtype):

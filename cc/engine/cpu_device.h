@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -269,6 +270,16 @@ void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers
   state->Work();
   ChainSideState::WaitUntil(
       [&] { return state->finished.load(std::memory_order_acquire) >= tasks; });
+}
+
+// Pool threads to run beside a pipelined step chain (ChainWithSideWork): about as many as the
+// side work has chains' worth of work (`side_per_chain`: its size relative to the chain's),
+// since more would only wait, and none for a call too small to repay waking one (`macs`, the
+// call's multiply-adds, below about 10 µs of work).
+inline int SideHelpers(const CpuDevice& d, double macs, double side_per_chain) {
+  if (macs < double(1 << 20)) return 0;
+  const int want = std::max(1, static_cast<int>(std::ceil(side_per_chain)));
+  return std::min({d.numThreads() - 1, 7, want});
 }
 
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into

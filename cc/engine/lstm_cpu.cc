@@ -1,7 +1,6 @@
 // CPU implementation of the LSTM engine (see lstm.h for the equations and layouts).
 #include "cc/engine/lstm.h"
 
-#include <cmath>
 #include <vector>
 
 #include "cc/engine/packed_gemm.h"
@@ -156,17 +155,6 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
   });
 }
 
-// Pool threads to run beside a pipelined step chain (ChainWithSideWork): about as many as
-// the side work has chains' worth of work (`side_per_chain`: its size relative to the
-// chain's), since more would only wait, and none for a call too small to repay waking one
-// (about 10 µs of work).
-int SideHelpers(const CpuDevice& d, Index L, Index N, Index I, Index H, double side_per_chain) {
-  const double macs = 4.0 * L * N * H * (I + H);
-  if (macs < double(1 << 20)) return 0;
-  const int want = std::max(1, static_cast<int>(std::ceil(side_per_chain)));
-  return std::min({d.numThreads() - 1, 7, want});
-}
-
 // Weights packed per unit block for packed::Gemm. Block b covers units [b·U, b·U + len).
 //   forward, recurrent only: block j0 starts at j0·4H and holds per gate g
 //             B[k, c] = w_h[k, g·H + j0 + c] (K = H): H·len elements per gate
@@ -286,7 +274,7 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
     const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
     using CMap = Eigen::Map<const MatRM<A>>;
     ChainWithSideWork(
-        d, L, chunks, SideHelpers(d, L, N, I, H, double(I) / H),
+        d, L, chunks, SideHelpers(d, 4.0 * L * N * H * (I + H), double(I) / H),
         [&](Index t) { step_block(t, 0); },
         [&](Index t) { return t / C; }, [](Index) { return Index(0); },
         [](Index) { return Index(-1); },
@@ -355,7 +343,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   const A* w_h = a.w + I * G;
   A* w_packed = LstmUsesPacked(L, N) ? zeros + H : nullptr;  // w[I:]ᵀ packed per unit block
   // Small batch: the step chain on one thread, the GEMMs over finished steps beside it.
-  const bool pipelined = LstmBwdPipelined(L, N, d.numThreads());
+  const bool pipelined = BwdChainPipelined(L, N, d.numThreads());
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   if (w_packed != nullptr) PackWeights<A>(d, Pack::kBwd, I, H, U, a.w, w_packed);
   // The state-gradient outputs double as the carries between steps.
@@ -405,7 +393,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     // and b_grad (each panel after the previous chunk's task of that panel: a fixed order of
     // summation), then one task computes its rows of x_grad.
     const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
-    const int helpers = SideHelpers(d, L, N, I, H, double(2 * I + H) / H);
+    const int helpers = SideHelpers(d, 4.0 * L * N * H * (I + H), double(2 * I + H) / H);
     const Index panel = ((G + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
     const Index P = (G + panel - 1) / panel;
     auto t_range = [&](Index k, Index* ta, Index* tb) {

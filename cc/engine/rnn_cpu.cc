@@ -561,6 +561,69 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
   }
 }
 
+// The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
+// runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of C
+// finished steps (rows [tau0·B, tau1·B) of dgx/dhr: every sequence has full length):
+//   per column panel [c0, c1) of the KN gate columns, in chunk order (a fixed order of
+//   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums;
+//   din rows (+)= dgx · W.
+template <typename A, typename Chain>
+void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bool reverse,
+                    Index steps, const A* xin, A* din, bool accumulate_din, const BwdBufs<A>& w,
+                    A* dp, const RnnParamOffsets& po, Chain&& chain) {
+  const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
+  const Index C = std::max<Index>(1, 128 / B), chunks = (steps + C - 1) / C;
+  const int helpers =
+      SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs);
+  const Index panel = ((KN + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
+  const Index P = (KN + panel - 1) / panel;
+  using CMap = Eigen::Map<const MatRM<A>>;
+  using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
+  // Chunk k: chain steps st in [s0, s1) (run in descending st), time rows [tau0, tau1).
+  auto taus = [&](Index k, Index* tau0, Index* tau1) {
+    const Index s0 = std::max<Index>(0, steps - (k + 1) * C), s1 = steps - k * C;
+    *tau0 = reverse ? T - s1 : s0;
+    *tau1 = reverse ? T - s0 : s1;
+  };
+  ChainWithSideWork(
+      d, steps + 1, chunks * (P + 1), helpers, chain, [](Index) { return Index(-1); },
+      [&](Index i) { return std::min(steps, (i / (P + 1) + 1) * C); },
+      [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
+      [&](Index i) {
+        const Index k = i / (P + 1), j = i % (P + 1);
+        Index tau0, tau1;
+        taus(k, &tau0, &tau1);
+        const Index r0 = tau0 * B, rows = (tau1 - tau0) * B;
+        if (j == P) {
+          Eigen::Map<MatRM<A>> out(din + r0 * in, rows, in);
+          const auto prod = CMap(w.dgx + r0 * KN, rows, KN) * CMap(ly.W, KN, in);
+          if (accumulate_din) {
+            out.noalias() += prod;
+          } else {
+            out.noalias() = prod;
+          }
+          return;
+        }
+        const Index c0 = j * panel, len = std::min(KN, c0 + panel) - c0;
+        Block gx(w.dgx + r0 * KN + c0, rows, len, OStride(KN));
+        Block gr(w.dhr + r0 * KN + c0, rows, len, OStride(KN));
+        Eigen::Map<MatRM<A>> dW(dp + po.w + c0 * in, len, in), dR(dp + po.r + c0 * Hs, len, Hs);
+        Vec<A> dbw(dp + po.bw + c0, len), dbr(dp + po.br + c0, len);
+        if (k == 0) {
+          dW.setZero();
+          dR.setZero();
+          dbw.setZero();
+          dbr.setZero();
+        }
+        dW.noalias() += gx.transpose() * CMap(xin + r0 * in, rows, in);
+        dR.noalias() += gr.transpose() * CMap(ly.hprev + r0 * Hs, rows, Hs);
+        for (Index r = 0; r < rows; ++r) {
+          dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
+          dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
+        }
+      });
+}
+
 template <typename A>
 void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                    const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* dparams_base,
@@ -578,9 +641,19 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
   if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * N, B * N, w.dc);
   const Index steps = sm.MaxSteps(B);
-  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  // Small batch, every sequence of full length, no projection, mask, peephole or reset-before
+  // gru, an input GEMM: the step chain on one thread, the weight, bias and input gradients
+  // of finished steps beside it (as LstmBackward does; types.h BwdChainPipelined).
+  bool full = steps == s.T;
+  for (Index b = 0; full && b < B; ++b) full = sm.Len(b) == s.T;
+  const bool pipelined = full && !proj && !s.has_mask && !s.peephole && !reset_before &&
+                         !s.preprojected && ly.in > 0 && ly.in == ly.in_cols &&
+                         BwdChainPipelined(steps, B, d.numThreads());
+  const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  A* dp = dparams_base;
   if (!proj) {
     // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN), packed once per layer; block j0
     // starts at j0·KN. A reset-before gru candidate reaches h_prev only through r ⊙ h_rec
@@ -600,7 +673,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       // between two buffers.
       A* dr[2] = {w.dhr_cur, w.dhr_prev};
       const Index phases = reset_before ? 2 : 1;
-      StepLoop(d, steps * phases + 1, blocks, cost, [&](Index t, Index blk) {
+      auto item = [&](Index t, Index blk) {
         const Index i = t / phases, st = steps - 1 - i;
         const bool second = t % phases == 1;
         const Index j0 = blk * U, len = std::min(U, N - j0);
@@ -622,7 +695,13 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         } else {
           BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, wl, peep, a.dc_seq);
         }
-      });
+      };
+      if (pipelined) {
+        PipelinedGrads<A>(d, s, ly, sm.reverse, steps, xin, din, accumulate_din, w, dp, po,
+                          [&](Index t) { item(t, 0); });
+      } else {
+        StepLoop(d, steps * phases + 1, blocks, cost, item);
+      }
     }
   } else {
     // Projection (never with a recurrent mask: see LayerForward): per step on the pool.
@@ -678,9 +757,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     });
   }
 
+  if (pipelined) return;  // the weight, bias and input gradients are done
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
-  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
-  A* dp = dparams_base;
   if (ly.in > 0) Gemm<A>(d, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
   // R multiplied h_prev ⊙ mask; reserve holds h_prev.
   const A* hrec = ly.hprev;

@@ -120,13 +120,14 @@ inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H, 
   return seq_len_max * N * 4 * H + packed;
 }
 
-// The backward's step chain runs on one thread while the others compute x_grad, w_grad and
-// b_grad over the finished steps (LstmBackward, lstm_cpu.cc) when the batch is small: a step
-// of a chain of up to 64 rows gains little from splitting across cores, and the GEMMs beside
-// it keep the other cores busy (engine A/B on 2 cores: backward 200x16x64x128 8.3 -> 4.7 ms,
-// 100x64x256x256 -13 %, 50x32x128x512 unchanged).
-inline bool LstmBwdPipelined(Index seq_len_max, Index N, int threads) {
-  return threads > 1 && LstmUsesPacked(seq_len_max, N) && N <= 64;
+// The backward's step chain runs on one thread while the others compute the weight, bias and
+// input gradients over the finished steps (LstmBackward, lstm_cpu.cc; LayerBackward,
+// rnn_cpu.cc) when the batch is small: a step of a chain of up to 64 rows gains little from
+// splitting across cores, and the GEMMs beside it keep the other cores busy (LSTM engine A/B
+// on 2 cores: backward 200x16x64x128 8.3 -> 4.7 ms, 100x64x256x256 -13 %, 50x32x128x512
+// unchanged).
+inline bool BwdChainPipelined(Index steps, Index batch, int threads) {
+  return threads > 1 && steps > 1 && batch > 0 && batch <= 64;
 }
 
 // Elements of scratch the backward needs: the gate gradients of all steps, a zero row, and
