@@ -26,7 +26,7 @@ import reference as ref  # noqa: E402
 # (T, N, I, H)
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
 # input projection as one GEMM, then the packed recurrent product. The last two run the
-# pipelined forward and backward (LstmFwdPipelined, BwdChainPipelined) over several chunks of
+# pipelined forward and backward (FwdChainPipelined, BwdChainPipelined) over several chunks of
 # steps (128 / N steps each), with seq_len_max = T - 5, on pool threads too (lstm_cpu.cc
 # SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),

@@ -22,7 +22,7 @@ F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 SIZES = [(4, 3, 5, 7), (3, 4, 6, 8)]                      # (T, B, I, C): odd and even
 EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B=1, I=C=1
 # Long enough for several chunks of steps in the pipelined forward and backward
-# (cc/engine/types.h LstmFwdPipelined, BwdChainPipelined: chunks of 128 / B steps) and large
+# (cc/engine/types.h FwdChainPipelined, BwdChainPipelined: chunks of 128 / B steps) and large
 # enough for them to run on pool threads too (cpu_device.h SideHelpers); 4C = 148 splits into
 # uneven column panels.
 LONG_SIZES = [(90, 4, 8, 37)]

@@ -234,7 +234,7 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   //  - otherwise the input projection of all steps as one GEMM, plus h_{t-1} · w[I:] with
   //    w[I:] packed once;
   //  - a single step: the same with Eigen's block product (packing would not pay).
-  const bool pipelined = LstmFwdPipelined(L, N, H, d.numThreads());
+  const bool pipelined = FwdChainPipelined(L, N, H, d.numThreads());
   const bool fused = !pipelined && LstmFusesInput(L, N, I, H);
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   const A* w_h = a.w + I * G;

@@ -247,6 +247,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   const Index d_idx = pseudo % s.D;
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
+  // Small steps, every sequence of full length, no projection, an input GEMM: the step chain
+  // on one thread, the input projection of chunks of steps ahead of it on the others (as
+  // LstmForward does; types.h FwdChainPipelined).
+  const Index steps = sm.MaxSteps(B);
+  bool full = steps == s.T;
+  for (Index b = 0; full && b < B; ++b) full = sm.Len(b) == s.T;
+  const bool pipelined = full && !proj && !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
+                         FwdChainPipelined(steps, B, N, d.numThreads());
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (s.preprojected && pseudo < s.D) {
@@ -255,6 +263,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         std::copy_n(xin + r * ly.in_cols + d_idx * KN, KN, ly.acts + r * KN);
       }
     });
+  } else if (pipelined) {
+    // below, in chunks of steps ahead of the chain
   } else if (ly.in > 0 || ly.in_cols == 0) {
     Gemm<A>(d, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
   } else {
@@ -270,8 +280,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (proj) Zero(d, ly.hh, TB * N);
   std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * N, B * N, c);
-  const Index steps = sm.MaxSteps(B);
-  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
   if (!proj) {
     // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h], packed once per
@@ -315,7 +324,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     if (s.has_mask && steps > 0) mask_rows(0, 0, Hs, hb[0], hm[0]);
     const Index phases = reset_before ? 2 : 1;
     const int pn = s.gate_pos[2];
-    StepLoop(d, steps * phases, blocks, cost, [&](Index t, Index blk) {
+    auto item = [&](Index t, Index blk) {
       const Index st = t / phases, par = st % 2;
       const int phase = reset_before ? static_cast<int>(1 + t % 2) : 0;
       const Index j0 = blk * U, len = std::min(U, N - j0);
@@ -332,7 +341,25 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       if (s.has_mask && phase != 1 && st + 1 < steps) {
         mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
       }
-    });
+    };
+    if (pipelined) {
+      // Task k: gx of the steps [k·C, (k+1)·C) (time rows [tau0, tau1)), which they wait for.
+      const Index C = std::max<Index>(1, 128 / B), chunks = (steps + C - 1) / C;
+      using CMap = Eigen::Map<const MatRM<A>>;
+      ChainWithSideWork(
+          d, steps * phases, chunks,
+          SideHelpers(d, double(steps) * B * KN * (ly.in + Hs), double(ly.in) / Hs),
+          [&](Index t) { item(t, 0); }, [&](Index t) { return t / phases / C; },
+          [](Index) { return Index(0); }, [](Index) { return Index(-1); },
+          [&](Index k) {
+            const Index s0 = k * C, s1 = std::min(steps, s0 + C);
+            const Index tau0 = sm.reverse ? s.T - s1 : s0, rows = (s1 - s0) * B;
+            Eigen::Map<MatRM<A>>(ly.acts + tau0 * B * KN, rows, KN).noalias() =
+                CMap(xin + tau0 * B * ly.in, rows, ly.in) * CMap(ly.W, KN, ly.in).transpose();
+          });
+    } else {
+      StepLoop(d, steps * phases, blocks, cost, item);
+    }
     h_cur = hb[steps % 2];
   } else {
     // Projection: per step R·h, the pointwise pass, then the projection, each on the pool.

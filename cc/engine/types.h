@@ -97,11 +97,11 @@ struct LstmCellBwdArgs {
 
 // Small steps (a few rows times a small H, types below): the forward's step chain runs on one
 // thread while the others compute the input projection of the steps ahead of it
-// (LstmForward, lstm_cpu.cc); a step this short does not split well across cores, and the
-// projection takes a third of the work off the chain.
+// (LstmForward, lstm_cpu.cc; LayerForward, rnn_cpu.cc); a step this short does not split well
+// across cores, and the projection takes a share of the work off the chain.
 inline bool LstmUsesPacked(Index seq_len_max, Index N) { return seq_len_max > 1 && N > 0; }
-inline bool LstmFwdPipelined(Index seq_len_max, Index N, Index H, int threads) {
-  return threads > 1 && LstmUsesPacked(seq_len_max, N) && N <= 32 && N * H <= 4096;
+inline bool FwdChainPipelined(Index steps, Index batch, Index units, int threads) {
+  return threads > 1 && LstmUsesPacked(steps, batch) && batch <= 32 && batch * units <= 4096;
 }
 inline bool LstmFusesInput(Index seq_len_max, Index N, Index I, Index H) {
   return LstmUsesPacked(seq_len_max, N) && (I + H) * 4 * H <= (Index(1) << 18);
@@ -114,7 +114,7 @@ inline bool LstmFusesInput(Index seq_len_max, Index N, Index I, Index H) {
 //    reused by every step, and all of w packed, 4H·(I+H).
 // `threads` is the size of the pool the forward will run on.
 inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H, int threads) {
-  const bool pipelined = LstmFwdPipelined(seq_len_max, N, H, threads);
+  const bool pipelined = FwdChainPipelined(seq_len_max, N, H, threads);
   if (!pipelined && LstmFusesInput(seq_len_max, N, I, H)) return N * 4 * H + 4 * H * (I + H);
   const Index packed = LstmUsesPacked(seq_len_max, N) ? 4 * H * H : 0;
   return seq_len_max * N * 4 * H + packed;
