@@ -125,26 +125,32 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
 // lowest unfinished item is always runnable by its owner: no deadlock, and the loop completes
 // on the caller alone if the pool never runs a helper. Helpers that start after the last item
 // was claimed exit at once; the shared state outlives them.
+// Waits until ready() holds: a short spin, then yielding the core.
+inline void PauseOnce() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+template <typename Ready>
+void SpinUntil(Ready&& ready) {
+  for (int spin = 0; !ready(); ++spin) {
+    if (spin < 4096) {
+      PauseOnce();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 struct StepLoopState {
   std::atomic<Index> next{0};  // next item to claim
   std::atomic<Index> done{0};  // items finished
   Index total = 0, blocks = 1;
   const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
 
-  static void Pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
   // Waits (short spin, then yield) until `n` items are done.
   void WaitDone(Index n) const {
-    for (int spin = 0; done.load(std::memory_order_acquire) < n; ++spin) {
-      if (spin < 4096) {
-        Pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
   }
   // Claims and runs items until none are left.
   void Work() {
@@ -202,23 +208,13 @@ struct ChainSideState {
   const std::function<Index(Index)>* dep = nullptr;
   const std::function<void(Index)>* side = nullptr;
 
-  template <typename Ready>
-  static void WaitUntil(Ready&& ready) {
-    for (int spin = 0; !ready(); ++spin) {
-      if (spin < 4096) {
-        StepLoopState::Pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  }
   // Claims and runs the next task; false when none is left.
   bool RunOne() {
     const Index i = next.fetch_add(1, std::memory_order_relaxed);
     if (i >= tasks) return false;
     const Index n = (*need)(i), j = (*dep)(i);
-    WaitUntil([&] { return chain_done.load(std::memory_order_acquire) >= n; });
-    if (j >= 0) WaitUntil([&] { return done[j].load(std::memory_order_acquire); });
+    SpinUntil([&] { return chain_done.load(std::memory_order_acquire) >= n; });
+    if (j >= 0) SpinUntil([&] { return done[j].load(std::memory_order_acquire); });
     (*side)(i);
     done[i].store(true, std::memory_order_release);
     finished.fetch_add(1, std::memory_order_release);
@@ -234,7 +230,7 @@ struct ChainSideState {
       if (next.load(std::memory_order_relaxed) <= i) {
         RunOne();
       } else if (spin < 4096) {
-        StepLoopState::Pause();
+        PauseOnce();
       } else {
         std::this_thread::yield();
       }
@@ -268,8 +264,49 @@ void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers
     state->chain_done.store(s + 1, std::memory_order_release);
   }
   state->Work();
-  ChainSideState::WaitUntil(
-      [&] { return state->finished.load(std::memory_order_acquire) >= tasks; });
+  SpinUntil([&] { return state->finished.load(std::memory_order_acquire) >= tasks; });
+}
+
+// The two uses of ChainWithSideWork, with side work in chunks of about 128 rows of `batch`
+// rows per step (few enough tasks, and a short tail once the chain ends).
+inline Index ChainChunkSteps(Index batch) { return std::max<Index>(1, 128 / batch); }
+
+// Forward: chain(t) for t in [0, steps·phases) (step t / phases), each step after
+// ahead(s0, s1) has run for the chunk of steps [s0, s1) that holds it.
+template <typename Chain, typename Ahead>
+void ChainWithChunksAhead(const CpuDevice& d, Index steps, Index phases, Index batch,
+                          int helpers, Chain&& chain, Ahead&& ahead) {
+  const Index C = ChainChunkSteps(batch), chunks = (steps + C - 1) / C;
+  ChainWithSideWork(
+      d, steps * phases, chunks, helpers, chain, [&](Index t) { return t / phases / C; },
+      [](Index) { return Index(0); }, [](Index) { return Index(-1); },
+      [&](Index k) { ahead(k * C, std::min(steps, (k + 1) * C)); });
+}
+
+// Backward: chain(i) for i in [0, steps] (i = steps: the step after the last one, e.g. the
+// gradient of h0), the chain visiting steps in descending order, i -> steps - 1 - i. Per chunk
+// of finished steps [s0, s1): panel(s0, s1, c0, c1, first) for each column panel [c0, c1) of
+// `cols` columns, after the same panel of the previous chunk (first: the panel's first chunk;
+// each panel's sum formed in a fixed order), and rows(s0, s1).
+template <typename Chain, typename Panel, typename Rows>
+void ChainWithChunkGrads(const CpuDevice& d, Index steps, Index batch, Index cols, int helpers,
+                         Chain&& chain, Panel&& panel, Rows&& rows) {
+  const Index C = ChainChunkSteps(batch), chunks = (steps + C - 1) / C;
+  const Index width = ((cols + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
+  const Index P = (cols + width - 1) / width;
+  ChainWithSideWork(
+      d, steps + 1, chunks * (P + 1), helpers, chain, [](Index) { return Index(-1); },
+      [&](Index i) { return std::min(steps, (i / (P + 1) + 1) * C); },
+      [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
+      [&](Index i) {
+        const Index k = i / (P + 1), j = i % (P + 1);
+        const Index s0 = std::max<Index>(0, steps - (k + 1) * C), s1 = steps - k * C;
+        if (j == P) {
+          rows(s0, s1);
+        } else {
+          panel(s0, s1, j * width, std::min(cols, (j + 1) * width), k == 0);
+        }
+      });
 }
 
 // Pool threads to run beside a pipelined step chain (ChainWithSideWork): about as many as the

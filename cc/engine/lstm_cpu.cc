@@ -270,16 +270,13 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
                a.f + off, a.o + off, a.ci + off, a.co + off, a.h + off);
   };
   if (pipelined) {
-    // Task k: the input projection of steps [k·C, (k+1)·C), which step t waits for.
-    const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
+    // The input projection of each chunk of steps [t0, t1), before its steps run.
     using CMap = Eigen::Map<const MatRM<A>>;
-    ChainWithSideWork(
-        d, L, chunks, SideHelpers(d, 4.0 * L * N * H * (I + H), double(I) / H),
+    ChainWithChunksAhead(
+        d, L, 1, N, SideHelpers(d, 4.0 * L * N * H * (I + H), double(I) / H),
         [&](Index t) { step_block(t, 0); },
-        [&](Index t) { return t / C; }, [](Index) { return Index(0); },
-        [](Index) { return Index(-1); },
-        [&](Index k) {
-          const Index t0 = k * C, rows = (std::min(L, t0 + C) - t0) * N;
+        [&](Index t0, Index t1) {
+          const Index rows = (t1 - t0) * N;
           Eigen::Map<MatRM<A>>(workspace + t0 * N * G, rows, G).noalias() =
               CMap(a.x + t0 * N * I, rows, I) * CMap(a.w, I, G);
         });
@@ -388,34 +385,15 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     Zero(d, a.w_grad, (I + H) * G);
     Zero(d, a.b_grad, G);
   } else if (pipelined) {
-    // Side tasks in chunks of C steps, in the chain's (descending) order: chunk k covers t in
-    // [L - (k+1)·C, L - k·C). Per chunk, P tasks add its share to P column panels of w_grad
-    // and b_grad (each panel after the previous chunk's task of that panel: a fixed order of
-    // summation), then one task computes its rows of x_grad.
-    const Index C = std::max<Index>(1, 128 / N), chunks = (L + C - 1) / C;
-    const int helpers = SideHelpers(d, 4.0 * L * N * H * (I + H), double(2 * I + H) / H);
-    const Index panel = ((G + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
-    const Index P = (G + panel - 1) / panel;
-    auto t_range = [&](Index k, Index* ta, Index* tb) {
-      *ta = std::max<Index>(0, L - (k + 1) * C);
-      *tb = L - k * C;
-    };
-    ChainWithSideWork(
-        d, steps, chunks * (P + 1), helpers, [&](Index step) { step_block(step, 0); },
-        [](Index) { return Index(-1); },
-        [&](Index i) { return std::min(L, (i / (P + 1) + 1) * C); },
-        [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
-        [&](Index i) {
-          const Index k = i / (P + 1), j = i % (P + 1);
-          Index ta, tb;
-          t_range(k, &ta, &tb);
-          if (j == P) {
-            XGradSteps<A>(a, dgates_all, ta, tb);
-          } else {
-            GradPanelSteps<A>(a, dgates_all, ta, tb, j * panel, std::min(G, (j + 1) * panel),
-                              k == 0);
-          }
-        });
+    // The chain visits t = L - 1 down to 0 (then the h_prev item): the chunks it hands over
+    // are ranges [t0, t1) of t.
+    ChainWithChunkGrads(
+        d, L, N, G, SideHelpers(d, 4.0 * L * N * H * (I + H), double(2 * I + H) / H),
+        [&](Index step) { step_block(step, 0); },
+        [&](Index t0, Index t1, Index c0, Index c1, bool first) {
+          GradPanelSteps<A>(a, dgates_all, t0, t1, c0, c1, first);
+        },
+        [&](Index t0, Index t1) { XGradSteps<A>(a, dgates_all, t0, t1); });
   } else {
     StepLoop(d, steps, blocks, block_cost, step_block);
     // x_grad = dgates · w[0:I]ᵀ over all steps.

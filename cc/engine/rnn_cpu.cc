@@ -24,6 +24,13 @@ struct StepMap {
     return reverse ? n - 1 - s : s;
   }
   Index Prev(Index tau) const { return reverse ? tau + 1 : tau - 1; }
+  // Every one of the B sequences has length T.
+  bool AllFull(Index B) const {
+    for (Index b = 0; b < B; ++b) {
+      if (Len(b) != T) return false;
+    }
+    return true;
+  }
   Index MaxSteps(Index B) const {
     if (lengths == nullptr) return B > 0 ? T : 0;
     Index m = 0;
@@ -251,10 +258,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // on one thread, the input projection of chunks of steps ahead of it on the others (as
   // LstmForward does; types.h FwdChainPipelined).
   const Index steps = sm.MaxSteps(B);
-  bool full = steps == s.T;
-  for (Index b = 0; full && b < B; ++b) full = sm.Len(b) == s.T;
-  const bool pipelined = full && !proj && !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
-                         FwdChainPipelined(steps, B, N, d.numThreads());
+  const bool pipelined = sm.AllFull(B) && !proj && !(s.preprojected && pseudo < s.D) &&
+                         ly.in > 0 && FwdChainPipelined(steps, B, N, d.numThreads());
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (s.preprojected && pseudo < s.D) {
@@ -343,16 +348,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
     };
     if (pipelined) {
-      // Task k: gx of the steps [k·C, (k+1)·C) (time rows [tau0, tau1)), which they wait for.
-      const Index C = std::max<Index>(1, 128 / B), chunks = (steps + C - 1) / C;
+      // gx of each chunk of steps [s0, s1) (time rows [tau0, tau1)), before its steps run.
       using CMap = Eigen::Map<const MatRM<A>>;
-      ChainWithSideWork(
-          d, steps * phases, chunks,
+      ChainWithChunksAhead(
+          d, steps, phases, B,
           SideHelpers(d, double(steps) * B * KN * (ly.in + Hs), double(ly.in) / Hs),
-          [&](Index t) { item(t, 0); }, [&](Index t) { return t / phases / C; },
-          [](Index) { return Index(0); }, [](Index) { return Index(-1); },
-          [&](Index k) {
-            const Index s0 = k * C, s1 = std::min(steps, s0 + C);
+          [&](Index t) { item(t, 0); },
+          [&](Index s0, Index s1) {
             const Index tau0 = sm.reverse ? s.T - s1 : s0, rows = (s1 - s0) * B;
             Eigen::Map<MatRM<A>>(ly.acts + tau0 * B * KN, rows, KN).noalias() =
                 CMap(xin + tau0 * B * ly.in, rows, ly.in) * CMap(ly.W, KN, ly.in).transpose();
@@ -589,8 +591,8 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
 }
 
 // The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
-// runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of C
-// finished steps (rows [tau0·B, tau1·B) of dgx/dhr: every sequence has full length):
+// runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
+// steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length):
 //   per column panel [c0, c1) of the KN gate columns, in chunk order (a fixed order of
 //   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums;
 //   din rows (+)= dgx · W.
@@ -599,44 +601,19 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
                     Index steps, const A* xin, A* din, bool accumulate_din, const BwdBufs<A>& w,
                     A* dp, const RnnParamOffsets& po, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
-  const Index C = std::max<Index>(1, 128 / B), chunks = (steps + C - 1) / C;
-  const int helpers =
-      SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs);
-  const Index panel = ((KN + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
-  const Index P = (KN + panel - 1) / panel;
   using CMap = Eigen::Map<const MatRM<A>>;
   using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
-  // Chunk k: chain steps st in [s0, s1) (run in descending st), time rows [tau0, tau1).
-  auto taus = [&](Index k, Index* tau0, Index* tau1) {
-    const Index s0 = std::max<Index>(0, steps - (k + 1) * C), s1 = steps - k * C;
-    *tau0 = reverse ? T - s1 : s0;
-    *tau1 = reverse ? T - s0 : s1;
-  };
-  ChainWithSideWork(
-      d, steps + 1, chunks * (P + 1), helpers, chain, [](Index) { return Index(-1); },
-      [&](Index i) { return std::min(steps, (i / (P + 1) + 1) * C); },
-      [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
-      [&](Index i) {
-        const Index k = i / (P + 1), j = i % (P + 1);
-        Index tau0, tau1;
-        taus(k, &tau0, &tau1);
-        const Index r0 = tau0 * B, rows = (tau1 - tau0) * B;
-        if (j == P) {
-          Eigen::Map<MatRM<A>> out(din + r0 * in, rows, in);
-          const auto prod = CMap(w.dgx + r0 * KN, rows, KN) * CMap(ly.W, KN, in);
-          if (accumulate_din) {
-            out.noalias() += prod;
-          } else {
-            out.noalias() = prod;
-          }
-          return;
-        }
-        const Index c0 = j * panel, len = std::min(KN, c0 + panel) - c0;
+  auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
+  ChainWithChunkGrads(
+      d, steps, B, KN,
+      SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
+      [&](Index s0, Index s1, Index c0, Index c1, bool first) {
+        const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
         Block gx(w.dgx + r0 * KN + c0, rows, len, OStride(KN));
         Block gr(w.dhr + r0 * KN + c0, rows, len, OStride(KN));
         Eigen::Map<MatRM<A>> dW(dp + po.w + c0 * in, len, in), dR(dp + po.r + c0 * Hs, len, Hs);
         Vec<A> dbw(dp + po.bw + c0, len), dbr(dp + po.br + c0, len);
-        if (k == 0) {
+        if (first) {
           dW.setZero();
           dR.setZero();
           dbw.setZero();
@@ -647,6 +624,16 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
         for (Index r = 0; r < rows; ++r) {
           dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
           dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
+        }
+      },
+      [&](Index s0, Index s1) {
+        const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
+        Eigen::Map<MatRM<A>> out(din + r0 * in, rows, in);
+        const auto prod = CMap(w.dgx + r0 * KN, rows, KN) * CMap(ly.W, KN, in);
+        if (accumulate_din) {
+          out.noalias() += prod;
+        } else {
+          out.noalias() = prod;
         }
       });
 }
@@ -671,11 +658,9 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   // Small batch, every sequence of full length, no projection, mask, peephole or reset-before
   // gru, an input GEMM: the step chain on one thread, the weight, bias and input gradients
   // of finished steps beside it (as LstmBackward does; types.h BwdChainPipelined).
-  bool full = steps == s.T;
-  for (Index b = 0; full && b < B; ++b) full = sm.Len(b) == s.T;
-  const bool pipelined = full && !proj && !s.has_mask && !s.peephole && !reset_before &&
-                         !s.preprojected && ly.in > 0 && ly.in == ly.in_cols &&
-                         BwdChainPipelined(steps, B, d.numThreads());
+  const bool pipelined = sm.AllFull(B) && !proj && !s.has_mask && !s.peephole &&
+                         !reset_before && !s.preprojected && ly.in > 0 &&
+                         ly.in == ly.in_cols && BwdChainPipelined(steps, B, d.numThreads());
   const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;

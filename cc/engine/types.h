@@ -101,7 +101,7 @@ struct LstmCellBwdArgs {
 // across cores, and the projection takes a share of the work off the chain.
 inline bool LstmUsesPacked(Index seq_len_max, Index N) { return seq_len_max > 1 && N > 0; }
 inline bool FwdChainPipelined(Index steps, Index batch, Index units, int threads) {
-  return threads > 1 && LstmUsesPacked(steps, batch) && batch <= 32 && batch * units <= 4096;
+  return threads > 1 && steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096;
 }
 inline bool LstmFusesInput(Index seq_len_max, Index N, Index I, Index H) {
   return LstmUsesPacked(seq_len_max, N) && (I + H) * 4 * H <= (Index(1) << 18);
