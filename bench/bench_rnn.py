@@ -42,6 +42,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -348,9 +349,62 @@ def _impls(case, bench, want_torch):
     return impls
 
 
+class Progress:
+    """One line per finished measurement on stderr: a bar, measurements done and left, the
+    elapsed time and an estimate of the time left. The estimate weighs each remaining
+    measurement by its FLOPs times the number of implementations it times (a benchmark's time
+    grows with both), scaled by the seconds per such unit measured so far."""
+
+    def __init__(self, args, stream=sys.stderr):
+        self.stream = stream
+        self.items = [(dt, size, bench) for dt in args.dtypes for size in args.sizes
+                      for bench in args.only]
+        self.weight = {it: flops(it[2], it[1]) * (1 + len(PEERS[it[2]])) for it in self.items}
+        self.total_w = sum(self.weight.values()) or 1.0
+        self.done, self.done_w = 0, 0.0
+        self.t0 = time.perf_counter()
+
+    def step(self, item, summary):
+        self.done += 1
+        self.done_w += self.weight[item]
+        elapsed = time.perf_counter() - self.t0
+        left_w = self.total_w - self.done_w
+        eta = elapsed * left_w / self.done_w if self.done_w > 0 else 0.0
+        n = len(self.items)
+        fill = int(round(20 * self.done / n))
+        dt, size, bench = item
+        print(f"[{'#' * fill}{'.' * (20 - fill)}] {self.done}/{n} ({n - self.done} left) "
+              f"{_clock(elapsed)} elapsed, ~{_clock(eta)} left | {dt} {bu.size_str(size)} "
+              f"{bench}: {summary}", file=self.stream, flush=True)
+
+
+def _clock(seconds):
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+
+def _summary(rows):
+    """'ours 1.23 ms | stock 2.46 ms (2.00x)' for the progress line."""
+    ours_ms = rows["ours"]["ms"] if "ours" in rows else None
+    parts = []
+    for impl, row in rows.items():
+        if row["ms"] is None:
+            parts.append(f"{impl} n/a")
+            continue
+        text = f"{impl} {row['ms']:.2f} ms"
+        if impl != "ours" and ours_ms:
+            text += f" ({row['ms'] / ours_ms:.2f}x)"
+        parts.append(text)
+    return " | ".join(parts)
+
+
 def run_timings(args):
     results, gemm = [], []
     torch = _torch() if not args.no_torch else None
+    progress = Progress(args)
+    print(f"bench_rnn: {len(progress.items)} measurements ({len(args.dtypes)} dtypes x "
+          f"{len(args.sizes)} sizes x {len(args.only)} benchmarks), {args.reps} reps each",
+          file=sys.stderr, flush=True)
     for dt in args.dtypes:
         for size in args.sizes:
             rnn_rate, sq_rate = bu.gemm_rates(*size, bu.DTYPES[dt], args.reps, args.square)
@@ -406,10 +460,10 @@ def run_timings(args):
                         row["gflops"] = row["flops"] / row["ms"] / 1e6
                         row["gemm_share"] = row["gflops"] / peak
                     results.append(row)
-                    if args.verbose:
-                        print(f"  {dt} {bu.size_str(size)} {bench} {impl}: "
-                              f"{row['ms'] if row['ms'] is None else round(row['ms'], 2)} ms "
-                              f"{row['status']}", flush=True)
+                    if args.verbose and row["status"] != "ok":
+                        print(f"  {dt} {bu.size_str(size)} {bench} {impl}: {row['status']}",
+                              file=sys.stderr, flush=True)
+                progress.step((dt, size, bench), _summary(rows))
     return results, gemm
 
 
@@ -417,12 +471,20 @@ def mem_child(args):
     """Runs in the separate process: peak memory of each backward benchmark, as JSON lines."""
     torch = _torch() if not args.no_torch else None
     out = []
+    todo = [(dt, size, bench) for dt in args.dtypes for size in args.sizes
+            for bench in args.only if bench in BACKWARD]
+    done = 0
+    t0 = time.perf_counter()
     for dt in args.dtypes:
         for size in args.sizes:
             case = Case(size, dt)
             for bench in args.only:
                 if bench not in BACKWARD:
                     continue
+                done += 1
+                print(f"[memory {done}/{len(todo)}] {_clock(time.perf_counter() - t0)} "
+                      f"elapsed | {dt} {bu.size_str(size)} {bench}", file=sys.stderr,
+                      flush=True)
                 try:
                     impls = _impls(case, bench, torch is not None)
                 except Exception:  # noqa: BLE001
@@ -453,19 +515,22 @@ def start_memory(args):
         cmd.append("--no-torch")
     cmd += ["--torch-threads", str(args.torch_threads)]
     env = dict(os.environ, **bu.MEM_ENV)
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    print("bench_rnn: peak memory in a separate process"
+          + (" (alongside the timings)" if args.quick else ""), file=sys.stderr, flush=True)
+    # Its progress lines (stderr) go straight to ours.
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=None, text=True)
 
 
 def finish_memory(proc, results):
     """Waits for the memory process and fills in peak_mib; returns the method line."""
     if isinstance(proc, str):
         return proc
-    stdout, stderr = proc.communicate()
+    stdout, _ = proc.communicate()
     lines = [ln for ln in stdout.splitlines() if ln.startswith("MEMJSON ")]
     if proc.returncode != 0 or not lines:
-        tail = (stderr or stdout).strip().splitlines()[-3:]
-        return "failed: " + " | ".join(tail)
+        tail = stdout.strip().splitlines()[-3:]
+        return (f"failed: the memory process exited with {proc.returncode} (its error is on "
+                "stderr above)" + (": " + " | ".join(tail) if tail else ""))
     found = {(m["bench"], m["impl"], tuple(m["size"]), m["dtype"]): m["peak_mib"]
              for m in json.loads(lines[-1][len("MEMJSON "):])}
     for row in results:
@@ -635,7 +700,9 @@ def parse_args(argv):
                         "intra-op pool; --quick: 1, since OpenMP spin-waiting makes PyTorch "
                         "very slow on an oversubscribed machine)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory process")
-    p.add_argument("-v", "--verbose", action="store_true", help="print each timing as it ends")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print why an implementation is n/a as it happens (every "
+                        "measurement prints a progress line on stderr regardless)")
     p.add_argument("--_mem-child", dest="mem_child", action="store_true",
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -31,6 +31,11 @@ import reference as ref  # noqa: E402
 # SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
                (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40)]
+# Single steps (T = 1: lstm_cpu.cc's L == 1 path): SmallGemm (packed_gemm.h) runs its register
+# blocks on w in place up to 16 rows and Eigen's product beyond, split over the pool when large.
+BLOCK_SIZES += [(1, 1, 7, 37), (1, 13, 9, 50), (1, 17, 20, 33), (1, 32, 256, 256)]
+# GRUBlockCell(Grad) (gru_cpu.cc), the same SmallGemm paths, (N, I, H).
+GRU_CELL_SIZES = [(1, 7, 37), (13, 9, 50), (17, 20, 33), (32, 256, 256)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
 # Every sequence of full length and enough work for pool threads: the pipelined layer backward
 # (rnn_cpu.cc PipelinedGrads), over several chunks of steps, both directions, 2 layers.
@@ -111,6 +116,11 @@ def main():
                 cases.append((f"{op} {size} {dtype.name}",
                               lambda op=op, size=size, dtype=dtype:
                               _block_lstm(ours, rng, op, size, size[3] % 2 == 0, dtype)))
+    import test_gru_block as G
+    for size in GRU_CELL_SIZES:
+        cases.append((f"GRUBlockCell(Grad) {size} float32",
+                      lambda size=size: (G.test_fwd_float32(ours, rng, size),
+                                         G.test_grad_op_float32(ours, rng, size))))
     for size in RNN_SIZES:
         for mode in ("lstm", "gru", "rnn_tanh"):
             for dtype in (F32, F64):

@@ -44,6 +44,42 @@ def _keyword_only(fn):
     return wrapper
 
 
+# Eager fast path of the single-step ops, which decoding loops call thousands of times: the
+# inputs go straight to TensorFlow's eager executor (what the generated op function does
+# first, without its Python layers). Anything unusual (not eager, inputs that are not tensors
+# of one dtype, a kernel error) goes the validating way instead, which converts the inputs,
+# names a wrong input and raises the kernel's own error.
+try:
+    from tensorflow.python import pywrap_tfe as _pywrap_tfe
+    from tensorflow.python.eager import context as _context
+    _fast_execute = _pywrap_tfe.TFE_Py_FastPathExecute
+except (ImportError, AttributeError):  # a TensorFlow without them: always the validating way
+    _fast_execute = None
+
+
+def _try_fast(op, name, *flat):
+    """Runs TfRnn>`op` with `flat` (inputs in op order, then attr name/value pairs) on the
+    eager fast path and returns the op's output namedtuple; None when not executing eagerly or
+    when the fast path raises (the caller then takes the validating way)."""
+    if _fast_execute is not None:
+        ctx = _context.context()
+        if ctx._thread_local_data.is_eager:  # noqa: SLF001 (what generated op code reads)
+            try:
+                return _OUT[op]._make(_fast_execute(ctx, op, name, *flat))
+            except Exception:  # noqa: BLE001 (the validating way raises the right error)
+                pass
+    return None
+
+
+def _as_float(v):
+    return float(v) if type(v) is int else v  # noqa: E721 (not bool)
+
+
+def _outputs(op):
+    """The output namedtuple class of the generated op function of `op` (TfRnn>Name)."""
+    return getattr(load_library(), f"_TfRnn_{op.split('>', 1)[1]}Output")
+
+
 def _invalid(op, message):
     return tf.errors.InvalidArgumentError(None, None, f"TfRnn>{op}: {message}")
 
@@ -83,18 +119,29 @@ def _int64_scalar(op, name, value):
     return tf.convert_to_tensor(value, dtype=tf.int64)
 
 
-@_keyword_only
-def LSTMBlockCell(x, cs_prev, h_prev, w, wci, wcf, wco, b, forget_bias=1, cell_clip=3,
+# The four single-step ops take the eager fast path first (_try_fast); keyword-only through
+# the signature (a positional argument is Python's TypeError) rather than the _keyword_only
+# wrapper, one Python call less per step.
+def LSTMBlockCell(*, x, cs_prev, h_prev, w, wci, wcf, wco, b, forget_bias=1, cell_clip=3,
                   use_peephole=False, name=None):
+    # The fast path takes a float attr only as a Python float (the default 1 is an int).
+    out = _try_fast("TfRnn>LSTMBlockCell", name, x, cs_prev, h_prev, w, wci, wcf, wco, b,
+                    "forget_bias", _as_float(forget_bias), "cell_clip", _as_float(cell_clip),
+                    "use_peephole", use_peephole)
+    if out is not None:
+        return out
     t = _same_dtype("LSTMBlockCell", x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci, wcf=wcf,
                     wco=wco, b=b)
     return load_library().tf_rnn_lstm_block_cell(
         **t, forget_bias=forget_bias, cell_clip=cell_clip, use_peephole=use_peephole, name=name)
 
 
-@_keyword_only
-def LSTMBlockCellGrad(x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co, cs_grad,
-                      h_grad, use_peephole, name=None):
+def LSTMBlockCellGrad(*, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co,
+                      cs_grad, h_grad, use_peephole, name=None):
+    out = _try_fast("TfRnn>LSTMBlockCellGrad", name, x, cs_prev, h_prev, w, wci, wcf, wco, b, i,
+                    cs, f, o, ci, co, cs_grad, h_grad, "use_peephole", use_peephole)
+    if out is not None:
+        return out
     t = _same_dtype("LSTMBlockCellGrad", x=x, cs_prev=cs_prev, h_prev=h_prev, w=w, wci=wci,
                     wcf=wcf, wco=wco, b=b, i=i, cs=cs, f=f, o=o, ci=ci, co=co, cs_grad=cs_grad,
                     h_grad=h_grad)
@@ -147,17 +194,33 @@ def BlockLSTMGradV2(seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs,
                             cs_grad, h_grad, use_peephole, name)
 
 
-@_keyword_only
-def GRUBlockCell(x, h_prev, w_ru, w_c, b_ru, b_c, name=None):
+def GRUBlockCell(*, x, h_prev, w_ru, w_c, b_ru, b_c, name=None):
+    out = _try_fast("TfRnn>GRUBlockCell", name, x, h_prev, w_ru, w_c, b_ru, b_c)
+    if out is not None:
+        return out
     t = _same_dtype("GRUBlockCell", x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c)
     return load_library().tf_rnn_gru_block_cell(**t, name=name)
 
 
-@_keyword_only
-def GRUBlockCellGrad(x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c, d_h, name=None):
+def GRUBlockCellGrad(*, x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c, d_h, name=None):
+    out = _try_fast("TfRnn>GRUBlockCellGrad", name, x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c,
+                    d_h)
+    if out is not None:
+        return out
     t = _same_dtype("GRUBlockCellGrad", x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru,
                     b_c=b_c, r=r, u=u, c=c, d_h=d_h)
     return load_library().tf_rnn_gru_block_cell_grad(**t, name=name)
+
+
+class _OutputClasses(dict):
+    """op -> output namedtuple class, looked up once (the library loads on first use)."""
+
+    def __missing__(self, op):
+        cls = self[op] = _outputs(op)
+        return cls
+
+
+_OUT = _OutputClasses()
 
 
 # --- cuDNN RNN family (CPU kernels; stock TensorFlow has none) -----------------------------

@@ -68,10 +68,16 @@ EIGEN_ALWAYS_INLINE void Chunked(Index len, Fn&& fn) {
 }
 using OStride = Eigen::OuterStride<>;
 
-// Fills n elements with zero on the pool.
+// Fills n elements with zero: on the calling thread up to kInlineZero elements (a pool
+// expression costs microseconds of set-up, more than zeroing a step's rows), else on the pool.
+constexpr Index kInlineZero = Index(1) << 16;
 template <typename A>
 void Zero(const CpuDevice& d, A* p, Index n) {
   if (n <= 0) return;
+  if (n <= kInlineZero) {
+    std::fill_n(p, n, A(0));
+    return;
+  }
   FlatMap<A>(p, n).device(d) = FlatMap<A>(p, n).constant(A(0));
 }
 
@@ -113,6 +119,23 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
   d.parallelFor(n, Eigen::TensorOpCost(0, 0, cost_per_unit),
                 [&fn](Index begin, Index end) { fn(begin, end); });
 }
+
+// Pointwise passes of a single step over `rows` rows of `width` elements: fn(r0, r1) on the
+// calling thread up to kInlineElems elements (waking a pool thread costs more than a few
+// thousand vectorised elements: a single-step op of N = 32, H = 256 spent most of its time on
+// it), else split over the pool by rows.
+constexpr Index kInlineElems = Index(1) << 15;
+template <typename Fn>
+void PointwiseRows(const CpuDevice& d, Index rows, Index width, double cost_per_elem,
+                   Fn&& fn) {
+  if (rows <= 0) return;
+  if (rows * width <= kInlineElems || d.numThreads() <= 1) {
+    fn(Index(0), rows);
+    return;
+  }
+  ParallelFor(d, rows, cost_per_elem * width, fn);
+}
+
 
 // Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
 // in parallel, a step only after every block of the previous one has finished.

@@ -1,5 +1,9 @@
-// CPU implementation of the GRU cell (reset before the recurrent product).
+// CPU implementation of the GRU cell (reset before the recurrent product). A single step of a
+// few rows: the products go through SmallGemm (packed_gemm.h) and the pointwise passes run
+// inline unless they are large (PointwiseRows), so a small call never waits for the pool.
 #include "cc/engine/gru.h"
+
+#include "cc/engine/packed_gemm.h"
 
 namespace tfrnn {
 namespace {
@@ -15,9 +19,10 @@ void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
   A* hr = ws + N * 2 * H;      // [N, H]   h_prev ⊙ r
   A* c_bar = hr + N * H;       // [N, H]
   // [r_bar, u_bar] = x · w_ru[:I] + h_prev · w_ru[I:]
-  Gemm<A>(d, false, false, N, 2 * H, I, a.x, a.w_ru, ru_bar, false);
-  Gemm<A>(d, false, false, N, 2 * H, H, a.h_prev, a.w_ru + I * 2 * H, ru_bar, true);
-  ParallelFor(d, N, kCostPerElem * H, [&](Index n0, Index n1) {
+  SmallGemm<A>(d, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, ru_bar, 2 * H, false);
+  SmallGemm<A>(d, false, false, N, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, ru_bar,
+               2 * H, true);
+  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
     CVec<A> br(a.b_ru, H), bu(a.b_ru + H, H);
     for (Index n = n0; n < n1; ++n) {
       const A* g = ru_bar + n * 2 * H;
@@ -28,9 +33,9 @@ void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
     }
   });
   // c_bar = x · w_c[:I] + (h_prev ⊙ r) · w_c[I:]
-  Gemm<A>(d, false, false, N, H, I, a.x, a.w_c, c_bar, false);
-  Gemm<A>(d, false, false, N, H, H, hr, a.w_c + I * H, c_bar, true);
-  ParallelFor(d, N, kCostPerElem * H, [&](Index n0, Index n1) {
+  SmallGemm<A>(d, false, false, N, H, I, a.x, I, a.w_c, H, c_bar, H, false);
+  SmallGemm<A>(d, false, false, N, H, H, hr, H, a.w_c + I * H, H, c_bar, H, true);
+  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
     CVec<A> bc(a.b_c, H);
     for (Index n = n0; n < n1; ++n) {
       Vec<A> c(a.c + n * H, H), h(a.h + n * H, H);
@@ -46,7 +51,7 @@ void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
   const Index N = a.N, I = a.I, H = a.H;
   A* d_hr = ws;  // [N, H]
   const A one(1);
-  ParallelFor(d, N, kCostPerElem * H, [&](Index n0, Index n1) {
+  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
     for (Index n = n0; n < n1; ++n) {
       const Index o = n * H;
       CVec<A> u(a.u + o, H), c(a.c + o, H), hp(a.h_prev + o, H), dh(a.d_h + o, H);
@@ -64,9 +69,9 @@ void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
     }
   });
   // d_x = d_c_bar · w_c[:I]ᵀ ; d_hr = d_c_bar · w_c[I:]ᵀ
-  Gemm<A>(d, false, true, N, I, H, a.d_c_bar, a.w_c, a.d_x, false);
-  Gemm<A>(d, false, true, N, H, H, a.d_c_bar, a.w_c + I * H, d_hr, false);
-  ParallelFor(d, N, kCostPerElem * H, [&](Index n0, Index n1) {
+  SmallGemm<A>(d, false, true, N, I, H, a.d_c_bar, H, a.w_c, H, a.d_x, I, false);
+  SmallGemm<A>(d, false, true, N, H, H, a.d_c_bar, H, a.w_c + I * H, H, d_hr, H, false);
+  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
     for (Index n = n0; n < n1; ++n) {
       const Index o = n * H;
       CVec<A> r(a.r + o, H), hp(a.h_prev + o, H), dhr(d_hr + o, H);
@@ -79,9 +84,11 @@ void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
     }
   });
   // d_x += [d_r_bar, d_u_bar] · w_ru[:I]ᵀ ; d_h_prev = [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
-  Gemm<A>(d, false, true, N, I, 2 * H, a.d_r_bar_u_bar, a.w_ru, a.d_x, true);
-  Gemm<A>(d, false, true, N, H, 2 * H, a.d_r_bar_u_bar, a.w_ru + I * 2 * H, a.d_h_prev, false);
-  ParallelFor(d, N, kCostPerElem * H, [&](Index n0, Index n1) {
+  SmallGemm<A>(d, false, true, N, I, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru, 2 * H, a.d_x, I,
+               true);
+  SmallGemm<A>(d, false, true, N, H, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru + I * 2 * H, 2 * H,
+               a.d_h_prev, H, false);
+  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
     for (Index n = n0; n < n1; ++n) {
       const Index o = n * H;
       Vec<A> dhp(a.d_h_prev + o, H);

@@ -185,20 +185,6 @@ void PackWeights(const CpuDevice& d, Pack kind, Index I, Index H, Index U, const
   });
 }
 
-// gates[:, g·H + j0 : g·H + j0 + len] += h_prev · w_h[:, same columns], for the 4 gates
-// (single-threaded: the caller parallelises over unit blocks), with Eigen's block product: for
-// a single step, where packing the weights would not pay.
-template <typename A>
-void RecurrentFwdBlock(Index N, Index H, Index j0, Index len, const A* h_prev, const A* w_h,
-                       A* gates) {
-  Eigen::Map<const MatRM<A>, 0, OStride> hp(h_prev, N, H, OStride(H));
-  for (int g = 0; g < 4; ++g) {
-    Eigen::Map<const MatRM<A>, 0, OStride> wb(w_h + g * H + j0, H, len, OStride(4 * H));
-    Eigen::Map<MatRM<A>, 0, OStride> gb(gates + g * H + j0, N, len, OStride(4 * H));
-    gb.noalias() += hp * wb;
-  }
-}
-
 // dh[:, j0 : j0 + len] = dgates · w_h[j0 : j0 + len, :]ᵀ   (single-threaded block; `wp` is the
 // block's packed w_hᵀ, or null: w_h directly).
 template <typename A>
@@ -233,11 +219,24 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   //    block's packed weights, (I+H)·len per gate, stay in its core's L2;
   //  - otherwise the input projection of all steps as one GEMM, plus h_{t-1} · w[I:] with
   //    w[I:] packed once;
-  //  - a single step: the same with Eigen's block product (packing would not pay).
+  //  - a single step: both products by SmallGemm on w in place (packing would not pay).
+  if (L == 1) {
+    // A single step (LSTMBlockCell, or seq_len_max 1): gates = x·w[:I] + h_prev·w[I:] by
+    // SmallGemm (no weight packing, no step loop), then the pointwise pass, inline unless it
+    // is large.
+    SmallGemm<A>(d, false, false, N, G, I, a.x, I, a.w, G, workspace, G, false);
+    SmallGemm<A>(d, false, false, N, G, H, a.h_prev, H, a.w + I * G, G, workspace, G, true);
+    PointwiseRows(d, N, H, kFwdCostPerElem, [&](Index n0, Index n1) {
+      FwdRows<A>(s, H, n0, n1, 0, H, workspace, a.b, a.cs_prev, a.wci, a.wcf, a.wco, a.i, a.cs,
+                 a.f, a.o, a.ci, a.co, a.h);
+    });
+    const Index tail = (T - 1) * NH;
+    for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + NH, tail);
+    return;
+  }
   const bool pipelined = FwdChainPipelined(L, N, H, d.numThreads());
   const bool fused = !pipelined && LstmFusesInput(L, N, I, H);
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
-  const A* w_h = a.w + I * G;
   const Index xrows = fused ? I : 0;  // rows of w in the per-step product besides w[I:]
   if (!fused && !pipelined) Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
   A* w_packed = nullptr;
@@ -249,20 +248,16 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
     const Index j0 = blk * U, len = std::min(U, H - j0);
     A* gates = fused ? workspace : workspace + t * N * G;
     const A* hp = t == 0 ? a.h_prev : a.h + (t - 1) * NH;
-    if (w_packed == nullptr) {
-      RecurrentFwdBlock<A>(N, H, j0, len, hp, w_h, gates);
-    } else {
-      const A* wp = w_packed + j0 * 4 * (xrows + H);
-      for (int g = 0; g < 4; ++g) {
-        A* out = gates + g * H + j0;
-        if (xrows > 0) {
-          packed::Gemm<A>(N, I, len, a.x + t * N * I, I, wp, out, G, false);
-          wp += I * len;
-        }
-        // Adds to the input projection, except in a fused product without input rows.
-        packed::Gemm<A>(N, H, len, hp, H, wp, out, G, !fused || xrows > 0);
-        wp += H * len;
+    const A* wp = w_packed + j0 * 4 * (xrows + H);
+    for (int g = 0; g < 4; ++g) {
+      A* out = gates + g * H + j0;
+      if (xrows > 0) {
+        packed::Gemm<A>(N, I, len, a.x + t * N * I, I, wp, out, G, false);
+        wp += I * len;
       }
+      // Adds to the input projection, except in a fused product without input rows.
+      packed::Gemm<A>(N, H, len, hp, H, wp, out, G, !fused || xrows > 0);
+      wp += H * len;
     }
     const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
     const Index off = t * NH;
@@ -431,7 +426,7 @@ void LstmCellBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmCellB
   for (Index& k : st.g_stride) k = 0;
   st.dcs_carry = a.cs_prev_grad;
   st.dgates = a.dgates;
-  ParallelFor(d, N, kBwdCostPerElem * H, [&](Index n0, Index n1) {
+  PointwiseRows(d, N, H, kBwdCostPerElem, [&](Index n0, Index n1) {
     BwdRows<A>(s, /*exact_clip=*/false, H, n0, n1, 0, H, st, a.wci, a.wcf, a.wco);
   });
   PeepholeGrads<A>(d, s, N, N, H, a.dgates, a.cs_prev, a.cs_prev, a.cs, a.wci_grad, a.wcf_grad,

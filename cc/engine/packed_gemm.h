@@ -79,18 +79,18 @@ void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out) {
   while (c < cols) panel(1);
 }
 
-// One register block: R rows of A times one panel of NP packets.
+// One register block: R rows of A times one panel of NP packets, whose row k starts at
+// b + k · bs (bs = the panel width when packed, B's leading dimension when not).
 template <typename A, int R, int NP>
-EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, A* c, Index ldc,
-                               bool accumulate) {
+EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index bs, A* c,
+                               Index ldc, bool accumulate) {
   using P = Packet<A>;
-  constexpr Index W = NP * kP<A>;
   P acc[R][NP];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pset1<P>(A(0));
   for (Index k = 0; k < K; ++k) {
     P bv[NP];
-    for (int j = 0; j < NP; ++j) bv[j] = Eigen::internal::ploadu<P>(b + k * W + j * kP<A>);
+    for (int j = 0; j < NP; ++j) bv[j] = Eigen::internal::ploadu<P>(b + k * bs + j * kP<A>);
     for (int r = 0; r < R; ++r) {
       const P av = Eigen::internal::pset1<P>(a[r * lda + k]);
       for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pmadd(av, bv[j], acc[r][j]);
@@ -111,30 +111,30 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, A* c,
 template <typename A>
 constexpr Index kKc = std::max<Index>(32, (20 * 1024) / (kPanel<A> * Index(sizeof(A))));
 
+// A panel of NP packets times `rows` rows of A; row k of the panel starts at b + k · bs.
 template <typename A, int NP>
-void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, A* c, Index ldc,
-               bool accumulate) {
-  constexpr Index W = NP * kP<A>;
-  if (K > kKc<A>) {  // K in chunks; the panel's chunk k0.. starts at b + k0 · W
+void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, Index bs, A* c,
+               Index ldc, bool accumulate) {
+  if (K > kKc<A>) {  // K in chunks; the panel's chunk k0.. starts at b + k0 · bs
     for (Index k0 = 0; k0 < K; k0 += kKc<A>) {
-      PanelRows<A, NP>(rows, std::min(kKc<A>, K - k0), a + k0, lda, b + k0 * W, c, ldc,
+      PanelRows<A, NP>(rows, std::min(kKc<A>, K - k0), a + k0, lda, b + k0 * bs, bs, c, ldc,
                        accumulate || k0 > 0);
     }
     return;
   }
   Index r = 0;
   for (; r + kRows <= rows; r += kRows)
-    Micro<A, kRows, NP>(K, a + r * lda, lda, b, c + r * ldc, ldc, accumulate);
+    Micro<A, kRows, NP>(K, a + r * lda, lda, b, bs, c + r * ldc, ldc, accumulate);
   const A* ar = a + r * lda;
   A* cr = c + r * ldc;
   switch (rows - r) {  // the row tail, fully unrolled as well
-    case 7: Micro<A, (7 < kRows ? 7 : 1), NP>(K, ar, lda, b, cr, ldc, accumulate); break;
-    case 6: Micro<A, (6 < kRows ? 6 : 1), NP>(K, ar, lda, b, cr, ldc, accumulate); break;
-    case 5: Micro<A, 5, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
-    case 4: Micro<A, 4, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
-    case 3: Micro<A, 3, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
-    case 2: Micro<A, 2, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
-    case 1: Micro<A, 1, NP>(K, ar, lda, b, cr, ldc, accumulate); break;
+    case 7: Micro<A, (7 < kRows ? 7 : 1), NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
+    case 6: Micro<A, (6 < kRows ? 6 : 1), NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
+    case 5: Micro<A, 5, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
+    case 4: Micro<A, 4, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
+    case 3: Micro<A, 3, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
+    case 2: Micro<A, 2, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
+    case 1: Micro<A, 1, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
     default: break;
   }
 }
@@ -147,9 +147,9 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
   if (rows <= 0 || cols <= 0) return;
   Index col = 0;
   for (; col + kPanel<A> <= cols; col += kPanel<A>, bp += K * kPanel<A>)
-    PanelRows<A, 2>(rows, K, a, lda, bp, c + col, ldc, accumulate);
+    PanelRows<A, 2>(rows, K, a, lda, bp, kPanel<A>, c + col, ldc, accumulate);
   if (col + kP<A> <= cols) {
-    PanelRows<A, 1>(rows, K, a, lda, bp, c + col, ldc, accumulate);
+    PanelRows<A, 1>(rows, K, a, lda, bp, kP<A>, c + col, ldc, accumulate);
     col += kP<A>;
     bp += K * kP<A>;
   }
@@ -164,7 +164,98 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
   }
 }
 
+// C[rows, cols] (+)= A[rows, K] · B[K, cols] with B unpacked, row-major, leading dimension
+// ldb: the same register blocks streaming B's rows in place. For a product used once (a
+// single step of a few rows), packing B would cost as much as the product. Single-threaded.
+template <typename A>
+void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const A* b, Index ldb,
+                  A* c, Index ldc, bool accumulate) {
+  if (rows <= 0 || cols <= 0) return;
+  Index col = 0;
+  for (; col + kPanel<A> <= cols; col += kPanel<A>)
+    PanelRows<A, 2>(rows, K, a, lda, b + col, ldb, c + col, ldc, accumulate);
+  if (col + kP<A> <= cols) {
+    PanelRows<A, 1>(rows, K, a, lda, b + col, ldb, c + col, ldc, accumulate);
+    col += kP<A>;
+  }
+  for (; col < cols; ++col) {  // fewer than one packet of columns left
+    for (Index r = 0; r < rows; ++r) {
+      const A* ar = a + r * lda;
+      A s(0);
+      for (Index k = 0; k < K; ++k) s += ar[k] * b[k * ldb + col];
+      A& dst = c[r * ldc + col];
+      dst = accumulate ? dst + s : s;
+    }
+  }
+}
+
 }  // namespace packed
+
+// C[m, n] (+)= op(A) · op(B) with leading dimensions lda, ldb, ldc (op(A) = A [m, k] or, with
+// ta, Aᵀ of A stored [k, m]; op(B) = B [k, n] or, with tb, Bᵀ of B stored [n, k]), for the
+// products of a single step: the tensor contraction of Gemm() (cpu_device.h) costs more in
+// set-up and packing than the arithmetic of a few rows (GRUBlockCellGrad at N = 1, H = 256
+// took 0.8 ms). Up to kSmallRows rows of A times an untransposed B run the register blocks
+// above on B in place (packed::GemmUnpacked); the rest Eigen's matrix product (a single row:
+// its matrix-vector kernel). On the calling thread below kSmallGemmMacs units of work per
+// thread, else split into column blocks (multiples of 16) over the pool.
+constexpr double kSmallGemmMacs = double(1 << 20);
+constexpr Index kSmallRows = 16;
+template <typename A>
+void SmallGemm(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const A* a,
+               Index lda, const A* b, Index ldb, A* c, Index ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  using CMap = Eigen::Map<const MatRM<A>, 0, OStride>;
+  auto block = [&](Index c0, Index c1) {
+    Eigen::Map<MatRM<A>, 0, OStride> out(c + c0, m, c1 - c0, OStride(ldc));
+    if (k <= 0) {
+      if (!accumulate) out.setZero();
+      return;
+    }
+    if (!ta && !tb && m <= kSmallRows) {
+      packed::GemmUnpacked<A>(m, k, c1 - c0, a, lda, b + c0, ldb, c + c0, ldc, accumulate);
+      return;
+    }
+    auto product = [&](const auto& lhs, const auto& rhs) {
+      if (accumulate) {
+        out.noalias() += lhs * rhs;
+      } else {
+        out.noalias() = lhs * rhs;
+      }
+    };
+    CMap am(a, ta ? k : m, ta ? m : k, OStride(lda));
+    if (tb) {
+      CMap bm(b + c0 * ldb, c1 - c0, k, OStride(ldb));
+      if (ta) {
+        product(am.transpose(), bm.transpose());
+      } else {
+        product(am, bm.transpose());
+      }
+    } else {
+      CMap bm(b + c0, k, c1 - c0, OStride(ldb));
+      if (ta) {
+        product(am.transpose(), bm);
+      } else {
+        product(am, bm);
+      }
+    }
+  };
+  // Work: the multiply-adds plus B's stream (a product of one row is bound by reading B; an
+  // [512, 1024] B is 2 MiB, and two cores read it twice as fast as one).
+  const double macs = double(m) * double(n) * double(k);
+  const double work = macs + 4.0 * double(n) * double(k);
+  const Index parts = std::min<Index>(
+      std::min<Index>(d.numThreads(), static_cast<Index>(work / kSmallGemmMacs)), n / 16);
+  if (parts <= 1) {
+    block(0, n);
+    return;
+  }
+  const Index width = ((n + parts - 1) / parts + 15) / 16 * 16;
+  ParallelFor(d, (n + width - 1) / width, macs / parts, [&](Index p0, Index p1) {
+    for (Index p = p0; p < p1; ++p) block(p * width, std::min(n, (p + 1) * width));
+  });
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
