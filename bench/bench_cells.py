@@ -147,8 +147,8 @@ def main(argv=None):
         rows.append(row)
         el = time.perf_counter() - t0
         left = el / (k + 1) * (len(items) - k - 1)
-        print(f"[{k + 1}/{len(items)}] {el:.0f} s elapsed, ~{left:.0f} s left | {op} N={N} "
-              f"I=H={H}: eager {eager['stock']:.1f}/{eager['ours']:.1f} µs "
+        print(f"[{k + 1}/{len(items)}] {bu.clock(el)} elapsed, ~{bu.clock(left)} left | {op} "
+              f"N={N} I=H={H}: eager {eager['stock']:.1f}/{eager['ours']:.1f} µs "
               f"({eager['stock'] / eager['ours']:.2f}x), function {func['stock']:.1f}/"
               f"{func['ours']:.1f} µs ({func['stock'] / func['ours']:.2f}x)",
               file=sys.stderr, flush=True)

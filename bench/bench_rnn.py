@@ -374,13 +374,8 @@ class Progress:
         fill = int(round(20 * self.done / n))
         dt, size, bench = item
         print(f"[{'#' * fill}{'.' * (20 - fill)}] {self.done}/{n} ({n - self.done} left) "
-              f"{_clock(elapsed)} elapsed, ~{_clock(eta)} left | {dt} {bu.size_str(size)} "
+              f"{bu.clock(elapsed)} elapsed, ~{bu.clock(eta)} left | {dt} {bu.size_str(size)} "
               f"{bench}: {summary}", file=self.stream, flush=True)
-
-
-def _clock(seconds):
-    m, s = divmod(int(round(seconds)), 60)
-    return f"{m}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
 
 
 def _summary(rows):
@@ -482,7 +477,7 @@ def mem_child(args):
                 if bench not in BACKWARD:
                     continue
                 done += 1
-                print(f"[memory {done}/{len(todo)}] {_clock(time.perf_counter() - t0)} "
+                print(f"[memory {done}/{len(todo)}] {bu.clock(time.perf_counter() - t0)} "
                       f"elapsed | {dt} {bu.size_str(size)} {bench}", file=sys.stderr,
                       flush=True)
                 try:

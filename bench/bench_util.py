@@ -48,6 +48,12 @@ def size_str(size):
     return "x".join(str(s) for s in size)
 
 
+def clock(seconds):
+    """Seconds as m:ss (or h:mm:ss) for progress lines."""
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+
 def time_once_ms(fn):
     """Wall time of one fn() call in milliseconds."""
     t0 = time.perf_counter()

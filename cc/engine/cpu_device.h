@@ -136,7 +136,6 @@ void PointwiseRows(const CpuDevice& d, Index rows, Index width, double cost_per_
   ParallelFor(d, rows, cost_per_elem * width, fn);
 }
 
-
 // Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
 // in parallel, a step only after every block of the previous one has finished.
 //

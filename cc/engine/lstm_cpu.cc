@@ -200,40 +200,13 @@ void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, c
   out.noalias() = dg * wb.transpose();
 }
 
-}  // namespace
-
+// The forward of seq_len_max != 1 steps (see LstmForward for the ways to the pre-activations);
+// steps past seq_len_max are left to the caller.
 template <typename A>
-void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>& a,
-                 A* workspace) {
-  const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
+void LstmForwardSteps(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>& a,
+                      A* workspace) {
+  const Index N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
   const Index NH = N * H, G = 4 * H;
-  // Per step and unit block: the block's gate columns of the step's pre-activations, then its
-  // pointwise pass. The ways to the pre-activations:
-  //  - small steps (pipelined): one thread runs the steps, each h_{t-1} · w[I:] with w[I:]
-  //    packed once, added to the input projection that the other threads compute in chunks of
-  //    steps ahead of it;
-  //  - small weights (fused): [x_t, h_{t-1}] · w with all of w packed once, into one step's
-  //    gate buffer that every step reuses. A separate input projection's [L·N, 4H] result
-  //    makes a round trip through memory (written, read back by the recurrent product, read
-  //    again by the pointwise pass) that cost more than the GEMM at small batch sizes; the
-  //    block's packed weights, (I+H)·len per gate, stay in its core's L2;
-  //  - otherwise the input projection of all steps as one GEMM, plus h_{t-1} · w[I:] with
-  //    w[I:] packed once;
-  //  - a single step: both products by SmallGemm on w in place (packing would not pay).
-  if (L == 1) {
-    // A single step (LSTMBlockCell, or seq_len_max 1): gates = x·w[:I] + h_prev·w[I:] by
-    // SmallGemm (no weight packing, no step loop), then the pointwise pass, inline unless it
-    // is large.
-    SmallGemm<A>(d, false, false, N, G, I, a.x, I, a.w, G, workspace, G, false);
-    SmallGemm<A>(d, false, false, N, G, H, a.h_prev, H, a.w + I * G, G, workspace, G, true);
-    PointwiseRows(d, N, H, kFwdCostPerElem, [&](Index n0, Index n1) {
-      FwdRows<A>(s, H, n0, n1, 0, H, workspace, a.b, a.cs_prev, a.wci, a.wcf, a.wco, a.i, a.cs,
-                 a.f, a.o, a.ci, a.co, a.h);
-    });
-    const Index tail = (T - 1) * NH;
-    for (A* p : {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h}) Zero(d, p + NH, tail);
-    return;
-  }
   const bool pipelined = FwdChainPipelined(L, N, H, d.numThreads());
   const bool fused = !pipelined && LstmFusesInput(L, N, I, H);
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
@@ -278,6 +251,41 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
   } else {
     const double block_cost = 8.0 * N * (xrows + H) * U / 16 + kFwdCostPerElem * N * U;
     StepLoop(d, L, blocks, block_cost, step_block);
+  }
+}
+
+}  // namespace
+
+template <typename A>
+void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>& a,
+                 A* workspace) {
+  const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max;
+  const Index NH = N * H, G = 4 * H;
+  // Per step and unit block: the block's gate columns of the step's pre-activations, then its
+  // pointwise pass. The ways to the pre-activations:
+  //  - small steps (pipelined): one thread runs the steps, each h_{t-1} · w[I:] with w[I:]
+  //    packed once, added to the input projection that the other threads compute in chunks of
+  //    steps ahead of it;
+  //  - small weights (fused): [x_t, h_{t-1}] · w with all of w packed once, into one step's
+  //    gate buffer that every step reuses. A separate input projection's [L·N, 4H] result
+  //    makes a round trip through memory (written, read back by the recurrent product, read
+  //    again by the pointwise pass) that cost more than the GEMM at small batch sizes; the
+  //    block's packed weights, (I+H)·len per gate, stay in its core's L2;
+  //  - otherwise the input projection of all steps as one GEMM, plus h_{t-1} · w[I:] with
+  //    w[I:] packed once;
+  //  - a single step: both products by SmallGemm on w in place (packing would not pay).
+  if (L == 1) {
+    // A single step (LSTMBlockCell, or seq_len_max 1): gates = x·w[:I] + h_prev·w[I:] by
+    // SmallGemm (no weight packing, no step loop), then the pointwise pass, inline unless it
+    // is large.
+    SmallGemm<A>(d, false, false, N, G, I, a.x, I, a.w, G, workspace, G, false);
+    SmallGemm<A>(d, false, false, N, G, H, a.h_prev, H, a.w + I * G, G, workspace, G, true);
+    PointwiseRows(d, N, H, kFwdCostPerElem, [&](Index n0, Index n1) {
+      FwdRows<A>(s, H, n0, n1, 0, H, workspace, a.b, a.cs_prev, a.wci, a.wcf, a.wco, a.i, a.cs,
+                 a.f, a.o, a.ci, a.co, a.h);
+    });
+  } else {
+    LstmForwardSteps<A>(d, s, a, workspace);
   }
   // Steps past seq_len_max: all seven outputs are zero.
   const Index tail = (T - L) * NH, start = L * NH;

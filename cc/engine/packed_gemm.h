@@ -139,29 +139,44 @@ void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, Index bs,
   }
 }
 
+// C[rows, cols] (+)= A[rows, K] · B, one walk over B's column panels for both layouts:
+//   packed (PackRowMajor/PackColMajor with the same K and cols): panel of width w is stored
+//     k-major right after the previous one, row k at k · w;
+//   unpacked (row-major, leading dimension ldb): the panel at column col starts at b + col,
+//     row k at k · ldb.
+template <typename A>
+void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A* b, bool packed,
+                Index ldb, A* c, Index ldc, bool accumulate) {
+  if (rows <= 0 || cols <= 0) return;
+  // Row stride of a panel of width w, and the distance to the next panel.
+  auto stride = [&](Index w) { return packed ? w : ldb; };
+  auto next = [&](Index w) { return packed ? K * w : w; };
+  Index col = 0;
+  for (; col + kPanel<A> <= cols; col += kPanel<A>, b += next(kPanel<A>))
+    PanelRows<A, 2>(rows, K, a, lda, b, stride(kPanel<A>), c + col, ldc, accumulate);
+  if (col + kP<A> <= cols) {
+    PanelRows<A, 1>(rows, K, a, lda, b, stride(kP<A>), c + col, ldc, accumulate);
+    col += kP<A>;
+    b += next(kP<A>);
+  }
+  for (; col < cols; ++col, b += next(1)) {  // fewer than one packet of columns left
+    const Index bs = stride(1);
+    for (Index r = 0; r < rows; ++r) {
+      const A* ar = a + r * lda;
+      A s(0);
+      for (Index k = 0; k < K; ++k) s += ar[k] * b[k * bs];
+      A& dst = c[r * ldc + col];
+      dst = accumulate ? dst + s : s;
+    }
+  }
+}
+
 // C[rows, cols] (+)= A[rows, K] · B, B packed by PackRowMajor/PackColMajor with the same K and
 // cols. Single-threaded: the engines parallelise over column (unit) blocks.
 template <typename A>
 void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A* c, Index ldc,
           bool accumulate) {
-  if (rows <= 0 || cols <= 0) return;
-  Index col = 0;
-  for (; col + kPanel<A> <= cols; col += kPanel<A>, bp += K * kPanel<A>)
-    PanelRows<A, 2>(rows, K, a, lda, bp, kPanel<A>, c + col, ldc, accumulate);
-  if (col + kP<A> <= cols) {
-    PanelRows<A, 1>(rows, K, a, lda, bp, kP<A>, c + col, ldc, accumulate);
-    col += kP<A>;
-    bp += K * kP<A>;
-  }
-  for (; col < cols; ++col, bp += K) {  // fewer than one packet of columns left
-    for (Index r = 0; r < rows; ++r) {
-      const A* ar = a + r * lda;
-      A s(0);
-      for (Index k = 0; k < K; ++k) s += ar[k] * bp[k];
-      A& dst = c[r * ldc + col];
-      dst = accumulate ? dst + s : s;
-    }
-  }
+  GemmPanels<A>(rows, K, cols, a, lda, bp, /*packed=*/true, 0, c, ldc, accumulate);
 }
 
 // C[rows, cols] (+)= A[rows, K] · B[K, cols] with B unpacked, row-major, leading dimension
@@ -170,23 +185,7 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
 template <typename A>
 void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const A* b, Index ldb,
                   A* c, Index ldc, bool accumulate) {
-  if (rows <= 0 || cols <= 0) return;
-  Index col = 0;
-  for (; col + kPanel<A> <= cols; col += kPanel<A>)
-    PanelRows<A, 2>(rows, K, a, lda, b + col, ldb, c + col, ldc, accumulate);
-  if (col + kP<A> <= cols) {
-    PanelRows<A, 1>(rows, K, a, lda, b + col, ldb, c + col, ldc, accumulate);
-    col += kP<A>;
-  }
-  for (; col < cols; ++col) {  // fewer than one packet of columns left
-    for (Index r = 0; r < rows; ++r) {
-      const A* ar = a + r * lda;
-      A s(0);
-      for (Index k = 0; k < K; ++k) s += ar[k] * b[k * ldb + col];
-      A& dst = c[r * ldc + col];
-      dst = accumulate ? dst + s : s;
-    }
-  }
+  GemmPanels<A>(rows, K, cols, a, lda, b, /*packed=*/false, ldb, c, ldc, accumulate);
 }
 
 }  // namespace packed
