@@ -9,6 +9,8 @@ the stock layer's: constructor arguments, weights and their names and shapes, ``
 initializers, regularizers, constraints, ``stateful``, ``go_backwards``,
 ``return_sequences`` / ``return_state``, masking, input dropout, ``Bidirectional``,
 serialization. ``set_weights(stock.get_weights())`` works in both directions.
+``to_stock(model)`` returns a copy of a model with every one of our layers the stock layer
+(same config and weights), to deploy where tf_rnn_ops is not installed (TF Serving, TFLite).
 
 The sequence loop (``inner_loop``) runs in ``TfRnn>CudnnRNNV3`` (CPU kernel, registered
 gradient) with the Keras weights converted to the cuDNN params layout by differentiable
@@ -47,7 +49,7 @@ import tensorflow as tf
 from tf_rnn_ops import raw_ops
 from tf_rnn_ops._loader import load_library
 
-__all__ = ["LSTM", "GRU"]
+__all__ = ["LSTM", "GRU", "to_stock"]
 
 # The op must be registered before a SavedModel that uses it is loaded, so a process that
 # imports these layers can also load one.
@@ -286,3 +288,6 @@ class GRU(_FusedRNNMixin, keras.layers.GRU):
     _RNN_MODE = "gru"
     _GATES = 3
     _ORDER = [1, 0, 2]
+
+
+from tf_rnn_ops._to_stock import to_stock  # noqa: E402  (needs the classes above)
