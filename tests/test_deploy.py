@@ -195,6 +195,19 @@ def test_to_stock_single_layers():
     assert type(K.to_stock(dense)) is L.Dense
 
 
+def test_to_stock_stateful_states_and_use_cudnn():
+    model = keras.Sequential([keras.Input(batch_shape=(B, T, I)),
+                              K.LSTM(4, stateful=True, return_sequences=True),
+                              K.GRU(3, stateful=True, use_cudnn=True)])
+    _randomize(model, seed=12)
+    x = _inputs(model, seed=13)
+    model(x)                                     # the states move away from zero
+    stock = K.to_stock(model)
+    assert model.layers[1].use_cudnn is True and stock.layers[1].use_cudnn == "auto"
+    # Both continue from the same states (on this host stock use_cudnn=True would raise).
+    _assert_close(_outputs(stock, x), _outputs(model, x), "float32")
+
+
 def test_to_stock_bad_input():
     with pytest.raises(TypeError, match="expected a Keras model or layer, got str"):
         K.to_stock("model.keras")

@@ -18,8 +18,10 @@ does: Sequential and functional models, nested models, ``Bidirectional`` (forwar
 backward layers), ``TimeDistributed`` and any serializable layer that holds them in its
 config.
 
-Not carried over: optimizer state (a compiled model comes back compiled with a fresh
-optimizer) and the current states of ``stateful=True`` layers (they start from zeros).
+The current states of ``stateful=True`` layers are copied too. Not carried over: optimizer
+state (a compiled model comes back compiled with a fresh optimizer). One config value changes:
+``use_cudnn=True`` becomes ``"auto"``, because on our layers it asks for the fused op, while
+on the stock layers it demands cuDNN and fails on a host without a GPU.
 """
 import keras
 
@@ -56,6 +58,10 @@ def _point_at_stock(obj, names):
         out["module"] = "keras.layers"
         out["class_name"] = stock.__name__
         out["registered_name"] = None
+        if out["config"].get("use_cudnn") is True:
+            # Ours: "the fused op or an error"; stock: "cuDNN or an error", which fails on a
+            # CPU-only host. The copy is for any host.
+            out["config"] = dict(out["config"], use_cudnn="auto")
     return out
 
 
@@ -103,7 +109,17 @@ def to_stock(model):
             f"to_stock: tf_rnn_ops layers {', '.join(left)} are created by a layer's own code, "
             "not from the model's config, so they cannot be replaced")
     _copy_weights(model, clone)
+    _copy_rnn_states(model, clone)
     return clone
+
+
+def _copy_rnn_states(src, dst):
+    """The current states of stateful RNN layers (not weights: get_weights leaves them out)."""
+    for a, b in zip(_all_layers(src), _all_layers(dst)):
+        if (isinstance(a, keras.layers.RNN) and a.stateful and getattr(a, "states", None)
+                is not None and getattr(b, "states", None) is not None):
+            for va, vb in zip(keras.tree.flatten(a.states), keras.tree.flatten(b.states)):
+                vb.assign(va)
 
 
 def _copy_weights(src, dst):
