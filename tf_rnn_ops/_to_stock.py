@@ -70,14 +70,16 @@ def to_stock(model):
 
     `model` is any Keras layer or model (Sequential, functional, subclassed with a config).
     Every ``tf_rnn_ops.keras.LSTM`` / ``GRU`` in it, at any depth, becomes a
-    ``keras.layers.LSTM`` / ``GRU`` with the same config (name included) and the same weights;
-    everything else is a copy of the original layer with its weights. The original model is
-    not changed. The copy runs no tf_rnn_ops op, so it can be saved as a SavedModel or a
-    ``.keras`` file that loads without tf_rnn_ops, or converted with ``tf.lite``.
+    ``keras.layers.LSTM`` / ``GRU`` with the same config (name included; ``use_cudnn=True``
+    becomes ``"auto"``, see the module doc), weights and stateful states; everything else is a
+    copy of the original layer with its weights. The original model is not changed. The copy
+    runs no tf_rnn_ops op, so it can be saved as a SavedModel or a ``.keras`` file that loads
+    without tf_rnn_ops, or converted with ``tf.lite``.
 
     Raises TypeError when `model` is not a Keras layer, ValueError when it contains a
-    subclass of our layers (its extra behaviour has no stock equivalent) or when Keras cannot
-    rebuild it from its config.
+    subclass of our layers (its extra behaviour has no stock equivalent), when one of our
+    layers is created by a layer's code rather than from its config, or when Keras cannot
+    serialize the model or rebuild it from its config.
     """
     if not isinstance(model, keras.layers.Layer):
         raise TypeError(f"to_stock: expected a Keras model or layer, got {type(model).__name__}")
