@@ -100,7 +100,8 @@ def _layers(model):
 
 
 def _ours(model):
-    return [layer for layer in _layers(model) if isinstance(layer, K._FusedRNNMixin)]  # noqa: SLF001
+    mixin = K._FusedRNNMixin  # noqa: SLF001
+    return [layer for layer in _layers(model) if isinstance(layer, mixin)]
 
 
 @pytest.fixture
