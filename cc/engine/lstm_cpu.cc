@@ -164,21 +164,22 @@ void PeepholeGrads(const CpuDevice& d, const LstmCellSpec& s, Index rows, Index 
 // (w_h = w[I:], the recurrent rows.)
 enum class Pack { kFwdRecurrent, kFwdFused, kBwd };
 template <typename A>
-void PackWeights(const CpuDevice& d, Pack kind, Index I, Index H, Index U, const A* w, A* out) {
+void PackWeights(const CpuDevice& d, Pack kind, Index I, Index H, Index U, const A* w, A* out,
+                 bool b16) {
   const Index blocks = (H + U - 1) / U, G = 4 * H;
   const Index xrows = kind == Pack::kFwdFused ? I : 0;
   ParallelFor(d, blocks, 4.0 * U * (xrows + H), [&](Index b0, Index b1) {
     for (Index blk = b0; blk < b1; ++blk) {
       const Index j0 = blk * U, len = std::min(U, H - j0);
       if (kind == Pack::kBwd) {
-        packed::PackColMajor<A>(G, len, w + I * G + j0 * G, G, out + j0 * G);
+        packed::PackColMajor<A>(G, len, w + I * G + j0 * G, G, out + j0 * G, b16);
         continue;
       }
       A* dst = out + j0 * 4 * (xrows + H);
       for (int g = 0; g < 4; ++g) {
-        packed::PackRowMajor<A>(xrows, len, w + g * H + j0, G, dst);
+        packed::PackRowMajor<A>(xrows, len, w + g * H + j0, G, dst, 0, 0, b16);
         dst += xrows * len;
-        packed::PackRowMajor<A>(H, len, w + I * G + g * H + j0, G, dst);
+        packed::PackRowMajor<A>(H, len, w + I * G + g * H + j0, G, dst, 0, 0, b16);
         dst += H * len;
       }
     }
@@ -189,9 +190,9 @@ void PackWeights(const CpuDevice& d, Pack kind, Index I, Index H, Index U, const
 // block's packed w_hᵀ, or null: w_h directly).
 template <typename A>
 void RecurrentBwdBlock(Index N, Index H, Index j0, Index len, const A* dgates, const A* wp,
-                       const A* w_h, A* dh) {
+                       const A* w_h, A* dh, bool b16) {
   if (wp != nullptr) {
-    packed::Gemm<A>(N, 4 * H, len, dgates, 4 * H, wp, dh + j0, H, false);
+    packed::Gemm<A>(N, 4 * H, len, dgates, 4 * H, wp, dh + j0, H, false, b16);
     return;
   }
   Eigen::Map<const MatRM<A>, 0, OStride> dg(dgates, N, 4 * H, OStride(4 * H));
@@ -211,11 +212,15 @@ void LstmForwardSteps(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdAr
   const bool fused = !pipelined && LstmFusesInput(L, N, I, H);
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   const Index xrows = fused ? I : 0;  // rows of w in the per-step product besides w[I:]
-  if (!fused && !pipelined) Gemm<A>(d, false, false, L * N, G, I, a.x, a.w, workspace, false);
+  const bool b16 = s.bf16 && bf16::Available();
+  if (!fused && !pipelined) {
+    GemmB16<A>(d, b16, false, false, L * N, G, I, a.x, a.w, workspace, false);
+  }
   A* w_packed = nullptr;
   if (LstmUsesPacked(L, N)) {
     w_packed = workspace + (fused ? N * G : L * N * G);
-    PackWeights<A>(d, fused ? Pack::kFwdFused : Pack::kFwdRecurrent, I, H, U, a.w, w_packed);
+    PackWeights<A>(d, fused ? Pack::kFwdFused : Pack::kFwdRecurrent, I, H, U, a.w, w_packed,
+                   b16);
   }
   auto step_block = [&](Index t, Index blk) {
     const Index j0 = blk * U, len = std::min(U, H - j0);
@@ -225,11 +230,11 @@ void LstmForwardSteps(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdAr
     for (int g = 0; g < 4; ++g) {
       A* out = gates + g * H + j0;
       if (xrows > 0) {
-        packed::Gemm<A>(N, I, len, a.x + t * N * I, I, wp, out, G, false);
+        packed::Gemm<A>(N, I, len, a.x + t * N * I, I, wp, out, G, false, b16);
         wp += I * len;
       }
       // Adds to the input projection, except in a fused product without input rows.
-      packed::Gemm<A>(N, H, len, hp, H, wp, out, G, !fused || xrows > 0);
+      packed::Gemm<A>(N, H, len, hp, H, wp, out, G, !fused || xrows > 0, b16);
       wp += H * len;
     }
     const A* cp = t == 0 ? a.cs_prev : a.cs + (t - 1) * NH;
@@ -239,14 +244,12 @@ void LstmForwardSteps(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdAr
   };
   if (pipelined) {
     // The input projection of each chunk of steps [t0, t1), before its steps run.
-    using CMap = Eigen::Map<const MatRM<A>>;
     ChainWithChunksAhead(
         d, L, 1, N, SideHelpers(d, 4.0 * L * N * H * (I + H), double(I) / H),
         [&](Index t) { step_block(t, 0); },
         [&](Index t0, Index t1) {
-          const Index rows = (t1 - t0) * N;
-          Eigen::Map<MatRM<A>>(workspace + t0 * N * G, rows, G).noalias() =
-              CMap(a.x + t0 * N * I, rows, I) * CMap(a.w, I, G);
+          GemmB16Serial<A>(b16, false, false, (t1 - t0) * N, G, I, a.x + t0 * N * I, I, a.w, G,
+                           workspace + t0 * N * G, G, false);
         });
   } else {
     const double block_cost = 8.0 * N * (xrows + H) * U / 16 + kFwdCostPerElem * N * U;
@@ -298,16 +301,15 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& s, const LstmFwdArgs<A>
 //   w_grad[:, c0:c1] (+)= [x_t, h_{t-1}]ᵀ · dgates[t][:, c0:c1],
 //   b_grad[c0:c1] (+)= Σ_rows dgates[t][:, c0:c1]           (GradPanelSteps; `first`: set)
 template <typename A>
-void XGradSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Index tb) {
+void XGradSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Index tb, bool b16) {
   const Index N = a.N, I = a.I, G = 4 * a.H, rows = (tb - ta) * N;
-  using CMap = Eigen::Map<const MatRM<A>>;
-  Eigen::Map<MatRM<A>>(a.x_grad + ta * N * I, rows, I).noalias() =
-      CMap(dgates_all + ta * N * G, rows, G) * CMap(a.w, I, G).transpose();
+  GemmB16Serial<A>(b16, false, true, rows, I, G, dgates_all + ta * N * G, G, a.w, G,
+                   a.x_grad + ta * N * I, I, false);
 }
 
 template <typename A>
 void GradPanelSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Index tb, Index c0,
-                    Index c1, bool first) {
+                    Index c1, bool first, bool b16) {
   const Index N = a.N, I = a.I, H = a.H, G = 4 * H, rows = (tb - ta) * N, len = c1 - c0;
   using CMap = Eigen::Map<const MatRM<A>>;
   using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
@@ -326,9 +328,20 @@ void GradPanelSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Inde
     wh.setZero();
     bg.setZero();
   }
-  wx.noalias() += x.transpose() * dg;
-  if (lead) wh.noalias() += CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
-  if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
+  if (b16) {
+    A* whp = a.w_grad + I * G + c0;
+    GemmB16Serial<A>(true, true, false, I, len, rows, a.x + ta * N * I, I, dg0, G,
+                     a.w_grad + c0, G, true);
+    if (lead) GemmB16Serial<A>(true, true, false, H, len, N, a.h_prev, H, dg0, G, whp, G, true);
+    if (rows > lead) {
+      GemmB16Serial<A>(true, true, false, H, len, rows - lead, h_rest.data(), H, dg0 + lead * G,
+                       G, whp, G, true);
+    }
+  } else {
+    wx.noalias() += x.transpose() * dg;
+    if (lead) wh.noalias() += CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
+    if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
+  }
   for (Index r = 0; r < rows; ++r) bg += CVec<A>(dg0 + r * G, len);
 }
 
@@ -345,7 +358,8 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
   // Small batch: the step chain on one thread, the GEMMs over finished steps beside it.
   const bool pipelined = BwdChainPipelined(L, N, d.numThreads());
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
-  if (w_packed != nullptr) PackWeights<A>(d, Pack::kBwd, I, H, U, a.w, w_packed);
+  const bool b16 = s.bf16 && bf16::Available();
+  if (w_packed != nullptr) PackWeights<A>(d, Pack::kBwd, I, H, U, a.w, w_packed, b16);
   // The state-gradient outputs double as the carries between steps.
   Zero(d, a.cs_prev_grad, NH);
   Zero(d, a.h_prev_grad, NH);
@@ -358,7 +372,7 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
     const A* wp = w_packed ? w_packed + j0 * G : nullptr;
     // dL/dh_t (through h_t feeding step t+1) = dgates[t+1] · w[I:]ᵀ, for these units.
     if (t + 1 < L) RecurrentBwdBlock<A>(N, H, j0, len, dgates_all + (t + 1) * N * G, wp, w_h,
-                                        a.h_prev_grad);
+                                        a.h_prev_grad, b16);
     if (t < 0) return;
     const Index off = t * NH;
     BwdStep<A> st;
@@ -394,18 +408,20 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& s, const LstmBwdArgs<A
         d, L, N, G, SideHelpers(d, 4.0 * L * N * H * (I + H), double(2 * I + H) / H),
         [&](Index step) { step_block(step, 0); },
         [&](Index t0, Index t1, Index c0, Index c1, bool first) {
-          GradPanelSteps<A>(a, dgates_all, t0, t1, c0, c1, first);
+          GradPanelSteps<A>(a, dgates_all, t0, t1, c0, c1, first, b16);
         },
-        [&](Index t0, Index t1) { XGradSteps<A>(a, dgates_all, t0, t1); });
+        [&](Index t0, Index t1) { XGradSteps<A>(a, dgates_all, t0, t1, b16); });
   } else {
     StepLoop(d, steps, blocks, block_cost, step_block);
     // x_grad = dgates · w[0:I]ᵀ over all steps.
-    Gemm<A>(d, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
+    GemmB16<A>(d, b16, false, true, L * N, I, G, dgates_all, a.w, a.x_grad, false);
     // w_grad[0:I] = xᵀ · dgates ; w_grad[I:] = h_prevᵀ · dgates[0] + h[0:L-1]ᵀ · dgates[1:L].
-    Gemm<A>(d, true, false, I, G, L * N, a.x, dgates_all, a.w_grad, false);
+    GemmB16<A>(d, b16, true, false, I, G, L * N, a.x, dgates_all, a.w_grad, false);
     A* wg_h = a.w_grad + I * G;
-    Gemm<A>(d, true, false, H, G, N, a.h_prev, dgates_all, wg_h, false);
-    if (L > 1) Gemm<A>(d, true, false, H, G, (L - 1) * N, a.h, dgates_all + N * G, wg_h, true);
+    GemmB16<A>(d, b16, true, false, H, G, N, a.h_prev, dgates_all, wg_h, false);
+    if (L > 1) {
+      GemmB16<A>(d, b16, true, false, H, G, (L - 1) * N, a.h, dgates_all + N * G, wg_h, true);
+    }
     // b_grad = column sums of dgates.
     ColumnSum<A>(d, dgates_all, L * N, G, a.b_grad);
   }

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cc/engine/bf16_gemm.h"
 #include "cc/engine/cpu_device.h"
 
 namespace tfrnn {
@@ -42,9 +43,13 @@ constexpr int kRows = 6;
 
 // Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous). Rows
 // [zero_k0, zero_k1) are packed as zeros (a product that must leave out part of K).
+// With bf16 (float only): the pair panels of bf16_gemm.h for packed::Gemm(..., bf16 = true).
 template <typename A>
 void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0 = 0,
-                  Index zero_k1 = 0) {
+                  Index zero_k1 = 0, bool use_bf16 = false) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16) return bf16::Pack(K, cols, src, ld, 1, out, zero_k0, zero_k1);
+  }
   Index c = 0;
   auto panel = [&](Index w) {
     for (Index k = 0; k < K; ++k) {
@@ -64,7 +69,10 @@ void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zer
 
 // Packs B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed row-major block).
 template <typename A>
-void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out) {
+void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out, bool use_bf16 = false) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16) return bf16::Pack(K, cols, src, 1, ld, out);
+  }
   Index c = 0;
   auto panel = [&](Index w) {
     for (Index j = 0; j < w; ++j) {
@@ -171,11 +179,15 @@ void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A*
   }
 }
 
-// C[rows, cols] (+)= A[rows, K] · B, B packed by PackRowMajor/PackColMajor with the same K and
-// cols. Single-threaded: the engines parallelise over column (unit) blocks.
+// C[rows, cols] (+)= A[rows, K] · B, B packed by PackRowMajor/PackColMajor with the same K,
+// cols and bf16 (then A is rounded to bf16 as well). Single-threaded: the engines
+// parallelise over column (unit) blocks.
 template <typename A>
 void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A* c, Index ldc,
-          bool accumulate) {
+          bool accumulate, bool use_bf16 = false) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16) return bf16::GemmPacked(rows, K, cols, a, lda, bp, c, ldc, accumulate);
+  }
   GemmPanels<A>(rows, K, cols, a, lda, bp, /*packed=*/true, 0, c, ldc, accumulate);
 }
 
@@ -189,6 +201,55 @@ void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const 
 }
 
 }  // namespace packed
+
+// Gemm() of cpu_device.h; with bf16 (a bfloat16 op, on a CPU with AVX512_BF16: the engines
+// pass their spec's bf16 && bf16::Available()) and float, the bf16 products on the pool.
+template <typename A>
+void GemmB16(const CpuDevice& d, bool use_bf16, bool ta, bool tb, Index m, Index n, Index k,
+             const A* a, const A* b, A* c, bool accumulate) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16 && m > 0 && n > 0 && k > 0)
+      return bf16::GemmLarge(d, ta, tb, m, n, k, a, b, c, accumulate);
+  }
+  Gemm<A>(d, ta, tb, m, n, k, a, b, c, accumulate);
+}
+
+// C[m, n] (+)= op(A) · op(B) on the calling thread (the products beside a step chain), with
+// leading dimensions: Eigen's matrix product, or with bf16 (as above) bf16::GemmSerial.
+template <typename A>
+void GemmB16Serial(bool use_bf16, bool ta, bool tb, Index m, Index n, Index k, const A* a,
+                   Index lda, const A* b, Index ldb, A* c, Index ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16 && k > 0) {
+      return bf16::GemmSerial(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    }
+  }
+  using CMap = Eigen::Map<const MatRM<A>, 0, OStride>;
+  Eigen::Map<MatRM<A>, 0, OStride> out(c, m, n, OStride(ldc));
+  if (k <= 0) {
+    if (!accumulate) out.setZero();
+    return;
+  }
+  CMap am(a, ta ? k : m, ta ? m : k, OStride(lda));
+  CMap bm(b, tb ? n : k, tb ? k : n, OStride(ldb));
+  auto product = [&](const auto& lhs, const auto& rhs) {
+    if (accumulate) {
+      out.noalias() += lhs * rhs;
+    } else {
+      out.noalias() = lhs * rhs;
+    }
+  };
+  if (ta && tb) {
+    product(am.transpose(), bm.transpose());
+  } else if (ta) {
+    product(am.transpose(), bm);
+  } else if (tb) {
+    product(am, bm.transpose());
+  } else {
+    product(am, bm);
+  }
+}
 
 // C[m, n] (+)= op(A) · op(B) with leading dimensions lda, ldb, ldc (op(A) = A [m, k] or, with
 // ta, Aᵀ of A stored [k, m]; op(B) = B [k, n] or, with tb, Bᵀ of B stored [n, k]), for the

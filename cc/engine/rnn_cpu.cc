@@ -242,7 +242,7 @@ template <typename A>
 void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
-  const bool proj = s.P > 0;
+  const bool proj = s.P > 0, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   A* h_cur = ws;
   A* h_next = h_cur + B * Hs;
@@ -271,7 +271,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   } else if (pipelined) {
     // below, in chunks of steps ahead of the chain
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    Gemm<A>(d, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
+    GemmB16<A>(d, b16, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
@@ -296,14 +296,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           const Index j0 = blk * U, len = std::min(U, N - j0);
           for (Index k = 0; k < K; ++k) {
             packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs,
-                                    rpack + j0 * K * Hs + k * len * Hs);
+                                    rpack + j0 * K * Hs + k * len * Hs, b16);
           }
         }
       });
     }
     auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
       packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
-                      KN, false);
+                      KN, false, b16);
     };
     // hm = h ⊙ mask of step st for the units [j0, j0 + len) (rows without that step: h itself,
     // never read).
@@ -349,15 +349,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     };
     if (pipelined) {
       // gx of each chunk of steps [s0, s1) (time rows [tau0, tau1)), before its steps run.
-      using CMap = Eigen::Map<const MatRM<A>>;
       ChainWithChunksAhead(
           d, steps, phases, B,
           SideHelpers(d, double(steps) * B * KN * (ly.in + Hs), double(ly.in) / Hs),
           [&](Index t) { item(t, 0); },
           [&](Index s0, Index s1) {
             const Index tau0 = sm.reverse ? s.T - s1 : s0, rows = (s1 - s0) * B;
-            Eigen::Map<MatRM<A>>(ly.acts + tau0 * B * KN, rows, KN).noalias() =
-                CMap(xin + tau0 * B * ly.in, rows, ly.in) * CMap(ly.W, KN, ly.in).transpose();
+            GemmB16Serial<A>(b16, false, true, rows, KN, ly.in, xin + tau0 * B * ly.in, ly.in,
+                             ly.W, ly.in, ly.acts + tau0 * B * KN, KN, false);
           });
     } else {
       StepLoop(d, steps * phases, blocks, cost, item);
@@ -601,6 +600,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
                     Index steps, const A* xin, A* din, bool accumulate_din, const BwdBufs<A>& w,
                     A* dp, const RnnParamOffsets& po, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
+  const bool b16 = s.bf16 && bf16::Available();
   using CMap = Eigen::Map<const MatRM<A>>;
   using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
@@ -619,8 +619,15 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
           dbw.setZero();
           dbr.setZero();
         }
-        dW.noalias() += gx.transpose() * CMap(xin + r0 * in, rows, in);
-        dR.noalias() += gr.transpose() * CMap(ly.hprev + r0 * Hs, rows, Hs);
+        if (b16) {
+          GemmB16Serial<A>(true, true, false, len, in, rows, w.dgx + r0 * KN + c0, KN,
+                           xin + r0 * in, in, dW.data(), in, true);
+          GemmB16Serial<A>(true, true, false, len, Hs, rows, w.dhr + r0 * KN + c0, KN,
+                           ly.hprev + r0 * Hs, Hs, dR.data(), Hs, true);
+        } else {
+          dW.noalias() += gx.transpose() * CMap(xin + r0 * in, rows, in);
+          dR.noalias() += gr.transpose() * CMap(ly.hprev + r0 * Hs, rows, Hs);
+        }
         for (Index r = 0; r < rows; ++r) {
           dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
           dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
@@ -628,13 +635,8 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
       },
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
-        Eigen::Map<MatRM<A>> out(din + r0 * in, rows, in);
-        const auto prod = CMap(w.dgx + r0 * KN, rows, KN) * CMap(ly.W, KN, in);
-        if (accumulate_din) {
-          out.noalias() += prod;
-        } else {
-          out.noalias() = prod;
-        }
+        GemmB16Serial<A>(b16, false, false, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, in,
+                         din + r0 * in, in, accumulate_din);
       });
 }
 
@@ -644,7 +646,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                    A* din, bool accumulate_din, const BwdBufs<A>& w0) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
-  const bool reset_before = gru && s.gru_reset_before;
+  const bool reset_before = gru && s.gru_reset_before, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   BwdBufs<A> w = w0;
@@ -675,7 +677,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
-          packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1);
+          packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1, b16);
         }
       });
       // One work item per (phase of a step, unit block) on StepLoop, steps in reverse: the
@@ -695,10 +697,10 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         if (!second && st + 1 < steps) {
           const A* rp = w.rpack + j0 * KN;
           if (s.has_mask) {
-            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dhm + j0, Hs, false);
+            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dhm + j0, Hs, false, b16);
             AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
           } else {
-            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dh + j0, Hs, true);
+            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dh + j0, Hs, true, b16);
           }
         }
         if (st < 0) return;
@@ -771,7 +773,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 
   if (pipelined) return;  // the weight, bias and input gradients are done
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
-  if (ly.in > 0) Gemm<A>(d, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
+  if (ly.in > 0) GemmB16<A>(d, b16, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
   // R multiplied h_prev ⊙ mask; reserve holds h_prev.
   const A* hrec = ly.hprev;
   if (s.has_mask) {
@@ -784,7 +786,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     });
     hrec = w.hrec;
   }
-  Gemm<A>(d, true, false, KN, Hs, TB, w.dhr, hrec, dp + po.r, false);
+  GemmB16<A>(d, b16, true, false, KN, Hs, TB, w.dhr, hrec, dp + po.r, false);
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
     const Index pn = s.gate_pos[2];
     ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
@@ -803,7 +805,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       }
     });
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    Gemm<A>(d, false, false, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
+    GemmB16<A>(d, b16, false, false, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {

@@ -21,6 +21,7 @@ struct LstmCellSpec {
   float forget_bias = 0.f;
   float cell_clip = 0.f;   // <= 0: no clipping
   bool use_peephole = false;
+  bool bf16 = false;  // a bfloat16 op: products may round their operands to bf16 (bf16_gemm.h)
 };
 
 // Forward over a time-major sequence. Every pointer is dense row-major.
@@ -218,6 +219,7 @@ struct RnnSpec {
   bool gru_reset_before = false;  // n = act(W·x + b_W + R_n·(r ⊙ h) + b_R) (MPSGraph's
                                   // resetAfter = NO) instead of act(W·x + b_W + r ⊙ (R_n·h + b_R))
   bool gru_z_new = false;  // h = z ⊙ n + (1-z) ⊙ h_prev instead of (1-z) ⊙ n + z ⊙ h_prev
+  bool bf16 = false;  // a bfloat16 op: products may round their operands to bf16 (bf16_gemm.h)
 };
 
 inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }

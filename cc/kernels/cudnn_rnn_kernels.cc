@@ -328,7 +328,7 @@ class CudnnRnnForwardOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
+    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<T>(s), a, ws);
     if (!at_.time_major) SwapMajor<A>(dev, a.y, y, s.T, s.B, ycols);
     br.Finish();
   }
@@ -451,7 +451,7 @@ class CudnnRnnBackwardOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::RnnBwd(*engine)(pool, s, a, ws);
+    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<T>(s), a, ws);
     if (!at_.time_major) SwapMajor<A>(dev, a.dx, dxv, s.T, s.B, s.I);
     br.Finish();
   }

@@ -149,6 +149,15 @@ struct ComputeType<Eigen::bfloat16> {
   using type = float;
 };
 
+// The engine spec (LstmCellSpec or RnnSpec) for an op of type T: a bfloat16 op lets the
+// engine round the operands of its products to bf16 (bf16_gemm.h, where the CPU has
+// AVX512_BF16); every other type computes its products in the compute type.
+template <typename T, typename Spec>
+Spec SpecFor(Spec s) {
+  s.bf16 = std::is_same<T, Eigen::bfloat16>::value;
+  return s;
+}
+
 // Hands out engine pointers of the compute type A for the op's tensors of type T. When T is
 // A they are the tensors' own buffers; otherwise inputs are converted into temporaries and
 // outputs are computed into temporaries that Finish() converts back. Scratch comes from TF.

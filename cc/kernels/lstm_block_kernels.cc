@@ -178,8 +178,8 @@ class LstmForwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    EngineFns<A>::Forward(*engine)(pool, MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_),
-                                   a, ws);
+    const LstmCellSpec spec = SpecFor<T>(MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_));
+    EngineFns<A>::Forward(*engine)(pool, spec, a, ws);
     br.Finish();
   }
 
@@ -309,7 +309,8 @@ class LstmSeqGradOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::Backward(*engine)(pool, MakeSpec(v2_, 0.f, cell_clip_, use_peephole_), a, ws);
+    EngineFns<A>::Backward(*engine)(pool, SpecFor<T>(MakeSpec(v2_, 0.f, cell_clip_, use_peephole_)),
+                                    a, ws);
     br.Finish();
   }
 

@@ -104,7 +104,7 @@ class MpsGruOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
+    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), a, ws);
     if (z_out != nullptr) ZStateFromReserve<A>(s, a.reserve, z_out);
     br.Finish();
   }
@@ -185,8 +185,8 @@ class MpsGruGradOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, s, f, fws);
-    EngineFns<A>::RnnBwd(*engine)(pool, s, g, bws);
+    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), f, fws);
+    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<Tt>(s), g, bws);
     // Unpack into MPSGraph's layouts.
     A* dR = br.Out(d_R);
     A* dW = d_W ? br.Out(d_W) : nullptr;

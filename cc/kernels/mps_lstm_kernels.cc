@@ -112,7 +112,7 @@ class MpsLstmOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
+    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), a, ws);
     // Interleave the per-direction activations and cell states into MPSGraph's layouts.
     if (z_out != nullptr) ZStateFromReserve<A>(s, a.reserve, z_out);
     for (int64_t d = 0; d < D && cell_out != nullptr; ++d) {
@@ -215,8 +215,8 @@ class MpsLstmGradOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, s, f, fws);
-    EngineFns<A>::RnnBwd(*engine)(pool, s, g, bws);
+    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), f, fws);
+    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<Tt>(s), g, bws);
     // Unpack into MPSGraph's layouts.
     A* dR = br.Out(d_R);
     A* dW = d_W ? br.Out(d_W) : nullptr;

@@ -1,0 +1,348 @@
+// GEMMs of bfloat16 operands with float accumulation (AVX512_BF16's vdpbf16ps), for the engine
+// running a bfloat16 op: its tensors arrive as float holding bf16 values, and the products
+// multiply them at twice the float FMA rate. Only the products change; the pointwise maths
+// stays in float.
+//
+//   C[r, c] (+)= Σ_k bf16(A[r, k]) · bf16(B[k, c])      (products exact, sums in float)
+//
+// A bf16 op's inputs and weights are bf16 values already; what gets rounded is what the
+// engine computed in float: h_{t-1} entering the recurrent product, and the gate gradients
+// entering the backward products (the same operands a bf16 GEMM of PyTorch or oneDNN sees).
+//
+// Packed B: the panels of packed_gemm.h (widths 32, 16, then 1 column; panel at column c
+// starting at float slot c · K), each holding ceil(K/2) pair rows of w 32-bit words, the word
+// of (p, c) being (B[2p, c], B[2p+1, c]) (low half first; B[K, c] = 0 for odd K). One 512-bit
+// load is a pair row of 16 columns, one vdpbf16ps adds two k's of 16 columns.
+//
+// Compiled into the avx512 engine only, the kernels with a function-level target, and run
+// only where the CPU reports AVX512_BF16 (Available()).
+#ifndef TF_RNN_OPS_CC_ENGINE_BF16_GEMM_H_
+#define TF_RNN_OPS_CC_ENGINE_BF16_GEMM_H_
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cc/engine/cpu_device.h"
+
+#if defined(__AVX512F__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TFRNN_BF16_KERNELS 1
+#define TFRNN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
+#define TFRNN_BF16_KERNELS 0
+#define TFRNN_BF16_TARGET
+#endif
+
+namespace tfrnn {
+namespace bf16 {
+
+// Whether the bf16 products run: the avx512 engine, a CPU with AVX512_BF16, and the
+// environment variable TF_RNN_OPS_BF16_GEMM not "0" (read once per process).
+inline bool Available() {
+#if TFRNN_BF16_KERNELS
+  static const bool on = [] {
+    const char* e = std::getenv("TF_RNN_OPS_BF16_GEMM");
+    if (e != nullptr && e[0] == '0') return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
+// float -> bf16 bits, rounding to nearest even (NaN stays NaN), as vcvtne2ps2bf16 does.
+inline uint16_t Round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float Widen(uint32_t bits16) {
+  const uint32_t u = bits16 << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+inline uint32_t Pair(float lo, float hi) {
+  return uint32_t(Round(lo)) | (uint32_t(Round(hi)) << 16);
+}
+
+constexpr Index kLanes = 16;          // floats per 512-bit register
+constexpr Index kWide = 2 * kLanes;   // columns of a full panel
+constexpr int kRowsPerBlock = 8;      // rows of A per register block (16 accumulators)
+constexpr Index kChunk = 160;         // pair rows per K chunk: 160 · 32 words = 20 KiB of B
+
+inline Index Pairs(Index K) { return (K + 1) / 2; }
+
+// Width of the panel that starts at column c of a B with `cols` columns.
+inline Index PanelWidth(Index c, Index cols) {
+  return c + kWide <= cols ? kWide : c + kLanes <= cols ? kLanes : 1;
+}
+
+#if TFRNN_BF16_KERNELS
+// Pair row q of a panel of w (16 or 32) columns of a row-major B (sc = 1): rows 2q and 2q+1
+// (nullptr: zeros) converted and interleaved, 16 columns per 512-bit store.
+TFRNN_BF16_TARGET inline void PackPairRow(const float* lo, const float* hi, Index w,
+                                          uint32_t* out) {
+  // Word j of the result = bf16 of column j of lo (low half) and of hi (high half).
+  alignas(64) static const uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (Index j = 0; j < w; j += kLanes) {
+    const __m512 l = lo ? _mm512_loadu_ps(lo + j) : _mm512_setzero_ps();
+    const __m512 h = hi ? _mm512_loadu_ps(hi + j) : _mm512_setzero_ps();
+    const __m512bh v = _mm512_cvtne2ps_pbh(h, l);
+    _mm512_storeu_si512(out + j,
+                        _mm512_permutexvar_epi16(idx, reinterpret_cast<const __m512i&>(v)));
+  }
+}
+#endif
+
+// Packs B[K, cols], element (k, c) at src[k · sk + c · sc], into the layout above; rows
+// [zk0, zk1) packed as zeros. Columns [c0, c1) only (c0, c1 on panel boundaries).
+inline void PackRange(Index K, Index cols, const float* src, Index sk, Index sc, float* out,
+                      Index zk0, Index zk1, Index c0, Index c1) {
+  const Index K2 = Pairs(K);
+  auto zero = [&](Index k) { return k >= K || (k >= zk0 && k < zk1); };
+  auto at = [&](Index k, Index c) { return zero(k) ? 0.f : src[k * sk + c * sc]; };
+  for (Index c = c0; c < c1;) {
+    const Index w = PanelWidth(c, cols);
+    uint32_t* p = reinterpret_cast<uint32_t*>(out + c * K);
+#if TFRNN_BF16_KERNELS
+    if (sc == 1 && w >= kLanes) {
+      for (Index q = 0; q < K2; ++q) {
+        PackPairRow(zero(2 * q) ? nullptr : src + 2 * q * sk + c,
+                    zero(2 * q + 1) ? nullptr : src + (2 * q + 1) * sk + c, w, p + q * w);
+      }
+      c += w;
+      continue;
+    }
+#endif
+    for (Index j = 0; j < w; ++j) {
+      for (Index q = 0; q < K2; ++q) p[q * w + j] = Pair(at(2 * q, c + j), at(2 * q + 1, c + j));
+    }
+    c += w;
+  }
+}
+inline void Pack(Index K, Index cols, const float* src, Index sk, Index sc, float* out,
+                 Index zk0 = 0, Index zk1 = 0) {
+  PackRange(K, cols, src, sk, sc, out, zk0, zk1, 0, cols);
+}
+
+#if TFRNN_BF16_KERNELS
+
+// Rows [r0, r1) of A[rows, K] (element (r, k) at a[r · lda + k]) as pair words, K2 per row.
+TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const float* a,
+                                          Index lda, uint32_t* out) {
+  const Index K2 = Pairs(K);
+  for (Index r = r0; r < r1; ++r) {
+    const float* s = a + r * lda;
+    uint32_t* o = out + r * K2;
+    Index k = 0;
+    for (; k + 2 * kLanes <= K; k += 2 * kLanes) {
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + k + kLanes),
+                                             _mm512_loadu_ps(s + k));
+      _mm512_storeu_si512(o + k / 2, reinterpret_cast<const __m512i&>(v));
+    }
+    for (; k < K; k += 2) o[k / 2] = Pair(s[k], k + 1 < K ? s[k + 1] : 0.f);
+  }
+}
+
+// One register block: R rows of A (pair words, row stride lda) times NP registers of a
+// panel's pair rows (row q at b + q · w), over K2 pairs.
+template <int R, int NP>
+TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, const uint32_t* b,
+                                    Index w, float* c, Index ldc, bool accumulate) {
+  __m512 acc[R][NP];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (Index q = 0; q < K2; ++q) {
+    __m512bh bv[NP];
+    for (int j = 0; j < NP; ++j) {
+      const __m512i x = _mm512_loadu_si512(b + q * w + j * kLanes);
+      bv[j] = reinterpret_cast<const __m512bh&>(x);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = _mm512_set1_epi32(static_cast<int>(a[r * lda + q]));
+      const __m512bh av = reinterpret_cast<const __m512bh&>(x);
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NP; ++j) {
+      float* dst = c + r * ldc + j * kLanes;
+      __m512 v = acc[r][j];
+      if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(dst));
+      _mm512_storeu_ps(dst, v);
+    }
+  }
+}
+
+template <int NP>
+TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a, Index lda,
+                                        const uint32_t* b, Index w, float* c, Index ldc,
+                                        bool accumulate) {
+  Index r = 0;
+  for (; r + kRowsPerBlock <= rows; r += kRowsPerBlock)
+    Micro<kRowsPerBlock, NP>(K2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+  const uint32_t* ar = a + r * lda;
+  float* cr = c + r * ldc;
+  switch (rows - r) {
+    case 7: Micro<7, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 6: Micro<6, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 5: Micro<5, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 4: Micro<4, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 3: Micro<3, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 2: Micro<2, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 1: Micro<1, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    default: break;
+  }
+}
+
+// C[rows, c0:c1] (+)= A · B over the panels of columns [c0, c1) (panel boundaries), A as
+// pair words (K2 = ceil(K/2) per row, stride lda), B packed by Pack with the same K and cols.
+// K in chunks, so that a panel's chunk stays in L1 while every row block passes over it.
+TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Index c0,
+                                            Index c1, const uint32_t* a, Index lda,
+                                            const float* bp, float* c, Index ldc,
+                                            bool accumulate) {
+  const Index K2 = Pairs(K);
+  for (Index q0 = 0; q0 < K2; q0 += kChunk) {
+    const Index kq = std::min(kChunk, K2 - q0);
+    const bool acc = accumulate || q0 > 0;
+    for (Index col = c0; col < c1;) {
+      const Index w = PanelWidth(col, cols);
+      const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
+      if (w == kWide) {
+        PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
+      } else if (w == kLanes) {
+        PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
+      } else {  // one column
+        for (Index r = 0; r < rows; ++r) {
+          const uint32_t* ar = a + r * lda + q0;
+          float s = 0.f;
+          for (Index q = 0; q < kq; ++q) {
+            s += Widen(ar[q] & 0xffffu) * Widen(b[q] & 0xffffu) +
+                 Widen(ar[q] >> 16) * Widen(b[q] >> 16);
+          }
+          float& dst = c[r * ldc + col];
+          dst = acc ? dst + s : s;
+        }
+      }
+      col += w;
+    }
+  }
+}
+
+// The per-step product: C[rows, cols] (+)= bf16(A[rows, K]) · B, B packed by Pack.
+// Single-threaded (the engines split steps into column blocks); A converted into a
+// per-thread buffer.
+TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const float* a,
+                                         Index lda, const float* bp, float* c, Index ldc,
+                                         bool accumulate) {
+  if (rows <= 0 || cols <= 0) return;
+  thread_local std::vector<uint32_t> buf;
+  const Index K2 = Pairs(K);
+  if (buf.size() < static_cast<size_t>(rows * K2)) buf.resize(rows * K2);
+  ConvertRows(0, rows, K, a, lda, buf.data());
+  GemmConverted(rows, K, cols, 0, cols, buf.data(), K2, bp, c, ldc, accumulate);
+}
+
+// Rows [r0, r1) of op(A) = Aᵀ, A stored [K, m] with leading dimension lda, as pair words:
+// 16 rows at a time, each pair of A's rows read as 16 contiguous floats.
+inline void ConvertColumns(Index r0, Index r1, Index K, const float* a, Index lda,
+                           uint32_t* out) {
+  const Index K2 = Pairs(K);
+  for (Index g = r0; g < r1; g += 16) {
+    const Index g1 = std::min(r1, g + 16);
+    for (Index q = 0; q < K2; ++q) {
+      const float* lo = a + 2 * q * lda;
+      const float* hi = 2 * q + 1 < K ? lo + lda : nullptr;
+      for (Index r = g; r < g1; ++r) out[r * K2 + q] = Pair(lo[r], hi ? hi[r] : 0.f);
+    }
+  }
+}
+
+// C[m, n] (+)= op(A) · op(B), leading dimensions lda, ldb, ldc (op(A) = A [m, K], or with ta
+// Aᵀ of A stored [K, m]; op(B) = B [K, n], or with tb Bᵀ of B stored [n, K]), on the calling
+// thread: the products beside a step chain. Operands converted into per-thread buffers.
+inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float* a, Index lda,
+                       const float* b, Index ldb, float* c, Index ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  thread_local std::vector<uint32_t> abuf;
+  thread_local std::vector<float> bbuf;
+  const Index K2 = Pairs(K);
+  if (abuf.size() < static_cast<size_t>(m * K2)) abuf.resize(m * K2);
+  if (bbuf.size() < static_cast<size_t>(n * K)) bbuf.resize(n * K);
+  if (ta) {
+    ConvertColumns(0, m, K, a, lda, abuf.data());
+  } else {
+    ConvertRows(0, m, K, a, lda, abuf.data());
+  }
+  Pack(K, n, b, tb ? 1 : ldb, tb ? ldb : 1, bbuf.data());
+  GemmConverted(m, K, n, 0, n, abuf.data(), K2, bbuf.data(), c, ldc, accumulate);
+}
+
+// C[m, n] (+)= op(A) · op(B) as Gemm() of cpu_device.h (dense, ta: A stored [k, m], tb: B
+// stored [n, k]), both operands rounded to bf16, on the pool: A converted to pair words and B
+// packed (each in parallel), then tiles of kTileRows rows × kTileCols columns.
+constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
+inline void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k,
+                      const float* a, const float* b, float* c, bool accumulate) {
+  const Index K2 = Pairs(k);
+  std::vector<uint32_t> abuf(m * K2);
+  std::vector<float> bbuf(n * k);
+  uint32_t* ap = abuf.data();
+  const double row_cost = 2.0 * k;
+  ParallelFor(d, (m + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
+    const Index r0 = g0 * 16, r1 = std::min(m, g1 * 16);
+    if (ta) {
+      ConvertColumns(r0, r1, k, a, m, ap);
+    } else {
+      ConvertRows(r0, r1, k, a, k, ap);
+    }
+  });
+  const Index full = n / kWide;  // full panels, packed in parallel; the rest on this thread
+  const Index sk = tb ? 1 : n, sc = tb ? k : 1;
+  ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
+    PackRange(k, n, b, sk, sc, bbuf.data(), 0, 0, p0 * kWide, p1 * kWide);
+  });
+  PackRange(k, n, b, sk, sc, bbuf.data(), 0, 0, full * kWide, n);
+  const Index tr = (m + kTileRows - 1) / kTileRows, tcn = (n + kTileCols - 1) / kTileCols;
+  ParallelFor(d, tr * tcn, double(kTileRows) * kTileCols * k / 16, [&](Index t0, Index t1) {
+    for (Index t = t0; t < t1; ++t) {
+      const Index r0 = (t / tcn) * kTileRows, c0 = (t % tcn) * kTileCols;
+      const Index rows = std::min(kTileRows, m - r0), c1 = std::min(n, c0 + kTileCols);
+      GemmConverted(rows, k, n, c0, c1, ap + r0 * K2, K2, bbuf.data(), c + r0 * n, n,
+                    accumulate);
+    }
+  });
+}
+
+#else  // no bf16 kernels in this build: Available() is false and these are never called
+
+inline void GemmPacked(Index, Index, Index, const float*, Index, const float*, float*, Index,
+                       bool) {
+  std::abort();
+}
+inline void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const float*,
+                      const float*, float*, bool) {
+  std::abort();
+}
+inline void GemmSerial(bool, bool, Index, Index, Index, const float*, Index, const float*, Index,
+                       float*, Index, bool) {
+  std::abort();
+}
+
+#endif  // TFRNN_BF16_KERNELS
+
+}  // namespace bf16
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_BF16_GEMM_H_

@@ -1,0 +1,109 @@
+"""bfloat16 ops against the float64 reference, run by tests/test_bf16_products.py in a child
+process (TF_RNN_OPS_BF16_GEMM is read once per process, so each setting needs its own).
+
+For each case: the op's outputs and gradients in bfloat16 against the float64 reference
+(tests/reference.py, tests/cudnn_reference.py) evaluated at the bf16-rounded inputs, as
+max |ours - ref| / max(1, max |ref|) over all outputs, and a checksum of our results (to tell
+whether the products ran in bf16). The sizes reach every path of the engines' products: the
+pipelined step chain (small batch: the input projection and weight gradients of chunks beside
+the chain), the non-pipelined path (large batch: one pool GEMM each), the fused input path of
+the LSTM block engine, odd inputs (a zero-padded pair), and column tails of 16, 1.
+
+    python tests/bf16_checks.py        # one JSON line per case
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tensorflow as tf  # noqa: E402
+
+import lstm_util as U  # noqa: E402
+import reference as ref  # noqa: E402
+import test_cudnn_rnn as C  # noqa: E402
+import test_cudnn_rnn_grads as G  # noqa: E402
+from tf_rnn_ops import raw_ops as ours  # noqa: E402
+
+BF16, F64 = tf.bfloat16, tf.float64
+# CudnnRNNV3: (mode, layers, direction, T, B, I, N)
+RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
+             ("gru", 1, "unidirectional", 12, 8, 24, 48),
+             ("lstm", 2, "bidirectional", 5, 70, 17, 37),        # pool GEMMs, odd sizes
+             ("gru", 1, "unidirectional", 6, 80, 64, 80)]
+# BlockLSTMV2 + its registered gradient: (T, N, I, H)
+BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
+               (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
+               (8, 16, 40, 136)]    # recurrent packed product, pipelined backward
+
+
+def rel_err(got, want):
+    got = np.asarray(U.to_numpy(got) if isinstance(got, tf.Tensor) else got, np.float64)
+    want = np.asarray(want, np.float64)
+    if not want.size:
+        return 0.0
+    return float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
+
+
+def checksum(arrays):
+    return float(sum(np.abs(np.asarray(U.to_numpy(a), np.float64)).sum() for a in arrays))
+
+
+def rnn_case(rng, mode, layers, direction, T, B, I, N):
+    kw = C.model_kw(mode, layers, N, I, "linear_input", direction)
+    x, h0, c0, params = C.make_inputs(rng, kw, T, B)
+    outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, BF16)
+    dy, dh, dc = G.upstream(rng, outs, mode)
+    ref_out, want = G.ref_grads(x, h0, c0, params, kw, dy, dh, dc, BF16)
+    got = G.call_backprop(ours, "V3", x, h0, c0, params, outs, dy, dh, dc, kw, BF16)
+    errs = [rel_err(outs[k], ref_out[k]) for k in range(3) if ref_out[k] is not None]
+    errs += [rel_err(got[k], want[k]) for k in range(4) if want[k] is not None]
+    return max(errs), checksum(list(outs[:3]) + [g for g in got if g is not None])
+
+
+def block_case(rng, T, N, I, H):
+    p = {k: U.round_to(v, BF16) for k, v in U.make_params(rng, T, N, I, H).items()}
+    names = ["x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b"]
+    up = [rng.normal(size=(T, N, H)) for _ in range(2)]  # upstream of cs and h
+
+    def loss(outs, dtype):
+        return (tf.reduce_sum(outs[1] * tf.constant(up[0], dtype)) +
+                tf.reduce_sum(outs[6] * tf.constant(up[1], dtype)))
+
+    ts = [tf.constant(p[n], F64) for n in names]
+    with tf.GradientTape() as tape:
+        tape.watch(ts)
+        want_out = ref.tf_block_lstm_fwd(T, *ts, forget_bias=0.0, cell_clip=0.0,
+                                         use_peephole=False, layout=ref.IFCO)
+        want_loss = loss(want_out, F64)
+    want = tape.gradient(want_loss, ts)
+    tb = [tf.constant(p[n], BF16) for n in names]
+    with tf.GradientTape() as tape:
+        tape.watch(tb)
+        outs = ours.BlockLSTMV2(seq_len_max=tf.constant(T, tf.int64), x=tb[0], cs_prev=tb[1],
+                                h_prev=tb[2], w=tb[3], wci=tb[4], wcf=tb[5], wco=tb[6], b=tb[7],
+                                cell_clip=0.0, use_peephole=False)
+        got_loss = loss(outs, BF16)
+    got = tape.gradient(got_loss, tb)
+    keep = [0, 1, 2, 3, 7]  # x, cs_prev, h_prev, w, b (no peephole)
+    errs = [rel_err(outs[k], want_out[k].numpy()) for k in range(7)]
+    errs += [rel_err(got[k], want[k].numpy()) for k in keep]
+    return max(errs), checksum(list(outs) + [got[k] for k in keep])
+
+
+def main():
+    rng = np.random.default_rng(20261123)
+    for case in RNN_CASES:
+        err, cs = rnn_case(rng, *case)
+        print(json.dumps({"case": "CudnnRNNV3 " + " ".join(map(str, case)), "err": err,
+                          "checksum": cs}), flush=True)
+    for case in BLOCK_CASES:
+        err, cs = block_case(rng, *case)
+        print(json.dumps({"case": "BlockLSTMV2 " + "x".join(map(str, case)), "err": err,
+                          "checksum": cs}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

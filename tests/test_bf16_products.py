@@ -1,0 +1,61 @@
+"""bfloat16 ops with the bf16 products (cc/engine/bf16_gemm.h: vdpbf16ps, float accumulation)
+against the float64 reference, and against the same ops with the products in float
+(TF_RNN_OPS_BF16_GEMM=0), in child processes (tests/bf16_checks.py).
+
+The bf16 products run only in the avx512 engine on a CPU with AVX512_BF16; elsewhere the
+comparison with them is skipped (the float-product run still checks the reference).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_packaging import _cpu_flags, _supported_isas
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# max |ours - ref| / max(1, max |ref|) over outputs and gradients, bf16 inputs. Measured
+# (session 8, AVX512_BF16, these cases): float products 0.0026-0.0044, bf16 products
+# 0.0028-0.0049 (the outputs' own rounding to bf16 is up to 2^-9 = 0.002 relative).
+TOL = 0.02
+# The bf16 products round h and the gate gradients before each product: allowed at most this
+# much more error than the float products on the same case (measured: at most 0.0007).
+EXTRA = 0.005
+
+
+def _run(bf16_products):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_RNN_OPS_BF16_GEMM=bf16_products,
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    env.pop("TF_RNN_OPS_ISA", None)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "bf16_checks.py")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-6000:]
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert rows, p.stdout[-3000:]
+    return {r["case"]: r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def float_products():
+    return _run("0")
+
+
+def test_float_products_match_reference(float_products):
+    for case, r in float_products.items():
+        assert r["err"] <= TOL, f"{case}: error {r['err']:.3g} > {TOL}"
+
+
+def test_bf16_products_match_reference(float_products):
+    if "avx512" not in _supported_isas() or "avx512_bf16" not in _cpu_flags():
+        pytest.skip("this CPU has no AVX512_BF16: the bf16 products do not run here")
+    bf16 = _run("1")
+    assert bf16.keys() == float_products.keys()
+    for case, r in bf16.items():
+        f = float_products[case]
+        assert r["err"] <= TOL, f"{case}: error {r['err']:.3g} > {TOL}"
+        assert r["err"] <= f["err"] + EXTRA, (
+            f"{case}: bf16 products error {r['err']:.3g}, float products {f['err']:.3g}")
+        # The bf16 products ran: the results differ from the float products' somewhere.
+        assert r["checksum"] != f["checksum"], f"{case}: same results with and without"
