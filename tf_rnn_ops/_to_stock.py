@@ -1,6 +1,6 @@
 """``to_stock``: the same Keras model with every tf_rnn_ops layer replaced by the stock layer.
 
-A model that contains ``tf_rnn_ops.keras.LSTM`` / ``GRU`` runs ``TfRnn>CudnnRNNV3``, which
+A model that contains ``tf_rnn_ops.keras.LSTM`` / ``GRU`` / ``SimpleRNN`` runs ``TfRnn>CudnnRNNV3``, which
 only a process that has imported ``tf_rnn_ops`` can run: TF Serving, TFLite and plain
 TensorFlow installs cannot. Our layers are subclasses of the stock ones with the same config
 and the same weights, so the deployable model is the same model with the stock classes:
@@ -31,7 +31,8 @@ __all__ = ["to_stock"]
 def _stock_classes():
     """{registered name of ours: stock class}, {our class: stock class}."""
     from tf_rnn_ops import keras as ours  # the layers module imports this one at its end
-    pairs = {ours.LSTM: keras.layers.LSTM, ours.GRU: keras.layers.GRU}
+    pairs = {ours.LSTM: keras.layers.LSTM, ours.GRU: keras.layers.GRU,
+             ours.SimpleRNN: keras.layers.SimpleRNN}
     names = {keras.saving.get_registered_name(c): s for c, s in pairs.items()}
     return names, pairs
 

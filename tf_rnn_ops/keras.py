@@ -1,44 +1,49 @@
-"""Keras 3 ``LSTM`` and ``GRU`` layers that run the whole sequence in one fused CPU op.
+"""Keras 3 ``LSTM``, ``GRU`` and ``SimpleRNN`` layers that run the whole sequence in one fused
+CPU op.
 
     import tf_rnn_ops.keras
     layer = tf_rnn_ops.keras.LSTM(64, return_sequences=True)   # was: keras.layers.LSTM(64, ...)
 
-``tf_rnn_ops.keras.LSTM`` and ``tf_rnn_ops.keras.GRU`` are subclasses of ``keras.layers.LSTM``
-and ``keras.layers.GRU`` (Keras 3, TensorFlow backend). Everything except the sequence loop is
-the stock layer's: constructor arguments, weights and their names and shapes, ``get_config``,
-initializers, regularizers, constraints, ``stateful``, ``go_backwards``,
-``return_sequences`` / ``return_state``, masking, input dropout, ``Bidirectional``,
-serialization. ``set_weights(stock.get_weights())`` works in both directions.
-``to_stock(model)`` returns a copy of a model with every one of our layers the stock layer
-(same config and weights), to deploy where tf_rnn_ops is not installed (TF Serving, TFLite).
+``tf_rnn_ops.keras.LSTM``, ``GRU`` and ``SimpleRNN`` are subclasses of the Keras 3 layers
+(TensorFlow backend). Everything except the sequence loop is the stock layer's: constructor
+arguments, weights and their names and shapes, ``get_config``, initializers, regularizers,
+constraints, ``stateful``, ``go_backwards``, ``return_sequences`` / ``return_state``, masking,
+input dropout, ``Bidirectional``, serialization. ``set_weights(stock.get_weights())`` works in
+both directions. ``to_stock(model)`` returns a copy of a model with every one of our layers the
+stock layer (same config and weights), to deploy where tf_rnn_ops is not installed (TF
+Serving, TFLite).
 
 The sequence loop (``inner_loop``) runs in ``TfRnn>CudnnRNNV3`` (CPU kernel, registered
-gradient) with the Keras weights converted to the cuDNN params layout by differentiable
-TensorFlow ops, so gradients reach the Keras variables. The results equal the stock layer's
-generic (non-cuDNN) loop, which is what stock Keras runs on a CPU-only host, including its
-masked-output rules (``zero_output_for_mask``).
+gradient; ``lstm``, ``gru``, ``rnn_tanh`` / ``rnn_relu`` for SimpleRNN) with the Keras weights
+converted to the cuDNN params layout by differentiable TensorFlow ops, so gradients reach the
+Keras variables. The results equal the stock layer's generic (non-cuDNN) loop, which is what
+stock Keras runs on a CPU-only host, including its masked-step rules.
+
+Any mask runs fused: left-padded (``keras.utils.pad_sequences``' default), right-padded, holes,
+fully masked rows, with ``go_backwards`` and ``Bidirectional``. A masked step keeps the state,
+so each row's unmasked steps are gathered to its front (``_compact``), run with sequence
+lengths, and the outputs gathered back to their steps (a masked step emits zeros with
+``zero_output_for_mask``, else the previous output); no ``tf.cond``, no loop in the graph.
 
 Fused path (CudnnRNNV3) when all of these hold:
 
 * the Keras backend is TensorFlow and the host has no GPU (with a GPU the stock layer runs,
   and with it stock cuDNN);
-* ``activation`` is tanh and ``recurrent_activation`` is sigmoid, ``unroll=False``;
+* LSTM, GRU: ``activation`` is tanh and ``recurrent_activation`` is sigmoid; SimpleRNN:
+  ``activation`` is tanh or relu;
 * GRU: ``reset_after=True`` (the default);
 * not training with ``recurrent_dropout > 0`` (in inference recurrent dropout is a no-op,
   so the fused path is used), and not training with ``dropout`` on a layer built with
   ``implementation=1`` (one dropout mask per gate);
-* ``use_bias`` may be False (zero biases are passed); any dtype policy, including
-  ``mixed_float16`` and ``mixed_bfloat16`` (the op runs in the compute dtype);
-* a mask, if any, that is right-padded (``[1, 1, 1, 0, 0]``); fully masked rows are fine.
-  Whether a mask is right-padded is data: in eager mode it is checked on the spot, inside a
-  ``tf.function`` (``model.fit``, SavedModel) a ``tf.cond`` picks the fused op or the stock
-  loop at run time.
+* ``use_bias`` may be False (zero biases are passed); ``unroll=True`` gives the same numbers
+  fused; any dtype policy, including ``mixed_float16`` and ``mixed_bfloat16`` (the op runs in
+  the compute dtype).
 
 Otherwise the layer runs the stock Keras loop (``keras.layers.RNN.inner_loop``) and gives the
-stock results. For a configuration (not for a mask) this warns once per layer class and
-reason (``UserWarning``), except ``use_cudnn=False``, which asks for the stock loop. With
-``use_cudnn=True`` an unsupported configuration raises ``ValueError`` instead, as stock Keras
-does. The op has no XLA kernel, so the layers set ``supports_jit = False``.
+stock results, warning once per layer class and reason (``UserWarning``), except
+``use_cudnn=False``, which asks for the stock loop. With ``use_cudnn=True`` an unsupported
+configuration raises ``ValueError`` instead, as stock Keras does. The op has no XLA kernel, so
+the layers set ``supports_jit = False``.
 """
 import threading
 import warnings
@@ -49,7 +54,7 @@ import tensorflow as tf
 from tf_rnn_ops import raw_ops
 from tf_rnn_ops._loader import load_library
 
-__all__ = ["LSTM", "GRU", "to_stock"]
+__all__ = ["LSTM", "GRU", "SimpleRNN", "to_stock"]
 
 # The op must be registered before a SavedModel that uses it is loaded, so a process that
 # imports these layers can also load one.
@@ -62,6 +67,8 @@ _TANH = frozenset(f for f in (keras.activations.tanh, keras.ops.tanh, tf.tanh, t
                               tf.nn.tanh) if f is not None)
 _SIGMOID = frozenset(f for f in (keras.activations.sigmoid, keras.ops.sigmoid, tf.sigmoid,
                                  tf.math.sigmoid, tf.nn.sigmoid) if f is not None)
+_RELU = frozenset(f for f in (keras.activations.relu, keras.ops.relu, tf.nn.relu)
+                  if f is not None)
 
 
 def _warn_once(cls_name, reason):
@@ -103,9 +110,17 @@ def _gates_vector(bias, gates, order):
     return tf.reshape(tf.gather(tf.reshape(bias, [gates, -1]), order, axis=0), [-1])
 
 
-def _right_padded(mask, lengths):
-    expected = tf.sequence_mask(lengths, maxlen=tf.shape(mask)[1])
-    return tf.reduce_all(tf.equal(mask, expected))
+def _compact(x, mask):
+    """Moves each row's unmasked steps to its front, in order: (x_compacted, lengths, idx).
+
+    A masked step keeps the state unchanged, so running a row's unmasked steps one after the
+    other (lengths = their count) gives the stock loop's states; idx[b, t] is the slot of the
+    last unmasked step at or before t (-1 before the first), where step t's output is found.
+    """
+    m = tf.cast(mask, tf.int32)
+    order = tf.argsort(1 - m, axis=1, stable=True)      # unmasked times first, in order
+    idx = tf.cumsum(m, axis=1) - 1
+    return tf.gather(x, order, batch_dims=1), tf.reduce_sum(m, axis=1), idx
 
 
 class _FusedRNNMixin:
@@ -127,12 +142,13 @@ class _FusedRNNMixin:
         cell = self.cell
         if keras.backend.backend() != "tensorflow":
             return f"the Keras backend is {keras.backend.backend()!r}, not 'tensorflow'"
-        if cell.activation not in _TANH:
+        if self._RNN_MODE is None:  # SimpleRNN: rnn_tanh or rnn_relu
+            if self._rnn_mode() is None:
+                return "activation is not tanh or relu"
+        elif cell.activation not in _TANH:
             return "activation is not tanh"
-        if cell.recurrent_activation not in _SIGMOID:
+        elif cell.recurrent_activation not in _SIGMOID:
             return "recurrent_activation is not sigmoid"
-        if self.unroll:
-            return "unroll=True"
         if self._RNN_MODE == "gru" and not cell.reset_after:
             return "reset_after=False (not the cuDNN GRU)"
         if _is_on(training) and cell.recurrent_dropout > 0:
@@ -148,6 +164,12 @@ class _FusedRNNMixin:
         return last, outputs, list(states)
 
     # --- the fused op ---------------------------------------------------------------------
+
+    def _rnn_mode(self):
+        if self._RNN_MODE is not None:
+            return self._RNN_MODE
+        act = self.cell.activation
+        return "rnn_tanh" if act in _TANH else "rnn_relu" if act in _RELU else None
 
     def _params(self, dtype):
         cell = self.cell
@@ -175,28 +197,26 @@ class _FusedRNNMixin:
             dp_mask = cell.get_dropout_mask(sequences[:, 0, :])
             sequences = sequences * tf.expand_dims(tf.cast(dp_mask, dtype), 1)
 
-        shape = tf.shape(sequences)
-        batch, steps = shape[0], shape[1]
+        # Processing order: go_backwards reverses the steps (and the mask) first; the outputs
+        # stay in processing order, as the stock loop returns them.
+        x = tf.reverse(sequences, [1]) if self.go_backwards else sequences
         if mask is None:
-            lengths = tf.fill([batch], steps)
+            shape = tf.shape(x)
+            lengths = tf.fill([shape[0]], shape[1])
         else:
-            lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
-
-        x = sequences
-        if self.go_backwards:
-            x = (tf.reverse(x, [1]) if mask is None else
-                 tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0))
+            mask = tf.cast(mask, tf.bool)
+            if self.go_backwards:
+                mask = tf.reverse(mask, [1])
+            x, lengths, idx = _compact(x, mask)
         h0 = tf.expand_dims(tf.cast(initial_state[0], dtype), 1)     # [B, 1, N]
-        if self._RNN_MODE == "lstm":
-            c0 = tf.expand_dims(tf.cast(initial_state[1], dtype), 1)
-        else:
-            c0 = tf.zeros([], dtype)
+        lstm = self._RNN_MODE == "lstm"
+        c0 = tf.expand_dims(tf.cast(initial_state[1], dtype), 1) if lstm else tf.zeros([], dtype)
         out, h, c, _, _ = raw_ops.CudnnRNNV3(
             input=x, input_h=h0, input_c=c0, params=self._params(dtype),
-            sequence_lengths=lengths, rnn_mode=self._RNN_MODE, input_mode="linear_input",
+            sequence_lengths=lengths, rnn_mode=self._rnn_mode(), input_mode="linear_input",
             direction="unidirectional", is_training=True, time_major=False)
         h = tf.squeeze(h, 1)
-        states = [h, tf.squeeze(c, 1)] if self._RNN_MODE == "lstm" else [h]
+        states = [h, tf.squeeze(c, 1)] if lstm else [h]
 
         if mask is None:
             last = h
@@ -205,24 +225,16 @@ class _FusedRNNMixin:
 
         # The stock loop's rules for masked steps (keras backend.rnn): a masked step emits
         # zeros (zero_output_for_mask) or the previous output, which starts as zeros; the
-        # last output is the one emitted at the last processed step.
-        if self.zero_output_for_mask and not self.go_backwards:
-            last_valid = tf.equal(lengths, steps)
-        else:
-            last_valid = tf.greater(lengths, 0)
-        last = tf.where(tf.expand_dims(last_valid, 1), h, tf.zeros_like(h))
+        # last output is the one emitted at the last step. Step t's own output, when it is
+        # unmasked, and else the previous one, are both in slot idx[b, t] of the op's output.
+        keep = mask if self.zero_output_for_mask else idx >= 0
         if not self.return_sequences:
+            at = tf.gather(out, tf.maximum(idx[:, -1:], 0), batch_dims=1)[:, 0]
+            last = tf.where(keep[:, -1:], at, tf.zeros_like(at))
             return last, tf.expand_dims(last, 1), states
-        if self.go_backwards:
-            # Processing order: the masked steps come first and emit zeros.
-            outputs = tf.reverse(
-                tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0), [1])
-        elif self.zero_output_for_mask:
-            outputs = out          # the op writes zeros past each length
-        else:
-            valid = tf.expand_dims(tf.sequence_mask(lengths, maxlen=steps), 2)
-            outputs = tf.where(valid, out, tf.expand_dims(last, 1))
-        return last, outputs, states
+        outputs = tf.gather(out, tf.maximum(idx, 0), batch_dims=1)
+        outputs = tf.where(tf.expand_dims(keep, 2), outputs, tf.zeros_like(outputs))
+        return outputs[:, -1], outputs, states
 
     # --- Keras hook -----------------------------------------------------------------------
 
@@ -233,14 +245,14 @@ class _FusedRNNMixin:
             initial_state = [initial_state]
         initial_state = list(initial_state)
 
-        if self.use_cudnn is False:
+        if getattr(self, "use_cudnn", "auto") is False:
             return self._generic_loop(sequences, initial_state, mask, training)
         if keras.backend.backend() == "tensorflow" and tf.config.list_logical_devices("GPU"):
             # On a GPU host the stock layer (and with it stock cuDNN) is the fast path.
             return super().inner_loop(sequences, initial_state, mask, training=training)
         reason = self._config_fallback_reason(training)
         if reason is not None:
-            if self.use_cudnn is True:
+            if getattr(self, "use_cudnn", "auto") is True:
                 raise ValueError(
                     f"{type(self).__name__} '{self.name}': use_cudnn=True was specified, but "
                     f"the fused TfRnn>CudnnRNNV3 op does not support this configuration: "
@@ -248,20 +260,7 @@ class _FusedRNNMixin:
             _warn_once(type(self).__name__, reason)
             return self._generic_loop(sequences, initial_state, mask, training)
 
-        if mask is None:
-            return self._fused_loop(sequences, initial_state, None, training)
-
-        mask = tf.cast(mask, tf.bool)
-        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
-        ok = _right_padded(mask, lengths)
-        if tf.executing_eagerly():
-            if bool(ok):
-                return self._fused_loop(sequences, initial_state, mask, training)
-            return self._generic_loop(sequences, initial_state, mask, training)
-        return tf.cond(
-            ok,
-            lambda: self._fused_loop(sequences, initial_state, mask, training),
-            lambda: self._generic_loop(sequences, initial_state, mask, training))
+        return self._fused_loop(sequences, initial_state, mask, training)
 
 
 @keras.saving.register_keras_serializable(package="tf_rnn_ops")
@@ -288,6 +287,20 @@ class GRU(_FusedRNNMixin, keras.layers.GRU):
     _RNN_MODE = "gru"
     _GATES = 3
     _ORDER = [1, 0, 2]
+
+
+@keras.saving.register_keras_serializable(package="tf_rnn_ops")
+class SimpleRNN(_FusedRNNMixin, keras.layers.SimpleRNN):
+    """``keras.layers.SimpleRNN`` whose sequence loop runs in ``TfRnn>CudnnRNNV3`` (see module
+    doc): ``rnn_tanh`` for ``activation='tanh'``, ``rnn_relu`` for ``'relu'``.
+
+    h_t = act(x_t · kernel + bias + h_{t-1} · recurrent_kernel): the Keras bias becomes the
+    cuDNN input bias and the recurrent bias is zero.
+    """
+
+    _RNN_MODE = None   # from the activation (_rnn_mode)
+    _GATES = 1
+    _ORDER = None
 
 
 from tf_rnn_ops._to_stock import to_stock  # noqa: E402  (needs the classes above)
