@@ -18,6 +18,9 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   keras_lstm       training step (forward, loss, all gradients) of tf_rnn_ops.keras.LSTM
                    (fused CudnnRNNV3)                             vs keras.layers.LSTM
   keras_gru        the same for GRU                               vs keras.layers.GRU
+  keras_lstm_mask  keras_lstm with a left-padded mask (lengths T/2..T, pad_sequences' default)
+  keras_lstm_rdrop keras_lstm with recurrent_dropout=0.25 (same seed both sides)
+  keras_simple     the same training step for SimpleRNN (tanh)    vs keras.layers.SimpleRNN
 
 Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch runs eagerly
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
@@ -55,15 +58,17 @@ tf.get_logger().setLevel("ERROR")  # each benchmark is its own tf.function: no r
 from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
 BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_cell",
-           "gru_cell_grad", "lstm_train", "gru_train", "keras_lstm", "keras_gru"]
+           "gru_cell_grad", "lstm_train", "gru_train", "keras_lstm", "keras_gru", "keras_lstm_mask",
+           "keras_lstm_rdrop", "keras_simple"]
 # Peers of each benchmark, in the order they are printed.
 PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
          "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
          "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "keras_lstm": ["keras"],
-         "keras_gru": ["keras"]}
+         "keras_gru": ["keras"], "keras_lstm_mask": ["keras"], "keras_lstm_rdrop": ["keras"],
+         "keras_simple": ["keras"]}
 # Benchmarks whose peak memory is measured (the backward passes).
 BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
-            "keras_lstm", "keras_gru"}
+            "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop", "keras_simple"}
 # Targets from issue #5 (float32): (bench, peer, minimum speed-up peer_ms / ours_ms).
 TARGETS = [("block_lstm_grad", "stock", 3.0), ("block_lstm", "stock", 1.5),
            ("lstm_train", "torch", 1.2), ("gru_train", "torch", 1.2),
@@ -291,15 +296,19 @@ class Case:
             return x.grad
         return step
 
-    def _keras(self, kind):
+    def _keras(self, kind, mask=False, **kw):
         import keras
         import tf_rnn_ops.keras as ours_keras
         T, N, I, H = self.size
         policy = "float32" if self.dtype_name == "float32" else "mixed_bfloat16"
         x = tf.transpose(self.lstm["x"], [1, 0, 2])  # batch-major, as Keras wants
         dy = tf.transpose(self.dh, [1, 0, 2])
-        stock = getattr(keras.layers, kind)(H, return_sequences=True, dtype=policy)
-        mine = getattr(ours_keras, kind)(H, return_sequences=True, dtype=policy)
+        m = None
+        if mask:  # left-padded: the last `length` steps of each row are valid
+            lengths = np.random.default_rng(5).integers(T // 2, T + 1, size=N)
+            m = tf.constant(np.arange(T)[None, :] >= (T - lengths)[:, None])
+        stock = getattr(keras.layers, kind)(H, return_sequences=True, dtype=policy, **kw)
+        mine = getattr(ours_keras, kind)(H, return_sequences=True, dtype=policy, **kw)
         stock(x)
         mine(x)
         mine.set_weights(stock.get_weights())
@@ -308,7 +317,7 @@ class Case:
             @tf.function
             def step():
                 with tf.GradientTape() as tape:
-                    y = layer(x, training=True)
+                    y = layer(x, mask=m, training=True)
                     loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.cast(dy, tf.float32))
                 return tape.gradient(loss, layer.trainable_variables)
             return step
@@ -320,10 +329,19 @@ class Case:
     def keras_gru(self):
         return self._keras("GRU")
 
+    def keras_lstm_mask(self):
+        return self._keras("LSTM", mask=True)
+
+    def keras_lstm_rdrop(self):
+        return self._keras("LSTM", recurrent_dropout=0.25, seed=3)
+
+    def keras_simple(self):
+        return self._keras("SimpleRNN")
+
 
 def flops(bench, size):
     T, N, I, H = size
-    gates = 3 if "gru" in bench else 4
+    gates = 3 if "gru" in bench else 1 if "simple" in bench else 4
     f = bu.lstm_flops(T, N, I, H, gates)
     if bench.endswith("_grad"):
         return 2 * f
