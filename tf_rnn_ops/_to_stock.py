@@ -2,8 +2,9 @@
 
 A model that contains ``tf_rnn_ops.keras.LSTM`` / ``GRU`` / ``SimpleRNN`` runs
 ``TfRnn>CudnnRNNV3``, which only a process that has imported ``tf_rnn_ops`` can run: TF
-Serving, TFLite and plain TensorFlow installs cannot. Our layers are subclasses of the stock ones with the same config
-and the same weights, so the deployable model is the same model with the stock classes:
+Serving, TFLite and plain TensorFlow installs cannot. Our layers are subclasses of the stock
+ones with the same config and the same weights, so the deployable model is the same model
+with the stock classes:
 
     stock = tf_rnn_ops.keras.to_stock(model)
     stock.export("serving_dir")     # or tf.saved_model.save, stock.save("m.keras"), TFLite
