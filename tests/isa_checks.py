@@ -37,8 +37,9 @@ BLOCK_SIZES += [(1, 1, 7, 37), (1, 13, 9, 50), (1, 17, 20, 33), (1, 32, 256, 256
 # GRUBlockCell(Grad) (gru_cpu.cc), the same SmallGemm paths, (N, I, H).
 GRU_CELL_SIZES = [(1, 7, 37), (13, 9, 50), (17, 20, 33), (32, 256, 256)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
-# Every sequence of full length and enough work for pool threads: the pipelined layer backward
-# (rnn_cpu.cc PipelinedGrads), over several chunks of steps, both directions, 2 layers.
+# Enough work for pool threads: the pipelined layer forward and backward (rnn_cpu.cc
+# PipelinedGrads) over several chunks of steps, both directions with every sequence of full
+# length, the forward direction also with shorter ones; 2 layers.
 RNN_FULL_SIZE = (40, 6, 12, 40)
 # The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([N, H] and
 # [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before
@@ -67,10 +68,10 @@ def _block_lstm(ours, rng, op, size, peep, dtype):
                        U.TOL[dtype], scale=True, prefix=f"{grad_op}: ")
 
 
-def _cudnn_rnn(ours, rng, mode, size, bidi, dtype, full=False):
+def _cudnn_rnn(ours, rng, mode, size, bidi, dtype, full=False, short=False):
     """CudnnRNNV3 forward and CudnnRNNBackpropV3 (2 layers, per-sequence lengths, or all of
-    length T when `full`) vs autodiff of the float64 reference (tests/test_cudnn_rnn_grads.py
-    run_case)."""
+    length T when `full`, or all shorter than T with one empty when `short`) vs autodiff of the
+    float64 reference (tests/test_cudnn_rnn_grads.py run_case)."""
     import test_cudnn_rnn as C
     import test_cudnn_rnn_grads as G
     T, N, I, H = size
@@ -79,6 +80,9 @@ def _cudnn_rnn(ours, rng, mode, size, bidi, dtype, full=False):
     lengths[0] = T
     if full:
         lengths[:] = T
+    if short:
+        lengths = rng.integers(0, T - 3, size=N).astype(np.int32)
+        lengths[1] = 0
     G.run_case(ours, rng, "V3", kw, T, N, dtype, seq_lengths=lengths)
 
 
@@ -132,6 +136,13 @@ def main():
             cases.append((f"CudnnRNNV3 {mode} {RNN_FULL_SIZE} full lengths bidi={bidi}",
                           lambda mode=mode, bidi=bidi:
                           _cudnn_rnn(ours, rng, mode, RNN_FULL_SIZE, bidi, F64, full=True)))
+    # Forward direction with sequences of different lengths, all shorter than T: the pipelined
+    # paths too (step s reads time row s of every sequence; rows no sequence reaches are zero).
+    for mode in ("lstm", "gru"):
+        for dtype in (F32, F64):
+            cases.append((f"CudnnRNNV3 {mode} {RNN_FULL_SIZE} short lengths {dtype.name}",
+                          lambda mode=mode, dtype=dtype:
+                          _cudnn_rnn(ours, rng, mode, RNN_FULL_SIZE, False, dtype, short=True)))
     mps_cases = [("lstm", dict(mask="nh")), ("lstm", dict(mask="tnh", bidirectional=True)),
                  ("gru", dict(reset="before")), ("gru", dict(reset="before", mask="tnh")),
                  ("gru", dict(reset="after", mask="nh", bidirectional=True)),

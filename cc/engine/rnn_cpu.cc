@@ -254,12 +254,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   const Index d_idx = pseudo % s.D;
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
-  // Small steps, every sequence of full length, no projection, an input GEMM: the step chain
-  // on one thread, the input projection of chunks of steps ahead of it on the others (as
-  // LstmForward does; types.h FwdChainPipelined).
+  // Small steps, no projection, an input GEMM: the step chain on one thread, the input
+  // projection of chunks of steps ahead of it on the others (as LstmForward does; types.h
+  // FwdChainPipelined). Step s reads time row s of every sequence unless a reversed direction
+  // has sequences shorter than T (then steps and time rows differ per sequence).
   const Index steps = sm.MaxSteps(B);
-  const bool pipelined = sm.AllFull(B) && !proj && !(s.preprojected && pseudo < s.D) &&
-                         ly.in > 0 && FwdChainPipelined(steps, B, N, d.numThreads());
+  const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj &&
+                         !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
+                         FwdChainPipelined(steps, B, N, d.numThreads());
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (s.preprojected && pseudo < s.D) {
@@ -269,7 +271,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
     });
   } else if (pipelined) {
-    // below, in chunks of steps ahead of the chain
+    // below, in chunks of steps ahead of the chain; time rows no sequence reaches: zeros
+    Zero(d, ly.acts + steps * B * KN, (s.T - steps) * B * KN);
   } else if (ly.in > 0 || ly.in_cols == 0) {
     GemmB16<A>(d, b16, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
   } else {
@@ -591,7 +594,8 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
 
 // The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
 // runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
-// steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length):
+// steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length, or the
+// direction is forward, where the rows of steps past a sequence's length are zero):
 //   per column panel [c0, c1) of the KN gate columns, in chunk order (a fixed order of
 //   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums;
 //   din rows (+)= dgx · W.
@@ -657,11 +661,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
   if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * N, B * N, w.dc);
   const Index steps = sm.MaxSteps(B);
-  // Small batch, every sequence of full length, no projection, mask, peephole or reset-before
-  // gru, an input GEMM: the step chain on one thread, the weight, bias and input gradients
-  // of finished steps beside it (as LstmBackward does; types.h BwdChainPipelined).
-  const bool pipelined = sm.AllFull(B) && !proj && !s.has_mask && !s.peephole &&
-                         !reset_before && !s.preprojected && ly.in > 0 &&
+  // Small batch, no projection, mask, peephole or reset-before gru, an input GEMM, and steps
+  // that are time rows (as in LayerForward): the step chain on one thread, the weight, bias
+  // and input gradients of finished steps beside it (as LstmBackward does; types.h
+  // BwdChainPipelined).
+  const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj && !s.has_mask &&
+                         !s.peephole && !reset_before && !s.preprojected && ly.in > 0 &&
                          ly.in == ly.in_cols && BwdChainPipelined(steps, B, d.numThreads());
   const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
@@ -713,6 +718,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       if (pipelined) {
         PipelinedGrads<A>(d, s, ly, sm.reverse, steps, xin, din, accumulate_din, w, dp, po,
                           [&](Index t) { item(t, 0); });
+        // Time rows no sequence reaches (shorter sequences): no gradient.
+        if (!accumulate_din) Zero(d, din + steps * B * ly.in, (s.T - steps) * B * ly.in);
       } else {
         StepLoop(d, steps * phases + 1, blocks, cost, item);
       }
