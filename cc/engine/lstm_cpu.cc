@@ -311,37 +311,21 @@ template <typename A>
 void GradPanelSteps(const LstmBwdArgs<A>& a, const A* dgates_all, Index ta, Index tb, Index c0,
                     Index c1, bool first, bool b16) {
   const Index N = a.N, I = a.I, H = a.H, G = 4 * H, rows = (tb - ta) * N, len = c1 - c0;
-  using CMap = Eigen::Map<const MatRM<A>>;
-  using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
-  using OutBlock = Eigen::Map<MatRM<A>, 0, OStride>;
   const A* dg0 = dgates_all + ta * N * G + c0;
-  Block dg(dg0, rows, len, OStride(G));
-  OutBlock wx(a.w_grad + c0, I, len, OStride(G)), wh(a.w_grad + I * G + c0, H, len, OStride(G));
-  CMap x(a.x + ta * N * I, rows, I);
+  A* wx = a.w_grad + c0;
+  A* wh = a.w_grad + I * G + c0;
   // h_{t-1}: h_prev for t = 0, else h[t-1] (rows contiguous from there on).
   const Index lead = ta == 0 ? N : 0;
-  CMap h_rest(a.h + (ta == 0 ? 0 : (ta - 1) * N * H), rows - lead, H);
-  Block dg_rest(dg0 + lead * G, rows - lead, len, OStride(G));
+  const A* h_rest = a.h + (ta == 0 ? 0 : (ta - 1) * N * H);
   Vec<A> bg(a.b_grad + c0, len);
-  if (first) {
-    wx.setZero();
-    wh.setZero();
-    bg.setZero();
+  // The first chunk of a panel sets it, the later ones add (a fixed order of summation).
+  GemmB16Serial<A>(b16, true, false, I, len, rows, a.x + ta * N * I, I, dg0, G, wx, G, !first);
+  if (lead) GemmB16Serial<A>(b16, true, false, H, len, N, a.h_prev, H, dg0, G, wh, G, !first);
+  if (rows > lead) {
+    GemmB16Serial<A>(b16, true, false, H, len, rows - lead, h_rest, H, dg0 + lead * G, G, wh, G,
+                     !first || lead > 0);
   }
-  if (b16) {
-    A* whp = a.w_grad + I * G + c0;
-    GemmB16Serial<A>(true, true, false, I, len, rows, a.x + ta * N * I, I, dg0, G,
-                     a.w_grad + c0, G, true);
-    if (lead) GemmB16Serial<A>(true, true, false, H, len, N, a.h_prev, H, dg0, G, whp, G, true);
-    if (rows > lead) {
-      GemmB16Serial<A>(true, true, false, H, len, rows - lead, h_rest.data(), H, dg0 + lead * G,
-                       G, whp, G, true);
-    }
-  } else {
-    wx.noalias() += x.transpose() * dg;
-    if (lead) wh.noalias() += CMap(a.h_prev, N, H).transpose() * Block(dg0, N, len, OStride(G));
-    if (rows > lead) wh.noalias() += h_rest.transpose() * dg_rest;
-  }
+  if (first) bg.setZero();
   for (Index r = 0; r < rows; ++r) bg += CVec<A>(dg0 + r * G, len);
 }
 

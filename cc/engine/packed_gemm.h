@@ -256,49 +256,23 @@ void GemmB16Serial(bool use_bf16, bool ta, bool tb, Index m, Index n, Index k, c
 // products of a single step: the tensor contraction of Gemm() (cpu_device.h) costs more in
 // set-up and packing than the arithmetic of a few rows (GRUBlockCellGrad at N = 1, H = 256
 // took 0.8 ms). Up to kSmallRows rows of A times an untransposed B run the register blocks
-// above on B in place (packed::GemmUnpacked); the rest Eigen's matrix product (a single row:
-// its matrix-vector kernel). On the calling thread below kSmallGemmMacs units of work per
-// thread, else split into column blocks (multiples of 16) over the pool.
+// above on B in place (packed::GemmUnpacked); the rest Eigen's matrix product (GemmB16Serial
+// without bf16; a single row: its matrix-vector kernel). On the calling thread below
+// kSmallGemmMacs units of work per thread, else split into column blocks (multiples of 16)
+// over the pool.
 constexpr double kSmallGemmMacs = double(1 << 20);
 constexpr Index kSmallRows = 16;
 template <typename A>
 void SmallGemm(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const A* a,
                Index lda, const A* b, Index ldb, A* c, Index ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  using CMap = Eigen::Map<const MatRM<A>, 0, OStride>;
   auto block = [&](Index c0, Index c1) {
-    Eigen::Map<MatRM<A>, 0, OStride> out(c + c0, m, c1 - c0, OStride(ldc));
-    if (k <= 0) {
-      if (!accumulate) out.setZero();
-      return;
-    }
-    if (!ta && !tb && m <= kSmallRows) {
+    if (!ta && !tb && m <= kSmallRows && k > 0) {
       packed::GemmUnpacked<A>(m, k, c1 - c0, a, lda, b + c0, ldb, c + c0, ldc, accumulate);
       return;
     }
-    auto product = [&](const auto& lhs, const auto& rhs) {
-      if (accumulate) {
-        out.noalias() += lhs * rhs;
-      } else {
-        out.noalias() = lhs * rhs;
-      }
-    };
-    CMap am(a, ta ? k : m, ta ? m : k, OStride(lda));
-    if (tb) {
-      CMap bm(b + c0 * ldb, c1 - c0, k, OStride(ldb));
-      if (ta) {
-        product(am.transpose(), bm.transpose());
-      } else {
-        product(am, bm.transpose());
-      }
-    } else {
-      CMap bm(b + c0, k, c1 - c0, OStride(ldb));
-      if (ta) {
-        product(am.transpose(), bm);
-      } else {
-        product(am, bm);
-      }
-    }
+    GemmB16Serial<A>(false, ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * ldb : b + c0, ldb,
+                     c + c0, ldc, accumulate);
   };
   // Work: the multiply-adds plus B's stream (a product of one row is bound by reading B, and
   // two cores read it about twice as fast as one: LSTMBlockCell at N = 1, I = H = 256, two

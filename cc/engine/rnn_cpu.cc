@@ -605,32 +605,21 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
                     A* dp, const RnnParamOffsets& po, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
   const bool b16 = s.bf16 && bf16::Available();
-  using CMap = Eigen::Map<const MatRM<A>>;
-  using Block = Eigen::Map<const MatRM<A>, 0, OStride>;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   ChainWithChunkGrads(
       d, steps, B, KN,
       SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
       [&](Index s0, Index s1, Index c0, Index c1, bool first) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
-        Block gx(w.dgx + r0 * KN + c0, rows, len, OStride(KN));
-        Block gr(w.dhr + r0 * KN + c0, rows, len, OStride(KN));
-        Eigen::Map<MatRM<A>> dW(dp + po.w + c0 * in, len, in), dR(dp + po.r + c0 * Hs, len, Hs);
         Vec<A> dbw(dp + po.bw + c0, len), dbr(dp + po.br + c0, len);
+        // The first chunk of a panel sets it, the later ones add.
+        GemmB16Serial<A>(b16, true, false, len, in, rows, w.dgx + r0 * KN + c0, KN,
+                         xin + r0 * in, in, dp + po.w + c0 * in, in, !first);
+        GemmB16Serial<A>(b16, true, false, len, Hs, rows, w.dhr + r0 * KN + c0, KN,
+                         ly.hprev + r0 * Hs, Hs, dp + po.r + c0 * Hs, Hs, !first);
         if (first) {
-          dW.setZero();
-          dR.setZero();
           dbw.setZero();
           dbr.setZero();
-        }
-        if (b16) {
-          GemmB16Serial<A>(true, true, false, len, in, rows, w.dgx + r0 * KN + c0, KN,
-                           xin + r0 * in, in, dW.data(), in, true);
-          GemmB16Serial<A>(true, true, false, len, Hs, rows, w.dhr + r0 * KN + c0, KN,
-                           ly.hprev + r0 * Hs, Hs, dR.data(), Hs, true);
-        } else {
-          dW.noalias() += gx.transpose() * CMap(xin + r0 * in, rows, in);
-          dR.noalias() += gr.transpose() * CMap(ly.hprev + r0 * Hs, rows, Hs);
         }
         for (Index r = 0; r < rows; ++r) {
           dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);

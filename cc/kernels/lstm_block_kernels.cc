@@ -309,8 +309,8 @@ class LstmSeqGradOp : public OpKernel {
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
     TfHostPool pool(ctx);
-    EngineFns<A>::Backward(*engine)(pool, SpecFor<T>(MakeSpec(v2_, 0.f, cell_clip_, use_peephole_)),
-                                    a, ws);
+    const LstmCellSpec spec = SpecFor<T>(MakeSpec(v2_, 0.f, cell_clip_, use_peephole_));
+    EngineFns<A>::Backward(*engine)(pool, spec, a, ws);
     br.Finish();
   }
 
