@@ -20,6 +20,7 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   keras_gru        the same for GRU                               vs keras.layers.GRU
   keras_lstm_mask  keras_lstm with a left-padded mask (lengths T/2..T, pad_sequences' default)
   keras_lstm_rdrop keras_lstm with recurrent_dropout=0.25 (same seed both sides)
+  keras_gru_rdrop  keras_gru with recurrent_dropout=0.25 (same seed both sides)
   keras_simple     the same training step for SimpleRNN (tanh)    vs keras.layers.SimpleRNN
 
 Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch runs eagerly
@@ -59,16 +60,17 @@ from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
 BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_cell",
            "gru_cell_grad", "lstm_train", "gru_train", "keras_lstm", "keras_gru", "keras_lstm_mask",
-           "keras_lstm_rdrop", "keras_simple"]
+           "keras_lstm_rdrop", "keras_gru_rdrop", "keras_simple"]
 # Peers of each benchmark, in the order they are printed.
 PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
          "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
          "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "keras_lstm": ["keras"],
          "keras_gru": ["keras"], "keras_lstm_mask": ["keras"], "keras_lstm_rdrop": ["keras"],
-         "keras_simple": ["keras"]}
+         "keras_gru_rdrop": ["keras"], "keras_simple": ["keras"]}
 # Benchmarks whose peak memory is measured (the backward passes).
 BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
-            "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop", "keras_simple"}
+            "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop", "keras_gru_rdrop",
+            "keras_simple"}
 # Targets from issue #5 (float32): (bench, peer, minimum speed-up peer_ms / ours_ms).
 TARGETS = [("block_lstm_grad", "stock", 3.0), ("block_lstm", "stock", 1.5),
            ("lstm_train", "torch", 1.2), ("gru_train", "torch", 1.2),
@@ -334,6 +336,9 @@ class Case:
 
     def keras_lstm_rdrop(self):
         return self._keras("LSTM", recurrent_dropout=0.25, seed=3)
+
+    def keras_gru_rdrop(self):
+        return self._keras("GRU", recurrent_dropout=0.25, seed=3)
 
     def keras_simple(self):
         return self._keras("SimpleRNN")

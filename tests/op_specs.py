@@ -806,7 +806,8 @@ def _mps_gru_space(grad):
 def all_specs():
     """Every op spec, in a stable order (ids: name or name[variant])."""
     if not hasattr(all_specs, "_cache"):
-        specs = (lstm_block_specs() + gru_specs() + cudnn_specs() + mps_specs()
+        from op_specs_keras import keras_specs  # noqa: PLC0415 (it imports this module)
+        specs = (lstm_block_specs() + gru_specs() + cudnn_specs() + keras_specs() + mps_specs()
                  + mps_gru_specs())
         for s in specs:
             if not hasattr(s, "variant"):

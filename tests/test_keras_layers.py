@@ -6,7 +6,8 @@ respect to the inputs and to every trainable weight (tf.GradientTape). Stock Ker
 generic loop on this CPU-only host, so these also check that the fused op reproduces that
 loop's masking rules. Whether the fused op ran is checked by counting calls of
 ``tf_rnn_ops.raw_ops.CudnnRNNV3`` (eager) or by looking for ``TfRnn>CudnnRNNV3`` in the traced
-graph. SavedModel / .keras reloads and tf.distribute run in fresh subprocesses.
+graph (the configurations cuDNN cannot run go to ``TfRnn>KerasRNN``: test_keras_dropout.py).
+SavedModel / .keras reloads and tf.distribute run in fresh subprocesses.
 """
 import json
 import os
@@ -38,18 +39,23 @@ TOL = {"float32": (2e-5, 2e-5), "float16": (2e-2, 2e-2), "bfloat16": (8e-2, 8e-2
 # helpers
 # ---------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def fused_calls(monkeypatch):
-    """Counts eager and trace-time calls of raw_ops.CudnnRNNV3 made by the layers."""
+def count_calls(monkeypatch, owner, attr):
+    """The rnn_mode of every call of owner.attr (eager and at trace time), in a list."""
     calls = []
-    real = raw_ops.CudnnRNNV3
+    real = getattr(owner, attr)
 
     def counting(**kw):
         calls.append(kw["rnn_mode"])
         return real(**kw)
 
-    monkeypatch.setattr(raw_ops, "CudnnRNNV3", counting)
+    monkeypatch.setattr(owner, attr, counting)
     return calls
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """Counts eager and trace-time calls of raw_ops.CudnnRNNV3 made by the layers."""
+    return count_calls(monkeypatch, raw_ops, "CudnnRNNV3")
 
 
 @pytest.fixture(autouse=True)
@@ -201,8 +207,9 @@ def test_gru_reset_after(reset_after, fused_calls):
     if reset_after:
         _compare(stock, ours, _x(3))
         assert fused_calls == ["gru"]
-    else:
-        with pytest.warns(UserWarning, match="reset_after=False"):
+    else:  # fused in TfRnn>KerasRNN (test_keras_dropout.py), not CudnnRNNV3
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
             _compare(stock, ours, _x(3))
         assert fused_calls == []
 
@@ -244,13 +251,15 @@ def test_input_dropout_in_training(kind, fused_calls):
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_input_dropout_one_mask_per_gate_falls_back(kind, fused_calls):
-    # implementation=1 draws a separate input mask per gate: not expressible as one input.
+def test_input_dropout_one_mask_per_gate_fused(kind, fused_calls):
+    # implementation=1 draws a separate input mask per gate: the per-gate projections go to
+    # TfRnn>KerasRNN (pre-projected input) in training, CudnnRNNV3 runs inference.
     # (Stock Keras 3.15 itself fails here in its cuDNN attempt: it broadcasts the list of
     # masks and gets InvalidArgumentError, not NotImplementedError; so use its plain loop.)
     stock, ours = _pair(kind, dropout=0.4, seed=7, implementation=1)
     stock.use_cudnn = False
-    with pytest.warns(UserWarning, match="one mask per gate"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         _compare(stock, ours, _x(7), training=True)
     _compare(stock, ours, _x(7), training=False)
     assert fused_calls == [kind]
@@ -261,8 +270,9 @@ def test_recurrent_dropout(kind, fused_calls):
     stock, ours = _pair(kind, recurrent_dropout=0.3, seed=3, return_sequences=True)
     _compare(stock, ours, _x(8), training=False)    # a no-op in inference: fused
     assert fused_calls == [kind]
-    with pytest.warns(UserWarning, match="recurrent_dropout"):
-        _compare(stock, ours, _x(8), training=True)  # training: the stock loop
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _compare(stock, ours, _x(8), training=True)  # training: TfRnn>KerasRNN, per-gate masks
     assert fused_calls == [kind]
 
 
@@ -456,8 +466,8 @@ def test_fit_mixed_float16_matches_stock():
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("kw,reason", [
-    (dict(activation="relu"), "activation is not tanh"),
-    (dict(recurrent_activation="hard_sigmoid"), "recurrent_activation is not sigmoid"),
+    (dict(activation="elu"), "activation is not tanh, sigmoid"),
+    (dict(recurrent_activation="softsign"), "recurrent_activation is not tanh, sigmoid"),
 ])
 def test_unsupported_config_falls_back_with_warning(kind, kw, reason, fused_calls):
     stock, ours = _pair(kind, return_sequences=True, **kw)

@@ -124,3 +124,18 @@ def _cudnn_rnn_v3_grad(op, *grads):
         num_proj=op.get_attr("num_proj"), time_major=op.get_attr("time_major"),
         **_cudnn_common_attrs(op))
     return list(out) + [None]
+
+
+_KERAS_ATTRS = ("activation", "recurrent_activation", "reset_after", "preprojected",
+                "num_proj", "time_major")
+
+
+@tf.RegisterGradient("TfRnn>KerasRNN")
+def _keras_rnn_grad(op, *grads):
+    _check_training(op)
+    out = load_library().tf_rnn_keras_rnn_backprop(
+        **_cudnn_backprop_inputs(op, grads), sequence_lengths=op.inputs[4],
+        recurrent_mask=op.inputs[5], host_reserved=op.outputs[4],
+        **{k: op.get_attr(k) for k in _KERAS_ATTRS}, **_cudnn_common_attrs(op))
+    # No gradient for the sequence lengths and the recurrent (dropout) mask.
+    return list(out) + [None, None]

@@ -13,11 +13,25 @@ both directions. ``to_stock(model)`` returns a copy of a model with every one of
 stock layer (same config and weights), to deploy where tf_rnn_ops is not installed (TF
 Serving, TFLite).
 
-The sequence loop (``inner_loop``) runs in ``TfRnn>CudnnRNNV3`` (CPU kernel, registered
-gradient; ``lstm``, ``gru``, ``rnn_tanh`` / ``rnn_relu`` for SimpleRNN) with the Keras weights
-converted to the cuDNN params layout by differentiable TensorFlow ops, so gradients reach the
-Keras variables. The results equal the stock layer's generic (non-cuDNN) loop, which is what
-stock Keras runs on a CPU-only host, including its masked-step rules.
+The sequence loop (``inner_loop``) runs in one fused CPU op with a registered gradient:
+``TfRnn>CudnnRNNV3`` for what cuDNN computes (``lstm``, ``gru`` with reset_after, ``rnn_tanh``
+/ ``rnn_relu`` for SimpleRNN), and ``TfRnn>KerasRNN`` (the same kernel and engine, plus what
+cuDNN lacks) for the rest:
+
+* recurrent dropout in training: the cell's own masks (``get_recurrent_dropout_mask``, drawn
+  by the stock ``RNN.call``, so a stock layer and ours with the same ``seed`` draw the same
+  ones), one per gate as Keras 3 applies them (it forces ``implementation=1``): gate k's
+  recurrent product multiplies ``h_prev ⊙ mask_k``;
+* input dropout with ``implementation=1`` (one mask per gate): each gate's input projection
+  ``(x ⊙ mask_k) · kernel_k`` is computed outside the op, which takes the projections;
+* LSTM/GRU ``activation`` and ``recurrent_activation`` among tanh, sigmoid, relu, linear and
+  Keras's ``hard_sigmoid`` (relu6(x + 3) / 6);
+* GRU ``reset_after=False`` (the candidate multiplies ``r ⊙ h_prev`` by its recurrent kernel).
+
+The Keras weights are converted to the cuDNN params layout by differentiable TensorFlow ops,
+so gradients reach the Keras variables. The results equal the stock layer's generic
+(non-cuDNN) loop, which is what stock Keras runs on a CPU-only host, including its masked-step
+rules.
 
 Any mask runs fused: left-padded (``keras.utils.pad_sequences``' default), right-padded, holes,
 fully masked rows, with ``go_backwards`` and ``Bidirectional``. A masked step keeps the state,
@@ -25,25 +39,17 @@ so each row's unmasked steps are gathered to its front (``_compact``), run with 
 lengths, and the outputs gathered back to their steps (a masked step emits zeros with
 ``zero_output_for_mask``, else the previous output); no ``tf.cond``, no loop in the graph.
 
-Fused path (CudnnRNNV3) when all of these hold:
+The fused path runs when the Keras backend is TensorFlow, the host has no GPU (with a GPU the
+stock layer runs, and with it stock cuDNN) and the activations are among those above
+(SimpleRNN: tanh or relu). ``use_bias`` may be False (zero biases are passed); ``unroll=True``
+gives the same numbers fused; any dtype policy, including ``mixed_float16`` and
+``mixed_bfloat16`` (the op runs in the compute dtype).
 
-* the Keras backend is TensorFlow and the host has no GPU (with a GPU the stock layer runs,
-  and with it stock cuDNN);
-* LSTM, GRU: ``activation`` is tanh and ``recurrent_activation`` is sigmoid; SimpleRNN:
-  ``activation`` is tanh or relu;
-* GRU: ``reset_after=True`` (the default);
-* not training with ``recurrent_dropout > 0`` (in inference recurrent dropout is a no-op,
-  so the fused path is used), and not training with ``dropout`` on a layer built with
-  ``implementation=1`` (one dropout mask per gate);
-* ``use_bias`` may be False (zero biases are passed); ``unroll=True`` gives the same numbers
-  fused; any dtype policy, including ``mixed_float16`` and ``mixed_bfloat16`` (the op runs in
-  the compute dtype).
-
-Otherwise the layer runs the stock Keras loop (``keras.layers.RNN.inner_loop``) and gives the
-stock results, warning once per layer class and reason (``UserWarning``), except
-``use_cudnn=False``, which asks for the stock loop. With ``use_cudnn=True`` an unsupported
-configuration raises ``ValueError`` instead, as stock Keras does. The op has no XLA kernel, so
-the layers set ``supports_jit = False``.
+Otherwise (a custom activation) the layer runs the stock Keras loop
+(``keras.layers.RNN.inner_loop``) and gives the stock results, warning once per layer class and
+reason (``UserWarning``), except ``use_cudnn=False``, which asks for the stock loop. With
+``use_cudnn=True`` an unsupported configuration raises ``ValueError`` instead, as stock Keras
+does. The ops have no XLA kernel, so the layers set ``supports_jit = False``.
 """
 import threading
 import warnings
@@ -69,6 +75,14 @@ _SIGMOID = frozenset(f for f in (keras.activations.sigmoid, keras.ops.sigmoid, t
                                  tf.math.sigmoid, tf.nn.sigmoid) if f is not None)
 _RELU = frozenset(f for f in (keras.activations.relu, keras.ops.relu, tf.nn.relu)
                   if f is not None)
+# The activations TfRnn>KerasRNN computes (for LSTM and GRU), by the function the cell holds.
+# Keras 3's hard_sigmoid is relu6(x + 3) / 6.
+_ACT_NAMES = {}
+for _name, _fns in (("tanh", _TANH), ("sigmoid", _SIGMOID), ("relu", _RELU),
+                    ("linear", (keras.activations.linear,)),
+                    ("hard_sigmoid", (keras.activations.hard_sigmoid, keras.ops.hard_sigmoid))):
+    for _f in _fns:
+        _ACT_NAMES[_f] = _name
 
 
 def _warn_once(cls_name, reason):
@@ -78,7 +92,7 @@ def _warn_once(cls_name, reason):
             return
         _warned.add(key)
     warnings.warn(f"tf_rnn_ops.keras.{cls_name}: {reason}; running the stock Keras loop "
-                  "instead of the fused TfRnn>CudnnRNNV3 op.", UserWarning, stacklevel=3)
+                  "instead of the fused op.", UserWarning, stacklevel=3)
 
 
 def _is_on(training):
@@ -110,6 +124,16 @@ def _gates_vector(bias, gates, order):
     return tf.reshape(tf.gather(tf.reshape(bias, [gates, -1]), order, axis=0), [-1])
 
 
+# The configurations CudnnRNNV3 computes; the others run TfRnn>KerasRNN.
+_CUDNN_EXTRAS = dict(activation="tanh", recurrent_activation="sigmoid", reset_after=True,
+                     preprojected=False)
+
+
+def _keras_rnn(**kw):
+    """TfRnn>KerasRNN (one place, so that tests can count the layers' calls)."""
+    return load_library().tf_rnn_keras_rnn(**kw)
+
+
 def _compact(x, mask):
     """Moves each row's unmasked steps to its front, in order: (x_compacted, lengths, idx).
 
@@ -124,7 +148,7 @@ def _compact(x, mask):
 
 
 class _FusedRNNMixin:
-    """Replaces the stock layers' inner_loop with TfRnn>CudnnRNNV3 where it is exact."""
+    """Replaces the stock layers' inner_loop with one fused op where it is exact."""
 
     _RNN_MODE = None   # "lstm" or "gru"
     _GATES = None      # 4 or 3
@@ -132,7 +156,7 @@ class _FusedRNNMixin:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # TfRnn>CudnnRNNV3 has no XLA kernel: keep model.compile(jit_compile="auto") off XLA.
+        # The fused ops have no XLA kernel: keep model.compile(jit_compile="auto") off XLA.
         self.supports_jit = False
 
     # --- what the fused op can do -------------------------------------------------------
@@ -145,17 +169,10 @@ class _FusedRNNMixin:
         if self._RNN_MODE is None:  # SimpleRNN: rnn_tanh or rnn_relu
             if self._rnn_mode() is None:
                 return "activation is not tanh or relu"
-        elif cell.activation not in _TANH:
-            return "activation is not tanh"
-        elif cell.recurrent_activation not in _SIGMOID:
-            return "recurrent_activation is not sigmoid"
-        if self._RNN_MODE == "gru" and not cell.reset_after:
-            return "reset_after=False (not the cuDNN GRU)"
-        if _is_on(training) and cell.recurrent_dropout > 0:
-            return "recurrent_dropout > 0 in training"
-        if (_is_on(training) and 0.0 < cell.dropout < 1.0
-                and getattr(cell, "dropout_mask_count", None) is not None):
-            return "dropout with implementation=1 (one mask per gate) in training"
+        elif cell.activation not in _ACT_NAMES:
+            return "activation is not tanh, sigmoid, relu, linear or hard_sigmoid"
+        elif cell.recurrent_activation not in _ACT_NAMES:
+            return "recurrent_activation is not tanh, sigmoid, relu, linear or hard_sigmoid"
         return None
 
     def _generic_loop(self, sequences, initial_state, mask, training):
@@ -171,31 +188,66 @@ class _FusedRNNMixin:
         act = self.cell.activation
         return "rnn_tanh" if act in _TANH else "rnn_relu" if act in _RELU else None
 
-    def _params(self, dtype):
+    def _params(self, dtype, input_matrices=True):
+        """The Keras weights in the cuDNN params layout (without the input matrices when the
+        input is pre-projected)."""
         cell = self.cell
-        kernel = tf.cast(_value(cell.kernel), dtype)
         recurrent = tf.cast(_value(cell.recurrent_kernel), dtype)
         n = cell.units
         g, order = self._GATES, self._ORDER
         if cell.use_bias:
             bias = tf.cast(_value(cell.bias), dtype)
-            if self._RNN_MODE == "gru":   # reset_after: [2, 3N] = (input bias, recurrent bias)
+            if self._RNN_MODE == "gru" and cell.reset_after:  # [2, 3N]: (input, recurrent)
                 b_in, b_rec = bias[0], bias[1]
             else:                         # one bias: the input bias, recurrent bias zero
                 b_in, b_rec = bias, tf.zeros([g * n], dtype)
             biases = [_gates_vector(b_in, g, order), _gates_vector(b_rec, g, order)]
         else:
             biases = [tf.zeros([2 * g * n], dtype)]
-        return tf.concat([_gates_matrix(kernel, g, order), _gates_matrix(recurrent, g, order)]
-                         + biases, axis=0)
+        weights = [_gates_matrix(recurrent, g, order)]
+        if input_matrices:
+            kernel = tf.cast(_value(cell.kernel), dtype)
+            weights.insert(0, _gates_matrix(kernel, g, order))
+        return tf.concat(weights + biases, axis=0)
+
+    def _engine_order(self, per_gate):
+        """A list in Keras gate order -> the same list in the op's gate-block order."""
+        return list(per_gate) if self._ORDER is None else [per_gate[k] for k in self._ORDER]
+
+    def _recurrent_mask(self, h0, dtype):
+        """Keras's recurrent dropout masks (the cell's own, drawn by the stock RNN.call) as the
+        op's recurrent_mask [B, K·N], one mask per gate block; a SimpleRNN cell has one."""
+        masks = self.cell.get_recurrent_dropout_mask(h0)
+        if not isinstance(masks, (list, tuple)):
+            masks = [masks] * self._GATES
+        return tf.concat([tf.cast(m, dtype) for m in self._engine_order(masks)], axis=1)
+
+    def _preprojected(self, sequences, dp_masks, dtype):
+        """implementation=1 input dropout: gate k's projection (x ⊙ mask_k) · kernel_k outside
+        the op (then TfRnn>KerasRNN's preprojected input), [B, T, K·N] in the op's order."""
+        kernel = tf.cast(_value(self.cell.kernel), dtype)
+        n = self.cell.units
+        parts = [tf.einsum("bti,in->btn", sequences * tf.expand_dims(tf.cast(m, dtype), 1),
+                           kernel[:, k * n:(k + 1) * n]) for k, m in enumerate(dp_masks)]
+        return tf.concat(self._engine_order(parts), axis=-1)
 
     def _fused_loop(self, sequences, initial_state, mask, training):
         cell = self.cell
         dtype = sequences.dtype
+        preprojected = False
         if _is_on(training) and 0.0 < cell.dropout < 1.0:
-            # The same input mask at every step, as the stock loop (and stock cuDNN) apply it.
+            # The same input mask at every step, as the stock loop (and stock cuDNN) apply it;
+            # implementation=1 draws one per gate.
             dp_mask = cell.get_dropout_mask(sequences[:, 0, :])
-            sequences = sequences * tf.expand_dims(tf.cast(dp_mask, dtype), 1)
+            if isinstance(dp_mask, (list, tuple)):
+                sequences = self._preprojected(sequences, dp_mask, dtype)
+                preprojected = True
+            else:
+                sequences = sequences * tf.expand_dims(tf.cast(dp_mask, dtype), 1)
+        if _is_on(training) and 0.0 < cell.recurrent_dropout < 1.0:
+            rec_mask = self._recurrent_mask(initial_state[0], dtype)
+        else:
+            rec_mask = None
 
         # Processing order: go_backwards reverses the steps (and the mask) first; the outputs
         # stay in processing order, as the stock loop returns them.
@@ -211,10 +263,22 @@ class _FusedRNNMixin:
         h0 = tf.expand_dims(tf.cast(initial_state[0], dtype), 1)     # [B, 1, N]
         lstm = self._RNN_MODE == "lstm"
         c0 = tf.expand_dims(tf.cast(initial_state[1], dtype), 1) if lstm else tf.zeros([], dtype)
-        out, h, c, _, _ = raw_ops.CudnnRNNV3(
-            input=x, input_h=h0, input_c=c0, params=self._params(dtype),
-            sequence_lengths=lengths, rnn_mode=self._rnn_mode(), input_mode="linear_input",
-            direction="unidirectional", is_training=True, time_major=False)
+        gates = self._RNN_MODE is not None
+        kw = dict(input=x, input_h=h0, input_c=c0,
+                  params=self._params(dtype, input_matrices=not preprojected),
+                  sequence_lengths=tf.cast(lengths, tf.int32), rnn_mode=self._rnn_mode(),
+                  input_mode="linear_input", direction="unidirectional", is_training=True,
+                  time_major=False)
+        extras = dict(
+            activation=_ACT_NAMES[cell.activation] if gates else "tanh",
+            recurrent_activation=_ACT_NAMES[cell.recurrent_activation] if gates else "sigmoid",
+            reset_after=bool(getattr(cell, "reset_after", True)), preprojected=preprojected)
+        if rec_mask is None and extras == _CUDNN_EXTRAS:
+            out, h, c, _, _ = raw_ops.CudnnRNNV3(**kw)   # what cuDNN computes
+        else:
+            if rec_mask is None:
+                rec_mask = tf.zeros([0], dtype)
+            out, h, c, _, _ = _keras_rnn(**kw, recurrent_mask=rec_mask, **extras)
         h = tf.squeeze(h, 1)
         states = [h, tf.squeeze(c, 1)] if lstm else [h]
 
@@ -255,7 +319,7 @@ class _FusedRNNMixin:
             if getattr(self, "use_cudnn", "auto") is True:
                 raise ValueError(
                     f"{type(self).__name__} '{self.name}': use_cudnn=True was specified, but "
-                    f"the fused TfRnn>CudnnRNNV3 op does not support this configuration: "
+                    f"the fused op does not support this configuration: "
                     f"{reason}. Pass use_cudnn='auto' to fall back to the stock Keras loop.")
             _warn_once(type(self).__name__, reason)
             return self._generic_loop(sequences, initial_state, mask, training)
@@ -265,7 +329,7 @@ class _FusedRNNMixin:
 
 @keras.saving.register_keras_serializable(package="tf_rnn_ops")
 class LSTM(_FusedRNNMixin, keras.layers.LSTM):
-    """``keras.layers.LSTM`` whose sequence loop runs in ``TfRnn>CudnnRNNV3`` (see module doc).
+    """``keras.layers.LSTM`` whose sequence loop runs in one fused op (see module doc).
 
     Keras LSTM gates are i, f, c, o, the cuDNN order; the Keras bias becomes the cuDNN input
     bias and the recurrent bias is zero.
@@ -278,10 +342,11 @@ class LSTM(_FusedRNNMixin, keras.layers.LSTM):
 
 @keras.saving.register_keras_serializable(package="tf_rnn_ops")
 class GRU(_FusedRNNMixin, keras.layers.GRU):
-    """``keras.layers.GRU`` whose sequence loop runs in ``TfRnn>CudnnRNNV3`` (see module doc).
+    """``keras.layers.GRU`` whose sequence loop runs in one fused op (see module doc).
 
-    Keras GRU gates are z, r, h; cuDNN's are r, z, h. With ``reset_after=True`` (required for
-    the fused path) the Keras bias ``[2, 3N]`` is (input bias, recurrent bias).
+    Keras GRU gates are z, r, h; cuDNN's are r, z, h. With ``reset_after=True`` the Keras bias
+    ``[2, 3N]`` is (input bias, recurrent bias); with ``reset_after=False`` it is ``[3N]``, the
+    input bias (TfRnn>KerasRNN's reset-before candidate has no recurrent bias to add).
     """
 
     _RNN_MODE = "gru"
@@ -291,8 +356,7 @@ class GRU(_FusedRNNMixin, keras.layers.GRU):
 
 @keras.saving.register_keras_serializable(package="tf_rnn_ops")
 class SimpleRNN(_FusedRNNMixin, keras.layers.SimpleRNN):
-    """``keras.layers.SimpleRNN`` whose sequence loop runs in ``TfRnn>CudnnRNNV3`` (see module
-    doc): ``rnn_tanh`` for ``activation='tanh'``, ``rnn_relu`` for ``'relu'``.
+    """``keras.layers.SimpleRNN`` whose sequence loop runs in one fused op (see module doc): ``rnn_tanh`` for ``activation='tanh'``, ``rnn_relu`` for ``'relu'``.
 
     h_t = act(x_t · kernel + bias + h_{t-1} · recurrent_kernel): the Keras bias becomes the
     cuDNN input bias and the recurrent bias is zero.

@@ -188,8 +188,16 @@ inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return N * H; }
 // layers. See rnn.h for the equations and the reserve layout.
 enum class RnnMode : int { kLstm = 0, kGru = 1, kTanh = 2, kRelu = 3 };
 
-// Gate activations (MPSGraph's enum order). hard_sigmoid is MPS's clamp(0.2·x + 0.5, 0, 1).
-enum class RnnAct : int { kNone = 0, kRelu = 1, kTanh = 2, kSigmoid = 3, kHardSigmoid = 4 };
+// Gate activations (MPSGraph's enum order, then Keras's). kHardSigmoid is MPS's
+// clamp(0.2·x + 0.5, 0, 1), kKerasHardSigmoid Keras 3's relu6(x + 3) / 6 = clamp(x/6 + 0.5, 0, 1).
+enum class RnnAct : int {
+  kNone = 0,
+  kRelu = 1,
+  kTanh = 2,
+  kSigmoid = 3,
+  kHardSigmoid = 4,
+  kKerasHardSigmoid = 5
+};
 
 inline int RnnGates(RnnMode m) {
   return m == RnnMode::kLstm ? 4 : m == RnnMode::kGru ? 3 : 1;
@@ -211,6 +219,9 @@ struct RnnSpec {
   RnnAct cell_act = RnnAct::kTanh;  // h = o ⊙ cell_act(c)
   bool peephole = false;    // lstm: every gate's pre-activation += p ⊙ c_prev (MPSGraph)
   bool has_mask = false;    // h_prev ⊙ mask enters the recurrent product (not the gru blend)
+  bool mask_gates = false;  // has_mask: one mask per gate block k (Keras recurrent dropout):
+                            // R_k multiplies h_prev ⊙ mask_k; the mask has D·K·Hs columns,
+                            // gate block k of direction d at (d·K + k)·Hs (L == 1, P == 0)
   bool preprojected = false;  // layer 0 has no W: x holds W·x, [T, B, D·K·N], direction d
                               // reading columns [d·K·N, (d+1)·K·N)
   bool reverse = false;     // unidirectional only: run each sequence from its end
@@ -304,7 +315,7 @@ struct RnnFwdArgs {
   A* cn = nullptr;               // [L·D, B, N] (lstm)
   A* reserve = nullptr;          // RnnReserveSize
   const A* peephole = nullptr;   // [L·D, K·N] in block order (spec.peephole)
-  const A* mask = nullptr;       // [T or 1, B, D·Hs] (spec.has_mask)
+  const A* mask = nullptr;       // [T or 1, B, D·Hs] (spec.has_mask; D·K·Hs with mask_gates)
   bool mask_per_step = false;    // mask is [T, B, D·Hs] (else [B, D·Hs] for every step)
 };
 
@@ -329,13 +340,17 @@ struct RnnBwdArgs {
 
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs;  // + R packed (packed_gemm.h)
+  const Index gate_masks = s.has_mask && s.mask_gates ? 2 * (K - 1) * B * Hs : 0;
+  return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs  // + R packed (packed_gemm.h)
+         + gate_masks;
 }
 inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
   const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
   const Index masked = s.has_mask ? TB * Hs : 0;  // h_prev ⊙ mask of every row
-  const Index gather = s.mode == RnnMode::kGru && s.gru_reset_before ? TB * N : 0;
+  const Index gather =
+      (s.mode == RnnMode::kGru && s.gru_reset_before) || (s.has_mask && s.mask_gates) ? TB * N
+                                                                                      : 0;
   return 2 * TB * K * N + 2 * B * K * N + 2 * B * Hs + B * N + TB * s.P + B * N + B * Hs +
          2 * TB * s.D * Hs + TB * maxin + masked + gather + K * N * Hs;  // + R packed
 }

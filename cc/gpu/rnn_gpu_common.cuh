@@ -78,6 +78,10 @@ __device__ __forceinline__ A Act(int act, A v) {
       const A h = v * A(0.2) + A(0.5);
       return h < A(0) ? A(0) : (h > A(1) ? A(1) : h);
     }
+    case static_cast<int>(RnnAct::kKerasHardSigmoid): {
+      const A h = v * A(1.0 / 6.0) + A(0.5);
+      return h < A(0) ? A(0) : (h > A(1) ? A(1) : h);
+    }
     default:
       return v;
   }
@@ -95,6 +99,8 @@ __device__ __forceinline__ A ActGrad(int act, A y, A d) {
       return d * y * (A(1) - y);
     case static_cast<int>(RnnAct::kHardSigmoid):
       return (y > A(0) && y < A(1)) ? d * A(0.2) : A(0);
+    case static_cast<int>(RnnAct::kKerasHardSigmoid):
+      return (y > A(0) && y < A(1)) ? d * A(1.0 / 6.0) : A(0);
     default:
       return d;
   }

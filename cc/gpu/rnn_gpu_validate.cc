@@ -24,13 +24,14 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
   if (s.has_mask && !(lstm || s.mode == RnnMode::kGru)) {
     return bad("a recurrent mask needs lstm or gru");
   }
+  if (s.mask_gates) return bad("per-gate recurrent masks (mask_gates) have no CUDA path yet");
   if (!(s.dropout >= 0.f && s.dropout <= 1.f)) return bad("dropout must be in [0, 1]");
   int seen = 0;
   for (int q = 0; q < 4; ++q) {
     if (s.gate_pos[q] < 0 || s.gate_pos[q] > 3) return bad("gate_pos entries must be 0..3");
     seen |= 1 << s.gate_pos[q];
     const int act = static_cast<int>(s.gate_act[q]);
-    if (act < 0 || act > 4) return bad("gate activations must be 0..4");
+    if (act < 0 || act > 5) return bad("gate activations must be 0..5");
   }
   if (seen != 15) return bad("gate_pos must be a permutation of 0..3");
   if (s.mode == RnnMode::kGru && s.gate_pos[3] != 3) {
@@ -40,7 +41,7 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
     return bad("gru_reset_before and gru_z_new need gru");
   }
   const int ca = static_cast<int>(s.cell_act);
-  if (ca < 0 || ca > 4) return bad("cell activation must be 0..4");
+  if (ca < 0 || ca > 5) return bad("cell activation must be 0..5");
   return GpuStatus::Ok();
 }
 

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "cc/kernels/engine_loader.h"
+#include "cc/kernels/keras_rnn_extras.h"
 #include "cc/kernels/kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 #ifndef TFRNN_CUDNN_OP_PREFIX
 #define TFRNN_CUDNN_OP_PREFIX "TfRnn>"
+#define TFRNN_KERAS_OPS 1  // TfRnn>KerasRNN(Backprop): only in the TfRnn> build
 #endif
 
 namespace tfrnn {
@@ -123,12 +125,13 @@ absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) 
 // Inputs of the forward and backward ops, validated (ranks, then sizes, then values).
 struct FwdInputs {
   const Tensor *input, *input_h, *input_c, *params, *lengths = nullptr;
+  const Tensor* rec_mask = nullptr;  // KerasRNN's recurrent_mask, when given
   RnnSpec spec;
   TensorShape out_shape, c_shape;
 };
 
 absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3,
-                             FwdInputs* in) {
+                             const KerasExtras& kx, FwdInputs* in) {
   const std::string op = ctx->op_kernel().type_string();
   TF_RETURN_IF_ERROR(GetInput(ctx, "input", &in->input));
   TF_RETURN_IF_ERROR(GetInput(ctx, "input_h", &in->input_h));
@@ -208,6 +211,7 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
         " (input shape ", ShapeStr(*in->input), ") and num_units ", s.N));
   }
   s.skip_input = at.Skip(s.I, s.N);
+  TF_RETURN_IF_ERROR(kx.Apply(op, ShapeStr(*in->input), &s));
   s.training = at.is_training;
   s.dropout = at.dropout;
   s.seed = (static_cast<unsigned long long>(at.seed) << 32) ^
@@ -238,6 +242,7 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
       }
     }
   }
+  TF_RETURN_IF_ERROR(kx.Mask(ctx, &s, &in->rec_mask));
   const int64_t out_depth = s.D * RnnHs(s);
   in->out_shape = tm ? TensorShape({s.T, s.B, out_depth}) : TensorShape({s.B, s.T, out_depth});
   return absl::OkStatus();
@@ -266,11 +271,12 @@ class CudnnRnnForwardOp : public OpKernel {
   using A = typename ComputeType<T>::type;
   CudnnRnnForwardOp(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
     OP_REQUIRES_OK(c, at_.Read(c));
+    OP_REQUIRES_OK(c, kx_.Read(c));
   }
 
   void Compute(OpKernelContext* ctx) override {
     FwdInputs in;
-    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ == 3, &in));
+    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, kx_, &in));
     const RnnSpec& s = in.spec;
     Tensor *output, *output_h, *output_c, *reserve;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.out_shape, &output));
@@ -308,6 +314,7 @@ class CudnnRnnForwardOp : public OpKernel {
     a.h0 = br.In(*in.input_h);
     a.c0 = lstm ? br.In(*in.input_c) : nullptr;
     a.params = br.In(*in.params);
+    if (in.rec_mask != nullptr) a.mask = br.In(*in.rec_mask);
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
     a.cn = lstm ? br.Out(output_c) : nullptr;
@@ -335,6 +342,7 @@ class CudnnRnnForwardOp : public OpKernel {
 
  private:
   CudnnAttrs at_;
+  KerasExtras kx_;
   int version_;
 };
 
@@ -350,13 +358,14 @@ class CudnnRnnBackwardOp : public OpKernel {
   using A = typename ComputeType<T>::type;
   CudnnRnnBackwardOp(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
     OP_REQUIRES_OK(c, at_.Read(c));
+    OP_REQUIRES_OK(c, kx_.Read(c));
     at_.is_training = true;
   }
 
   void Compute(OpKernelContext* ctx) override {
     const std::string op = type_string();
     FwdInputs in;
-    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ == 3, &in));
+    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, kx_, &in));
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const Tensor *output, *output_h, *output_c, *dy, *dhn, *dcn, *reserve;
@@ -424,6 +433,7 @@ class CudnnRnnBackwardOp : public OpKernel {
     a.h0 = br.In(*in.input_h);
     a.c0 = lstm ? br.In(*in.input_c) : nullptr;
     a.params = br.In(*in.params);
+    if (in.rec_mask != nullptr) a.mask = br.In(*in.rec_mask);
     a.reserve = reinterpret_cast<const A*>(reserve->flat<T>().data());
     a.dhn = br.In(*dhn);
     a.dcn = lstm ? br.In(*dcn) : nullptr;
@@ -458,6 +468,7 @@ class CudnnRnnBackwardOp : public OpKernel {
 
  private:
   CudnnAttrs at_;
+  KerasExtras kx_;
   int version_;
 };
 
@@ -680,6 +691,22 @@ TFRNN_REGISTER_CUDNN(Eigen::bfloat16)
 TFRNN_REGISTER_CUDNN(float)
 TFRNN_REGISTER_CUDNN(double)
 #undef TFRNN_REGISTER_CUDNN
+
+#ifdef TFRNN_KERAS_OPS
+// The Keras layers' op: CudnnRNNV3 plus keras_rnn_extras.h (version 4: V3's inputs and outputs).
+#define TFRNN_REGISTER_KERAS(T)                                                               \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),                       \
+      CudnnRnnForwardOpV<T, 4>);                                                              \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),               \
+      CudnnRnnBackwardOpV<T, 4>);
+TFRNN_REGISTER_KERAS(Eigen::half)
+TFRNN_REGISTER_KERAS(Eigen::bfloat16)
+TFRNN_REGISTER_KERAS(float)
+TFRNN_REGISTER_KERAS(double)
+#undef TFRNN_REGISTER_KERAS
+#endif
 
 #ifdef TFRNN_WITH_CUDA
 #include "cc/kernels/cudnn_rnn_gpu_kernels.inc"  // GPU kernels (TfRnn> names only)

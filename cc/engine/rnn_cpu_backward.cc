@@ -1,0 +1,528 @@
+// CPU implementation of the stacked-RNN engine, backward (see rnn.h for the equations,
+// types.h for the params and reserve layouts; the forward is in rnn_cpu.cc).
+#include "cc/engine/rnn.h"
+
+#include "cc/engine/packed_gemm.h"
+#include "cc/engine/rnn_cpu_common.h"
+
+#include <cstdint>
+#include <utility>
+
+namespace tfrnn {
+namespace {
+
+using namespace rnn_cpu;  // NOLINT
+
+template <typename A>
+struct BwdBufs {
+  A *dgx, *dhr;          // [TB, KN] (dhr == dgx except for gru)
+  A *dhr_prev, *dhr_cur;  // [B, KN]
+  A *dh, *dc;             // [B, Hs], [B, N]
+  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
+  A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
+  A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
+  A* gather;              // [TB, N] (reset-before gru; per-gate masks)
+};
+
+// dh[b, cols] += src[b, cols] ⊙ mask row of (b, step) for the rows that have that step.
+template <typename A>
+void AddMasked(const RnnSpec& s, const StepMap& sm, const A* mask, bool per_step, Index dcol,
+               Index step, Index j0, Index len, const A* src, A* dh) {
+  const Index Hs = RnnHs(s);
+  for (Index b = 0; b < s.B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    if (tau < 0) continue;
+    Vec<A>(dh + b * Hs + j0, len) +=
+        CVec<A>(src + b * Hs + j0, len) *
+        CVec<A>(MaskRow(s, mask, per_step, tau, b) + dcol + j0, len);
+  }
+}
+
+// Pointwise backward at step `step` for units [j0, j0 + len). dh holds the carry dL/dh from
+// later steps (without the direct h_prev term of this step's rows; see below), dc the carry
+// dL/dc. With projection, dhh holds dL/d(unprojected h) of the rows and dh is not touched.
+template <typename A>
+void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* c0p,
+              const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w,
+              const A* peep, const A* dc_seq) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const bool proj = s.P > 0;
+  const A one(1);
+  for (Index b = 0; b < B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    A* dr = w.dhr_cur + b * KN + j0;
+    if (tau < 0) {
+      for (Index k = 0; k < K; ++k) Vec<A>(dr + k * N, len).setZero();
+      continue;
+    }
+    const Index row = tau * B + b;
+    const A* g = ly.acts + row * KN + j0;
+    A* dg = w.dgx + row * KN + j0;
+    Vec<A> dhc(w.dh + b * Hs + j0, proj ? 0 : len);
+    // dL/dh of this step, materialised in the slot of the gate written last (lstm: o, gru: the
+    // candidate, rnn: the only one).
+    const Index last = s.mode == RnnMode::kLstm ? s.gate_pos[3] : K - 1;
+    Vec<A> dt(dr + last * N, len);
+    if (proj) {
+      dt = CVec<A>(w.dhh + b * N + j0, len);
+    } else {
+      dt = CVec<A>(dyl + row * yst + ly.dcol + j0, len) + dhc;
+    }
+    switch (s.mode) {
+      case RnnMode::kLstm: {
+        const int* pos = s.gate_pos;
+        CVec<A> i(g + pos[0] * N, len), f(g + pos[1] * N, len), cc(g + pos[2] * N, len),
+            o(g + pos[3] * N, len);
+        CVec<A> cs(ly.aux + row * N + j0, len);
+        const A* cp = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
+        CVec<A> cprev(cp, len);
+        Vec<A> dc(w.dc + b * N + j0, len);
+        if (dc_seq != nullptr) dc += CVec<A>(dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0, len);
+        Vec<A> tc(dg + pos[0] * N, len);  // scratch until dg is written below
+        tc = cs;
+        Activate(s.cell_act, tc);
+        Vec<A> tmp(dr + pos[0] * N, len);  // scratch until dr_i is written
+        tmp = dt * o;
+        MulActGrad(s.cell_act, CVec<A>(tc.data(), len), tmp);
+        dc += tmp;
+        dt = dt * tc;  // the o slot
+        MulActGrad(s.gate_act[3], o, dt);
+        Vec<A> di(dr + pos[0] * N, len), df(dr + pos[1] * N, len), dcc(dr + pos[2] * N, len);
+        di = dc * cc;
+        MulActGrad(s.gate_act[0], i, di);
+        df = dc * cprev;
+        MulActGrad(s.gate_act[1], f, df);
+        dcc = dc * i;
+        MulActGrad(s.gate_act[2], cc, dcc);
+        dc *= f;
+        if (s.peephole) {
+          for (int q = 0; q < 4; ++q) {
+            dc += CVec<A>(dr + pos[q] * N, len) * CVec<A>(peep + pos[q] * N + j0, len);
+          }
+        }
+        for (Index k = 0; k < 4; ++k) Vec<A>(dg + k * N, len) = CVec<A>(dr + k * N, len);
+        if (!proj) dhc.setZero();
+        break;
+      }
+      case RnnMode::kGru: {
+        const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
+        CVec<A> rg(g + pr * N, len), z(g + pz * N, len), n(g + pn * N, len);
+        CVec<A> aux(ly.aux + row * N + j0, len), hp(ly.hprev + row * Hs + j0, len);
+        Vec<A> dpr(dg + pr * N, len), dpz(dg + pz * N, len), dpn(dg + pn * N, len);
+        if (s.gru_z_new) {
+          dpn = dt * z;
+          dpz = dt * (n - hp);
+          dhc = dt * (one - z);
+        } else {
+          dpn = dt * (one - z);
+          dpz = dt * (hp - n);
+          dhc = dt * z;
+        }
+        MulActGrad(s.gate_act[1], z, dpz);
+        MulActGrad(s.gate_act[2], n, dpn);
+        A* dhr_row = w.dhr + row * KN + j0;
+        if (s.gru_reset_before) {
+          // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetBwd.
+          // Until then the carry's candidate slot holds dpn.
+          Vec<A>(dr + pr * N, len).setZero();
+          Vec<A>(dr + pz * N, len) = dpz;
+          Vec<A>(dr + pn * N, len) = dpn;
+          Vec<A>(dhr_row + pz * N, len) = dpz;
+          Vec<A>(dhr_row + pn * N, len) = dpn;
+        } else {
+          dpr = dpn * aux;
+          MulActGrad(s.gate_act[0], rg, dpr);
+          Vec<A>(dr + pr * N, len) = dpr;
+          Vec<A>(dr + pz * N, len) = dpz;
+          Vec<A>(dr + pn * N, len) = dpn * rg;
+          for (Index k = 0; k < 3; ++k) Vec<A>(dhr_row + k * N, len) = CVec<A>(dr + k * N, len);
+        }
+        break;
+      }
+      case RnnMode::kTanh:
+      case RnnMode::kRelu: {
+        CVec<A> h(g, len);
+        if (s.mode == RnnMode::kTanh) {
+          dt = dt * (one - h.square());
+        } else {
+          dt = (h > A(0)).select(dt, A(0));
+        }
+        Vec<A>(dg, len) = dt;
+        dhc.setZero();
+        break;
+      }
+    }
+  }
+}
+
+// Second half of a reset-before gru step's backward, units [j0, j0 + len): with
+// drh = dL/d(r ⊙ h_rec) = dpn · R_n (dpn of every unit is in the carry's candidate slot),
+// r's gradient is drh ⊙ h_rec and h_prev receives drh ⊙ r (⊙ mask).
+template <typename A>
+void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* mask,
+                 bool mask_per_step, Index step, Index j0, Index len, const BwdBufs<A>& w) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const int pr = s.gate_pos[0], pn = s.gate_pos[2];
+  Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
+  Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
+  Eigen::Map<MatRM<A>, 0, OStride> drh(w.dhm + j0, B, len, OStride(Hs));
+  drh.noalias() = dpn * rn;
+  for (Index b = 0; b < B; ++b) {
+    const Index tau = sm.Tau(b, step);
+    if (tau < 0) continue;
+    const Index row = tau * B + b;
+    CVec<A> d(w.dhm + b * Hs + j0, len), rg(ly.acts + row * KN + pr * N + j0, len);
+    CVec<A> hp(ly.hprev + row * Hs + j0, len);
+    Vec<A> dpr(w.dgx + row * KN + pr * N + j0, len);
+    Vec<A> dh(w.dh + b * Hs + j0, len);
+    if (s.has_mask) {
+      CVec<A> m(MaskRow(s, mask, mask_per_step, tau, b) + MaskCol(s, ly.dcol, pn) + j0, len);
+      dpr = d * hp * m;
+      dh += d * rg * m;
+    } else {
+      dpr = d * hp;
+      dh += d * rg;
+    }
+    MulActGrad(s.gate_act[0], rg, dpr);
+    Vec<A>(w.dhr_cur + b * KN + pr * N + j0, len) = dpr;
+    Vec<A>(w.dhr + row * KN + pr * N + j0, len) = dpr;
+  }
+}
+
+// The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
+// runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
+// steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length, or the
+// direction is forward, where the rows of steps past a sequence's length are zero):
+//   per column panel [c0, c1) of the KN gate columns, in chunk order (a fixed order of
+//   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums;
+//   din rows (+)= dgx · W.
+template <typename A, typename Chain>
+void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bool reverse,
+                    Index steps, const A* xin, A* din, bool accumulate_din, const BwdBufs<A>& w,
+                    A* dp, const RnnParamOffsets& po, Chain&& chain) {
+  const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
+  const bool b16 = s.bf16 && bf16::Available();
+  auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
+  ChainWithChunkGrads(
+      d, steps, B, KN,
+      SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
+      [&](Index s0, Index s1, Index c0, Index c1, bool first) {
+        const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
+        Vec<A> dbw(dp + po.bw + c0, len), dbr(dp + po.br + c0, len);
+        // The first chunk of a panel sets it, the later ones add.
+        GemmB16Serial<A>(b16, true, false, len, in, rows, w.dgx + r0 * KN + c0, KN,
+                         xin + r0 * in, in, dp + po.w + c0 * in, in, !first);
+        GemmB16Serial<A>(b16, true, false, len, Hs, rows, w.dhr + r0 * KN + c0, KN,
+                         ly.hprev + r0 * Hs, Hs, dp + po.r + c0 * Hs, Hs, !first);
+        if (first) {
+          dbw.setZero();
+          dbr.setZero();
+        }
+        for (Index r = 0; r < rows; ++r) {
+          dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
+          dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
+        }
+      },
+      [&](Index s0, Index s1) {
+        const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
+        GemmB16Serial<A>(b16, false, false, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, in,
+                         din + r0 * in, in, accumulate_din);
+      });
+}
+
+template <typename A>
+void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+                   const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* dparams_base,
+                   A* din, bool accumulate_din, const BwdBufs<A>& w0) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
+  const bool reset_before = gru && s.gru_reset_before, b16 = s.bf16 && bf16::Available();
+  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+  const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  BwdBufs<A> w = w0;
+  Zero(d, w.dgx, TB * KN);
+  if (gru) Zero(d, w.dhr, TB * KN);
+  if (proj) Zero(d, w.dhtot, TB * s.P);
+  std::copy_n(a.dhn + pseudo * B * Hs, B * Hs, w.dh);
+  const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * N, B * N, w.dc);
+  const Index steps = sm.MaxSteps(B);
+  // Small batch, no projection, mask, peephole or reset-before gru, an input GEMM, and steps
+  // that are time rows (as in LayerForward): the step chain on one thread, the weight, bias
+  // and input gradients of finished steps beside it (as LstmBackward does; types.h
+  // BwdChainPipelined).
+  const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj && !s.has_mask &&
+                         !s.peephole && !reset_before && !s.preprojected && ly.in > 0 &&
+                         ly.in == ly.in_cols && BwdChainPipelined(steps, B, d.numThreads());
+  const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
+  const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
+  const Index yst = s.D * Hs;
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  A* dp = dparams_base;
+  if (!proj) {
+    // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN), packed once per layer; block j0
+    // starts at j0·KN. A reset-before gru candidate reaches h_prev only through r ⊙ h_rec
+    // (GruResetBwd), not through R·h: its rows are packed as zeros.
+    // With per-gate masks (mask_gates) each gate's rows are packed on their own: the step
+    // multiplies gate k's dhr by R_k and adds the result ⊙ mask_k to dh.
+    const Index zk0 = reset_before ? s.gate_pos[2] * N : 0, zk1 = reset_before ? zk0 + N : 0;
+    const bool gate_masks = s.has_mask && s.mask_gates;
+    if (steps > 0) {
+      ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
+        for (Index blk = b0; blk < b1; ++blk) {
+          const Index j0 = blk * U, len = std::min(U, N - j0);
+          if (gate_masks) {  // one packed [N, len] block per gate, at k·N·len
+            for (Index k = 0; k < K; ++k) {
+              packed::PackRowMajor<A>(N, len, ly.R + k * N * Hs + j0, Hs,
+                                      w.rpack + j0 * KN + k * N * len, 0, 0, b16);
+            }
+          } else {
+            packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1, b16);
+          }
+        }
+      });
+      // One work item per (phase of a step, unit block) on StepLoop, steps in reverse: the
+      // block's share of dh += dhr_{t+1} · R, then its pointwise backward (a reset-before gru
+      // step has a second phase, GruResetBwd, which needs dpn of every unit). A last item per
+      // block adds dhr of step 0 · R to dh: the gradient of h0. The per-step dhr alternates
+      // between two buffers.
+      A* dr[2] = {w.dhr_cur, w.dhr_prev};
+      const Index phases = reset_before ? 2 : 1;
+      auto item = [&](Index t, Index blk) {
+        const Index i = t / phases, st = steps - 1 - i;
+        const bool second = t % phases == 1;
+        const Index j0 = blk * U, len = std::min(U, N - j0);
+        BwdBufs<A> wl = w;
+        wl.dhr_cur = dr[i % 2];
+        wl.dhr_prev = dr[1 - i % 2];
+        if (!second && st + 1 < steps) {
+          const A* rp = w.rpack + j0 * KN;
+          if (gate_masks) {
+            for (Index k = 0; k < K; ++k) {
+              if (reset_before && k == s.gate_pos[2]) continue;
+              packed::Gemm<A>(B, N, len, wl.dhr_prev + k * N, KN, rp + k * N * len, w.dhm + j0,
+                              Hs, false, b16);
+              AddMasked<A>(s, sm, a.mask, a.mask_per_step, MaskCol(s, ly.dcol, k), st + 1, j0,
+                           len, w.dhm, w.dh);
+            }
+          } else if (s.has_mask) {
+            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dhm + j0, Hs, false, b16);
+            AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
+          } else {
+            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dh + j0, Hs, true, b16);
+          }
+        }
+        if (st < 0) return;
+        if (second) {
+          GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, wl);
+        } else {
+          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, wl, peep, a.dc_seq);
+        }
+      };
+      if (pipelined) {
+        PipelinedGrads<A>(d, s, ly, sm.reverse, steps, xin, din, accumulate_din, w, dp, po,
+                          [&](Index t) { item(t, 0); });
+        // Time rows no sequence reaches (shorter sequences): no gradient.
+        if (!accumulate_din) Zero(d, din + steps * B * ly.in, (s.T - steps) * B * ly.in);
+      } else {
+        StepLoop(d, steps * phases + 1, blocks, cost, item);
+      }
+    }
+  } else {
+    // Projection (never with a recurrent mask: see LayerForward): per step on the pool.
+    for (Index st = steps - 1; st >= 0; --st) {
+      if (st + 1 < steps) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+      for (Index b = 0; b < B; ++b) {
+        const Index tau = sm.Tau(b, st);
+        Vec<A> dt(w.dtot + b * Hs, Hs);
+        if (tau < 0) {
+          dt.setZero();
+          continue;
+        }
+        const Index row = tau * B + b;
+        dt = CVec<A>(dyl + row * yst + ly.dcol, Hs) + CVec<A>(w.dh + b * Hs, Hs);
+        Vec<A>(w.dhtot + row * Hs, Hs) = dt;
+        Vec<A>(w.dh + b * Hs, Hs).setZero();
+      }
+      Gemm<A>(d, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false);
+      ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
+        for (Index blk = b0; blk < b1; ++blk) {
+          const Index j0 = blk * U, len = std::min(U, N - j0);
+          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
+        }
+      });
+      std::swap(w.dhr_prev, w.dhr_cur);
+    }
+    if (steps > 0) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+  }
+  std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
+  if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);
+
+  // Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev.
+  if (s.peephole) {
+    A* dp = a.dpeephole + pseudo * KN;
+    constexpr Index kChunk = 64;
+    const Index chunks = (N + kChunk - 1) / kChunk;
+    ParallelFor(d, chunks, static_cast<double>(TB) * kChunk * 8, [&](Index c0, Index c1) {
+      for (Index ch = c0; ch < c1; ++ch) {
+        const Index j0 = ch * kChunk, len = std::min(kChunk, N - j0);
+        for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len).setZero();
+        for (Index b = 0; b < B; ++b) {
+          for (Index st = 0; st < sm.Len(b); ++st) {
+            const Index tau = sm.Tau(b, st);
+            const A* cp = st == 0 ? c0p + b * N : ly.aux + (sm.Prev(tau) * B + b) * N;
+            CVec<A> cprev(cp + j0, len);
+            const A* dg = w.dgx + (tau * B + b) * KN;
+            for (Index k = 0; k < K; ++k) {
+              Vec<A>(dp + k * N + j0, len) += CVec<A>(dg + k * N + j0, len) * cprev;
+            }
+          }
+        }
+      }
+    });
+  }
+
+  if (pipelined) return;  // the weight, bias and input gradients are done
+  // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
+  if (ly.in > 0) GemmB16<A>(d, b16, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
+  // R multiplied h_prev ⊙ mask (gate block k: ⊙ mask_k with mask_gates); reserve holds h_prev.
+  auto masked_hprev = [&](Index k) {
+    const Index col = MaskCol(s, ly.dcol, k);
+    ParallelFor(d, TB, 2.0 * Hs, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        Vec<A>(w.hrec + r * Hs, Hs) =
+            CVec<A>(ly.hprev + r * Hs, Hs) *
+            CVec<A>(MaskRow(s, a.mask, a.mask_per_step, r / B, r % B) + col, Hs);
+      }
+    });
+    return w.hrec;
+  };
+  if (s.has_mask && s.mask_gates) {
+    for (Index k = 0; k < K; ++k) {
+      if (reset_before && k == s.gate_pos[2]) continue;  // below
+      const A* hrec = masked_hprev(k);
+      ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
+        for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + k * N, N, w.gather + r * N);
+      });
+      GemmB16<A>(d, b16, true, false, N, Hs, TB, w.gather, hrec, dp + po.r + k * N * Hs, false);
+    }
+  } else {
+    const A* hrec = s.has_mask ? masked_hprev(0) : ly.hprev;
+    GemmB16<A>(d, b16, true, false, KN, Hs, TB, w.dhr, hrec, dp + po.r, false);
+  }
+  if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
+    const Index pn = s.gate_pos[2];
+    ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + pn * N, N, w.gather + r * N);
+    });
+    Gemm<A>(d, true, false, N, Hs, TB, w.gather, ly.aux, dp + po.r + pn * N * Hs, false);
+  }
+  if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, dp + po.p, false);
+  ColumnSum<A>(d, w.dgx, TB, KN, dp + po.bw);
+  ColumnSum<A>(d, w.dhr, TB, KN, dp + po.br);
+  // Gradient of the layer input.
+  if (s.preprojected && pseudo < s.D) {
+    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        std::copy_n(w.dgx + r * KN, KN, din + r * ly.in_cols + (pseudo % s.D) * KN);
+      }
+    });
+  } else if (ly.in > 0 || ly.in_cols == 0) {
+    GemmB16<A>(d, b16, false, false, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
+  } else {
+    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) {
+        Vec<A> out(din + r * ly.in_cols, N);
+        if (!accumulate_din) out.setZero();
+        for (Index k = 0; k < K; ++k) out += CVec<A>(w.dgx + r * KN + k * N, N);
+      }
+    });
+  }
+}
+
+
+}  // namespace
+
+template <typename A>
+void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A* ws) {
+  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const Index ycols = s.D * Hs;
+  const bool gru = s.mode == RnnMode::kGru;
+  // Carve the workspace (RnnBwdWorkspaceSize lists the same pieces).
+  A* p = ws;
+  auto take = [&p](Index n) {
+    A* q = p;
+    p += n;
+    return q;
+  };
+  BwdBufs<A> w;
+  w.dgx = take(TB * KN);
+  A* dhr_gru = take(TB * KN);
+  w.dhr = gru ? dhr_gru : w.dgx;
+  w.dhr_prev = take(B * KN);
+  w.dhr_cur = take(B * KN);
+  w.dh = take(B * Hs);
+  w.dc = take(B * N);
+  w.dhtot = take(TB * s.P);
+  w.dhh = take(B * N);
+  w.dtot = take(B * Hs);
+  w.dhm = take(B * Hs);
+  w.hrec = take(s.has_mask ? TB * Hs : 0);
+  w.gather = take((gru && s.gru_reset_before) || (s.has_mask && s.mask_gates) ? TB * N : 0);
+  A* dy_buf = take(TB * ycols);
+  A* din_buf = take(TB * ycols);
+  w.rpack = take(KN * Hs);
+  A* x_masked = p;
+  // Layer 0's input with padding rows zeroed, so that values past a sequence's length (which
+  // the forward never read) cannot reach the weight gradient as NaN·0.
+  const A* x0 = a.x;
+  if (a.lengths != nullptr && RnnInWidth(s, 0) > 0) {
+    bool padded = false;
+    for (Index b = 0; b < B; ++b) padded = padded || a.lengths[b] < s.T;
+    if (padded) {
+      const Index I = s.I;
+      ParallelFor(d, TB, 2.0 * I, [&](Index r0, Index r1) {
+        for (Index r = r0; r < r1; ++r) {
+          const Index t = r / B, b = r % B;
+          if (t < a.lengths[b]) {
+            std::copy_n(a.x + r * I, I, x_masked + r * I);
+          } else {
+            std::fill_n(x_masked + r * I, I, A(0));
+          }
+        }
+      });
+      x0 = x_masked;
+    }
+  }
+  A* reserve = const_cast<A*>(a.reserve);  // read only
+  const A* dyl = a.dy;
+  for (Index l = s.L - 1; l >= 0; --l) {
+    const A* xin = l == 0 ? x0 : a.reserve + RnnNextInOffset(s, l - 1);
+    A* din = l == 0 ? a.dx : din_buf;
+    for (Index dd = 0; dd < s.D; ++dd) {
+      const Index pseudo = l * s.D + dd;
+      LayerBackward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve), xin, dyl, a,
+                       a.dparams, din, dd > 0, w);
+    }
+    if (l > 0) {
+      // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
+      if (RnnHasMask(s)) {
+        FlatMap<A>(dy_buf, TB * ycols).device(d) =
+            ConstFlatMap<A>(din_buf, TB * ycols) *
+            ConstFlatMap<A>(a.reserve + RnnMaskOffset(s, l - 1), TB * ycols);
+      } else {
+        std::swap(dy_buf, din_buf);
+      }
+      dyl = dy_buf;
+    }
+  }
+}
+
+#define TFRNN_INSTANTIATE_RNN_BWD(A) \
+  template void RnnBackward<A>(const CpuDevice&, const RnnSpec&, const RnnBwdArgs<A>&, A*);
+TFRNN_INSTANTIATE_RNN_BWD(float)
+TFRNN_INSTANTIATE_RNN_BWD(double)
+#undef TFRNN_INSTANTIATE_RNN_BWD
+
+}  // namespace tfrnn
