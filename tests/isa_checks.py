@@ -45,6 +45,8 @@ RNN_FULL_SIZE = (40, 6, 12, 40)
 # [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before
 # gru, whose steps have two phases (cc/engine/rnn_cpu.cc); H gives several unit blocks.
 MPS_SIZE = (4, 13, 5, 40)
+# (T, B, I, H) of the Keras recurrent-dropout cases: several unit blocks and row-block tails.
+KERAS_SIZE = (5, 13, 6, 40)
 F32, F64 = tf.float32, tf.float64
 
 
@@ -84,6 +86,37 @@ def _cudnn_rnn(ours, rng, mode, size, bidi, dtype, full=False, short=False):
         lengths = rng.integers(0, T - 3, size=N).astype(np.int32)
         lengths[1] = 0
     G.run_case(ours, rng, "V3", kw, T, N, dtype, seq_lengths=lengths)
+
+
+def _keras_rdrop(kind, over):
+    """tf_rnn_ops.keras layer (TfRnn>KerasRNN) vs the stock Keras 3 layer, float64, training
+    with recurrent and input dropout (same seed) and a left-padded mask: outputs and gradients
+    of the input and every weight."""
+    import keras
+    import tf_rnn_ops.keras as K
+    T, B, I, H = KERAS_SIZE
+    rng = np.random.default_rng(17)
+    x = tf.constant(rng.normal(size=(B, T, I)), tf.float64)
+    lengths = rng.integers(1, T + 1, size=B)
+    mask = tf.constant(np.arange(T)[None, :] >= (T - lengths)[:, None])
+    kw = dict(recurrent_dropout=0.3, dropout=0.2, seed=5, return_sequences=True,
+              dtype="float64", **over)
+    layers = [getattr(keras.layers, kind)(H, **kw), getattr(K, kind)(H, **kw)]
+    for layer in layers:
+        layer.build((B, T, I))
+    layers[0].set_weights([rng.uniform(-0.5, 0.5, size=w.shape) for w in layers[0].get_weights()])
+    layers[1].set_weights(layers[0].get_weights())
+    dy = tf.constant(rng.normal(size=(B, T, H)), tf.float64)
+    res = []
+    for layer in layers:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, mask=mask, training=True)
+            loss = tf.reduce_sum(y * dy)
+        res.append([y.numpy()] + [g.numpy() for g in
+                                  tape.gradient(loss, [x] + layer.trainable_weights)])
+    for k, (a, e) in enumerate(zip(res[1], res[0])):
+        np.testing.assert_allclose(a, e, rtol=1e-9, atol=1e-9, err_msg=f"{kind} result {k}")
 
 
 def _mps(rng, kind, dtype, **over):
@@ -152,6 +185,15 @@ def main():
             cases.append((f"MPS {kind} {over} {dtype.name}",
                           lambda kind=kind, over=over, dtype=dtype:
                           _mps(rng, kind, dtype, **over)))
+    # Keras recurrent dropout: one mask per gate block (rnn_cpu.cc mask_gates: K masked copies
+    # of h per step, gate-packed R in the backward), with a left-padded mask (lengths), Keras's
+    # hard_sigmoid, GRU reset_after=False; float64 against the stock Keras layer.
+    keras_cases = [("LSTM", dict(recurrent_activation="hard_sigmoid")),
+                   ("GRU", dict(reset_after=False)), ("GRU", dict(activation="relu")),
+                   ("SimpleRNN", dict())]
+    for kind, over in keras_cases:
+        cases.append((f"KerasRNN {kind} recurrent_dropout {over} {KERAS_SIZE} float64",
+                      lambda kind=kind, over=over: _keras_rdrop(kind, over)))
     for name, fn in cases:
         try:
             fn()
