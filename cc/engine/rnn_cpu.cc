@@ -137,7 +137,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   A* h_next = h_cur + B * Hs;
   // h ⊙ mask: two buffers (step parity) of GM masked copies [B, Hs], one per gate block with
   // mask_gates.
-  const Index GM = s.has_mask && s.mask_gates ? K : 1;
+  const Index GM = RnnGateMasks(s) ? K : 1;
   A* h_masked = h_next + B * Hs;
   A* c = h_masked + 2 * GM * B * Hs;
   A* hr = c + B * N;

@@ -267,7 +267,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     // With per-gate masks (mask_gates) each gate's rows are packed on their own: the step
     // multiplies gate k's dhr by R_k and adds the result ⊙ mask_k to dh.
     const Index zk0 = reset_before ? s.gate_pos[2] * N : 0, zk1 = reset_before ? zk0 + N : 0;
-    const bool gate_masks = s.has_mask && s.mask_gates;
+    const bool gate_masks = RnnGateMasks(s);
     if (steps > 0) {
       ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
@@ -398,14 +398,19 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     });
     return w.hrec;
   };
-  if (s.has_mask && s.mask_gates) {
+  // Gate block k's columns of dhr, [TB, N] (RnnBwdGathers), for its own dR_k GEMM.
+  auto gate_columns = [&](Index k) {
+    ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + k * N, N, w.gather + r * N);
+    });
+    return w.gather;
+  };
+  if (RnnGateMasks(s)) {
     for (Index k = 0; k < K; ++k) {
       if (reset_before && k == s.gate_pos[2]) continue;  // below
       const A* hrec = masked_hprev(k);
-      ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
-        for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + k * N, N, w.gather + r * N);
-      });
-      GemmB16<A>(d, b16, true, false, N, Hs, TB, w.gather, hrec, dp + po.r + k * N * Hs, false);
+      GemmB16<A>(d, b16, true, false, N, Hs, TB, gate_columns(k), hrec, dp + po.r + k * N * Hs,
+                 false);
     }
   } else {
     const A* hrec = s.has_mask ? masked_hprev(0) : ly.hprev;
@@ -413,10 +418,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   }
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
     const Index pn = s.gate_pos[2];
-    ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
-      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + pn * N, N, w.gather + r * N);
-    });
-    Gemm<A>(d, true, false, N, Hs, TB, w.gather, ly.aux, dp + po.r + pn * N * Hs, false);
+    Gemm<A>(d, true, false, N, Hs, TB, gate_columns(pn), ly.aux, dp + po.r + pn * N * Hs, false);
   }
   if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, dp + po.p, false);
   ColumnSum<A>(d, w.dgx, TB, KN, dp + po.bw);
@@ -469,7 +471,7 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   w.dtot = take(B * Hs);
   w.dhm = take(B * Hs);
   w.hrec = take(s.has_mask ? TB * Hs : 0);
-  w.gather = take((gru && s.gru_reset_before) || (s.has_mask && s.mask_gates) ? TB * N : 0);
+  w.gather = take(RnnBwdGathers(s) ? TB * N : 0);
   A* dy_buf = take(TB * ycols);
   A* din_buf = take(TB * ycols);
   w.rpack = take(KN * Hs);

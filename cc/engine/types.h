@@ -234,6 +234,13 @@ struct RnnSpec {
 };
 
 inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }
+// One recurrent mask per gate block in use (has_mask with mask_gates).
+inline bool RnnGateMasks(const RnnSpec& s) { return s.has_mask && s.mask_gates; }
+// The backward gathers one gate's columns of dhr into a [T·B, N] scratch for that gate's dR
+// GEMM: the reset-before gru candidate's, and every gate's with per-gate masks.
+inline bool RnnBwdGathers(const RnnSpec& s) {
+  return (s.mode == RnnMode::kGru && s.gru_reset_before) || RnnGateMasks(s);
+}
 inline Index RnnHs(const RnnSpec& s) { return s.P > 0 ? s.P : s.N; }  // width of h
 // Width of layer l's input matrices (0 for layer 0 with skip input).
 inline Index RnnInWidth(const RnnSpec& s, Index l) {
@@ -340,7 +347,7 @@ struct RnnBwdArgs {
 
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  const Index gate_masks = s.has_mask && s.mask_gates ? 2 * (K - 1) * B * Hs : 0;
+  const Index gate_masks = RnnGateMasks(s) ? 2 * (K - 1) * B * Hs : 0;
   return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs  // + R packed (packed_gemm.h)
          + gate_masks;
 }
@@ -348,9 +355,7 @@ inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
   const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
   const Index masked = s.has_mask ? TB * Hs : 0;  // h_prev ⊙ mask of every row
-  const Index gather =
-      (s.mode == RnnMode::kGru && s.gru_reset_before) || (s.has_mask && s.mask_gates) ? TB * N
-                                                                                      : 0;
+  const Index gather = RnnBwdGathers(s) ? TB * N : 0;
   return 2 * TB * K * N + 2 * B * K * N + 2 * B * Hs + B * N + TB * s.P + B * N + B * Hs +
          2 * TB * s.D * Hs + TB * maxin + masked + gather + K * N * Hs;  // + R packed
 }
