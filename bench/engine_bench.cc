@@ -1,6 +1,7 @@
 // TensorFlow-free benchmark of the LSTM engine and of the GEMM shapes it runs, on an Eigen
 // thread pool of the requested size. Shows where forward/backward time goes.
 //   bazel run -c opt //bench:engine_bench -- T N I H threads [quick]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "cc/engine/lstm.h"
+#include "cc/engine/rnn.h"
 
 namespace {
 
@@ -75,10 +77,27 @@ int main(int argc, char** argv) {
   ba.wco_grad = pg3.data(), ba.b_grad = bg.data();
   const double bwd = MedianMs([&] { tfrnn::LstmBackward<float>(d, spec, ba, ws.data()); });
 
-  if (argc > 6) {  // "quick": the engine only (for profiling)
-    std::printf("forward %.2f ms, backward %.2f ms\n", fwd, bwd);
-    return 0;
-  }
+  // The same LSTM through the stacked-RNN engine (CudnnRNN's face): one layer, cuDNN layout.
+  tfrnn::RnnSpec rs;
+  rs.mode = tfrnn::RnnMode::kLstm;
+  rs.T = T, rs.B = N, rs.I = I, rs.N = H;
+  std::vector<float> params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
+      y(T * N * H), hn(N * H), cn(N * H),
+      rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));
+  tfrnn::RnnFwdArgs<float> rf;
+  rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
+  rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
+  const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
+  std::vector<float> dparams(params.size()), dhn = vec(N * H), dcn = vec(N * H);
+  tfrnn::RnnBwdArgs<float> rb;
+  rb.x = x.data(), rb.h0 = h0.data(), rb.c0 = cs0.data(), rb.params = params.data();
+  rb.reserve = reserve.data(), rb.dy = hg.data(), rb.dhn = dhn.data(), rb.dcn = dcn.data();
+  rb.dx = xg.data(), rb.dh0 = hpg.data(), rb.dc0 = cpg.data(), rb.dparams = dparams.data();
+  const double rbwd = MedianMs([&] { tfrnn::RnnBackward<float>(d, rs, rb, rws.data()); });
+  std::printf("T=%ld N=%ld I=%ld H=%ld threads=%d | lstm engine fwd %.2f bwd %.2f ms | "
+              "rnn engine fwd %.2f bwd %.2f ms\n",
+              T, N, I, H, threads, fwd, bwd, rfwd, rbwd);
+  if (argc > 6) return 0;  // "quick": the engines only (for profiling)
   // The GEMM shapes inside, each timed alone as one multi-threaded GEMM (the engine runs the
   // recurrent ones as per-unit-block slices fused with the pointwise pass).
   std::vector<float> out(std::max(T * N * G, (I + H) * G));

@@ -22,7 +22,7 @@ class HostPool {
 };
 
 // Bump when the table or any struct in types.h changes.
-constexpr int kEngineApiVersion = 6;
+constexpr int kEngineApiVersion = 7;
 
 struct EngineApi {
   int version;

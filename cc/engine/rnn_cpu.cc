@@ -46,42 +46,51 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       continue;
     }
     const Index row = tau * B + b;
-    A* g = ly.acts + row * KN + j0;
+    const A* gx = ly.gx + row * KN + j0;
     const A* r = hr + b * KN + j0;
     const A* bw = ly.bW + j0;
     const A* br = ly.bR + j0;
     auto pre = [&](Index k) {
-      return CVec<A>(g + k * N, len) + CVec<A>(r + k * N, len) + CVec<A>(bw + k * N, len) +
+      return CVec<A>(gx + k * N, len) + CVec<A>(r + k * N, len) + CVec<A>(bw + k * N, len) +
              CVec<A>(br + k * N, len);
     };
+    auto act = [&](Index k) { return Vec<A>(ly.Act(k, row) + j0, len); };
     A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
     Vec<A> h(hout, len);
-    if (!proj && phase != 2) {
+    if (!proj && phase != 2 && ly.hprev != nullptr) {
       Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
     }
     switch (s.mode) {
       case RnnMode::kLstm: {
         const int* pos = s.gate_pos;
         Vec<A> cs(c + b * N + j0, len);  // c_prev on entry
-        for (int q = 0; q < 4; ++q) {
-          Vec<A> v(g + pos[q] * N, len);
+        // Logical gate q (i, f, c', o); the peephole term reads cs: c_prev, or for o with
+        // peephole_o_new the new c.
+        auto gate = [&](int q) {
+          Vec<A> v = act(pos[q]);
           v = pre(pos[q]);
           if (s.peephole) v += CVec<A>(peep + pos[q] * N + j0, len) * cs;
           Activate(s.gate_act[q], v);
-        }
-        CVec<A> i(g + pos[0] * N, len), f(g + pos[1] * N, len), cc(g + pos[2] * N, len),
-            o(g + pos[3] * N, len);
+        };
+        for (int q = 0; q < 3; ++q) gate(q);
+        if (!s.peephole_o_new) gate(3);
+        CVec<A> i(ly.Act(pos[0], row) + j0, len), f(ly.Act(pos[1], row) + j0, len),
+            cc(ly.Act(pos[2], row) + j0, len), o(ly.Act(pos[3], row) + j0, len);
         cs = f * cs + i * cc;
+        if (s.cell_clip > 0.f) cs = cs.max(A(-s.cell_clip)).min(A(s.cell_clip));
+        if (s.peephole_o_new) gate(3);
         Vec<A>(ly.aux + row * N + j0, len) = cs;
         h = cs;
         Activate(s.cell_act, h);
+        if (ly.co != nullptr) Vec<A>(ly.co + row * N + j0, len) = h;
         h *= o;
         if (proj) Vec<A>(ly.hh + row * N + j0, len) = h;
         break;
       }
       case RnnMode::kGru: {
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
-        Vec<A> rg(g + pr * N, len), z(g + pz * N, len), n(g + pn * N, len);
+        Vec<A> rg = act(pr), z = act(pz), n = act(pn);
+        CVec<A> gxn(gx + pn * N, len);  // read before n is written (they may be one buffer)
         if (phase != 2) {
           rg = pre(pr);
           Activate(s.gate_act[0], rg);
@@ -95,10 +104,11 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
           continue;  // h in phase 2
         }
         if (phase == 2) {
-          n += CVec<A>(bw + pn * N, len) + CVec<A>(r + pn * N, len) + CVec<A>(br + pn * N, len);
+          n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(r + pn * N, len) +
+              CVec<A>(br + pn * N, len);
         } else {
           aux = CVec<A>(r + pn * N, len) + CVec<A>(br + pn * N, len);
-          n += CVec<A>(bw + pn * N, len) + rg * aux;
+          n = gxn + CVec<A>(bw + pn * N, len) + rg * aux;
         }
         Activate(s.gate_act[2], n);
         CVec<A> hp(h_cur + b * Hs + j0, len);
@@ -110,14 +120,14 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         break;
       }
       case RnnMode::kTanh: {
-        Vec<A> a(g, len);
+        Vec<A> a = act(0);
         a = pre(0);
         Activate(RnnAct::kTanh, a);
         h = a;
         break;
       }
       case RnnMode::kRelu: {
-        Vec<A> a(g, len);
+        Vec<A> a = act(0);
         a = pre(0).max(A(0));
         h = a;
         break;
@@ -126,6 +136,10 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     if (!proj) Vec<A>(y + row * yst + ly.dcol + j0, len) = h;
   }
 }
+
+}  // namespace
+
+namespace rnn_cpu {
 
 template <typename A>
 void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
@@ -159,39 +173,44 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (s.preprojected && pseudo < s.D) {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
-        std::copy_n(xin + r * ly.in_cols + d_idx * KN, KN, ly.acts + r * KN);
+        std::copy_n(xin + r * ly.in_cols + d_idx * KN, KN, ly.gx + r * KN);
       }
     });
   } else if (pipelined) {
     // below, in chunks of steps ahead of the chain; time rows no sequence reaches: zeros
-    Zero(d, ly.acts + steps * B * KN, (s.T - steps) * B * KN);
+    Zero(d, ly.gx + steps * B * KN, (s.T - steps) * B * KN);
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    GemmB16<A>(d, b16, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false);
+    GemmB16<A>(d, b16, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.gx, false);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
         for (Index k = 0; k < K; ++k) {
-          Vec<A>(ly.acts + r * KN + k * N, N) = CVec<A>(xin + r * ly.in_cols, N);
+          Vec<A>(ly.gx + r * KN + k * N, N) = CVec<A>(xin + r * ly.in_cols, N);
         }
       }
     });
   }
-  Zero(d, ly.hprev, TB * Hs);
+  if (ly.hprev != nullptr) Zero(d, ly.hprev, TB * Hs);
   if (proj) Zero(d, ly.hh, TB * N);
   std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * N, B * N, c);
   const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
   if (!proj) {
-    // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h], packed once per
-    // layer for packed::Gemm; block j0 starts at j0·K·Hs, its gate k at k·len·Hs.
+    // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h] (weights_xw:
+    // R[h, k·N + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·Hs,
+    // its gate k at k·len·Hs.
     if (steps > 0) {
       ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
           for (Index k = 0; k < K; ++k) {
-            packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs,
-                                    rpack + j0 * K * Hs + k * len * Hs, b16);
+            A* dst = rpack + j0 * K * Hs + k * len * Hs;
+            if (s.weights_xw) {
+              packed::PackRowMajor<A>(Hs, len, ly.R + k * N + j0, KN, dst, 0, 0, b16);
+            } else {
+              packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs, dst, b16);
+            }
           }
         }
       });
@@ -256,8 +275,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           [&](Index t) { item(t, 0); },
           [&](Index s0, Index s1) {
             const Index tau0 = sm.reverse ? s.T - s1 : s0, rows = (s1 - s0) * B;
-            GemmB16Serial<A>(b16, false, true, rows, KN, ly.in, xin + tau0 * B * ly.in, ly.in,
-                             ly.W, ly.in, ly.acts + tau0 * B * KN, KN, false);
+            GemmB16Serial<A>(b16, false, !s.weights_xw, rows, KN, ly.in,
+                             xin + tau0 * B * ly.in, ly.in, ly.W, s.weights_xw ? KN : ly.in,
+                             ly.gx + tau0 * B * KN, KN, false);
           });
     } else {
       StepLoop(d, steps * phases, blocks, cost, item);
@@ -294,6 +314,32 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   std::copy_n(h_cur, B * Hs, a.hn + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(c, B * N, a.cn + pseudo * B * N);
 }
+
+template <typename A>
+void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
+                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer) {
+  const Index B = s.B, N = s.N;
+  const StepMap sm{nullptr, 1, false};
+  const A* peep = s.peephole ? a.peephole : nullptr;
+  std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place
+  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  auto run = [&](Index b0, Index b1) {
+    for (Index blk = b0; blk < b1; ++blk) {
+      const Index j0 = blk * U, len = std::min(U, N - j0);
+      FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, nullptr, ylayer, peep, 0);
+    }
+  };
+  // Inline unless large: waking a pool thread costs more than a small step's pointwise pass.
+  if (B * N * RnnK(s) <= kInlineElems) {
+    run(0, blocks);
+  } else {
+    ParallelFor(d, blocks, kCostPerElem * B * U * RnnK(s), run);
+  }
+}
+
+}  // namespace rnn_cpu
+
+namespace {
 
 // Dropout mask of layer l's output: 0 or 1/(1-p), a pure function of (seed, layer, index).
 template <typename A>
@@ -335,8 +381,14 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
   }
 }
 
-#define TFRNN_INSTANTIATE_RNN_FWD(A) \
-  template void RnnForward<A>(const CpuDevice&, const RnnSpec&, const RnnFwdArgs<A>&, A*);
+#define TFRNN_INSTANTIATE_RNN_FWD(A)                                                          \
+  template void RnnForward<A>(const CpuDevice&, const RnnSpec&, const RnnFwdArgs<A>&, A*);     \
+  template void rnn_cpu::LayerForward<A>(const CpuDevice&, const RnnSpec&, Index,              \
+                                         const rnn_cpu::Layer<A>&, const A*,                   \
+                                         const RnnFwdArgs<A>&, A*, A*);                        \
+  template void rnn_cpu::StepForward<A>(const CpuDevice&, const RnnSpec&,                      \
+                                        const rnn_cpu::Layer<A>&, const RnnFwdArgs<A>&,        \
+                                        const A*, A*);
 TFRNN_INSTANTIATE_RNN_FWD(float)
 TFRNN_INSTANTIATE_RNN_FWD(double)
 #undef TFRNN_INSTANTIATE_RNN_FWD

@@ -13,18 +13,6 @@ namespace {
 
 using namespace rnn_cpu;  // NOLINT
 
-template <typename A>
-struct BwdBufs {
-  A *dgx, *dhr;          // [TB, KN] (dhr == dgx except for gru)
-  A *dhr_prev, *dhr_cur;  // [B, KN]
-  A *dh, *dc;             // [B, Hs], [B, N]
-  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
-  A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
-  A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
-  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
-  A* gather;              // [TB, N] (reset-before gru; per-gate masks)
-};
-
 // dh[b, cols] += src[b, cols] ⊙ mask row of (b, step) for the rows that have that step.
 template <typename A>
 void AddMasked(const RnnSpec& s, const StepMap& sm, const A* mask, bool per_step, Index dcol,
@@ -45,7 +33,7 @@ void AddMasked(const RnnSpec& s, const StepMap& sm, const A* mask, bool per_step
 template <typename A>
 void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* c0p,
               const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w,
-              const A* peep, const A* dc_seq) {
+              const A* peep, const RnnBwdArgs<A>& a) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   const A one(1);
@@ -57,57 +45,83 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
       continue;
     }
     const Index row = tau * B + b;
-    const A* g = ly.acts + row * KN + j0;
     A* dg = w.dgx + row * KN + j0;
-    Vec<A> dhc(w.dh + b * Hs + j0, proj ? 0 : len);
+    const bool carry = !proj && w.dh != nullptr;  // no dh: no carry (a single step)
+    Vec<A> dhc(carry ? w.dh + b * Hs + j0 : dg, carry ? len : 0);
+    auto act = [&](Index k) { return CVec<A>(ly.Act(k, row) + j0, len); };
+    // Optional extra gradient of an activation, [TB, N] (RnnBwdArgs::dact, dco).
+    auto add_grad = [&](const A* g, Vec<A>& v) {
+      if (g != nullptr) v += CVec<A>(g + row * N + j0, len);
+    };
     // dL/dh of this step, materialised in the slot of the gate written last (lstm: o, gru: the
     // candidate, rnn: the only one).
     const Index last = s.mode == RnnMode::kLstm ? s.gate_pos[3] : K - 1;
     Vec<A> dt(dr + last * N, len);
     if (proj) {
       dt = CVec<A>(w.dhh + b * N + j0, len);
-    } else {
+    } else if (carry) {
       dt = CVec<A>(dyl + row * yst + ly.dcol + j0, len) + dhc;
+    } else {
+      dt = CVec<A>(dyl + row * yst + ly.dcol + j0, len);
     }
     switch (s.mode) {
       case RnnMode::kLstm: {
         const int* pos = s.gate_pos;
-        CVec<A> i(g + pos[0] * N, len), f(g + pos[1] * N, len), cc(g + pos[2] * N, len),
-            o(g + pos[3] * N, len);
+        CVec<A> i = act(pos[0]), f = act(pos[1]), cc = act(pos[2]), o = act(pos[3]);
         CVec<A> cs(ly.aux + row * N + j0, len);
         const A* cp = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
         CVec<A> cprev(cp, len);
         Vec<A> dc(w.dc + b * N + j0, len);
-        if (dc_seq != nullptr) dc += CVec<A>(dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0, len);
-        Vec<A> tc(dg + pos[0] * N, len);  // scratch until dg is written below
-        tc = cs;
-        Activate(s.cell_act, tc);
+        if (a.dc_seq != nullptr) {
+          dc += CVec<A>(a.dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0, len);
+        }
+        // cell_act(c): the forward's (ly.co), or recomputed into dg's i slot, scratch until dg
+        // is written below (then dr, the step's gate gradients, is not dg).
+        const A* tcp = ly.co != nullptr ? ly.co + row * N + j0 : dg + pos[0] * N;
+        if (ly.co == nullptr) {
+          Vec<A> tc(dg + pos[0] * N, len);
+          tc = cs;
+          Activate(s.cell_act, tc);
+        }
+        CVec<A> tc(tcp, len);
         Vec<A> tmp(dr + pos[0] * N, len);  // scratch until dr_i is written
         tmp = dt * o;
-        MulActGrad(s.cell_act, CVec<A>(tc.data(), len), tmp);
+        add_grad(a.dco, tmp);
+        MulActGrad(s.cell_act, tc, tmp);
         dc += tmp;
         dt = dt * tc;  // the o slot
+        add_grad(a.dact[3], dt);
         MulActGrad(s.gate_act[3], o, dt);
+        const bool o_new = s.peephole && s.peephole_o_new;
+        if (o_new) dc += dt * CVec<A>(peep + pos[3] * N + j0, len);
+        if (s.exact_clip_grad && s.cell_clip > 0.f) {
+          dc = (cs.abs() < A(s.cell_clip)).select(dc, A(0));
+        }
         Vec<A> di(dr + pos[0] * N, len), df(dr + pos[1] * N, len), dcc(dr + pos[2] * N, len);
         di = dc * cc;
+        add_grad(a.dact[0], di);
         MulActGrad(s.gate_act[0], i, di);
         df = dc * cprev;
+        add_grad(a.dact[1], df);
         MulActGrad(s.gate_act[1], f, df);
         dcc = dc * i;
+        add_grad(a.dact[2], dcc);
         MulActGrad(s.gate_act[2], cc, dcc);
         dc *= f;
         if (s.peephole) {
-          for (int q = 0; q < 4; ++q) {
+          for (int q = 0; q < (o_new ? 3 : 4); ++q) {
             dc += CVec<A>(dr + pos[q] * N, len) * CVec<A>(peep + pos[q] * N + j0, len);
           }
         }
-        for (Index k = 0; k < 4; ++k) Vec<A>(dg + k * N, len) = CVec<A>(dr + k * N, len);
-        if (!proj) dhc.setZero();
+        if (dg != dr) {
+          for (Index k = 0; k < 4; ++k) Vec<A>(dg + k * N, len) = CVec<A>(dr + k * N, len);
+        }
+        if (carry) dhc.setZero();
         break;
       }
       case RnnMode::kGru: {
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
-        CVec<A> rg(g + pr * N, len), z(g + pz * N, len), n(g + pn * N, len);
+        CVec<A> rg = act(pr), z = act(pz), n = act(pn);
         CVec<A> aux(ly.aux + row * N + j0, len), hp(ly.hprev + row * Hs + j0, len);
         Vec<A> dpr(dg + pr * N, len), dpz(dg + pz * N, len), dpn(dg + pn * N, len);
         if (s.gru_z_new) {
@@ -142,7 +156,7 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
       }
       case RnnMode::kTanh:
       case RnnMode::kRelu: {
-        CVec<A> h(g, len);
+        CVec<A> h = act(0);
         if (s.mode == RnnMode::kTanh) {
           dt = dt * (one - h.square());
         } else {
@@ -172,7 +186,7 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
     const Index tau = sm.Tau(b, step);
     if (tau < 0) continue;
     const Index row = tau * B + b;
-    CVec<A> d(w.dhm + b * Hs + j0, len), rg(ly.acts + row * KN + pr * N + j0, len);
+    CVec<A> d(w.dhm + b * Hs + j0, len), rg(ly.Act(pr, row) + j0, len);
     CVec<A> hp(ly.hprev + row * Hs + j0, len);
     Vec<A> dpr(w.dgx + row * KN + pr * N + j0, len);
     Vec<A> dh(w.dh + b * Hs + j0, len);
@@ -190,51 +204,114 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
   }
 }
 
+// Calls fn(h, r, n) for the parts of rows [r0, r0 + rows) of h_prev (at least one call): n
+// rows from r0 + r on, stored contiguously from h (the reserve's copy, or with ly.hseq given
+// h0's rows and then the layer's own outputs, one step earlier).
+template <typename A, typename Fn>
+void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Index rows,
+                Fn&& fn) {
+  const Index B = s.B, Hs = RnnHs(s);
+  if (ly.hseq == nullptr) {
+    fn(static_cast<const A*>(ly.hprev + r0 * Hs), Index(0), rows);
+    return;
+  }
+  const Index lead = r0 < B ? std::min(B - r0, rows) : 0;
+  if (lead > 0 || rows == 0) fn(h0 + r0 * Hs, Index(0), lead);
+  if (rows > lead) fn(ly.hseq + (r0 + lead - B) * Hs, lead, rows - lead);
+}
+
 // The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
 // runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
 // steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length, or the
 // direction is forward, where the rows of steps past a sequence's length are zero):
 //   per column panel [c0, c1) of the KN gate columns, in chunk order (a fixed order of
-//   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums;
+//   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums
+//   (weights_xw: the transposed products into the columns [c0, c1) of dW, dR);
 //   din rows (+)= dgx · W.
 template <typename A, typename Chain>
 void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bool reverse,
-                    Index steps, const A* xin, A* din, bool accumulate_din, const BwdBufs<A>& w,
-                    A* dp, const RnnParamOffsets& po, Chain&& chain) {
+                    Index steps, const A* xin, const A* h0, A* din, bool accumulate_din,
+                    const BwdBufs<A>& w, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
-  const bool b16 = s.bf16 && bf16::Available();
+  const bool b16 = s.bf16 && bf16::Available(), xw = s.weights_xw;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   ChainWithChunkGrads(
       d, steps, B, KN,
       SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
       [&](Index s0, Index s1, Index c0, Index c1, bool first) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
-        Vec<A> dbw(dp + po.bw + c0, len), dbr(dp + po.br + c0, len);
         // The first chunk of a panel sets it, the later ones add.
-        GemmB16Serial<A>(b16, true, false, len, in, rows, w.dgx + r0 * KN + c0, KN,
-                         xin + r0 * in, in, dp + po.w + c0 * in, in, !first);
-        GemmB16Serial<A>(b16, true, false, len, Hs, rows, w.dhr + r0 * KN + c0, KN,
-                         ly.hprev + r0 * Hs, Hs, dp + po.r + c0 * Hs, Hs, !first);
-        if (first) {
-          dbw.setZero();
-          dbr.setZero();
+        const A* dg = w.dgx + r0 * KN + c0;
+        if (xw) {
+          GemmB16Serial<A>(b16, true, false, in, len, rows, xin + r0 * in, in, dg, KN,
+                           ly.dW + c0, KN, !first);
+        } else {
+          GemmB16Serial<A>(b16, true, false, len, in, rows, dg, KN, xin + r0 * in, in,
+                           ly.dW + c0 * in, in, !first);
         }
-        for (Index r = 0; r < rows; ++r) {
-          dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
-          dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
+        HprevParts(s, ly, h0, r0, rows, [&](const A* hp, Index r, Index n) {
+          const A* dh = w.dhr + (r0 + r) * KN + c0;
+          const bool acc = !first || r > 0;
+          if (xw) {
+            GemmB16Serial<A>(b16, true, false, Hs, len, n, hp, Hs, dh, KN, ly.dR + c0, KN, acc);
+          } else {
+            GemmB16Serial<A>(b16, true, false, len, Hs, n, dh, KN, hp, Hs, ly.dR + c0 * Hs, Hs,
+                             acc);
+          }
+        });
+        Vec<A> dbw(ly.dbW + c0, len);
+        if (first) dbw.setZero();
+        for (Index r = 0; r < rows; ++r) dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
+        if (ly.dbR != nullptr) {
+          Vec<A> dbr(ly.dbR + c0, len);
+          if (first) dbr.setZero();
+          for (Index r = 0; r < rows; ++r) dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
         }
       },
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
-        GemmB16Serial<A>(b16, false, false, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, in,
+        GemmB16Serial<A>(b16, false, xw, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, xw ? KN : in,
                          din + r0 * in, in, accumulate_din);
       });
 }
 
+// Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev (peephole_o_new: o's with
+// the new c).
+template <typename A>
+void PeepholeGrads(const CpuDevice& d, const RnnSpec& s, const StepMap& sm, const Layer<A>& ly,
+                   const A* c0p, const A* dgx, A* dp) {
+  const Index B = s.B, N = s.N, K = RnnK(s), KN = K * N;
+  const Index o_new = s.peephole_o_new ? s.gate_pos[3] : -1;
+  constexpr Index kChunk = 64;
+  const Index chunks = (N + kChunk - 1) / kChunk;
+  ParallelFor(d, chunks, static_cast<double>(s.T * B) * kChunk * 8, [&](Index c0, Index c1) {
+    for (Index ch = c0; ch < c1; ++ch) {
+      const Index j0 = ch * kChunk, len = std::min(kChunk, N - j0);
+      for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len).setZero();
+      for (Index b = 0; b < B; ++b) {
+        for (Index st = 0; st < sm.Len(b); ++st) {
+          const Index tau = sm.Tau(b, st), row = tau * B + b;
+          const A* cp = st == 0 ? c0p + b * N : ly.aux + (sm.Prev(tau) * B + b) * N;
+          CVec<A> cprev(cp + j0, len), cnew(ly.aux + row * N + j0, len);
+          const A* dg = dgx + row * KN;
+          for (Index k = 0; k < K; ++k) {
+            Vec<A>(dp + k * N + j0, len) +=
+                CVec<A>(dg + k * N + j0, len) * (k == o_new ? cnew : cprev);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+namespace rnn_cpu {
+
 template <typename A>
 void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
-                   const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* dparams_base,
-                   A* din, bool accumulate_din, const BwdBufs<A>& w0) {
+                   const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* din,
+                   bool accumulate_din, const BwdBufs<A>& w0) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
   const bool reset_before = gru && s.gru_reset_before, b16 = s.bf16 && bf16::Available();
@@ -248,22 +325,20 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
   if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * N, B * N, w.dc);
   const Index steps = sm.MaxSteps(B);
-  // Small batch, no projection, mask, peephole or reset-before gru, an input GEMM, and steps
-  // that are time rows (as in LayerForward): the step chain on one thread, the weight, bias
-  // and input gradients of finished steps beside it (as LstmBackward does; types.h
-  // BwdChainPipelined).
+  // Small batch, no projection, mask or reset-before gru, an input GEMM, and steps that are
+  // time rows (as in LayerForward): the step chain on one thread, the weight, bias and input
+  // gradients of finished steps beside it (types.h BwdChainPipelined).
   const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj && !s.has_mask &&
-                         !s.peephole && !reset_before && !s.preprojected && ly.in > 0 &&
+                         !reset_before && !s.preprojected && ly.in > 0 &&
                          ly.in == ly.in_cols && BwdChainPipelined(steps, B, d.numThreads());
   const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;
-  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
-  A* dp = dparams_base;
+  const A* h0 = a.h0 + pseudo * B * Hs;
   if (!proj) {
-    // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN), packed once per layer; block j0
-    // starts at j0·KN. A reset-before gru candidate reaches h_prev only through r ⊙ h_rec
-    // (GruResetBwd), not through R·h: its rows are packed as zeros.
+    // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN; weights_xw: R[j0 + c, k]), packed
+    // once per layer; block j0 starts at j0·KN. A reset-before gru candidate reaches h_prev
+    // only through r ⊙ h_rec (GruResetBwd), not through R·h: its rows are packed as zeros.
     // With per-gate masks (mask_gates) each gate's rows are packed on their own: the step
     // multiplies gate k's dhr by R_k and adds the result ⊙ mask_k to dh.
     const Index zk0 = reset_before ? s.gate_pos[2] * N : 0, zk1 = reset_before ? zk0 + N : 0;
@@ -277,6 +352,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
               packed::PackRowMajor<A>(N, len, ly.R + k * N * Hs + j0, Hs,
                                       w.rpack + j0 * KN + k * N * len, 0, 0, b16);
             }
+          } else if (s.weights_xw) {
+            packed::PackColMajor<A>(KN, len, ly.R + j0 * KN, KN, w.rpack + j0 * KN, b16);
           } else {
             packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1, b16);
           }
@@ -317,11 +394,11 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         if (second) {
           GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, wl);
         } else {
-          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, wl, peep, a.dc_seq);
+          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, wl, peep, a);
         }
       };
       if (pipelined) {
-        PipelinedGrads<A>(d, s, ly, sm.reverse, steps, xin, din, accumulate_din, w, dp, po,
+        PipelinedGrads<A>(d, s, ly, sm.reverse, steps, xin, h0, din, accumulate_din, w,
                           [&](Index t) { item(t, 0); });
         // Time rows no sequence reaches (shorter sequences): no gradient.
         if (!accumulate_din) Zero(d, din + steps * B * ly.in, (s.T - steps) * B * ly.in);
@@ -349,7 +426,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
-          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a.dc_seq);
+          BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a);
         }
       });
       std::swap(w.dhr_prev, w.dhr_cur);
@@ -359,33 +436,18 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);
 
-  // Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev.
-  if (s.peephole) {
-    A* dp = a.dpeephole + pseudo * KN;
-    constexpr Index kChunk = 64;
-    const Index chunks = (N + kChunk - 1) / kChunk;
-    ParallelFor(d, chunks, static_cast<double>(TB) * kChunk * 8, [&](Index c0, Index c1) {
-      for (Index ch = c0; ch < c1; ++ch) {
-        const Index j0 = ch * kChunk, len = std::min(kChunk, N - j0);
-        for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len).setZero();
-        for (Index b = 0; b < B; ++b) {
-          for (Index st = 0; st < sm.Len(b); ++st) {
-            const Index tau = sm.Tau(b, st);
-            const A* cp = st == 0 ? c0p + b * N : ly.aux + (sm.Prev(tau) * B + b) * N;
-            CVec<A> cprev(cp + j0, len);
-            const A* dg = w.dgx + (tau * B + b) * KN;
-            for (Index k = 0; k < K; ++k) {
-              Vec<A>(dp + k * N + j0, len) += CVec<A>(dg + k * N + j0, len) * cprev;
-            }
-          }
-        }
-      }
-    });
-  }
+  if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, c0p, w.dgx, a.dpeephole + pseudo * KN);
 
   if (pipelined) return;  // the weight, bias and input gradients are done
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
-  if (ly.in > 0) GemmB16<A>(d, b16, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w, false);
+  const bool xw = s.weights_xw;
+  if (ly.in > 0) {
+    if (xw) {
+      GemmB16<A>(d, b16, true, false, ly.in, KN, TB, xin, w.dgx, ly.dW, false);
+    } else {
+      GemmB16<A>(d, b16, true, false, KN, ly.in, TB, w.dgx, xin, ly.dW, false);
+    }
+  }
   // R multiplied h_prev ⊙ mask (gate block k: ⊙ mask_k with mask_gates); reserve holds h_prev.
   auto masked_hprev = [&](Index k) {
     const Index col = MaskCol(s, ly.dcol, k);
@@ -409,20 +471,27 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     for (Index k = 0; k < K; ++k) {
       if (reset_before && k == s.gate_pos[2]) continue;  // below
       const A* hrec = masked_hprev(k);
-      GemmB16<A>(d, b16, true, false, N, Hs, TB, gate_columns(k), hrec, dp + po.r + k * N * Hs,
+      GemmB16<A>(d, b16, true, false, N, Hs, TB, gate_columns(k), hrec, ly.dR + k * N * Hs,
                  false);
     }
+  } else if (s.has_mask) {
+    GemmB16<A>(d, b16, true, false, KN, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false);
   } else {
-    const A* hrec = s.has_mask ? masked_hprev(0) : ly.hprev;
-    GemmB16<A>(d, b16, true, false, KN, Hs, TB, w.dhr, hrec, dp + po.r, false);
+    HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
+      if (xw) {
+        GemmB16<A>(d, b16, true, false, Hs, KN, n, hp, w.dhr + r * KN, ly.dR, r > 0);
+      } else {
+        GemmB16<A>(d, b16, true, false, KN, Hs, n, w.dhr + r * KN, hp, ly.dR, r > 0);
+      }
+    });
   }
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
     const Index pn = s.gate_pos[2];
-    Gemm<A>(d, true, false, N, Hs, TB, gate_columns(pn), ly.aux, dp + po.r + pn * N * Hs, false);
+    Gemm<A>(d, true, false, N, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * N * Hs, false);
   }
-  if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, dp + po.p, false);
-  ColumnSum<A>(d, w.dgx, TB, KN, dp + po.bw);
-  ColumnSum<A>(d, w.dhr, TB, KN, dp + po.br);
+  if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, ly.dP, false);
+  ColumnSum<A>(d, w.dgx, TB, KN, ly.dbW);
+  if (ly.dbR != nullptr) ColumnSum<A>(d, w.dhr, TB, KN, ly.dbR);
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
@@ -431,7 +500,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       }
     });
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    GemmB16<A>(d, b16, false, false, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
+    GemmB16<A>(d, b16, false, xw, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
@@ -443,15 +512,31 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   }
 }
 
-
-}  // namespace
+template <typename A>
+void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
+                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w) {
+  const Index B = s.B, N = s.N, K = RnnK(s);
+  const StepMap sm{nullptr, 1, false};
+  const A* peep = s.peephole ? a.peephole : nullptr;
+  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  auto run = [&](Index b0, Index b1) {
+    for (Index blk = b0; blk < b1; ++blk) {
+      const Index j0 = blk * U, len = std::min(U, N - j0);
+      BwdBlock<A>(s, sm, ly, a.c0, dyl, 0, j0, len, w, peep, a);
+    }
+  };
+  // Inline unless large (as StepForward).
+  if (B * N * K <= kInlineElems) {
+    run(0, blocks);
+  } else {
+    ParallelFor(d, blocks, kCostPerElem * B * U * K, run);
+  }
+  if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, a.c0, w.dgx, a.dpeephole);
+}
 
 template <typename A>
-void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A* ws) {
+BwdBufs<A> CarveBwdBufs(const RnnSpec& s, A* ws, A** end) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
-  const Index ycols = s.D * Hs;
-  const bool gru = s.mode == RnnMode::kGru;
-  // Carve the workspace (RnnBwdWorkspaceSize lists the same pieces).
   A* p = ws;
   auto take = [&p](Index n) {
     A* q = p;
@@ -460,8 +545,7 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   };
   BwdBufs<A> w;
   w.dgx = take(TB * KN);
-  A* dhr_gru = take(TB * KN);
-  w.dhr = gru ? dhr_gru : w.dgx;
+  w.dhr = s.mode == RnnMode::kGru ? take(TB * KN) : w.dgx;
   w.dhr_prev = take(B * KN);
   w.dhr_cur = take(B * KN);
   w.dh = take(B * Hs);
@@ -472,9 +556,26 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   w.dhm = take(B * Hs);
   w.hrec = take(s.has_mask ? TB * Hs : 0);
   w.gather = take(RnnBwdGathers(s) ? TB * N : 0);
+  w.rpack = take(KN * Hs);
+  *end = p;
+  return w;
+}
+
+}  // namespace rnn_cpu
+
+template <typename A>
+void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A* ws) {
+  const Index TB = s.T * s.B, B = s.B, Hs = RnnHs(s), ycols = s.D * Hs;
+  // Carve the workspace (RnnBwdWorkspaceSize lists the same pieces).
+  A* p = nullptr;
+  const BwdBufs<A> w = CarveBwdBufs<A>(s, ws, &p);
+  auto take = [&p](Index n) {
+    A* q = p;
+    p += n;
+    return q;
+  };
   A* dy_buf = take(TB * ycols);
   A* din_buf = take(TB * ycols);
-  w.rpack = take(KN * Hs);
   A* x_masked = p;
   // Layer 0's input with padding rows zeroed, so that values past a sequence's length (which
   // the forward never read) cannot reach the weight gradient as NaN·0.
@@ -504,8 +605,8 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
     A* din = l == 0 ? a.dx : din_buf;
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
-      LayerBackward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve), xin, dyl, a,
-                       a.dparams, din, dd > 0, w);
+      LayerBackward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve, a.dparams),
+                       xin, dyl, a, din, dd > 0, w);
     }
     if (l > 0) {
       // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
@@ -521,8 +622,16 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   }
 }
 
-#define TFRNN_INSTANTIATE_RNN_BWD(A) \
-  template void RnnBackward<A>(const CpuDevice&, const RnnSpec&, const RnnBwdArgs<A>&, A*);
+#define TFRNN_INSTANTIATE_RNN_BWD(A)                                                          \
+  template void RnnBackward<A>(const CpuDevice&, const RnnSpec&, const RnnBwdArgs<A>&, A*);    \
+  template void rnn_cpu::LayerBackward<A>(const CpuDevice&, const RnnSpec&, Index,             \
+                                          const rnn_cpu::Layer<A>&, const A*, const A*,        \
+                                          const RnnBwdArgs<A>&, A*, bool,                      \
+                                          const rnn_cpu::BwdBufs<A>&);                         \
+  template void rnn_cpu::StepBackward<A>(const CpuDevice&, const RnnSpec&,                     \
+                                         const rnn_cpu::Layer<A>&, const RnnBwdArgs<A>&,       \
+                                         const A*, const rnn_cpu::BwdBufs<A>&);                \
+  template rnn_cpu::BwdBufs<A> rnn_cpu::CarveBwdBufs<A>(const RnnSpec&, A*, A**);
 TFRNN_INSTANTIATE_RNN_BWD(float)
 TFRNN_INSTANTIATE_RNN_BWD(double)
 #undef TFRNN_INSTANTIATE_RNN_BWD

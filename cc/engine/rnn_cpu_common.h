@@ -41,20 +41,32 @@ struct StepMap {
   }
 };
 
-// Pointers of one (layer, direction).
+// Pointers of one (layer, direction). MakeLayer points them into the params, reserve and
+// dparams buffers; the LSTM block ops (lstm_cpu.cc) at their own tensors.
 template <typename A>
 struct Layer {
   Index in = 0;       // width of the W matrices (0: skip input)
   Index in_cols = 0;  // columns of the layer's input tensor
   const A *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
-  A *acts = nullptr, *aux = nullptr, *hh = nullptr, *hprev = nullptr;
+  A* gx = nullptr;       // [TB, KN]: W·x of each row (MakeLayer: the gate activations' rows)
+  A* act[4] = {};        // gate block k's activations of row r at act[k] + r·act_ld
+  Index act_ld = 0;
+  A *aux = nullptr, *hh = nullptr;
+  A* hprev = nullptr;       // [TB, Hs] h_prev of each row (forward: written if not null)
+  const A* hseq = nullptr;  // backward without hprev: the layer's h outputs [TB, Hs]; h_prev is
+                            // h0 for the first step, else hseq's previous row (one direction,
+                            // forward, every sequence full length)
+  A* co = nullptr;          // lstm: cell_act(c) of each row [TB, N], written and read if given
+  A *dW = nullptr, *dR = nullptr, *dP = nullptr, *dbW = nullptr, *dbR = nullptr;  // dbR: opt.
   Index dcol = 0;  // column offset of this direction in the layer output
+  A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };
 
 template <typename A>
-Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve) {
+Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve,
+                   A* dparams = nullptr) {
   Layer<A> ly;
-  const Index l = pseudo / s.D;
+  const Index l = pseudo / s.D, KN = RnnK(s) * s.N;
   ly.in = RnnInWidth(s, l);
   ly.in_cols = RnnInCols(s, l);
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
@@ -64,10 +76,19 @@ Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve) 
   ly.bW = params + po.bw;
   ly.bR = params + po.br;
   const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
-  ly.acts = reserve + ro.acts;
+  ly.gx = reserve + ro.acts;
+  for (Index k = 0; k < RnnK(s); ++k) ly.act[k] = ly.gx + k * s.N;
+  ly.act_ld = KN;
   ly.aux = reserve + ro.aux;
   ly.hh = reserve + ro.hh;
   ly.hprev = reserve + ro.hprev;
+  if (dparams != nullptr) {
+    ly.dW = dparams + po.w;
+    ly.dR = dparams + po.r;
+    ly.dP = dparams + po.p;
+    ly.dbW = dparams + po.bw;
+    ly.dbR = dparams + po.br;
+  }
   ly.dcol = (pseudo % s.D) * RnnHs(s);
   return ly;
 }
@@ -136,6 +157,50 @@ const A* MaskRow(const RnnSpec& s, const A* mask, bool per_step, Index tau, Inde
 inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
   return s.mask_gates ? RnnK(s) * dcol + k * RnnHs(s) : dcol;
 }
+
+// Buffers of one layer's backward, carved from RnnLayerBwdScratch(s) elements at ws (*end:
+// past them).
+template <typename A>
+struct BwdBufs {
+  A *dgx, *dhr;          // [TB, KN] (dhr == dgx except for gru)
+  A *dhr_prev, *dhr_cur;  // [B, KN]
+  A *dh, *dc;             // [B, Hs], [B, N]
+  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
+  A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
+  A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
+  A* gather;              // [TB, N] (reset-before gru; per-gate masks)
+};
+
+template <typename A>
+BwdBufs<A> CarveBwdBufs(const RnnSpec& s, A* ws, A** end);
+
+// One (layer, direction) of the forward: ylayer [T, B, D·Hs] receives h, a.hn / a.cn the final
+// states of pseudo-layer `pseudo`; ws has RnnFwdWorkspaceSize(s) elements (rnn_cpu.cc).
+template <typename A>
+void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+                  const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws);
+
+// One step (T == 1, one layer and direction, no mask or projection) whose ly.gx rows hold W·x
+// and hr [B, K·N] R·h0: the pointwise pass alone, into ylayer, a.hn and a.cn.
+template <typename A>
+void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
+                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer);
+
+// Backward of LayerForward (rnn_cpu_backward.cc): the gradients of the layer's weights into
+// ly.dW..., of its input into din (+= with accumulate_din), of its initial states into a.dh0,
+// a.dc0.
+template <typename A>
+void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+                   const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* din,
+                   bool accumulate_din, const BwdBufs<A>& w);
+
+// The pointwise backward of one lstm step (T == 1) with no GEMMs: the pre-activation gradients
+// into w.dgx (w.dhr_cur may be w.dgx when ly.co is given; w.dh null: no carry), dL/dc_prev into
+// w.dc (which holds the incoming carry), peephole gradients into a.dpeephole.
+template <typename A>
+void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
+                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w);
 
 }  // namespace rnn_cpu
 }  // namespace tfrnn

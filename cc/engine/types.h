@@ -96,46 +96,21 @@ struct LstmCellBwdArgs {
 };
 
 
-// Small steps (a few rows times a small H, types below): the forward's step chain runs on one
-// thread while the others compute the input projection of the steps ahead of it
-// (LstmForward, lstm_cpu.cc; LayerForward, rnn_cpu.cc); a step this short does not split well
-// across cores, and the projection takes a share of the work off the chain.
-inline bool LstmUsesPacked(Index seq_len_max, Index N) { return seq_len_max > 1 && N > 0; }
+// Small steps (a few rows times a small H): the forward's step chain runs on one thread while
+// the others compute the input projection of the steps ahead of it (LayerForward, rnn_cpu.cc);
+// a step this short does not split well across cores, and the projection takes a share of the
+// work off the chain.
 inline bool FwdChainPipelined(Index steps, Index batch, Index units, int threads) {
   return threads > 1 && steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096;
 }
-inline bool LstmFusesInput(Index seq_len_max, Index N, Index I, Index H) {
-  return LstmUsesPacked(seq_len_max, N) && (I + H) * 4 * H <= (Index(1) << 18);
-}
-// Elements of scratch (of the compute type) the forward needs, by its path (lstm_cpu.cc):
-//  - one step (LstmUsesPacked false): the input projection, [L·N, 4H];
-//  - more steps, pipelined or not fused: the input projection of all steps and w[I:] packed
-//    for the per-step kernel (packed_gemm.h), 4H·H;
-//  - more steps with small weights (LstmFusesInput): one step's gate pre-activations [N, 4H],
-//    reused by every step, and all of w packed, 4H·(I+H).
-// `threads` is the size of the pool the forward will run on.
-inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H, int threads) {
-  const bool pipelined = FwdChainPipelined(seq_len_max, N, H, threads);
-  if (!pipelined && LstmFusesInput(seq_len_max, N, I, H)) return N * 4 * H + 4 * H * (I + H);
-  const Index packed = LstmUsesPacked(seq_len_max, N) ? 4 * H * H : 0;
-  return seq_len_max * N * 4 * H + packed;
-}
 
 // The backward's step chain runs on one thread while the others compute the weight, bias and
-// input gradients over the finished steps (LstmBackward, lstm_cpu.cc; LayerBackward,
-// rnn_cpu.cc) when the batch is small: a step of a chain of up to 64 rows gains little from
-// splitting across cores, and the GEMMs beside it keep the other cores busy (LSTM engine A/B
-// on 2 cores: backward 200x16x64x128 8.3 -> 4.7 ms, 100x64x256x256 -13 %, 50x32x128x512
-// unchanged).
+// input gradients over the finished steps (LayerBackward, rnn_cpu_backward.cc) when the batch
+// is small: a step of a chain of up to 64 rows gains little from splitting across cores, and
+// the GEMMs beside it keep the other cores busy (LSTM engine A/B on 2 cores: backward
+// 200x16x64x128 8.3 -> 4.7 ms, 100x64x256x256 -13 %, 50x32x128x512 unchanged).
 inline bool BwdChainPipelined(Index steps, Index batch, int threads) {
   return threads > 1 && steps > 1 && batch > 0 && batch <= 64;
-}
-
-// Elements of scratch the backward needs: the gate gradients of all steps, a zero row, and
-// w[I:]ᵀ packed for the per-step kernel.
-inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  const Index packed = LstmUsesPacked(seq_len_max, N) ? 4 * H * H : 0;
-  return seq_len_max * N * 4 * H + H + packed;
 }
 
 // GRU cell with the reset applied before the recurrent product (GRUBlockCell, Keras
@@ -230,6 +205,15 @@ struct RnnSpec {
   bool gru_reset_before = false;  // n = act(W·x + b_W + R_n·(r ⊙ h) + b_R) (MPSGraph's
                                   // resetAfter = NO) instead of act(W·x + b_W + r ⊙ (R_n·h + b_R))
   bool gru_z_new = false;  // h = z ⊙ n + (1-z) ⊙ h_prev instead of (1-z) ⊙ n + z ⊙ h_prev
+  // LSTM block-op generalisations (the LSTM block ops run on this engine: lstm_cpu.cc; their
+  // forget_bias is a recurrent bias).
+  float cell_clip = 0.f;         // c = clip(f ⊙ c_prev + i ⊙ c', ±cell_clip); <= 0: none
+  bool exact_clip_grad = false;  // backward: no gradient through a clipped c (else
+                                 // straight-through, stock's *Grad ops)
+  bool peephole_o_new = false;   // peephole: o's term uses the new c (BlockLSTM), the other
+                                 // gates c_prev; else every gate c_prev (MPSGraph)
+  bool weights_xw = false;  // W is [in, K·N] and R [Hs, K·N] (pre-activations x·W + h·R, the
+                            // block ops' w), not [K·N, in] and [K·N, Hs]
   bool bf16 = false;  // a bfloat16 op: products may round their operands to bf16 (bf16_gemm.h)
 };
 
@@ -343,6 +327,10 @@ struct RnnBwdArgs {
   bool mask_per_step = false;
   const A* dc_seq = nullptr;     // optional dL/dc[t] of every step, [T, B, D·N] (lstm)
   A* dpeephole = nullptr;        // [L·D, K·N] (spec.peephole)
+  // lstm, one layer and direction (the exact-gradient block op): optional gradients of the
+  // gate activations (logical order i, f, c', o) and of tanh(c), [T, B, N] each, or null.
+  const A* dact[4] = {nullptr, nullptr, nullptr, nullptr};
+  const A* dco = nullptr;
 };
 
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
@@ -351,13 +339,55 @@ inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs  // + R packed (packed_gemm.h)
          + gate_masks;
 }
-inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
+// Scratch of one layer's backward (rnn_cpu_backward.cc CarveBwdBufs lists the same pieces).
+inline Index RnnLayerBwdScratch(const RnnSpec& s) {
   const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
   const Index masked = s.has_mask ? TB * Hs : 0;  // h_prev ⊙ mask of every row
   const Index gather = RnnBwdGathers(s) ? TB * N : 0;
-  return 2 * TB * K * N + 2 * B * K * N + 2 * B * Hs + B * N + TB * s.P + B * N + B * Hs +
-         2 * TB * s.D * Hs + TB * maxin + masked + gather + K * N * Hs;  // + R packed
+  const Index dhr = s.mode == RnnMode::kGru ? TB * K * N : 0;  // else dhr is dgx
+  return TB * K * N + dhr + 2 * B * K * N + 3 * B * Hs + 2 * B * N + TB * s.P + masked +
+         gather + K * N * Hs;  // + R packed
+}
+inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
+  const Index TB = s.T * s.B, Hs = RnnHs(s);
+  const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
+  return RnnLayerBwdScratch(s) + 2 * TB * s.D * Hs + TB * maxin;
+}
+
+// The LSTM block ops (LstmForward / LstmBackward, lstm_cpu.cc) as one layer of this engine:
+// T = seq_len_max steps, B = N rows, N = H units, the block ops' w as x·W + h·R.
+inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I, Index H) {
+  RnnSpec s;
+  s.mode = RnnMode::kLstm;
+  s.T = L;
+  s.B = N;
+  s.I = I;
+  s.N = H;
+  s.gate_pos[0] = c.order.i;
+  s.gate_pos[1] = c.order.f;
+  s.gate_pos[2] = c.order.c;
+  s.gate_pos[3] = c.order.o;
+  s.cell_clip = c.cell_clip;
+  s.peephole = c.use_peephole;
+  s.peephole_o_new = true;
+  s.weights_xw = true;
+  s.bf16 = c.bf16;
+  return s;
+}
+// Scratch of LstmForward: the input projection [L·N, 4H], the layer's forward scratch (one
+// step: the recurrent product [N, 4H]), the peephole vector and recurrent bias [4H] x 2, the
+// final states [N, H] x 2.
+inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H, int threads) {
+  (void)threads;
+  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, I, H);
+  const Index layer = seq_len_max > 1 ? RnnFwdWorkspaceSize(s) : N * 4 * H;
+  return seq_len_max * N * 4 * H + layer + 8 * H + 2 * N * H;
+}
+// Scratch of LstmBackward: the layer's backward scratch, the peephole vector and its gradient
+// [4H] x 2, zero final-state gradients [N, H] x 2.
+inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
+  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, 0, H);
+  return RnnLayerBwdScratch(s) + 8 * H + 2 * N * H;
 }
 
 }  // namespace tfrnn

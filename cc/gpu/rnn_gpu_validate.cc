@@ -25,6 +25,10 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
     return bad("a recurrent mask needs lstm or gru");
   }
   if (s.mask_gates) return bad("per-gate recurrent masks (mask_gates) have no CUDA path yet");
+  if (s.weights_xw || s.cell_clip > 0.f || s.exact_clip_grad || s.peephole_o_new) {
+    return bad("the LSTM block-op options (weights_xw, cell_clip, peephole_o_new) have no "
+               "CUDA path yet: the block ops use the CUDA LSTM engine");
+  }
   if (!(s.dropout >= 0.f && s.dropout <= 1.f)) return bad("dropout must be in [0, 1]");
   int seen = 0;
   for (int q = 0; q < 4; ++q) {
