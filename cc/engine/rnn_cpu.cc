@@ -168,9 +168,19 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
                          FwdChainPipelined(steps, B, N, d.numThreads());
+  // Small weights (types.h RnnFusesInput), every sequence full length, no mask or projection,
+  // not gru (whose candidate keeps R·h apart): per step and unit block one packed product
+  // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of
+  // the input projection.
+  const bool fused = !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
+                     !s.preprojected &&
+                     steps > 1 && ly.in == ly.in_cols && sm.AllFull(B) &&
+                     RnnFusesInput(ly.in, Hs, KN);
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
-  if (s.preprojected && pseudo < s.D) {
+  if (fused) {
+    // below, per step
+  } else if (s.preprojected && pseudo < s.D) {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
         std::copy_n(xin + r * ly.in_cols + d_idx * KN, KN, ly.gx + r * KN);
@@ -195,17 +205,24 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * N, B * N, c);
   const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
-  const double cost = (proj ? 0.0 : 2.0 * B * Hs * U * K / 16) + kCostPerElem * B * U * K;
+  const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
+  const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   if (!proj) {
     // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h] (weights_xw:
-    // R[h, k·N + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·Hs,
-    // its gate k at k·len·Hs.
+    // R[h, k·N + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
+    // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's).
     if (steps > 0) {
       ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
           for (Index k = 0; k < K; ++k) {
-            A* dst = rpack + j0 * K * Hs + k * len * Hs;
+            A* dst = rpack + j0 * K * KR + k * len * KR;
+            if (fused && s.weights_xw) {
+              packed::PackRowMajor<A>(xr, len, ly.W + k * N + j0, KN, dst, 0, 0, b16);
+            } else if (fused) {
+              packed::PackColMajor<A>(xr, len, ly.W + (k * N + j0) * xr, xr, dst, b16);
+            }
+            dst += xr * len;
             if (s.weights_xw) {
               packed::PackRowMajor<A>(Hs, len, ly.R + k * N + j0, KN, dst, 0, 0, b16);
             } else {
@@ -215,9 +232,17 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
       });
     }
-    auto block_gemm = [&](const A* h_in, Index k, Index j0, Index len) {
-      packed::Gemm<A>(B, Hs, len, h_in, Hs, rpack + j0 * K * Hs + k * len * Hs, hr + k * N + j0,
-                      KN, false, b16);
+    if (fused) std::fill_n(hr, B * KN, A(0));
+    auto block_gemm = [&](Index st, const A* h_in, Index k, Index j0, Index len) {
+      const A* wp = rpack + j0 * K * KR + k * len * KR;
+      if (fused) {
+        const Index tau = sm.reverse ? s.T - 1 - st : st;
+        A* out = ly.gx + tau * B * KN + k * N + j0;
+        packed::Gemm<A>(B, xr, len, xin + tau * B * xr, xr, wp, out, KN, false, b16);
+        packed::Gemm<A>(B, Hs, len, h_in, Hs, wp + xr * len, out, KN, true, b16);
+        return;
+      }
+      packed::Gemm<A>(B, Hs, len, h_in, Hs, wp, hr + k * N + j0, KN, false, b16);
     };
     // hm = h ⊙ mask of step st for the units [j0, j0 + len), GM copies (rows without that
     // step: h itself, never read).
@@ -255,10 +280,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         return s.has_mask ? hm[par] + (GM > 1 ? k : 0) * B * Hs : hb[par];
       };
       if (phase == 2) {
-        block_gemm(hh_step, pn, j0, len);
+        block_gemm(st, hh_step, pn, j0, len);
       } else {
         for (Index k = 0; k < K; ++k) {
-          if (!reset_before || k != pn) block_gemm(h_rec(k), k, j0, len);
+          if (!reset_before || k != pn) block_gemm(st, h_rec(k), k, j0, len);
         }
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr, hb[par], h_rec(pn), hb[1 - par], c, hh_step,

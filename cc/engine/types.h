@@ -333,11 +333,23 @@ struct RnnBwdArgs {
   const A* dco = nullptr;
 };
 
+// Small weights: the forward's per-step product is [x_t, h_{t-1}] · [W; R] with both packed
+// once (LayerForward, rnn_cpu.cc), into the step's pre-activation rows. A separate input
+// projection's result makes a round trip through memory (written, read back, read again by the
+// pointwise pass) that cost more than the GEMM at small batch; the block's packed weights stay
+// in its core's L2.
+inline bool RnnFusesInput(Index in, Index Hs, Index KN) {
+  return in > 0 && (in + Hs) * KN <= (Index(1) << 18);
+}
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
   const Index gate_masks = RnnGateMasks(s) ? 2 * (K - 1) * B * Hs : 0;
+  Index wx = 0;  // W packed beside R (RnnFusesInput), for the widest layer input that fuses
+  for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
+    if (RnnFusesInput(in, Hs, K * N) && K * N * in > wx) wx = K * N * in;
+  }
   return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs  // + R packed (packed_gemm.h)
-         + gate_masks;
+         + wx + gate_masks;
 }
 // Scratch of one layer's backward (rnn_cpu_backward.cc CarveBwdBufs lists the same pieces).
 inline Index RnnLayerBwdScratch(const RnnSpec& s) {
