@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   std::vector<float> acts[7];
   for (auto& a : acts) a.resize(T * N * H);
   std::vector<float> ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, N, H),
-                                  tfrnn::LstmFwdWorkspaceSize(T, N, I, H, threads)));
+                                  tfrnn::LstmFwdWorkspaceSize(T, N, I, H)));
   tfrnn::LstmCellSpec spec;
   spec.order = tfrnn::kIfco;
   tfrnn::LstmFwdArgs<float> fa;

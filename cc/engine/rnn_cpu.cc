@@ -215,19 +215,19 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
+          // The `rows` rows of M (W or R) for gate k's units, M stored [KN, rows] or with
+          // weights_xw [rows, KN].
+          auto pack = [&](const A* M, Index rows, Index k, A* dst) {
+            if (s.weights_xw) {
+              packed::PackRowMajor<A>(rows, len, M + k * N + j0, KN, dst, 0, 0, b16);
+            } else {
+              packed::PackColMajor<A>(rows, len, M + (k * N + j0) * rows, rows, dst, b16);
+            }
+          };
           for (Index k = 0; k < K; ++k) {
             A* dst = rpack + j0 * K * KR + k * len * KR;
-            if (fused && s.weights_xw) {
-              packed::PackRowMajor<A>(xr, len, ly.W + k * N + j0, KN, dst, 0, 0, b16);
-            } else if (fused) {
-              packed::PackColMajor<A>(xr, len, ly.W + (k * N + j0) * xr, xr, dst, b16);
-            }
-            dst += xr * len;
-            if (s.weights_xw) {
-              packed::PackRowMajor<A>(Hs, len, ly.R + k * N + j0, KN, dst, 0, 0, b16);
-            } else {
-              packed::PackColMajor<A>(Hs, len, ly.R + (k * N + j0) * Hs, Hs, dst, b16);
-            }
+            if (fused) pack(ly.W, xr, k, dst);
+            pack(ly.R, Hs, k, dst + xr * len);
           }
         }
       });
@@ -347,19 +347,9 @@ void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
   std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place
-  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
-  auto run = [&](Index b0, Index b1) {
-    for (Index blk = b0; blk < b1; ++blk) {
-      const Index j0 = blk * U, len = std::min(U, N - j0);
-      FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, nullptr, ylayer, peep, 0);
-    }
-  };
-  // Inline unless large: waking a pool thread costs more than a small step's pointwise pass.
-  if (B * N * RnnK(s) <= kInlineElems) {
-    run(0, blocks);
-  } else {
-    ParallelFor(d, blocks, kCostPerElem * B * U * RnnK(s), run);
-  }
+  ForUnitBlocks(d, N, B * N * RnnK(s), [&](Index j0, Index len) {
+    FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, nullptr, ylayer, peep, 0);
+  });
 }
 
 }  // namespace rnn_cpu

@@ -220,6 +220,31 @@ void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Ind
   if (rows > lead) fn(ly.hseq + (r0 + lead - B) * Hs, lead, rows - lead);
 }
 
+// The gradient of one weight matrix M of m-wide inputs X from n rows of gate gradients dg
+// (row stride KN): dM (+)= dgᵀ·X with M stored [KN, m], or with weights_xw dM (+)= Xᵀ·dg with M
+// stored [m, KN]. WeightGradPanel: gate columns [c0, c0 + len) on the calling thread (dg points
+// at column c0); WeightGrad: all KN columns on the pool.
+template <typename A>
+void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
+                     const A* X, A* dM, Index c0, bool acc) {
+  const Index KN = RnnK(s) * s.N;
+  if (s.weights_xw) {
+    GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KN, dM + c0, KN, acc);
+  } else {
+    GemmB16Serial<A>(b16, true, false, len, m, n, dg, KN, X, m, dM + c0 * m, m, acc);
+  }
+}
+template <typename A>
+void WeightGrad(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n, const A* dg,
+                const A* X, A* dM, bool acc) {
+  const Index KN = RnnK(s) * s.N;
+  if (s.weights_xw) {
+    GemmB16<A>(d, b16, true, false, m, KN, n, X, dg, dM, acc);
+  } else {
+    GemmB16<A>(d, b16, true, false, KN, m, n, dg, X, dM, acc);
+  }
+}
+
 // The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
 // runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
 // steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length, or the
@@ -241,32 +266,19 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
       [&](Index s0, Index s1, Index c0, Index c1, bool first) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
         // The first chunk of a panel sets it, the later ones add.
-        const A* dg = w.dgx + r0 * KN + c0;
-        if (xw) {
-          GemmB16Serial<A>(b16, true, false, in, len, rows, xin + r0 * in, in, dg, KN,
-                           ly.dW + c0, KN, !first);
-        } else {
-          GemmB16Serial<A>(b16, true, false, len, in, rows, dg, KN, xin + r0 * in, in,
-                           ly.dW + c0 * in, in, !first);
-        }
+        WeightGradPanel<A>(s, b16, in, len, rows, w.dgx + r0 * KN + c0, xin + r0 * in, ly.dW,
+                           c0, !first);
         HprevParts(s, ly, h0, r0, rows, [&](const A* hp, Index r, Index n) {
-          const A* dh = w.dhr + (r0 + r) * KN + c0;
-          const bool acc = !first || r > 0;
-          if (xw) {
-            GemmB16Serial<A>(b16, true, false, Hs, len, n, hp, Hs, dh, KN, ly.dR + c0, KN, acc);
-          } else {
-            GemmB16Serial<A>(b16, true, false, len, Hs, n, dh, KN, hp, Hs, ly.dR + c0 * Hs, Hs,
-                             acc);
-          }
+          WeightGradPanel<A>(s, b16, Hs, len, n, w.dhr + (r0 + r) * KN + c0, hp, ly.dR, c0,
+                             !first || r > 0);
         });
-        Vec<A> dbw(ly.dbW + c0, len);
-        if (first) dbw.setZero();
-        for (Index r = 0; r < rows; ++r) dbw += CVec<A>(w.dgx + (r0 + r) * KN + c0, len);
-        if (ly.dbR != nullptr) {
-          Vec<A> dbr(ly.dbR + c0, len);
-          if (first) dbr.setZero();
-          for (Index r = 0; r < rows; ++r) dbr += CVec<A>(w.dhr + (r0 + r) * KN + c0, len);
-        }
+        auto column_sums = [&](A* db, const A* g) {
+          Vec<A> v(db + c0, len);
+          if (first) v.setZero();
+          for (Index r = 0; r < rows; ++r) v += CVec<A>(g + (r0 + r) * KN + c0, len);
+        };
+        column_sums(ly.dbW, w.dgx);
+        if (ly.dbR != nullptr) column_sums(ly.dbR, w.dhr);
       },
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
@@ -440,14 +452,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 
   if (pipelined) return;  // the weight, bias and input gradients are done
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
-  const bool xw = s.weights_xw;
-  if (ly.in > 0) {
-    if (xw) {
-      GemmB16<A>(d, b16, true, false, ly.in, KN, TB, xin, w.dgx, ly.dW, false);
-    } else {
-      GemmB16<A>(d, b16, true, false, KN, ly.in, TB, w.dgx, xin, ly.dW, false);
-    }
-  }
+  if (ly.in > 0) WeightGrad<A>(d, s, b16, ly.in, TB, w.dgx, xin, ly.dW, false);
   // R multiplied h_prev ⊙ mask (gate block k: ⊙ mask_k with mask_gates); reserve holds h_prev.
   auto masked_hprev = [&](Index k) {
     const Index col = MaskCol(s, ly.dcol, k);
@@ -475,14 +480,10 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                  false);
     }
   } else if (s.has_mask) {
-    GemmB16<A>(d, b16, true, false, KN, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false);
+    WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false);
   } else {
     HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
-      if (xw) {
-        GemmB16<A>(d, b16, true, false, Hs, KN, n, hp, w.dhr + r * KN, ly.dR, r > 0);
-      } else {
-        GemmB16<A>(d, b16, true, false, KN, Hs, n, w.dhr + r * KN, hp, ly.dR, r > 0);
-      }
+      WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KN, hp, ly.dR, r > 0);
     });
   }
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
@@ -500,7 +501,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       }
     });
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    GemmB16<A>(d, b16, false, xw, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
+    GemmB16<A>(d, b16, false, s.weights_xw, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
   } else {
     ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
@@ -515,22 +516,11 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 template <typename A>
 void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
                   const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w) {
-  const Index B = s.B, N = s.N, K = RnnK(s);
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
-  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
-  auto run = [&](Index b0, Index b1) {
-    for (Index blk = b0; blk < b1; ++blk) {
-      const Index j0 = blk * U, len = std::min(U, N - j0);
-      BwdBlock<A>(s, sm, ly, a.c0, dyl, 0, j0, len, w, peep, a);
-    }
-  };
-  // Inline unless large (as StepForward).
-  if (B * N * K <= kInlineElems) {
-    run(0, blocks);
-  } else {
-    ParallelFor(d, blocks, kCostPerElem * B * U * K, run);
-  }
+  ForUnitBlocks(d, s.N, s.B * s.N * RnnK(s), [&](Index j0, Index len) {
+    BwdBlock<A>(s, sm, ly, a.c0, dyl, 0, j0, len, w, peep, a);
+  });
   if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, a.c0, w.dgx, a.dpeephole);
 }
 

@@ -158,6 +158,22 @@ inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
   return s.mask_gates ? RnnK(s) * dcol + k * RnnHs(s) : dcol;
 }
 
+// Runs fn(j0, len) over the unit blocks [j0, j0 + len) of N units for the pointwise pass of a
+// single step over `elems` elements (StepForward, StepBackward): inline unless large (waking a
+// pool thread costs more than a small step's pass), else on the pool.
+template <typename Fn>
+void ForUnitBlocks(const CpuDevice& d, Index N, Index elems, Fn&& fn) {
+  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  auto run = [&](Index b0, Index b1) {
+    for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, N - blk * U));
+  };
+  if (elems <= kInlineElems) {
+    run(0, blocks);
+  } else {
+    ParallelFor(d, blocks, kCostPerElem * double(elems) / double(blocks), run);
+  }
+}
+
 // Buffers of one layer's backward, carved from RnnLayerBwdScratch(s) elements at ws (*end:
 // past them).
 template <typename A>

@@ -389,8 +389,7 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I
 // Scratch of LstmForward: the input projection [L·N, 4H], the layer's forward scratch (one
 // step: the recurrent product [N, 4H]), the peephole vector and recurrent bias [4H] x 2, the
 // final states [N, H] x 2.
-inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H, int threads) {
-  (void)threads;
+inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H) {
   const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, I, H);
   const Index layer = seq_len_max > 1 ? RnnFwdWorkspaceSize(s) : N * 4 * H;
   return seq_len_max * N * 4 * H + layer + 8 * H + 2 * N * H;

@@ -173,8 +173,7 @@ class LstmForwardOp : public OpKernel {
     A** dst[7] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h};
     for (int k = 0; k < 7; ++k) *dst[k] = br.Out(outs[k]);
     TfHostPool pool(ctx);
-    A* ws = br.Scratch(
-        LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H, pool.NumThreads()));
+    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H));
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
