@@ -1,106 +1,103 @@
-// CPU implementation of the GRU cell (reset before the recurrent product). A single step of a
-// few rows: the products go through SmallGemm (packed_gemm.h) and the pointwise passes run
-// inline unless they are large (PointwiseRows), so a small call never waits for the pool.
+// The GRU block cell's face of the stacked-RNN engine (GRUBlockCell(Grad); see types.h for the
+// equations): one step of a reset-before gru (GruBlockRnnSpec), gates r, u, c in blocks 0, 1, 2
+// of 3H columns. w_ru and w_c are two tensors, so the face computes the products itself
+// (SmallGemm on them in place: a single step of a few rows never waits for the pool) and the
+// engine's StepForward / StepBackward run the pointwise passes between them.
 #include "cc/engine/gru.h"
 
+#include <algorithm>
+
 #include "cc/engine/packed_gemm.h"
+#include "cc/engine/rnn_cpu_common.h"
 
 namespace tfrnn {
 namespace {
 
-constexpr double kCostPerElem = 30;
+using namespace rnn_cpu;  // NOLINT
+
+// The engine layer of the cell: activation planes r, u, c [N, H] (act_ld = H).
+template <typename A>
+Layer<A> CellLayer(Index H, const A* r, const A* u, const A* c, const A* h_prev) {
+  Layer<A> ly;
+  // The forward writes the planes; the backward only reads them.
+  ly.act[0] = const_cast<A*>(r);
+  ly.act[1] = const_cast<A*>(u);
+  ly.act[2] = const_cast<A*>(c);
+  ly.act_ld = H;
+  ly.hprev = const_cast<A*>(h_prev);
+  return ly;
+}
 
 }  // namespace
 
 template <typename A>
 void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
-  const Index N = a.N, I = a.I, H = a.H;
-  A* ru_bar = ws;              // [N, 2H]
-  A* hr = ws + N * 2 * H;      // [N, H]   h_prev ⊙ r
-  A* c_bar = hr + N * H;       // [N, H]
-  // [r_bar, u_bar] = x · w_ru[:I] + h_prev · w_ru[I:]
-  SmallGemm<A>(d, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, ru_bar, 2 * H, false);
-  SmallGemm<A>(d, false, false, N, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, ru_bar,
-               2 * H, true);
-  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
-    CVec<A> br(a.b_ru, H), bu(a.b_ru + H, H);
-    for (Index n = n0; n < n1; ++n) {
-      const A* g = ru_bar + n * 2 * H;
-      Vec<A> r(a.r + n * H, H), u(a.u + n * H, H), hrn(hr + n * H, H);
-      r = (CVec<A>(g, H) + br).logistic();
-      u = (CVec<A>(g + H, H) + bu).logistic();
-      hrn = CVec<A>(a.h_prev + n * H, H) * r;
-    }
-  });
-  // c_bar = x · w_c[:I] + (h_prev ⊙ r) · w_c[I:]
-  SmallGemm<A>(d, false, false, N, H, I, a.x, I, a.w_c, H, c_bar, H, false);
-  SmallGemm<A>(d, false, false, N, H, H, hr, H, a.w_c + I * H, H, c_bar, H, true);
-  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
-    CVec<A> bc(a.b_c, H);
-    for (Index n = n0; n < n1; ++n) {
-      Vec<A> c(a.c + n * H, H), h(a.h + n * H, H);
-      CVec<A> u(a.u + n * H, H), hp(a.h_prev + n * H, H);
-      c = (CVec<A>(c_bar + n * H, H) + bc).tanh();
-      h = u * (hp - c) + c;
-    }
-  });
+  const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
+  const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  A* gx = ws;            // [N, 3H] x·[w_ru, w_c][:I]
+  A* hr = gx + N * G;    // [N, 3H] h_prev·w_ru[I:], then (r ⊙ h_prev)·w_c[I:]
+  A* rh = hr + N * G;    // [N, H]  r ⊙ h_prev
+  A* aux = rh + N * H;   // [N, H]  (the engine's copy of r ⊙ h_prev)
+  A* bw = aux + N * H;   // [3H]    [b_ru, b_c]
+  A* br = bw + G;        // [3H]    zeros
+  std::copy_n(a.b_ru, 2 * H, bw);
+  std::copy_n(a.b_c, H, bw + 2 * H);
+  std::fill_n(br, G, A(0));
+  Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, nullptr);
+  ly.gx = gx;
+  ly.aux = aux;
+  ly.bW = bw;
+  ly.bR = br;
+  RnnFwdArgs<A> ra;
+  ra.h0 = a.h_prev;
+  ra.hn = a.h;
+  SmallGemm<A>(d, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, gx, G, false);
+  SmallGemm<A>(d, false, false, N, H, I, a.x, I, a.w_c, H, gx + 2 * H, G, false);
+  SmallGemm<A>(d, false, false, N, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, hr, G,
+               false);
+  StepForward<A>(d, s, ly, ra, hr, a.h, 1, rh);
+  SmallGemm<A>(d, false, false, N, H, H, rh, H, a.w_c + I * H, H, hr + 2 * H, G, false);
+  StepForward<A>(d, s, ly, ra, hr, a.h, 2, rh);
 }
 
 template <typename A>
 void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
-  const Index N = a.N, I = a.I, H = a.H;
-  A* d_hr = ws;  // [N, H]
-  const A one(1);
-  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
-    for (Index n = n0; n < n1; ++n) {
-      const Index o = n * H;
-      CVec<A> u(a.u + o, H), c(a.c + o, H), hp(a.h_prev + o, H), dh(a.d_h + o, H);
-      Vec<A> dc(a.d_c_bar + o, H), du(a.d_r_bar_u_bar + n * 2 * H + H, H);
-      if (a.g_c != nullptr) {
-        dc = (dh * (one - u) + CVec<A>(a.g_c + o, H)) * (one - c.square());
-      } else {
-        dc = dh * (one - u) * (one - c.square());
-      }
-      if (a.g_u != nullptr) {
-        du = (dh * (hp - c) + CVec<A>(a.g_u + o, H)) * u * (one - u);
-      } else {
-        du = dh * (hp - c) * u * (one - u);
-      }
-    }
-  });
-  // d_x = d_c_bar · w_c[:I]ᵀ ; d_hr = d_c_bar · w_c[I:]ᵀ
+  const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
+  const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  BwdBufs<A> w{};
+  w.dgx = ws;              // [N, 3H] the gate gradients [d_r_bar, d_u_bar, d_c_bar]
+  w.dhr = w.dgx + N * G;   // [N, 3H] (the engine's recurrent-product gradients)
+  w.dhr_cur = w.dhr + N * G;
+  w.dhm = w.dhr_cur + N * G;  // [N, H] d_hr = dL/d(r ⊙ h_prev)
+  w.dh = a.d_h_prev;          // dL/dh_prev: the pointwise terms, then the products
+  std::fill_n(a.d_h_prev, N * H, A(0));
+  const Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, a.h_prev);
+  RnnBwdArgs<A> ra;
+  ra.dact[0] = a.g_r;
+  ra.dact[1] = a.g_u;
+  ra.dact[2] = a.g_c;
+  StepBackward<A>(d, s, ly, ra, a.d_h, w, 0);
+  // d_hr = d_c_bar · w_c[I:]ᵀ
+  SmallGemm<A>(d, false, true, N, H, H, w.dgx + 2 * H, G, a.w_c + I * H, H, w.dhm, H, false);
+  StepBackward<A>(d, s, ly, ra, a.d_h, w, 2);
+  for (Index n = 0; n < N; ++n) {
+    std::copy_n(w.dgx + n * G, 2 * H, a.d_r_bar_u_bar + n * 2 * H);
+    std::copy_n(w.dgx + n * G + 2 * H, H, a.d_c_bar + n * H);
+  }
+  // d_x = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ
+  // d_h_prev += [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
   SmallGemm<A>(d, false, true, N, I, H, a.d_c_bar, H, a.w_c, H, a.d_x, I, false);
-  SmallGemm<A>(d, false, true, N, H, H, a.d_c_bar, H, a.w_c + I * H, H, d_hr, H, false);
-  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
-    for (Index n = n0; n < n1; ++n) {
-      const Index o = n * H;
-      CVec<A> r(a.r + o, H), hp(a.h_prev + o, H), dhr(d_hr + o, H);
-      Vec<A> dr(a.d_r_bar_u_bar + n * 2 * H, H);
-      if (a.g_r != nullptr) {
-        dr = (dhr * hp + CVec<A>(a.g_r + o, H)) * r * (one - r);
-      } else {
-        dr = dhr * hp * r * (one - r);
-      }
-    }
-  });
-  // d_x += [d_r_bar, d_u_bar] · w_ru[:I]ᵀ ; d_h_prev = [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
   SmallGemm<A>(d, false, true, N, I, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru, 2 * H, a.d_x, I,
                true);
   SmallGemm<A>(d, false, true, N, H, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru + I * 2 * H, 2 * H,
-               a.d_h_prev, H, false);
-  PointwiseRows(d, N, H, kCostPerElem, [&](Index n0, Index n1) {
-    for (Index n = n0; n < n1; ++n) {
-      const Index o = n * H;
-      Vec<A> dhp(a.d_h_prev + o, H);
-      dhp += CVec<A>(d_hr + o, H) * CVec<A>(a.r + o, H) +
-             CVec<A>(a.d_h + o, H) * CVec<A>(a.u + o, H);
-    }
-  });
+               a.d_h_prev, H, true);
 }
 
-template void GruCellForward<float>(const CpuDevice&, const GruCellFwdArgs<float>&, float*);
-template void GruCellForward<double>(const CpuDevice&, const GruCellFwdArgs<double>&, double*);
-template void GruCellBackward<float>(const CpuDevice&, const GruCellBwdArgs<float>&, float*);
-template void GruCellBackward<double>(const CpuDevice&, const GruCellBwdArgs<double>&, double*);
+#define TFRNN_INSTANTIATE_GRU(A)                                                          \
+  template void GruCellForward<A>(const CpuDevice&, const GruCellFwdArgs<A>&, A*);         \
+  template void GruCellBackward<A>(const CpuDevice&, const GruCellBwdArgs<A>&, A*);
+TFRNN_INSTANTIATE_GRU(float)
+TFRNN_INSTANTIATE_GRU(double)
+#undef TFRNN_INSTANTIATE_GRU
 
 }  // namespace tfrnn

@@ -24,7 +24,8 @@ inline uint64_t Mix(uint64_t z) {
 // Forward.
 
 // Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
-// W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias).
+// W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias), or is
+// null when the gx rows already hold W·x + R·h_prev.
 // phase 0 does the whole step. A reset-before gru step has two: phase 1 computes r, z and
 // rh = r ⊙ h_rec (into aux and rh_step, the operand of the candidate's recurrent product,
 // which needs every unit's r), phase 2 the candidate and h once hr's candidate block is
@@ -47,12 +48,17 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     }
     const Index row = tau * B + b;
     const A* gx = ly.gx + row * KN + j0;
-    const A* r = hr + b * KN + j0;
+    const A* r = hr != nullptr ? hr + b * KN + j0 : nullptr;
     const A* bw = ly.bW + j0;
     const A* br = ly.bR + j0;
-    auto pre = [&](Index k) {
-      return CVec<A>(gx + k * N, len) + CVec<A>(r + k * N, len) + CVec<A>(bw + k * N, len) +
-             CVec<A>(br + k * N, len);
+    // v = the pre-activation of gate block k (v may be gx's own block: element-wise).
+    auto pre = [&](Index k, Vec<A> v) {
+      if (r != nullptr) {
+        v = CVec<A>(gx + k * N, len) + CVec<A>(r + k * N, len) + CVec<A>(bw + k * N, len) +
+            CVec<A>(br + k * N, len);
+      } else {
+        v = CVec<A>(gx + k * N, len) + CVec<A>(bw + k * N, len) + CVec<A>(br + k * N, len);
+      }
     };
     auto act = [&](Index k) { return Vec<A>(ly.Act(k, row) + j0, len); };
     A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
@@ -62,29 +68,44 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     }
     switch (s.mode) {
       case RnnMode::kLstm: {
+        // One pass over the units in packet chunks, every gate and the cell in registers.
         const int* pos = s.gate_pos;
-        Vec<A> cs(c + b * N + j0, len);  // c_prev on entry
-        // Logical gate q (i, f, c', o); the peephole term reads cs: c_prev, or for o with
-        // peephole_o_new the new c.
-        auto gate = [&](int q) {
-          Vec<A> v = act(pos[q]);
-          v = pre(pos[q]);
-          if (s.peephole) v += CVec<A>(peep + pos[q] * N + j0, len) * cs;
-          Activate(s.gate_act[q], v);
-        };
-        for (int q = 0; q < 3; ++q) gate(q);
-        if (!s.peephole_o_new) gate(3);
-        CVec<A> i(ly.Act(pos[0], row) + j0, len), f(ly.Act(pos[1], row) + j0, len),
-            cc(ly.Act(pos[2], row) + j0, len), o(ly.Act(pos[3], row) + j0, len);
-        cs = f * cs + i * cc;
-        if (s.cell_clip > 0.f) cs = cs.max(A(-s.cell_clip)).min(A(s.cell_clip));
-        if (s.peephole_o_new) gate(3);
-        Vec<A>(ly.aux + row * N + j0, len) = cs;
-        h = cs;
-        Activate(s.cell_act, h);
-        if (ly.co != nullptr) Vec<A>(ly.co + row * N + j0, len) = h;
-        h *= o;
-        if (proj) Vec<A>(ly.hh + row * N + j0, len) = h;
+        A* cb = c + b * N + j0;  // c_prev on entry, the new c on exit
+        A* csr = ly.aux + row * N + j0;
+        A* cor = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
+        A* hhr = proj ? ly.hh + row * N + j0 : nullptr;
+        Chunked<A>(len, [&](auto width, Index o0, Index w) {
+          constexpr int W = decltype(width)::value;
+          using V = VecN<A, W>;
+          using CV = CVecN<A, W>;
+          const CV cp(cb + o0, w);
+          // Logical gate q (i, f, c', o) into its activation plane; the peephole term reads
+          // c_prev, or for o with peephole_o_new the new c (cn).
+          auto gate = [&](int q, const auto& cpeep) {
+            const Index k = pos[q], off = k * N + o0;
+            V v(ly.Act(k, row) + j0 + o0, w);
+            if (r != nullptr) {
+              v = CV(gx + off, w) + CV(r + off, w) + CV(bw + off, w) + CV(br + off, w);
+            } else {
+              v = CV(gx + off, w) + CV(bw + off, w) + CV(br + off, w);
+            }
+            if (s.peephole) v += CV(peep + off + j0, w) * cpeep;
+            ActivateIn(s.gate_act[q], v);
+            return v;
+          };
+          const V i = gate(0, cp), f = gate(1, cp), cc = gate(2, cp);
+          Loc<A, W> cn = f * cp + i * cc;
+          if (s.cell_clip > 0.f) cn = cn.max(A(-s.cell_clip)).min(A(s.cell_clip));
+          const V o = gate(3, s.peephole_o_new ? cn : Loc<A, W>(cp));
+          V(csr + o0, w) = cn;
+          V(cb + o0, w) = cn;
+          Loc<A, W> hv = cn;
+          ActivateIn(s.cell_act, hv);
+          if (cor != nullptr) V(cor + o0, w) = hv;
+          hv *= o;
+          V(hout + o0, w) = hv;
+          if (proj) V(hhr + o0, w) = hv;
+        });
         break;
       }
       case RnnMode::kGru: {
@@ -92,9 +113,9 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         Vec<A> rg = act(pr), z = act(pz), n = act(pn);
         CVec<A> gxn(gx + pn * N, len);  // read before n is written (they may be one buffer)
         if (phase != 2) {
-          rg = pre(pr);
+          pre(pr, rg);
           Activate(s.gate_act[0], rg);
-          z = pre(pz);
+          pre(pz, z);
           Activate(s.gate_act[1], z);
         }
         Vec<A> aux(ly.aux + row * N + j0, len);
@@ -121,14 +142,15 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       }
       case RnnMode::kTanh: {
         Vec<A> a = act(0);
-        a = pre(0);
+        pre(0, a);
         Activate(RnnAct::kTanh, a);
         h = a;
         break;
       }
       case RnnMode::kRelu: {
         Vec<A> a = act(0);
-        a = pre(0).max(A(0));
+        pre(0, a);
+        a = a.max(A(0));
         h = a;
         break;
       }
@@ -232,13 +254,17 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
       });
     }
-    if (fused) std::fill_n(hr, B * KN, A(0));
+    // Steps that are time rows, not gru (whose candidate keeps R·h apart): R·h is added to
+    // the step's gx rows in place (fused: [x_t, h]·[W; R] written there), and the pointwise
+    // pass reads no separate hr.
+    const bool in_gx = fused || (s.mode != RnnMode::kGru && (!sm.reverse || sm.AllFull(B)));
+    const A* hr_arg = in_gx ? nullptr : hr;
     auto block_gemm = [&](Index st, const A* h_in, Index k, Index j0, Index len) {
       const A* wp = rpack + j0 * K * KR + k * len * KR;
-      if (fused) {
+      if (in_gx) {
         const Index tau = sm.reverse ? s.T - 1 - st : st;
         A* out = ly.gx + tau * B * KN + k * N + j0;
-        packed::Gemm<A>(B, xr, len, xin + tau * B * xr, xr, wp, out, KN, false, b16);
+        if (fused) packed::Gemm<A>(B, xr, len, xin + tau * B * xr, xr, wp, out, KN, false, b16);
         packed::Gemm<A>(B, Hs, len, h_in, Hs, wp + xr * len, out, KN, true, b16);
         return;
       }
@@ -286,7 +312,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           if (!reset_before || k != pn) block_gemm(st, h_rec(k), k, j0, len);
         }
       }
-      FwdBlock<A>(s, sm, ly, st, j0, len, hr, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
+      FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
                   ylayer, peep, phase);
       if (s.has_mask && phase != 1 && st + 1 < steps) {
         mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
@@ -342,13 +368,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
 
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer) {
+                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer, int phase, A* rh) {
   const Index B = s.B, N = s.N;
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
-  std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place
   ForUnitBlocks(d, N, B * N * RnnK(s), [&](Index j0, Index len) {
-    FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, nullptr, ylayer, peep, 0);
+    FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, rh, ylayer, peep, phase);
   });
 }
 
@@ -403,7 +429,7 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
                                          const RnnFwdArgs<A>&, A*, A*);                        \
   template void rnn_cpu::StepForward<A>(const CpuDevice&, const RnnSpec&,                      \
                                         const rnn_cpu::Layer<A>&, const RnnFwdArgs<A>&,        \
-                                        const A*, A*);
+                                        const A*, A*, int, A*);
 TFRNN_INSTANTIATE_RNN_FWD(float)
 TFRNN_INSTANTIATE_RNN_FWD(double)
 #undef TFRNN_INSTANTIATE_RNN_FWD

@@ -66,56 +66,75 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
     }
     switch (s.mode) {
       case RnnMode::kLstm: {
+        // One pass over the units in packet chunks, the step's gradients in registers.
         const int* pos = s.gate_pos;
-        CVec<A> i = act(pos[0]), f = act(pos[1]), cc = act(pos[2]), o = act(pos[3]);
-        CVec<A> cs(ly.aux + row * N + j0, len);
-        const A* cp = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
-        CVec<A> cprev(cp, len);
-        Vec<A> dc(w.dc + b * N + j0, len);
-        if (a.dc_seq != nullptr) {
-          dc += CVec<A>(a.dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0, len);
-        }
-        // cell_act(c): the forward's (ly.co), or recomputed into dg's i slot, scratch until dg
-        // is written below (then dr, the step's gate gradients, is not dg).
-        const A* tcp = ly.co != nullptr ? ly.co + row * N + j0 : dg + pos[0] * N;
-        if (ly.co == nullptr) {
-          Vec<A> tc(dg + pos[0] * N, len);
-          tc = cs;
-          Activate(s.cell_act, tc);
-        }
-        CVec<A> tc(tcp, len);
-        Vec<A> tmp(dr + pos[0] * N, len);  // scratch until dr_i is written
-        tmp = dt * o;
-        add_grad(a.dco, tmp);
-        MulActGrad(s.cell_act, tc, tmp);
-        dc += tmp;
-        dt = dt * tc;  // the o slot
-        add_grad(a.dact[3], dt);
-        MulActGrad(s.gate_act[3], o, dt);
+        const A* csr = ly.aux + row * N + j0;
+        const A* cpr = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
+        const A* cor = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
+        const A* dcs = a.dc_seq != nullptr
+                           ? a.dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0
+                           : nullptr;
+        A* dcb = w.dc + b * N + j0;
+        const A* dtr = dr + last * N;  // dL/dh of the step (above)
         const bool o_new = s.peephole && s.peephole_o_new;
-        if (o_new) dc += dt * CVec<A>(peep + pos[3] * N + j0, len);
-        if (s.exact_clip_grad && s.cell_clip > 0.f) {
-          dc = (cs.abs() < A(s.cell_clip)).select(dc, A(0));
-        }
-        Vec<A> di(dr + pos[0] * N, len), df(dr + pos[1] * N, len), dcc(dr + pos[2] * N, len);
-        di = dc * cc;
-        add_grad(a.dact[0], di);
-        MulActGrad(s.gate_act[0], i, di);
-        df = dc * cprev;
-        add_grad(a.dact[1], df);
-        MulActGrad(s.gate_act[1], f, df);
-        dcc = dc * i;
-        add_grad(a.dact[2], dcc);
-        MulActGrad(s.gate_act[2], cc, dcc);
-        dc *= f;
-        if (s.peephole) {
-          for (int q = 0; q < (o_new ? 3 : 4); ++q) {
-            dc += CVec<A>(dr + pos[q] * N, len) * CVec<A>(peep + pos[q] * N + j0, len);
+        const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;
+        Chunked<A>(len, [&](auto width, Index o0, Index wd) {
+          constexpr int W = decltype(width)::value;
+          using V = VecN<A, W>;
+          using CV = CVecN<A, W>;
+          using L = Loc<A, W>;
+          auto plane = [&](int q) { return CV(ly.Act(pos[q], row) + j0 + o0, wd); };
+          const CV i = plane(0), f = plane(1), cc = plane(2), o = plane(3);
+          const CV cs(csr + o0, wd), cprev(cpr + o0, wd);
+          // Optional extra gradient of an activation, [TB, N] (RnnBwdArgs::dact, dco).
+          auto add_grad = [&](const A* g, L& v) {
+            if (g != nullptr) v += CV(g + row * N + j0 + o0, wd);
+          };
+          auto peep_of = [&](int q) { return CV(peep + pos[q] * N + j0 + o0, wd); };
+          const L dt = CV(dtr + o0, wd);
+          // cell_act(c): the forward's (ly.co), or recomputed.
+          L tc;
+          if (cor != nullptr) {
+            tc = CV(cor + o0, wd);
+          } else {
+            tc = cs;
+            ActivateIn(s.cell_act, tc);
           }
-        }
-        if (dg != dr) {
-          for (Index k = 0; k < 4; ++k) Vec<A>(dg + k * N, len) = CVec<A>(dr + k * N, len);
-        }
+          V dcv(dcb + o0, wd);
+          L dc = dcv;
+          if (dcs != nullptr) dc += CV(dcs + o0, wd);
+          L tmp = dt * o;
+          add_grad(a.dco, tmp);
+          MulActGrad(s.cell_act, tc, tmp);
+          dc += tmp;
+          L dout = dt * tc;
+          add_grad(a.dact[3], dout);
+          MulActGrad(s.gate_act[3], o, dout);
+          if (o_new) dc += dout * peep_of(3);
+          if (clip_mask) dc = (cs.abs() < A(s.cell_clip)).select(dc, A(0));
+          L di = dc * cc;
+          add_grad(a.dact[0], di);
+          MulActGrad(s.gate_act[0], i, di);
+          L df = dc * cprev;
+          add_grad(a.dact[1], df);
+          MulActGrad(s.gate_act[1], f, df);
+          L dcc = dc * i;
+          add_grad(a.dact[2], dcc);
+          MulActGrad(s.gate_act[2], cc, dcc);
+          dc *= f;
+          if (s.peephole) {
+            dc += di * peep_of(0) + df * peep_of(1) + dcc * peep_of(2);
+            if (!o_new) dc += dout * peep_of(3);
+          }
+          dcv = dc;
+          for (A* out : {dr, dg}) {
+            V(out + pos[0] * N + o0, wd) = di;
+            V(out + pos[1] * N + o0, wd) = df;
+            V(out + pos[2] * N + o0, wd) = dcc;
+            V(out + pos[3] * N + o0, wd) = dout;
+            if (dg == dr) break;
+          }
+        });
         if (carry) dhc.setZero();
         break;
       }
@@ -133,6 +152,8 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
           dpz = dt * (hp - n);
           dhc = dt * z;
         }
+        add_grad(a.dact[1], dpz);
+        add_grad(a.dact[2], dpn);
         MulActGrad(s.gate_act[1], z, dpz);
         MulActGrad(s.gate_act[2], n, dpn);
         A* dhr_row = w.dhr + row * KN + j0;
@@ -171,17 +192,21 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
 }
 
 // Second half of a reset-before gru step's backward, units [j0, j0 + len): with
-// drh = dL/d(r ⊙ h_rec) = dpn · R_n (dpn of every unit is in the carry's candidate slot),
-// r's gradient is drh ⊙ h_rec and h_prev receives drh ⊙ r (⊙ mask).
+// drh = dL/d(r ⊙ h_rec) = dpn · R_n (dpn of every unit is in the carry's candidate slot;
+// ly.R null: w.dhm already holds drh), r's gradient is drh ⊙ h_rec (+ a.dact[0]) and h_prev
+// receives drh ⊙ r (⊙ mask).
 template <typename A>
 void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* mask,
-                 bool mask_per_step, Index step, Index j0, Index len, const BwdBufs<A>& w) {
+                 bool mask_per_step, Index step, Index j0, Index len, const BwdBufs<A>& w,
+                 const RnnBwdArgs<A>& a) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
   const int pr = s.gate_pos[0], pn = s.gate_pos[2];
-  Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
-  Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
-  Eigen::Map<MatRM<A>, 0, OStride> drh(w.dhm + j0, B, len, OStride(Hs));
-  drh.noalias() = dpn * rn;
+  if (ly.R != nullptr) {
+    Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
+    Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
+    Eigen::Map<MatRM<A>, 0, OStride> drh(w.dhm + j0, B, len, OStride(Hs));
+    drh.noalias() = dpn * rn;
+  }
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
     if (tau < 0) continue;
@@ -198,6 +223,7 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
       dpr = d * hp;
       dh += d * rg;
     }
+    if (a.dact[0] != nullptr) dpr += CVec<A>(a.dact[0] + row * N + j0, len);
     MulActGrad(s.gate_act[0], rg, dpr);
     Vec<A>(w.dhr_cur + b * KN + pr * N + j0, len) = dpr;
     Vec<A>(w.dhr + row * KN + pr * N + j0, len) = dpr;
@@ -330,8 +356,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   BwdBufs<A> w = w0;
-  Zero(d, w.dgx, TB * KN);
-  if (gru) Zero(d, w.dhr, TB * KN);
+  // Rows no sequence reaches get no gradient (with every sequence full length, the steps
+  // write every row).
+  if (!sm.AllFull(B)) {
+    Zero(d, w.dgx, TB * KN);
+    if (gru) Zero(d, w.dhr, TB * KN);
+  }
   if (proj) Zero(d, w.dhtot, TB * s.P);
   std::copy_n(a.dhn + pseudo * B * Hs, B * Hs, w.dh);
   const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
@@ -377,14 +407,25 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       // block adds dhr of step 0 · R to dh: the gradient of h0. The per-step dhr alternates
       // between two buffers.
       A* dr[2] = {w.dhr_cur, w.dhr_prev};
+      // Steps that are time rows, dhr == dgx (not gru): a step's gate gradients are written
+      // once, to its dgx rows, and the next step's recurrent product reads them there.
+      const bool in_dgx = !gru && (!sm.reverse || sm.AllFull(B));
+      auto step_rows = [&](Index st) {
+        return w.dgx + (sm.reverse ? s.T - 1 - st : st) * B * KN;
+      };
       const Index phases = reset_before ? 2 : 1;
       auto item = [&](Index t, Index blk) {
         const Index i = t / phases, st = steps - 1 - i;
         const bool second = t % phases == 1;
         const Index j0 = blk * U, len = std::min(U, N - j0);
         BwdBufs<A> wl = w;
-        wl.dhr_cur = dr[i % 2];
-        wl.dhr_prev = dr[1 - i % 2];
+        if (in_dgx) {
+          if (st >= 0) wl.dhr_cur = step_rows(st);
+          if (st + 1 < steps) wl.dhr_prev = step_rows(st + 1);
+        } else {
+          wl.dhr_cur = dr[i % 2];
+          wl.dhr_prev = dr[1 - i % 2];
+        }
         if (!second && st + 1 < steps) {
           const A* rp = w.rpack + j0 * KN;
           if (gate_masks) {
@@ -404,7 +445,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         }
         if (st < 0) return;
         if (second) {
-          GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, wl);
+          GruResetBwd<A>(s, sm, ly, a.mask, a.mask_per_step, st, j0, len, wl, a);
         } else {
           BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, wl, peep, a);
         }
@@ -515,12 +556,17 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 
 template <typename A>
 void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w) {
+                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w, int phase) {
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
   ForUnitBlocks(d, s.N, s.B * s.N * RnnK(s), [&](Index j0, Index len) {
-    BwdBlock<A>(s, sm, ly, a.c0, dyl, 0, j0, len, w, peep, a);
+    if (phase == 2) {
+      GruResetBwd<A>(s, sm, ly, nullptr, false, 0, j0, len, w, a);
+    } else {
+      BwdBlock<A>(s, sm, ly, a.c0, dyl, 0, j0, len, w, peep, a);
+    }
   });
+  if (phase == 2) return;
   if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, a.c0, w.dgx, a.dpeephole);
 }
 
@@ -620,7 +666,7 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
                                           const rnn_cpu::BwdBufs<A>&);                         \
   template void rnn_cpu::StepBackward<A>(const CpuDevice&, const RnnSpec&,                     \
                                          const rnn_cpu::Layer<A>&, const RnnBwdArgs<A>&,       \
-                                         const A*, const rnn_cpu::BwdBufs<A>&);                \
+                                         const A*, const rnn_cpu::BwdBufs<A>&, int);           \
   template rnn_cpu::BwdBufs<A> rnn_cpu::CarveBwdBufs<A>(const RnnSpec&, A*, A**);
 TFRNN_INSTANTIATE_RNN_BWD(float)
 TFRNN_INSTANTIATE_RNN_BWD(double)

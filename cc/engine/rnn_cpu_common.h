@@ -93,6 +93,31 @@ Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve,
   return ly;
 }
 
+// x = act(x), in place, for any Eigen array x (a one-packet VecN, a Loc, a Vec).
+template <typename X>
+EIGEN_ALWAYS_INLINE void ActivateIn(RnnAct act, X& x) {
+  using S = typename X::Scalar;
+  switch (act) {
+    case RnnAct::kNone:
+      break;
+    case RnnAct::kRelu:
+      x = x.max(S(0));
+      break;
+    case RnnAct::kTanh:
+      x = x.tanh();
+      break;
+    case RnnAct::kSigmoid:
+      x = x.logistic();
+      break;
+    case RnnAct::kHardSigmoid:
+      x = (x * S(0.2) + S(0.5)).max(S(0)).min(S(1));
+      break;
+    case RnnAct::kKerasHardSigmoid:
+      x = (x * S(1.0 / 6.0) + S(0.5)).max(S(0)).min(S(1));
+      break;
+  }
+}
+
 // v = act(v), in place, in one-packet chunks (no scalar libm peel for tanh and sigmoid:
 // cpu_device.h Chunked).
 template <typename A>
@@ -100,51 +125,44 @@ void Activate(RnnAct act, Vec<A>& v) {
   if (act == RnnAct::kNone) return;
   Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
     VecN<A, decltype(width)::value> x(v.data() + c, w);
-    switch (act) {
-      case RnnAct::kNone:
-        break;
-      case RnnAct::kRelu:
-        x = x.max(A(0));
-        break;
-      case RnnAct::kTanh:
-        x = x.tanh();
-        break;
-      case RnnAct::kSigmoid:
-        x = x.logistic();
-        break;
-      case RnnAct::kHardSigmoid:
-        x = (x * A(0.2) + A(0.5)).max(A(0)).min(A(1));
-        break;
-      case RnnAct::kKerasHardSigmoid:
-        x = (x * A(1.0 / 6.0) + A(0.5)).max(A(0)).min(A(1));
-        break;
-    }
+    ActivateIn(act, x);
   });
 }
 
-// d *= act'(x), given y = act(x) (every supported activation's derivative is a function of y).
-template <typename A>
-void MulActGrad(RnnAct act, const CVec<A>& y, Vec<A>& d) {
+// d *= act'(x), given y = act(x) (every supported activation's derivative is a function of y),
+// for any Eigen arrays y and d.
+template <typename Y, typename D>
+EIGEN_ALWAYS_INLINE void MulActGrad(RnnAct act, const Y& y, D& d) {
+  using S = typename D::Scalar;
   switch (act) {
     case RnnAct::kNone:
       break;
     case RnnAct::kRelu:
-      d = (y > A(0)).select(d, A(0));
+      d = (y > S(0)).select(d, S(0));
       break;
     case RnnAct::kTanh:
-      d *= A(1) - y.square();
+      d *= S(1) - y.square();
       break;
     case RnnAct::kSigmoid:
-      d *= y * (A(1) - y);
+      d *= y * (S(1) - y);
       break;
     case RnnAct::kHardSigmoid:
-      d = (y > A(0) && y < A(1)).select(d * A(0.2), A(0));
+      d = (y > S(0) && y < S(1)).select(d * S(0.2), S(0));
       break;
     case RnnAct::kKerasHardSigmoid:
-      d = (y > A(0) && y < A(1)).select(d * A(1.0 / 6.0), A(0));
+      d = (y > S(0) && y < S(1)).select(d * S(1.0 / 6.0), S(0));
       break;
   }
 }
+
+// A register-sized local array for one Chunked chunk of width W (a packet, or Eigen::Dynamic
+// for the shorter tail, with a packet's fixed capacity: no heap).
+template <typename A, int W>
+using Loc = Eigen::Array<A, W, 1, 0,
+                         W == Eigen::Dynamic ? Eigen::internal::unpacket_traits<typename Eigen::
+                                                   internal::packet_traits<A>::type>::size
+                                             : W,
+                         1>;
 
 // Row of the mask for sequence b at time tau (column offset applied by the caller: MaskCol).
 template <typename A>
@@ -198,10 +216,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws);
 
 // One step (T == 1, one layer and direction, no mask or projection) whose ly.gx rows hold W·x
-// and hr [B, K·N] R·h0: the pointwise pass alone, into ylayer, a.hn and a.cn.
+// and hr [B, K·N] R·h0: the pointwise pass alone, into ylayer, a.hn and a.cn. A reset-before
+// gru step runs as phase 1 (r, z and r ⊙ h0 into rh [B, N]), then, once the caller has put
+// R_n·rh into hr's candidate block, phase 2.
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer);
+                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer, int phase = 0,
+                 A* rh = nullptr);
 
 // Backward of LayerForward (rnn_cpu_backward.cc): the gradients of the layer's weights into
 // ly.dW..., of its input into din (+= with accumulate_din), of its initial states into a.dh0,
@@ -211,12 +232,14 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                    const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* din,
                    bool accumulate_din, const BwdBufs<A>& w);
 
-// The pointwise backward of one lstm step (T == 1) with no GEMMs: the pre-activation gradients
-// into w.dgx (w.dhr_cur may be w.dgx when ly.co is given; w.dh null: no carry), dL/dc_prev into
-// w.dc (which holds the incoming carry), peephole gradients into a.dpeephole.
+// The pointwise backward of one step (T == 1) with no GEMMs: the pre-activation gradients
+// into w.dgx (w.dhr_cur may be w.dgx; lstm: w.dh null: no carry), lstm: dL/dc_prev into w.dc
+// (which holds the incoming carry), peephole gradients into a.dpeephole. A reset-before gru
+// step (w.dh: dL/dh_prev, zero on entry; w.dhr: [B, K·N]) runs as phase 0, then, once the
+// caller has put dL/d(r ⊙ h_prev) into w.dhm, phase 2 (r's gradient; h_prev's through r).
 template <typename A>
 void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w);
+                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w, int phase = 0);
 
 }  // namespace rnn_cpu
 }  // namespace tfrnn

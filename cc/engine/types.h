@@ -131,7 +131,9 @@ struct GruCellFwdArgs {
   A *r = nullptr, *u = nullptr, *c = nullptr, *h = nullptr;  // [N, H] each
 };
 
-inline Index GruCellFwdWorkspaceSize(Index N, Index H) { return N * 2 * H + 2 * N * H; }
+// (gru_cpu.cc: the pre-activations and recurrent products [N, 3H] x 2, r ⊙ h_prev and the
+// engine's aux plane [N, H] x 2, the biases [3H] x 2.)
+inline Index GruCellFwdWorkspaceSize(Index N, Index H) { return 8 * N * H + 6 * H; }
 
 // Backward of one GRU step (GRUBlockCellGrad):
 //     d_c_bar = (d_h ⊙ (1-u) + g_c) ⊙ (1 - c²)
@@ -154,7 +156,8 @@ struct GruCellBwdArgs {
   A* d_r_bar_u_bar = nullptr;  // [N, 2H]
 };
 
-inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return N * H; }
+// (gru_cpu.cc: the gate gradients [N, 3H] x 3, dL/d(r ⊙ h_prev) [N, H].)
+inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return 10 * N * H; }
 
 
 // ---------------------------------------------------------------------------------------------
@@ -399,6 +402,21 @@ inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H) 
 inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
   const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, 0, H);
   return RnnLayerBwdScratch(s) + 8 * H + 2 * N * H;
+}
+
+// The engine spec of the GRU block cell (GRUBlockCell(Grad), gru_cpu.cc): one step of a
+// reset-before gru, gates r, u (z), c (n) in blocks 0, 1, 2 of 3H columns, h = u ⊙ h_prev +
+// (1 - u) ⊙ c. The face computes the products itself (w_ru and w_c are two tensors).
+inline RnnSpec GruBlockRnnSpec(Index N, Index I, Index H) {
+  RnnSpec s;
+  s.mode = RnnMode::kGru;
+  s.T = 1;
+  s.B = N;
+  s.I = I;
+  s.N = H;
+  s.gru_reset_before = true;
+  s.weights_xw = true;
+  return s;
 }
 
 }  // namespace tfrnn
