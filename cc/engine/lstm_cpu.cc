@@ -27,6 +27,7 @@ Layer<A> BlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, A* gx
   ly.bW = b;
   ly.bR = br;
   ly.gx = gx;
+  ly.gx_scratch = true;
   const int* pos = s.gate_pos;
   // The forward writes the planes; the backward faces only read them.
   ly.act[pos[0]] = const_cast<A*>(i);

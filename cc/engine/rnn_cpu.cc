@@ -23,9 +23,88 @@ inline uint64_t Mix(uint64_t z) {
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
+// One lstm row's pointers for units [j0, j0 + len) (FwdBlock): the pre-activation parts gx,
+// hr (nullable), bw, br, the peephole vector (nullable) of K·N columns in block order, the
+// activation planes of the logical gates i, f, c', o, c (c_prev in, the new c out), the cell
+// plane cs, cell_act(c) co (nullable), h, and the unprojected h copy hh (nullable).
+template <typename A>
+struct LstmRow {
+  const A *gx, *hr, *bw, *br, *peep;
+  A* act[4];
+  A *c, *cs, *co, *h, *hh;
+};
+
+// The cuDNN activations (σ gates, tanh cell input and cell) and no peephole: LstmFwdRow's
+// straight-line path.
+inline bool LstmStandard(const RnnSpec& s) {
+  return !s.peephole && s.gate_act[0] == RnnAct::kSigmoid &&
+         s.gate_act[1] == RnnAct::kSigmoid && s.gate_act[2] == RnnAct::kTanh &&
+         s.gate_act[3] == RnnAct::kSigmoid && s.cell_act == RnnAct::kTanh;
+}
+
+// One lstm row forward in one pass over the units, in packet chunks with the gates and the
+// cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too).
+template <typename A, bool kStd, bool kHr>
+void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
+  const Index N = s.N;
+  const int* pos = s.gate_pos;
+  const A clip = static_cast<A>(s.cell_clip);
+  const bool do_clip = s.cell_clip > 0.f;
+  Chunked<A>(len, [&](auto width, Index o0, Index w) {
+    constexpr int W = decltype(width)::value;
+    using V = VecN<A, W>;
+    using CV = CVecN<A, W>;
+    using L = Loc<A, W>;
+    // The pre-activation of logical gate q (summed in the order gx, hr, bw, br).
+    auto pre = [&](int q) -> L {
+      const Index off = pos[q] * N + o0;
+      if constexpr (kHr) {
+        return CV(r.gx + off, w) + CV(r.hr + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
+      } else {
+        return CV(r.gx + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
+      }
+    };
+    const CV cp(r.c + o0, w);
+    V i(r.act[0] + o0, w), f(r.act[1] + o0, w), cc(r.act[2] + o0, w), o(r.act[3] + o0, w);
+    L cn, hv;
+    if constexpr (kStd) {
+      i = pre(0).logistic();
+      f = pre(1).logistic();
+      cc = pre(2).tanh();
+      o = pre(3).logistic();
+      cn = f * cp + i * cc;
+      if (do_clip) cn = cn.max(-clip).min(clip);
+      hv = cn.tanh();
+    } else {
+      // The peephole term of gate q reads c_prev, or for o with peephole_o_new the new c.
+      auto gate = [&](int q, V& v, const auto& cpeep) {
+        v = pre(q);
+        if (s.peephole) v += CV(r.peep + pos[q] * N + o0, w) * cpeep;
+        ActivateIn(s.gate_act[q], v);
+      };
+      gate(0, i, cp);
+      gate(1, f, cp);
+      gate(2, cc, cp);
+      if (!s.peephole_o_new) gate(3, o, cp);
+      cn = f * cp + i * cc;
+      if (do_clip) cn = cn.max(-clip).min(clip);
+      if (s.peephole_o_new) gate(3, o, cn);
+      hv = cn;
+      ActivateIn(s.cell_act, hv);
+    }
+    V(r.cs + o0, w) = cn;
+    V(r.c + o0, w) = cn;
+    if (r.co != nullptr) V(r.co + o0, w) = hv;
+    hv *= o;
+    V(r.h + o0, w) = hv;
+    if (r.hh != nullptr) V(r.hh + o0, w) = hv;
+  });
+}
+
 // Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
 // W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias), or is
-// null when the gx rows already hold W·x + R·h_prev.
+// null when the gx rows already hold W·x + R·h_prev. gstep (nullable): row b's whole
+// pre-activation (W·x + R·h_prev, no bias) is at gstep + b·K·N instead of gx's row.
 // phase 0 does the whole step. A reset-before gru step has two: phase 1 computes r, z and
 // rh = r ⊙ h_rec (into aux and rh_step, the operand of the candidate's recurrent product,
 // which needs every unit's r), phase 2 the candidate and h once hr's candidate block is
@@ -33,7 +112,7 @@ inline uint64_t Mix(uint64_t z) {
 template <typename A>
 void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index step, Index j0,
               Index len, const A* hr, const A* h_cur, const A* h_rec, A* h_next, A* c,
-              A* hh_step, A* y, const A* peep, int phase) {
+              A* hh_step, A* y, const A* peep, int phase, const A* gstep = nullptr) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
@@ -47,7 +126,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       continue;
     }
     const Index row = tau * B + b;
-    const A* gx = ly.gx + row * KN + j0;
+    const A* gx = gstep != nullptr ? gstep + b * KN + j0 : ly.gx + row * KN + j0;
     const A* r = hr != nullptr ? hr + b * KN + j0 : nullptr;
     const A* bw = ly.bW + j0;
     const A* br = ly.bR + j0;
@@ -68,44 +147,27 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     }
     switch (s.mode) {
       case RnnMode::kLstm: {
-        // One pass over the units in packet chunks, every gate and the cell in registers.
-        const int* pos = s.gate_pos;
-        A* cb = c + b * N + j0;  // c_prev on entry, the new c on exit
-        A* csr = ly.aux + row * N + j0;
-        A* cor = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
-        A* hhr = proj ? ly.hh + row * N + j0 : nullptr;
-        Chunked<A>(len, [&](auto width, Index o0, Index w) {
-          constexpr int W = decltype(width)::value;
-          using V = VecN<A, W>;
-          using CV = CVecN<A, W>;
-          const CV cp(cb + o0, w);
-          // Logical gate q (i, f, c', o) into its activation plane; the peephole term reads
-          // c_prev, or for o with peephole_o_new the new c (cn).
-          auto gate = [&](int q, const auto& cpeep) {
-            const Index k = pos[q], off = k * N + o0;
-            V v(ly.Act(k, row) + j0 + o0, w);
-            if (r != nullptr) {
-              v = CV(gx + off, w) + CV(r + off, w) + CV(bw + off, w) + CV(br + off, w);
-            } else {
-              v = CV(gx + off, w) + CV(bw + off, w) + CV(br + off, w);
-            }
-            if (s.peephole) v += CV(peep + off + j0, w) * cpeep;
-            ActivateIn(s.gate_act[q], v);
-            return v;
-          };
-          const V i = gate(0, cp), f = gate(1, cp), cc = gate(2, cp);
-          Loc<A, W> cn = f * cp + i * cc;
-          if (s.cell_clip > 0.f) cn = cn.max(A(-s.cell_clip)).min(A(s.cell_clip));
-          const V o = gate(3, s.peephole_o_new ? cn : Loc<A, W>(cp));
-          V(csr + o0, w) = cn;
-          V(cb + o0, w) = cn;
-          Loc<A, W> hv = cn;
-          ActivateIn(s.cell_act, hv);
-          if (cor != nullptr) V(cor + o0, w) = hv;
-          hv *= o;
-          V(hout + o0, w) = hv;
-          if (proj) V(hhr + o0, w) = hv;
-        });
+        LstmRow<A> lr;
+        lr.gx = gx;
+        lr.hr = r;
+        lr.bw = bw;
+        lr.br = br;
+        lr.peep = peep != nullptr ? peep + j0 : nullptr;
+        for (int q = 0; q < 4; ++q) lr.act[q] = ly.Act(s.gate_pos[q], row) + j0;
+        lr.c = c + b * N + j0;
+        lr.cs = ly.aux + row * N + j0;
+        lr.co = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
+        lr.h = hout;
+        lr.hh = proj ? ly.hh + row * N + j0 : nullptr;
+        if (LstmStandard(s)) {
+          if (r != nullptr) {
+            LstmFwdRow<A, true, true>(s, lr, len);
+          } else {
+            LstmFwdRow<A, true, false>(s, lr, len);
+          }
+        } else {
+          LstmFwdRow<A, false, true>(s, lr, len);
+        }
         break;
       }
       case RnnMode::kGru: {
@@ -257,13 +319,16 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     // Steps that are time rows, not gru (whose candidate keeps R·h apart): R·h is added to
     // the step's gx rows in place (fused: [x_t, h]·[W; R] written there), and the pointwise
     // pass reads no separate hr.
+    // A fused step whose gx is scratch (the block ops) computes into the one-step buffer hr,
+    // which stays in cache, instead of gx's rows.
     const bool in_gx = fused || (s.mode != RnnMode::kGru && (!sm.reverse || sm.AllFull(B)));
     const A* hr_arg = in_gx ? nullptr : hr;
+    const A* gstep = fused && ly.gx_scratch ? hr : nullptr;
     auto block_gemm = [&](Index st, const A* h_in, Index k, Index j0, Index len) {
       const A* wp = rpack + j0 * K * KR + k * len * KR;
       if (in_gx) {
         const Index tau = sm.reverse ? s.T - 1 - st : st;
-        A* out = ly.gx + tau * B * KN + k * N + j0;
+        A* out = (gstep != nullptr ? hr : ly.gx + tau * B * KN) + k * N + j0;
         if (fused) packed::Gemm<A>(B, xr, len, xin + tau * B * xr, xr, wp, out, KN, false, b16);
         packed::Gemm<A>(B, Hs, len, h_in, Hs, wp + xr * len, out, KN, true, b16);
         return;
@@ -313,7 +378,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
-                  ylayer, peep, phase);
+                  ylayer, peep, phase, gstep);
       if (s.has_mask && phase != 1 && st + 1 < steps) {
         mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
       }

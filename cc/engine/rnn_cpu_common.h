@@ -49,6 +49,8 @@ struct Layer {
   Index in_cols = 0;  // columns of the layer's input tensor
   const A *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
   A* gx = nullptr;       // [TB, KN]: W·x of each row (MakeLayer: the gate activations' rows)
+  bool gx_scratch = false;  // gx is not the activation planes: a fused-input step may keep its
+                            // pre-activations in a one-step buffer instead of gx's rows
   A* act[4] = {};        // gate block k's activations of row r at act[k] + r·act_ld
   Index act_ld = 0;
   A *aux = nullptr, *hh = nullptr;
