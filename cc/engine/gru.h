@@ -1,4 +1,5 @@
-// The GRU engine (see types.h for the equations). No TensorFlow includes.
+// The GRU block cell, a face of the stacked-RNN engine (gru_cpu.cc; see types.h for the
+// equations). No TensorFlow includes.
 #ifndef TF_RNN_OPS_CC_ENGINE_GRU_H_
 #define TF_RNN_OPS_CC_ENGINE_GRU_H_
 

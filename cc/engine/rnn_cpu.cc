@@ -159,14 +159,11 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         lr.co = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
         lr.h = hout;
         lr.hh = proj ? ly.hh + row * N + j0 : nullptr;
-        if (LstmStandard(s)) {
-          if (r != nullptr) {
-            LstmFwdRow<A, true, true>(s, lr, len);
-          } else {
-            LstmFwdRow<A, true, false>(s, lr, len);
-          }
+        const bool std_acts = LstmStandard(s);
+        if (r != nullptr) {
+          (std_acts ? LstmFwdRow<A, true, true> : LstmFwdRow<A, false, true>)(s, lr, len);
         } else {
-          LstmFwdRow<A, false, true>(s, lr, len);
+          (std_acts ? LstmFwdRow<A, true, false> : LstmFwdRow<A, false, false>)(s, lr, len);
         }
         break;
       }
