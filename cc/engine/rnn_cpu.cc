@@ -26,12 +26,13 @@ inline uint64_t Mix(uint64_t z) {
 // One lstm row's pointers for units [j0, j0 + len) (FwdBlock): the pre-activation parts gx,
 // hr (nullable), bw, br, the peephole vector (nullable) of K·N columns in block order, the
 // activation planes of the logical gates i, f, c', o, c (c_prev in, the new c out), the cell
-// plane cs, cell_act(c) co (nullable), h, and the unprojected h copy hh (nullable).
+// plane cs, cell_act(c) co (nullable), h, and h's copies hh (unprojected) and y (the layer
+// output), each nullable.
 template <typename A>
 struct LstmRow {
   const A *gx, *hr, *bw, *br, *peep;
   A* act[4];
-  A *c, *cs, *co, *h, *hh;
+  A *c, *cs, *co, *h, *hh, *y;
 };
 
 // The cuDNN activations (σ gates, tanh cell input and cell) and no peephole: LstmFwdRow's
@@ -98,6 +99,7 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
     hv *= o;
     V(r.h + o0, w) = hv;
     if (r.hh != nullptr) V(r.hh + o0, w) = hv;
+    if (r.y != nullptr) V(r.y + o0, w) = hv;
   });
 }
 
@@ -159,6 +161,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         lr.co = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
         lr.h = hout;
         lr.hh = proj ? ly.hh + row * N + j0 : nullptr;
+        lr.y = proj ? nullptr : y + row * yst + ly.dcol + j0;
         const bool std_acts = LstmStandard(s);
         if (r != nullptr) {
           (std_acts ? LstmFwdRow<A, true, true> : LstmFwdRow<A, false, true>)(s, lr, len);
@@ -214,7 +217,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         break;
       }
     }
-    if (!proj) Vec<A>(y + row * yst + ly.dcol + j0, len) = h;
+    if (!proj && s.mode != RnnMode::kLstm) Vec<A>(y + row * yst + ly.dcol + j0, len) = h;
   }
 }
 
