@@ -34,18 +34,16 @@ template <typename A>
 void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
   const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
   const RnnSpec s = GruBlockRnnSpec(N, I, H);
-  A* gx = ws;            // [N, 3H] x·[w_ru, w_c][:I]
-  A* hr = gx + N * G;    // [N, 3H] h_prev·w_ru[I:], then (r ⊙ h_prev)·w_c[I:]
-  A* rh = hr + N * G;    // [N, H]  r ⊙ h_prev
-  A* aux = rh + N * H;   // [N, H]  (the engine's copy of r ⊙ h_prev)
-  A* bw = aux + N * H;   // [3H]    [b_ru, b_c]
-  A* br = bw + G;        // [3H]    zeros
+  A* gx = ws;           // [N, 3H] [x, h_prev]·w_ru, then x·w_c + (r ⊙ h_prev)·w_c[I:]
+  A* rh = gx + N * G;   // [N, H]  r ⊙ h_prev (also the engine's aux plane)
+  A* bw = rh + N * H;   // [3H]    [b_ru, b_c]
+  A* br = bw + G;       // [3H]    zeros
   std::copy_n(a.b_ru, 2 * H, bw);
   std::copy_n(a.b_c, H, bw + 2 * H);
   std::fill_n(br, G, A(0));
   Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, nullptr);
   ly.gx = gx;
-  ly.aux = aux;
+  ly.aux = rh;
   ly.bW = bw;
   ly.bR = br;
   RnnFwdArgs<A> ra;
@@ -53,11 +51,12 @@ void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
   ra.hn = a.h;
   SmallGemm<A>(d, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, gx, G, false);
   SmallGemm<A>(d, false, false, N, H, I, a.x, I, a.w_c, H, gx + 2 * H, G, false);
-  SmallGemm<A>(d, false, false, N, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, hr, G,
-               false);
-  StepForward<A>(d, s, ly, ra, hr, a.h, 1, rh);
-  SmallGemm<A>(d, false, false, N, H, H, rh, H, a.w_c + I * H, H, hr + 2 * H, G, false);
-  StepForward<A>(d, s, ly, ra, hr, a.h, 2, rh);
+  SmallGemm<A>(d, false, false, N, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, gx, G,
+               true);
+  // The recurrent products are in gx (hr null).
+  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, 1, rh);
+  SmallGemm<A>(d, false, false, N, H, H, rh, H, a.w_c + I * H, H, gx + 2 * H, G, true);
+  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, 2, rh);
 }
 
 template <typename A>
@@ -66,8 +65,9 @@ void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
   const RnnSpec s = GruBlockRnnSpec(N, I, H);
   BwdBufs<A> w{};
   w.dgx = ws;              // [N, 3H] the gate gradients [d_r_bar, d_u_bar, d_c_bar]
-  w.dhr = w.dgx + N * G;   // [N, 3H] (the engine's recurrent-product gradients)
-  w.dhr_cur = w.dhr + N * G;
+  // [N, 3H] the engine's recurrent-product gradients (one step: the step's rows are the
+  // layer's rows, one buffer)
+  w.dhr = w.dhr_cur = w.dgx + N * G;
   w.dhm = w.dhr_cur + N * G;  // [N, H] d_hr = dL/d(r ⊙ h_prev)
   w.dh = a.d_h_prev;          // dL/dh_prev: the pointwise terms, then the products
   std::fill_n(a.d_h_prev, N * H, A(0));

@@ -81,8 +81,6 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& c, const LstmFwdArgs<A>
     A* gx = take(L * N * G);
     A* peep = take(G);
     A* br = take(G);
-    A* hn = take(NH);
-    A* cn = take(NH);
     std::fill_n(br, G, A(0));
     std::fill_n(br + s.gate_pos[1] * H, H, static_cast<A>(c.forget_bias));
     if (c.use_peephole) PackPeephole<A>(s, a.wci, a.wcf, a.wco, peep);
@@ -92,17 +90,19 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& c, const LstmFwdArgs<A>
     ra.h0 = a.h_prev;
     ra.c0 = a.cs_prev;
     ra.y = a.h;
-    ra.hn = hn;
-    ra.cn = cn;
     ra.peephole = peep;
     if (L == 1) {
-      // A single step (LSTMBlockCell, or seq_len_max 1): x·W and h_prev·R by SmallGemm on w in
-      // place (packing would not pay for one product), then the pointwise pass.
-      A* hr = take(N * G);
+      // A single step (LSTMBlockCell, or seq_len_max 1): x·W + h_prev·R by SmallGemm on w in
+      // place (packing would not pay for one product), then the pointwise pass, whose final
+      // states are the outputs h and cs themselves.
+      ra.hn = a.h;
+      ra.cn = a.cs;
       SmallGemm<A>(d, false, false, N, G, I, a.x, I, a.w, G, gx, G, false);
-      SmallGemm<A>(d, false, false, N, G, H, a.h_prev, H, a.w + I * G, G, hr, G, false);
-      StepForward<A>(d, s, ly, ra, hr, a.h);
+      SmallGemm<A>(d, false, false, N, G, H, a.h_prev, H, a.w + I * G, G, gx, G, true);
+      StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h);
     } else {
+      ra.hn = take(NH);
+      ra.cn = take(NH);
       LayerForward<A>(d, s, 0, ly, a.x, ra, a.h, p);
     }
   }

@@ -186,7 +186,9 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
           Vec<A>(hh_step + b * N + j0, len) = aux;
           continue;  // h in phase 2
         }
-        if (phase == 2) {
+        if (phase == 2 && r == nullptr) {  // gx holds R_n·rh too
+          n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(br + pn * N, len);
+        } else if (phase == 2) {
           n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(r + pn * N, len) +
               CVec<A>(br + pn * N, len);
         } else {

@@ -183,15 +183,14 @@ inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
 // pool thread costs more than a small step's pass), else on the pool.
 template <typename Fn>
 void ForUnitBlocks(const CpuDevice& d, Index N, Index elems, Fn&& fn) {
-  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
-  auto run = [&](Index b0, Index b1) {
-    for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, N - blk * U));
-  };
-  if (elems <= kInlineElems) {
-    run(0, blocks);
-  } else {
-    ParallelFor(d, blocks, kCostPerElem * double(elems) / double(blocks), run);
+  if (elems <= kInlineElems) {  // one block: splitting on one thread only adds row overhead
+    fn(Index(0), N);
+    return;
   }
+  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  ParallelFor(d, blocks, kCostPerElem * double(elems) / double(blocks), [&](Index b0, Index b1) {
+    for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, N - blk * U));
+  });
 }
 
 // Buffers of one layer's backward, carved from RnnLayerBwdScratch(s) elements at ws (*end:

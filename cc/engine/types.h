@@ -131,9 +131,8 @@ struct GruCellFwdArgs {
   A *r = nullptr, *u = nullptr, *c = nullptr, *h = nullptr;  // [N, H] each
 };
 
-// (gru_cpu.cc: the pre-activations and recurrent products [N, 3H] x 2, r ⊙ h_prev and the
-// engine's aux plane [N, H] x 2, the biases [3H] x 2.)
-inline Index GruCellFwdWorkspaceSize(Index N, Index H) { return 8 * N * H + 6 * H; }
+// (gru_cpu.cc: the pre-activations [N, 3H], r ⊙ h_prev [N, H], the biases [3H] x 2.)
+inline Index GruCellFwdWorkspaceSize(Index N, Index H) { return 4 * N * H + 6 * H; }
 
 // Backward of one GRU step (GRUBlockCellGrad):
 //     d_c_bar = (d_h ⊙ (1-u) + g_c) ⊙ (1 - c²)
@@ -156,8 +155,8 @@ struct GruCellBwdArgs {
   A* d_r_bar_u_bar = nullptr;  // [N, 2H]
 };
 
-// (gru_cpu.cc: the gate gradients [N, 3H] x 3, dL/d(r ⊙ h_prev) [N, H].)
-inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return 10 * N * H; }
+// (gru_cpu.cc: the gate gradients [N, 3H] x 2, dL/d(r ⊙ h_prev) [N, H].)
+inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return 7 * N * H; }
 
 
 // ---------------------------------------------------------------------------------------------
@@ -389,13 +388,15 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I
   s.bf16 = c.bf16;
   return s;
 }
-// Scratch of LstmForward: the input projection [L·N, 4H], the layer's forward scratch (one
-// step: the recurrent product [N, 4H]), the peephole vector and recurrent bias [4H] x 2, the
-// final states [N, H] x 2.
+// Scratch of LstmForward: the input projection [L·N, 4H], the peephole vector and recurrent
+// bias [4H] x 2, and for more than one step the final states [N, H] x 2 and the layer's
+// forward scratch. (A single step is kept small: a scratch over glibc's mmap threshold, 128
+// KiB, costs page faults on every call.)
 inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H) {
+  const Index base = seq_len_max * N * 4 * H + 8 * H;
+  if (seq_len_max <= 1) return base;
   const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, I, H);
-  const Index layer = seq_len_max > 1 ? RnnFwdWorkspaceSize(s) : N * 4 * H;
-  return seq_len_max * N * 4 * H + layer + 8 * H + 2 * N * H;
+  return base + 2 * N * H + RnnFwdWorkspaceSize(s);
 }
 // Scratch of LstmBackward: the layer's backward scratch, the peephole vector and its gradient
 // [4H] x 2, zero final-state gradients [N, H] x 2.
