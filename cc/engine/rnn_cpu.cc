@@ -440,7 +440,7 @@ void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place
-  ForUnitBlocks(d, N, B * N * RnnK(s), [&](Index j0, Index len) {
+  ForUnitBlocks(d, N, B * N, [&](Index j0, Index len) {
     FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, rh, ylayer, peep, phase);
   });
 }

@@ -559,7 +559,7 @@ void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
                   const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w, int phase) {
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
-  ForUnitBlocks(d, s.N, s.B * s.N * RnnK(s), [&](Index j0, Index len) {
+  ForUnitBlocks(d, s.N, s.B * s.N, [&](Index j0, Index len) {
     if (phase == 2) {
       GruResetBwd<A>(s, sm, ly, nullptr, false, 0, j0, len, w, a);
     } else {

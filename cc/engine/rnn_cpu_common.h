@@ -179,8 +179,9 @@ inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
 }
 
 // Runs fn(j0, len) over the unit blocks [j0, j0 + len) of N units for the pointwise pass of a
-// single step over `elems` elements (StepForward, StepBackward): inline unless large (waking a
-// pool thread costs more than a small step's pass), else on the pool.
+// single step of `elems` = rows × units (StepForward, StepBackward; PointwiseRows's
+// threshold): inline unless large (waking a pool thread costs more than a small step's pass),
+// else on the pool.
 template <typename Fn>
 void ForUnitBlocks(const CpuDevice& d, Index N, Index elems, Fn&& fn) {
   if (elems <= kInlineElems) {  // one block: splitting on one thread only adds row overhead
