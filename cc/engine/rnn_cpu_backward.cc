@@ -139,40 +139,57 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         break;
       }
       case RnnMode::kGru: {
+        // One pass over the units in packet chunks, the step's gradients in registers.
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
-        CVec<A> rg = act(pr), z = act(pz), n = act(pn);
-        CVec<A> aux(ly.aux + row * N + j0, len), hp(ly.hprev + row * Hs + j0, len);
-        Vec<A> dpr(dg + pr * N, len), dpz(dg + pz * N, len), dpn(dg + pn * N, len);
-        if (s.gru_z_new) {
-          dpn = dt * z;
-          dpz = dt * (n - hp);
-          dhc = dt * (one - z);
-        } else {
-          dpn = dt * (one - z);
-          dpz = dt * (hp - n);
-          dhc = dt * z;
-        }
-        add_grad(a.dact[1], dpz);
-        add_grad(a.dact[2], dpn);
-        MulActGrad(s.gate_act[1], z, dpz);
-        MulActGrad(s.gate_act[2], n, dpn);
+        const bool rb = s.gru_reset_before;
+        const A* hpr = ly.hprev + row * Hs + j0;
+        const A* auxr = rb ? nullptr : ly.aux + row * N + j0;
+        const A* dtr = dr + last * N;  // dL/dh of the step (above)
+        A* dhcp = carry ? w.dh + b * Hs + j0 : nullptr;
         A* dhr_row = w.dhr + row * KN + j0;
-        if (s.gru_reset_before) {
-          // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetBwd.
-          // Until then the carry's candidate slot holds dpn.
-          Vec<A>(dr + pr * N, len).setZero();
-          Vec<A>(dr + pz * N, len) = dpz;
-          Vec<A>(dr + pn * N, len) = dpn;
-          Vec<A>(dhr_row + pz * N, len) = dpz;
-          Vec<A>(dhr_row + pn * N, len) = dpn;
-        } else {
-          dpr = dpn * aux;
-          MulActGrad(s.gate_act[0], rg, dpr);
-          Vec<A>(dr + pr * N, len) = dpr;
-          Vec<A>(dr + pz * N, len) = dpz;
-          Vec<A>(dr + pn * N, len) = dpn * rg;
-          for (Index k = 0; k < 3; ++k) Vec<A>(dhr_row + k * N, len) = CVec<A>(dr + k * N, len);
-        }
+        Chunked<A>(len, [&](auto width, Index o0, Index wd) {
+          constexpr int W = decltype(width)::value;
+          using V = VecN<A, W>;
+          using CV = CVecN<A, W>;
+          using L = Loc<A, W>;
+          auto plane = [&](int k) { return CV(ly.Act(k, row) + j0 + o0, wd); };
+          const CV rg = plane(pr), z = plane(pz), n = plane(pn), hp(hpr + o0, wd);
+          const L dt = CV(dtr + o0, wd);
+          L dpn, dpz;
+          if (s.gru_z_new) {
+            dpn = dt * z;
+            dpz = dt * (n - hp);
+            if (dhcp != nullptr) V(dhcp + o0, wd) = dt * (one - z);
+          } else {
+            dpn = dt * (one - z);
+            dpz = dt * (hp - n);
+            if (dhcp != nullptr) V(dhcp + o0, wd) = dt * z;
+          }
+          if (a.dact[1] != nullptr) dpz += CV(a.dact[1] + row * N + j0 + o0, wd);
+          if (a.dact[2] != nullptr) dpn += CV(a.dact[2] + row * N + j0 + o0, wd);
+          MulActGrad(s.gate_act[1], z, dpz);
+          MulActGrad(s.gate_act[2], n, dpn);
+          V(dg + pz * N + o0, wd) = dpz;
+          V(dg + pn * N + o0, wd) = dpn;
+          V(dr + pz * N + o0, wd) = dpz;
+          V(dhr_row + pz * N + o0, wd) = dpz;
+          if (rb) {
+            // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetBwd.
+            // Until then the carry's candidate slot holds dpn.
+            V(dr + pr * N + o0, wd).setZero();
+            V(dr + pn * N + o0, wd) = dpn;
+            V(dhr_row + pn * N + o0, wd) = dpn;
+          } else {
+            L dpr = dpn * CV(auxr + o0, wd);
+            MulActGrad(s.gate_act[0], rg, dpr);
+            const L dnr = dpn * rg;
+            V(dg + pr * N + o0, wd) = dpr;
+            for (A* out : {dr, dhr_row}) {
+              V(out + pr * N + o0, wd) = dpr;
+              V(out + pn * N + o0, wd) = dnr;
+            }
+          }
+        });
         break;
       }
       case RnnMode::kTanh:
@@ -211,22 +228,32 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
     const Index tau = sm.Tau(b, step);
     if (tau < 0) continue;
     const Index row = tau * B + b;
-    CVec<A> d(w.dhm + b * Hs + j0, len), rg(ly.Act(pr, row) + j0, len);
-    CVec<A> hp(ly.hprev + row * Hs + j0, len);
-    Vec<A> dpr(w.dgx + row * KN + pr * N + j0, len);
-    Vec<A> dh(w.dh + b * Hs + j0, len);
-    if (s.has_mask) {
-      CVec<A> m(MaskRow(s, mask, mask_per_step, tau, b) + MaskCol(s, ly.dcol, pn) + j0, len);
-      dpr = d * hp * m;
-      dh += d * rg * m;
-    } else {
-      dpr = d * hp;
-      dh += d * rg;
-    }
-    if (a.dact[0] != nullptr) dpr += CVec<A>(a.dact[0] + row * N + j0, len);
-    MulActGrad(s.gate_act[0], rg, dpr);
-    Vec<A>(w.dhr_cur + b * KN + pr * N + j0, len) = dpr;
-    Vec<A>(w.dhr + row * KN + pr * N + j0, len) = dpr;
+    const A* m = s.has_mask
+                     ? MaskRow(s, mask, mask_per_step, tau, b) + MaskCol(s, ly.dcol, pn) + j0
+                     : nullptr;
+    const A* g = a.dact[0] != nullptr ? a.dact[0] + row * N + j0 : nullptr;
+    Chunked<A>(len, [&](auto width, Index o0, Index wd) {
+      using V = VecN<A, decltype(width)::value>;
+      using CV = CVecN<A, decltype(width)::value>;
+      using L = Loc<A, decltype(width)::value>;
+      const CV d(w.dhm + b * Hs + j0 + o0, wd), rg(ly.Act(pr, row) + j0 + o0, wd);
+      const CV hp(ly.hprev + row * Hs + j0 + o0, wd);
+      V dh(w.dh + b * Hs + j0 + o0, wd);
+      L dpr;
+      if (m != nullptr) {
+        const CV mk(m + o0, wd);
+        dpr = d * hp * mk;
+        dh += d * rg * mk;
+      } else {
+        dpr = d * hp;
+        dh += d * rg;
+      }
+      if (g != nullptr) dpr += CV(g + o0, wd);
+      MulActGrad(s.gate_act[0], rg, dpr);
+      V(w.dgx + row * KN + pr * N + j0 + o0, wd) = dpr;
+      V(w.dhr_cur + b * KN + pr * N + j0 + o0, wd) = dpr;
+      V(w.dhr + row * KN + pr * N + j0 + o0, wd) = dpr;
+    });
   }
 }
 
