@@ -49,10 +49,6 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
     const bool carry = !proj && w.dh != nullptr;  // no dh: no carry (a single step)
     Vec<A> dhc(carry ? w.dh + b * Hs + j0 : dg, carry ? len : 0);
     auto act = [&](Index k) { return CVec<A>(ly.Act(k, row) + j0, len); };
-    // Optional extra gradient of an activation, [TB, N] (RnnBwdArgs::dact, dco).
-    auto add_grad = [&](const A* g, Vec<A>& v) {
-      if (g != nullptr) v += CVec<A>(g + row * N + j0, len);
-    };
     // dL/dh of this step, materialised in the slot of the gate written last (lstm: o, gru: the
     // candidate, rnn: the only one).
     const Index last = s.mode == RnnMode::kLstm ? s.gate_pos[3] : K - 1;
