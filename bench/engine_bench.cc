@@ -1,6 +1,7 @@
 // TensorFlow-free benchmark of the LSTM engine and of the GEMM shapes it runs, on an Eigen
 // thread pool of the requested size. Shows where forward/backward time goes.
 //   bazel run -c opt //bench:engine_bench -- T N I H threads [quick]
+// BENCH_BF16=1 in the environment: the engines' bf16 products (a bfloat16 op's).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,10 +51,13 @@ int main(int argc, char** argv) {
        b = vec(G);
   std::vector<float> acts[7];
   for (auto& a : acts) a.resize(T * N * H);
+  // BENCH_BF16=1: the products of a bfloat16 op (bf16_gemm.h, where the CPU has AVX512_BF16).
+  const bool bf16 = std::getenv("BENCH_BF16") != nullptr && std::getenv("BENCH_BF16")[0] == '1';
   std::vector<float> ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, N, H),
-                                  tfrnn::LstmFwdWorkspaceSize(T, N, I, H)));
+                                  tfrnn::LstmFwdWorkspaceSize(T, N, I, H, bf16)));
   tfrnn::LstmCellSpec spec;
   spec.order = tfrnn::kIfco;
+  spec.bf16 = bf16;
   tfrnn::LstmFwdArgs<float> fa;
   fa.T = T, fa.N = N, fa.I = I, fa.H = H, fa.seq_len_max = T;
   fa.x = x.data(), fa.cs_prev = cs0.data(), fa.h_prev = h0.data(), fa.w = w.data();
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
   tfrnn::RnnSpec rs;
   rs.mode = tfrnn::RnnMode::kLstm;
   rs.T = T, rs.B = N, rs.I = I, rs.N = H;
+  rs.bf16 = bf16;
   std::vector<float> params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
       y(T * N * H), hn(N * H), cn(N * H),
       rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));

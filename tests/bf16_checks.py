@@ -7,7 +7,8 @@ max |ours - ref| / max(1, max |ref|) over all outputs, and a checksum of our res
 whether the products ran in bf16). The sizes reach every path of the engines' products: the
 pipelined step chain (small batch: the input projection and weight gradients of chunks beside
 the chain), the non-pipelined path (large batch: one pool GEMM each), the fused input path of
-the LSTM block engine, odd inputs (a zero-padded pair), and column tails of 16, 1.
+the LSTM block engine (and of larger weights with bf16 products), odd inputs (a zero-padded
+pair), and column tails of 16, 1.
 
     python tests/bf16_checks.py        # one JSON line per case
 """
@@ -32,11 +33,15 @@ BF16, F64 = tf.bfloat16, tf.float64
 RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
              ("gru", 1, "unidirectional", 12, 8, 24, 48),
              ("lstm", 2, "bidirectional", 5, 70, 17, 37),        # pool GEMMs, odd sizes
-             ("gru", 1, "unidirectional", 6, 80, 64, 80)]
+             ("gru", 1, "unidirectional", 6, 80, 64, 80),
+             # fused input with bf16 products only ((I + N)·4N between 2^18 and 2^19)
+             ("lstm", 1, "unidirectional", 5, 40, 150, 200)]
 # BlockLSTMV2 + its registered gradient: (T, N, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
-               (8, 16, 40, 136)]    # recurrent packed product, pipelined backward
+               (8, 16, 40, 136),    # recurrent packed product, pipelined backward
+               (5, 40, 150, 201)]   # fused input with bf16 products only, pipelined backward
+                                    # (W packed once, transposed, with a tail pair)
 
 
 def rel_err(got, want):

@@ -261,7 +261,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool fused = !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
                      !s.preprojected &&
                      steps > 1 && ly.in == ly.in_cols && sm.AllFull(B) &&
-                     RnnFusesInput(ly.in, Hs, KN);
+                     RnnFusesInput(ly.in, Hs, KN, b16);
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (fused) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace tfrnn {
 namespace {
@@ -309,6 +310,17 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
   const bool b16 = s.bf16 && bf16::Available(), xw = s.weights_xw;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
+  // With bf16 products, W is packed once for the din rows of every chunk (GemmB16Serial
+  // would pack it per chunk).
+  std::vector<A> wpack;
+  if (b16 && in > 0) {
+    wpack.resize(KN * in);
+    if (xw) {
+      packed::PackColMajor<A>(KN, in, ly.W, KN, wpack.data(), true);
+    } else {
+      packed::PackRowMajor<A>(KN, in, ly.W, in, wpack.data(), 0, 0, true);
+    }
+  }
   ChainWithChunkGrads(
       d, steps, B, KN,
       SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
@@ -331,6 +343,11 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
       },
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
+        if (!wpack.empty()) {
+          packed::Gemm<A>(rows, KN, in, w.dgx + r0 * KN, KN, wpack.data(), din + r0 * in, in,
+                          accumulate_din, true);
+          return;
+        }
         GemmB16Serial<A>(b16, false, xw, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, xw ? KN : in,
                          din + r0 * in, in, accumulate_din);
       });

@@ -330,7 +330,7 @@ class CudnnRnnForwardOp : public OpKernel {
     }
     a.reserve = s.training ? reinterpret_cast<A*>(reserve->flat<T>().data())
                            : br.Scratch(reserve_a);
-    A* ws = br.Scratch(RnnFwdWorkspaceSize(s));
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<T>(s)));
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));

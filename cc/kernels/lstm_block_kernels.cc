@@ -173,11 +173,11 @@ class LstmForwardOp : public OpKernel {
     A** dst[7] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h};
     for (int k = 0; k < 7; ++k) *dst[k] = br.Out(outs[k]);
     TfHostPool pool(ctx);
-    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H));
+    const LstmCellSpec spec = SpecFor<T>(MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_));
+    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H, spec.bf16));
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    const LstmCellSpec spec = SpecFor<T>(MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_));
     EngineFns<A>::Forward(*engine)(pool, spec, a, ws);
     br.Finish();
   }

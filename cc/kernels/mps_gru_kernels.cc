@@ -99,7 +99,7 @@ class MpsGruOp : public OpKernel {
     RnnFwdArgs<A>& a = pk.f;
     a.y = br.Out(state);
     A* z_out = desc_.training ? br.Out(z) : nullptr;
-    A* ws = br.Scratch(RnnFwdWorkspaceSize(s));
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
@@ -170,7 +170,7 @@ class MpsGruGradOp : public OpKernel {
     pk.Pack(br, in);
     RnnFwdArgs<A>& f = pk.f;
     f.y = br.Scratch(T * B * D * H);
-    A* fws = br.Scratch(RnnFwdWorkspaceSize(s));
+    A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
     A* dhn = br.Scratch(D * B * H);
     const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
     RnnBwdArgs<A> g = BwdArgsOf(f);

@@ -107,7 +107,7 @@ class MpsLstmOp : public OpKernel {
     a.y = br.Out(state);
     A* cell_out = desc_.produce_cell ? br.Out(cell) : nullptr;
     A* z_out = desc_.training ? br.Out(z) : nullptr;
-    A* ws = br.Scratch(RnnFwdWorkspaceSize(s));
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
     OP_REQUIRES_OK(ctx, br.status());
     const EngineApi* engine;
     OP_REQUIRES_OK(ctx, GetEngine(&engine));
@@ -191,7 +191,7 @@ class MpsLstmGradOp : public OpKernel {
     pk.Pack(br, in);
     RnnFwdArgs<A>& f = pk.f;
     f.y = br.Scratch(T * B * D * H);
-    A* fws = br.Scratch(RnnFwdWorkspaceSize(s));
+    A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
     // Final-state gradients as [D, B, H].
     A* dhn = br.Scratch(D * B * H);
     A* dcn = br.Scratch(D * B * H);
