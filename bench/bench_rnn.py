@@ -15,6 +15,8 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   gru_cell_grad    GRUBlockCellGrad stepped over T, plus the dW matmuls, vs stock
   lstm_train       LSTM fwd+bwd: BlockLSTMV2 + BlockLSTMGradV2    vs stock (same ops), torch
   gru_train        GRU fwd+bwd: CudnnRNNV3 + CudnnRNNBackpropV3   vs torch nn.GRU
+  lstm_train_cudnn LSTM fwd+bwd: CudnnRNNV3 + CudnnRNNBackpropV3 (the op of the Keras layers;
+                   no activation planes through the op boundary) vs torch nn.LSTM
   keras_lstm       training step (forward, loss, all gradients) of tf_rnn_ops.keras.LSTM
                    (fused CudnnRNNV3)                             vs keras.layers.LSTM
   keras_gru        the same for GRU                               vs keras.layers.GRU
@@ -59,21 +61,22 @@ tf.get_logger().setLevel("ERROR")  # each benchmark is its own tf.function: no r
 from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
 BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_cell",
-           "gru_cell_grad", "lstm_train", "gru_train", "keras_lstm", "keras_gru", "keras_lstm_mask",
-           "keras_lstm_rdrop", "keras_gru_rdrop", "keras_simple"]
+           "gru_cell_grad", "lstm_train", "gru_train", "lstm_train_cudnn", "keras_lstm",
+           "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop", "keras_gru_rdrop", "keras_simple"]
 # Peers of each benchmark, in the order they are printed.
 PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
          "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
-         "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "keras_lstm": ["keras"],
-         "keras_gru": ["keras"], "keras_lstm_mask": ["keras"], "keras_lstm_rdrop": ["keras"],
-         "keras_gru_rdrop": ["keras"], "keras_simple": ["keras"]}
+         "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "lstm_train_cudnn": ["torch"],
+         "keras_lstm": ["keras"], "keras_gru": ["keras"], "keras_lstm_mask": ["keras"],
+         "keras_lstm_rdrop": ["keras"], "keras_gru_rdrop": ["keras"], "keras_simple": ["keras"]}
 # Benchmarks whose peak memory is measured (the backward passes).
 BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
-            "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop", "keras_gru_rdrop",
-            "keras_simple"}
+            "lstm_train_cudnn", "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop",
+            "keras_gru_rdrop", "keras_simple"}
 # Targets from issue #5 (float32): (bench, peer, minimum speed-up peer_ms / ours_ms).
 TARGETS = [("block_lstm_grad", "stock", 3.0), ("block_lstm", "stock", 1.5),
            ("lstm_train", "torch", 1.2), ("gru_train", "torch", 1.2),
+           ("lstm_train_cudnn", "torch", 1.2),
            ("keras_lstm", "keras", 3.0)]
 GEMM_TARGET = ("block_lstm_grad", (100, 64, 256, 256), 0.70)
 LSTM_ACTS = ["i", "cs", "f", "o", "ci", "co", "h"]
@@ -256,15 +259,16 @@ class Case:
             rnn_mode=mode), [-1])[0])
         return self.r(n, scale=1.0 / np.sqrt(I + H))
 
-    def gru_train(self):
+    def _cudnn_train(self, mode, torch_kind):
         T, N, I, H = self.size
 
         def make():
-            params = self._cudnn_params("gru")
+            params = self._cudnn_params(mode)
             x, h0 = self.lstm["x"], self.lstm["h_prev"][None]
+            c0 = self.lstm["cs_prev"][None] if mode == "lstm" else h0
             lengths = tf.fill([N], T)
-            kw = dict(input=x, input_h=h0, input_c=h0, params=params, sequence_lengths=lengths,
-                      rnn_mode="gru")
+            kw = dict(input=x, input_h=h0, input_c=c0, params=params, sequence_lengths=lengths,
+                      rnn_mode=mode)
 
             @tf.function
             def step():
@@ -274,7 +278,13 @@ class Case:
                     output_h_backprop=tf.zeros_like(hn), output_c_backprop=tf.zeros_like(cn),
                     reserve_space=reserve, host_reserved=host)
             return step
-        return {"ours": make, "torch": lambda: self._torch_step("GRU")}
+        return {"ours": make, "torch": lambda: self._torch_step(torch_kind)}
+
+    def gru_train(self):
+        return self._cudnn_train("gru", "GRU")
+
+    def lstm_train_cudnn(self):
+        return self._cudnn_train("lstm", "LSTM")
 
     def _torch_step(self, kind):
         torch = _torch()
