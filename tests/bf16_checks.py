@@ -35,7 +35,9 @@ RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
              ("lstm", 2, "bidirectional", 5, 70, 17, 37),        # pool GEMMs, odd sizes
              ("gru", 1, "unidirectional", 6, 80, 64, 80),
              # fused input with bf16 products only ((I + N)·4N between 2^18 and 2^19)
-             ("lstm", 1, "unidirectional", 5, 40, 150, 200)]
+             ("lstm", 1, "unidirectional", 5, 40, 150, 200),
+             # weight gradients over an odd T·B = 469 (the last pair of Aᵀ half zero)
+             ("lstm", 1, "unidirectional", 7, 67, 24, 40)]
 # BlockLSTMV2 + its registered gradient: (T, N, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
