@@ -103,30 +103,36 @@ TFRNN_BF16_TARGET inline void PackPairRow(const float* lo, const float* hi, Inde
   }
 }
 
+// Rows [r0, r1) of A[rows, K] (element (r, k) at a[r · lda + k]) as pair words, K2 per row.
+TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const float* a,
+                                          Index lda, uint32_t* out) {
+  const Index K2 = Pairs(K);
+  for (Index r = r0; r < r1; ++r) {
+    const float* s = a + r * lda;
+    uint32_t* o = out + r * K2;
+    Index k = 0;
+    for (; k + 2 * kLanes <= K; k += 2 * kLanes) {
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + k + kLanes),
+                                             _mm512_loadu_ps(s + k));
+      _mm512_storeu_si512(o + k / 2, reinterpret_cast<const __m512i&>(v));
+    }
+    for (; k < K; k += 2) o[k / 2] = Pair(s[k], k + 1 < K ? s[k + 1] : 0.f);
+  }
+}
+
 // A panel of w columns of a B stored transposed (column c of B is row c of src, stride ld:
-// the two k's of a pair are adjacent floats): per column, 16 pairs at a time converted as one
-// row (two loads, one vcvtne2ps2bf16: word i holds k = 2i, 2i+1) into a block, then written
-// into the panel's pair rows (word j of pair row q at p[q · w + j]).
+// the two k's of a pair are adjacent floats): up to 16 pairs of every column at a time
+// converted as rows (ConvertRows) into a block, then written into the panel's pair rows (word
+// j of pair row q at p[q · w + j]).
 TFRNN_BF16_TARGET inline void PackTransposedPanel(Index K, const float* src, Index ld, Index w,
                                                   uint32_t* p) {
-  const Index K2 = Pairs(K);
-  alignas(64) uint32_t blk[2 * kLanes][kLanes];  // [column j][pair q - q0]
-  Index q0 = 0;
-  for (; 2 * (q0 + kLanes) <= K; q0 += kLanes) {
-    for (Index j = 0; j < w; ++j) {
-      const float* s = src + j * ld + 2 * q0;
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + kLanes), _mm512_loadu_ps(s));
-      _mm512_store_si512(blk[j], reinterpret_cast<const __m512i&>(v));
-    }
-    for (Index i = 0; i < kLanes; ++i) {
+  alignas(64) uint32_t blk[2 * kLanes * kLanes];  // [column j][pair q - q0], nq pairs each
+  for (Index q0 = 0; 2 * q0 < K; q0 += kLanes) {
+    const Index kk = std::min(2 * kLanes, K - 2 * q0), nq = Pairs(kk);
+    ConvertRows(0, w, kk, src + 2 * q0, ld, blk);
+    for (Index i = 0; i < nq; ++i) {
       uint32_t* row = p + (q0 + i) * w;
-      for (Index j = 0; j < w; ++j) row[j] = blk[j][i];
-    }
-  }
-  for (Index q = q0; q < K2; ++q) {  // the last pairs (fewer than 16, or K odd)
-    for (Index j = 0; j < w; ++j) {
-      const float* s = src + j * ld;
-      p[q * w + j] = Pair(s[2 * q], 2 * q + 1 < K ? s[2 * q + 1] : 0.f);
+      for (Index j = 0; j < w; ++j) row[j] = blk[j * nq + i];
     }
   }
 }
@@ -169,23 +175,6 @@ inline void Pack(Index K, Index cols, const float* src, Index sk, Index sc, floa
 }
 
 #if TFRNN_BF16_KERNELS
-
-// Rows [r0, r1) of A[rows, K] (element (r, k) at a[r · lda + k]) as pair words, K2 per row.
-TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const float* a,
-                                          Index lda, uint32_t* out) {
-  const Index K2 = Pairs(K);
-  for (Index r = r0; r < r1; ++r) {
-    const float* s = a + r * lda;
-    uint32_t* o = out + r * K2;
-    Index k = 0;
-    for (; k + 2 * kLanes <= K; k += 2 * kLanes) {
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + k + kLanes),
-                                             _mm512_loadu_ps(s + k));
-      _mm512_storeu_si512(o + k / 2, reinterpret_cast<const __m512i&>(v));
-    }
-    for (; k < K; k += 2) o[k / 2] = Pair(s[k], k + 1 < K ? s[k + 1] : 0.f);
-  }
-}
 
 // One register block: R rows of A (pair words, row stride lda) times NP registers of a
 // panel's pair rows (row q at b + q · w), over K2 pairs.
