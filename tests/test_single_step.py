@@ -26,8 +26,11 @@ import test_gru_block as G
 F32, F64 = tf.float32, tf.float64
 # (N, I, H): one row (the matrix-vector case, and a B of 2 MiB split over the pool), row-block
 # tails of the register blocks, more than 16 rows (Eigen's product), and a product large
-# enough for the column split over the pool (N = 32, I = H = 256).
-SIZES = [(1, 7, 37), (1, 200, 300), (13, 9, 50), (17, 20, 33), (32, 256, 256)]
+# enough for the column split over the pool (N = 32, I = H = 256); fewer rows than a register
+# block (2, 3, 5, 7: WideRows' panels of 16/R packets, then narrower ones and single columns
+# for the rest: 4H = 280, 116, 400, 244) and one row past a block (9).
+SIZES = [(1, 7, 37), (1, 200, 300), (13, 9, 50), (17, 20, 33), (32, 256, 256), (2, 64, 70),
+         (3, 33, 29), (5, 8, 100), (7, 16, 61), (9, 30, 47)]
 
 
 def _sid(size):

@@ -92,13 +92,18 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& c, const LstmFwdArgs<A>
     ra.y = a.h;
     ra.peephole = peep;
     if (L == 1) {
-      // A single step (LSTMBlockCell, or seq_len_max 1): x·W + h_prev·R by SmallGemm on w in
-      // place (packing would not pay for one product), then the pointwise pass, whose final
-      // states are the outputs h and cs themselves.
+      // A single step (LSTMBlockCell, or seq_len_max 1): one product [x, h_prev]·w by
+      // SmallGemm on w in place (packing would not pay for one product; w's I + H rows are
+      // one matrix, so it streams once and the pool is woken at most once), then the
+      // pointwise pass, whose final states are the outputs h and cs themselves.
       ra.hn = a.h;
       ra.cn = a.cs;
-      SmallGemm<A>(d, false, false, N, G, I, a.x, I, a.w, G, gx, G, false);
-      SmallGemm<A>(d, false, false, N, G, H, a.h_prev, H, a.w + I * G, G, gx, G, true);
+      A* xh = take(N * (I + H));
+      for (Index n = 0; n < N; ++n) {
+        std::copy_n(a.x + n * I, I, xh + n * (I + H));
+        std::copy_n(a.h_prev + n * H, H, xh + n * (I + H) + I);
+      }
+      SmallGemm<A>(d, false, false, N, G, I + H, xh, I + H, a.w, G, gx, G, false);
       StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h);
     } else {
       ra.hn = take(NH);

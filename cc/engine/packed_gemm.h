@@ -179,6 +179,39 @@ void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A*
   }
 }
 
+// Accumulator registers of a register block: kRows × 2 packets (16 of AVX-512's 32 vector
+// registers, 12 of AVX/SSE's 16).
+constexpr int kAccRegs = 2 * kRows;
+
+// C[R, cols] (+)= A[R, K] · B for B unpacked (row k at b + k · ldb) and fewer than kRows rows:
+// panels of NP packets over the whole K, then the rest of the columns in panels of NP/2, NP/4
+// .. 1 packet, then column by column. With so few rows nothing reuses a panel of B, and what
+// counts is how B streams: a two-packet panel reads 128 bytes of each row of B, at B's row
+// stride (a new 4 KiB page per k for 1024 float columns), which the prefetchers do not follow
+// (one row times 512 × 1024 floats: 135 µs, 15 GB/s); a 16-packet panel reads a kilobyte per
+// row (29 µs, 72 GB/s; two rows with 8-packet panels 41 µs, four with 4-packet ones 43 µs
+// against 72 µs).
+template <typename A, int R, int NP>
+void WideRows(Index K, Index cols, const A* a, Index lda, const A* b, Index ldb, A* c,
+              Index ldc, bool accumulate) {
+  constexpr Index w = NP * kP<A>;
+  Index col = 0;
+  for (; col + w <= cols; col += w)
+    Micro<A, R, NP>(K, a, lda, b + col, ldb, c + col, ldc, accumulate);
+  if constexpr (NP > 1) {
+    WideRows<A, R, NP / 2>(K, cols - col, a, lda, b + col, ldb, c + col, ldc, accumulate);
+  } else {
+    GemmPanels<A>(R, K, cols - col, a, lda, b + col, /*packed=*/false, ldb, c + col, ldc,
+                  accumulate);  // fewer than one packet of columns: GemmPanels' scalar tail
+  }
+}
+
+template <typename A, int R>
+void WideRows(Index K, Index cols, const A* a, Index lda, const A* b, Index ldb, A* c,
+              Index ldc, bool accumulate) {
+  WideRows<A, R, std::max(1, kAccRegs / R)>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+}
+
 // C[rows, cols] (+)= A[rows, K] · B, B packed by PackRowMajor/PackColMajor with the same K,
 // cols and bf16 (then A is rounded to bf16 as well). Single-threaded: the engines
 // parallelise over column (unit) blocks.
@@ -197,7 +230,22 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
 template <typename A>
 void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const A* b, Index ldb,
                   A* c, Index ldc, bool accumulate) {
-  GemmPanels<A>(rows, K, cols, a, lda, b, /*packed=*/false, ldb, c, ldc, accumulate);
+  // Whole register blocks on two-packet panels in K chunks (GemmPanels), then the rows left
+  // (fewer than a block) on wide panels.
+  const Index full = rows / kRows * kRows;
+  GemmPanels<A>(full, K, cols, a, lda, b, /*packed=*/false, ldb, c, ldc, accumulate);
+  a += full * lda;
+  c += full * ldc;
+  switch (rows - full) {
+    case 1: return WideRows<A, 1>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    case 2: return WideRows<A, 2>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    case 3: return WideRows<A, 3>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    case 4: return WideRows<A, 4>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    case 5: return WideRows<A, 5>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    case 6: return WideRows<A, (6 < kRows ? 6 : 1)>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    case 7: return WideRows<A, (7 < kRows ? 7 : 1)>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
+    default: break;
+  }
 }
 
 }  // namespace packed
@@ -259,7 +307,7 @@ void GemmB16Serial(bool use_bf16, bool ta, bool tb, Index m, Index n, Index k, c
 // above on B in place (packed::GemmUnpacked); the rest Eigen's matrix product (GemmB16Serial
 // without bf16; a single row: its matrix-vector kernel). On the calling thread below
 // kSmallGemmMacs units of work per thread, else split into column blocks (multiples of 16)
-// over the pool.
+// that the caller and the pool threads claim in turn.
 constexpr double kSmallGemmMacs = double(1 << 20);
 constexpr Index kSmallRows = 16;
 template <typename A>
@@ -274,21 +322,25 @@ void SmallGemm(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
     GemmB16Serial<A>(false, ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * ldb : b + c0, ldb,
                      c + c0, ldc, accumulate);
   };
-  // Work: the multiply-adds plus B's stream (a product of one row is bound by reading B, and
-  // two cores read it about twice as fast as one: LSTMBlockCell at N = 1, I = H = 256, two
-  // products each streaming 1 MiB of w, took 98 µs on one core, stock 52 µs on two).
+  // Work: the multiply-adds plus B's stream, three multiply-adds per element of B (a product
+  // of a few rows is bound by reading B: WideRows streams it at about 17 G floats/s, the
+  // register blocks multiply-add at about 50 G/s per core).
   const double macs = double(m) * double(n) * double(k);
-  const double work = macs + 8.0 * double(n) * double(k);
+  const double work = macs + 3.0 * double(n) * double(k);
   const Index parts = std::min<Index>(
       std::min<Index>(d.numThreads(), static_cast<Index>(work / kSmallGemmMacs)), n / 16);
   if (parts <= 1) {
     block(0, n);
     return;
   }
-  const Index width = ((n + parts - 1) / parts + 15) / 16 * 16;
-  ParallelFor(d, (n + width - 1) / width, macs / parts, [&](Index p0, Index p1) {
-    for (Index p = p0; p < p1; ++p) block(p * width, std::min(n, (p + 1) * width));
-  });
+  // Two column blocks per part, claimed in turn by the caller and the pool threads as they
+  // start (StepLoop): a helper that wakes late leaves its blocks to the caller instead of
+  // holding it at a barrier. An eager call finds the pool asleep, and waking it costs tens of
+  // µs here: LSTMBlockCell at N = 1, I = H = 256 (one product streaming 2 MiB of w) took 113
+  // µs eager split in two at a barrier (Eigen's parallelFor), 53 µs on one thread.
+  const Index blocks = 2 * parts, width = ((n + blocks - 1) / blocks + 15) / 16 * 16;
+  StepLoop(d, 1, (n + width - 1) / width, work / blocks,
+           [&](Index, Index p) { block(p * width, std::min(n, (p + 1) * width)); });
 }
 
 }  // namespace tfrnn
