@@ -32,11 +32,11 @@ import reference as ref  # noqa: E402
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
                (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40)]
 # Single steps (T = 1: lstm_cpu.cc's L == 1 path): SmallGemm (packed_gemm.h) runs its register
-# blocks on w in place up to 16 rows and Eigen's product beyond, split over the pool when large;
+# blocks on w in place up to 32 rows and Eigen's product beyond, split over the pool when large;
 # fewer rows than a block (2, 3, 5) on WideRows' wide panels, whose widths depend on the ISA
 # (16 or 12 accumulator registers), then narrower panels and single columns (4H = 280, 116).
 BLOCK_SIZES += [(1, 1, 7, 37), (1, 13, 9, 50), (1, 17, 20, 33), (1, 32, 256, 256),
-                (1, 2, 64, 70), (1, 3, 33, 29), (1, 5, 8, 70)]
+                (1, 2, 64, 70), (1, 3, 33, 29), (1, 5, 8, 70), (1, 33, 12, 20)]
 # GRUBlockCell(Grad) (gru_cpu.cc), the same SmallGemm paths, (N, I, H).
 GRU_CELL_SIZES = [(1, 7, 37), (13, 9, 50), (17, 20, 33), (32, 256, 256), (3, 40, 45)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]

@@ -2,7 +2,7 @@
 GRUBlockCellGrad), which decoding loops call thousands of times:
 
 * the engine's single-step products (cc/engine/packed_gemm.h SmallGemm: register blocks on the
-  weights in place up to 16 rows, Eigen's product beyond, a column split over the pool for
+  weights in place up to 32 rows, Eigen's product beyond, a column split over the pool for
   large products) at sizes that reach each of them, against stock tf.raw_ops and the float64
   reference;
 * the eager fast path of tf_rnn_ops.raw_ops (straight to TensorFlow's executor) returns the
@@ -25,12 +25,12 @@ import test_gru_block as G
 
 F32, F64 = tf.float32, tf.float64
 # (N, I, H): one row (the matrix-vector case, and a B of 2 MiB split over the pool), row-block
-# tails of the register blocks, more than 16 rows (Eigen's product), and a product large
-# enough for the column split over the pool (N = 32, I = H = 256); fewer rows than a register
+# tails of the register blocks, more than 32 rows (Eigen's product: 33, 40), and a product
+# large enough for the column split over the pool (N = 32, I = H = 256); fewer rows than a register
 # block (2, 3, 5, 7: WideRows' panels of 16/R packets, then narrower ones and single columns
 # for the rest: 4H = 280, 116, 400, 244) and one row past a block (9).
 SIZES = [(1, 7, 37), (1, 200, 300), (13, 9, 50), (17, 20, 33), (32, 256, 256), (2, 64, 70),
-         (3, 33, 29), (5, 8, 100), (7, 16, 61), (9, 30, 47)]
+         (3, 33, 29), (5, 8, 100), (7, 16, 61), (9, 30, 47), (33, 12, 20), (40, 64, 64)]
 
 
 def _sid(size):

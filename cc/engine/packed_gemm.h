@@ -309,7 +309,10 @@ void GemmB16Serial(bool use_bf16, bool ta, bool tb, Index m, Index n, Index k, c
 // kSmallGemmMacs units of work per thread, else split into column blocks (multiples of 16)
 // that the caller and the pool threads claim in turn.
 constexpr double kSmallGemmMacs = double(1 << 20);
-constexpr Index kSmallRows = 16;
+// Up to 32 rows the register blocks on B in place beat Eigen's product (which packs both
+// operands): 114 against 93 GF/s at 32 × 128 · 128 × 256, 104 against 93 at 32 × 512 · 512 ×
+// 1024, equal at 64 rows.
+constexpr Index kSmallRows = 32;
 template <typename A>
 void SmallGemm(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const A* a,
                Index lda, const A* b, Index ldb, A* c, Index ldc, bool accumulate) {
