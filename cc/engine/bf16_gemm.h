@@ -276,6 +276,23 @@ TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const 
   GemmConverted(rows, K, cols, 0, cols, buf.data(), K2, bp, c, ldc, accumulate);
 }
 
+// GemmPacked in two parts, for products that share their A (the gate blocks of one work item
+// of a step): A's rows converted once into the calling thread's buffer `slot` (0 or 1; valid
+// until that slot's next conversion on this thread), then each product on those words.
+TFRNN_BF16_TARGET inline const uint32_t* ConvertOnce(Index rows, Index K, const float* a,
+                                                     Index lda, int slot) {
+  thread_local std::vector<uint32_t> buf[2];
+  std::vector<uint32_t>& b = buf[slot];
+  if (b.size() < static_cast<size_t>(rows * Pairs(K))) b.resize(rows * Pairs(K));
+  ConvertRows(0, rows, K, a, lda, b.data());
+  return b.data();
+}
+TFRNN_BF16_TARGET inline void GemmWords(Index rows, Index K, Index cols, const uint32_t* words,
+                                        const float* bp, float* c, Index ldc, bool accumulate) {
+  if (rows <= 0 || cols <= 0) return;
+  GemmConverted(rows, K, cols, 0, cols, words, Pairs(K), bp, c, ldc, accumulate);
+}
+
 // Rows [r0, r1) of op(A) = Aᵀ, A stored [K, m] with leading dimension lda, as pair words.
 // Per block of 16 pairs (A's rows 2q0 .. 2q0 + 31, read along their length) and group of 16
 // output rows: per pair q, A's rows 2q and 2q+1 as 16 contiguous floats each converted into
@@ -368,6 +385,10 @@ inline void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, In
 
 inline void GemmPacked(Index, Index, Index, const float*, Index, const float*, float*, Index,
                        bool) {
+  std::abort();
+}
+inline const uint32_t* ConvertOnce(Index, Index, const float*, Index, int) { std::abort(); }
+inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool) {
   std::abort();
 }
 inline void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const float*,

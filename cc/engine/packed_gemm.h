@@ -224,6 +224,36 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
   GemmPanels<A>(rows, K, cols, a, lda, bp, /*packed=*/true, 0, c, ldc, accumulate);
 }
 
+// The A operand of several packed::Gemm products (the gate blocks of one work item of a step):
+// with bf16 (float only) its rows converted to pair words once (bf16::ConvertOnce, into the
+// calling thread's buffer `slot`) instead of once per product.
+template <typename A>
+struct Rows {
+  const A* a = nullptr;
+  Index lda = 0;
+  bool b16 = false;
+  const uint32_t* words = nullptr;
+};
+template <typename A>
+Rows<A> PrepareRows(Index rows, Index K, const A* a, Index lda, bool use_bf16, int slot) {
+  Rows<A> r;
+  r.a = a;
+  r.lda = lda;
+  r.b16 = use_bf16;
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16 && rows > 0 && K > 0) r.words = bf16::ConvertOnce(rows, K, a, lda, slot);
+  }
+  return r;
+}
+template <typename A>
+void Gemm(Index rows, Index K, Index cols, const Rows<A>& a, const A* bp, A* c, Index ldc,
+          bool accumulate) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (a.words != nullptr) return bf16::GemmWords(rows, K, cols, a.words, bp, c, ldc, accumulate);
+  }
+  Gemm<A>(rows, K, cols, a.a, a.lda, bp, c, ldc, accumulate, a.b16);
+}
+
 // C[rows, cols] (+)= A[rows, K] · B[K, cols] with B unpacked, row-major, leading dimension
 // ldb: the same register blocks streaming B's rows in place. For a product used once (a
 // single step of a few rows), packing B would cost as much as the product. Single-threaded.

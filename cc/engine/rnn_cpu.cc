@@ -326,16 +326,19 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     const bool in_gx = fused || (s.mode != RnnMode::kGru && (!sm.reverse || sm.AllFull(B)));
     const A* hr_arg = in_gx ? nullptr : hr;
     const A* gstep = fused && ly.gx_scratch ? hr : nullptr;
-    auto block_gemm = [&](Index st, const A* h_in, Index k, Index j0, Index len) {
+    // x_t (fused) and h are the work item's operands (packed::PrepareRows: with bf16 products
+    // converted once for all of its gate blocks).
+    auto block_gemm = [&](Index st, const packed::Rows<A>& x, const packed::Rows<A>& h, Index k,
+                          Index j0, Index len) {
       const A* wp = rpack + j0 * K * KR + k * len * KR;
       if (in_gx) {
         const Index tau = sm.reverse ? s.T - 1 - st : st;
         A* out = (gstep != nullptr ? hr : ly.gx + tau * B * KN) + k * N + j0;
-        if (fused) packed::Gemm<A>(B, xr, len, xin + tau * B * xr, xr, wp, out, KN, false, b16);
-        packed::Gemm<A>(B, Hs, len, h_in, Hs, wp + xr * len, out, KN, true, b16);
+        if (fused) packed::Gemm<A>(B, xr, len, x, wp, out, KN, false);
+        packed::Gemm<A>(B, Hs, len, h, wp + xr * len, out, KN, true);
         return;
       }
-      packed::Gemm<A>(B, Hs, len, h_in, Hs, wp, hr + k * N + j0, KN, false, b16);
+      packed::Gemm<A>(B, Hs, len, h, wp, hr + k * N + j0, KN, false);
     };
     // hm = h ⊙ mask of step st for the units [j0, j0 + len), GM copies (rows without that
     // step: h itself, never read).
@@ -372,11 +375,18 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       auto h_rec = [&](Index k) {
         return s.has_mask ? hm[par] + (GM > 1 ? k : 0) * B * Hs : hb[par];
       };
+      const packed::Rows<A> none;
       if (phase == 2) {
-        block_gemm(st, hh_step, pn, j0, len);
+        block_gemm(st, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
       } else {
+        const Index tau = sm.reverse ? s.T - 1 - st : st;
+        const packed::Rows<A> x =
+            fused ? packed::PrepareRows<A>(B, xr, xin + tau * B * xr, xr, b16, 0) : none;
+        packed::Rows<A> h;  // converted again only for another operand (h ⊙ mask_k)
         for (Index k = 0; k < K; ++k) {
-          if (!reset_before || k != pn) block_gemm(st, h_rec(k), k, j0, len);
+          if (reset_before && k == pn) continue;
+          if (h.a != h_rec(k)) h = packed::PrepareRows<A>(B, Hs, h_rec(k), Hs, b16, 1);
+          block_gemm(st, x, h, k, j0, len);
         }
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
