@@ -327,21 +327,27 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
 
 // C[m, n] (+)= op(A) · op(B), leading dimensions lda, ldb, ldc (op(A) = A [m, K], or with ta
 // Aᵀ of A stored [K, m]; op(B) = B [K, n], or with tb Bᵀ of B stored [n, K]), on the calling
-// thread: the products beside a step chain. Operands converted into per-thread buffers.
+// thread: the products beside a step chain. Operands converted into per-thread buffers;
+// `reuse` kReuseA (kReuseB) skips A's (B's) conversion when it is the same operand, with the
+// same shape and contents, as in this thread's previous GemmSerial call (the LSTM's weight
+// gradients of one gate panel: dW and dR multiply the same gate gradients).
+enum Reuse { kReuseNone = 0, kReuseA = 1, kReuseB = 2 };
 inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float* a, Index lda,
-                       const float* b, Index ldb, float* c, Index ldc, bool accumulate) {
+                       const float* b, Index ldb, float* c, Index ldc, bool accumulate,
+                       Reuse reuse = kReuseNone) {
   if (m <= 0 || n <= 0) return;
   thread_local std::vector<uint32_t> abuf;
   thread_local std::vector<float> bbuf;
   const Index K2 = Pairs(K);
   if (abuf.size() < static_cast<size_t>(m * K2)) abuf.resize(m * K2);
   if (bbuf.size() < static_cast<size_t>(n * K)) bbuf.resize(n * K);
-  if (ta) {
+  if (reuse == kReuseA) {
+  } else if (ta) {
     ConvertColumns(0, m, K, a, lda, abuf.data());
   } else {
     ConvertRows(0, m, K, a, lda, abuf.data());
   }
-  Pack(K, n, b, tb ? 1 : ldb, tb ? ldb : 1, bbuf.data());
+  if (reuse != kReuseB) Pack(K, n, b, tb ? 1 : ldb, tb ? ldb : 1, bbuf.data());
   GemmConverted(m, K, n, 0, n, abuf.data(), K2, bbuf.data(), c, ldc, accumulate);
 }
 
@@ -395,8 +401,9 @@ inline void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const f
                       const float*, float*, bool) {
   std::abort();
 }
+enum Reuse { kReuseNone = 0, kReuseA = 1, kReuseB = 2 };
 inline void GemmSerial(bool, bool, Index, Index, Index, const float*, Index, const float*, Index,
-                       float*, Index, bool) {
+                       float*, Index, bool, Reuse = kReuseNone) {
   std::abort();
 }
 

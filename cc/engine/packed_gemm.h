@@ -296,11 +296,12 @@ void GemmB16(const CpuDevice& d, bool use_bf16, bool ta, bool tb, Index m, Index
 // leading dimensions: Eigen's matrix product, or with bf16 (as above) bf16::GemmSerial.
 template <typename A>
 void GemmB16Serial(bool use_bf16, bool ta, bool tb, Index m, Index n, Index k, const A* a,
-                   Index lda, const A* b, Index ldb, A* c, Index ldc, bool accumulate) {
+                   Index lda, const A* b, Index ldb, A* c, Index ldc, bool accumulate,
+                   bf16::Reuse reuse = bf16::kReuseNone) {
   if (m <= 0 || n <= 0) return;
   if constexpr (std::is_same<A, float>::value) {
     if (use_bf16 && k > 0) {
-      return bf16::GemmSerial(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+      return bf16::GemmSerial(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate, reuse);
     }
   }
   using CMap = Eigen::Map<const MatRM<A>, 0, OStride>;

@@ -274,14 +274,18 @@ void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Ind
 // (row stride KN): dM (+)= dgᵀ·X with M stored [KN, m], or with weights_xw dM (+)= Xᵀ·dg with M
 // stored [m, KN]. WeightGradPanel: gate columns [c0, c0 + len) on the calling thread (dg points
 // at column c0); WeightGrad: all KN columns on the pool.
+// same_dg: dg is the panel of this thread's previous WeightGradPanel call (with bf16 products
+// its conversion is reused).
 template <typename A>
 void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
-                     const A* X, A* dM, Index c0, bool acc) {
+                     const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
   const Index KN = RnnK(s) * s.N;
   if (s.weights_xw) {
-    GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KN, dM + c0, KN, acc);
+    GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KN, dM + c0, KN, acc,
+                     same_dg ? bf16::kReuseB : bf16::kReuseNone);
   } else {
-    GemmB16Serial<A>(b16, true, false, len, m, n, dg, KN, X, m, dM + c0 * m, m, acc);
+    GemmB16Serial<A>(b16, true, false, len, m, n, dg, KN, X, m, dM + c0 * m, m, acc,
+                     same_dg ? bf16::kReuseA : bf16::kReuseNone);
   }
 }
 template <typename A>
@@ -330,8 +334,10 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
         WeightGradPanel<A>(s, b16, in, len, rows, w.dgx + r0 * KN + c0, xin + r0 * in, ly.dW,
                            c0, !first);
         HprevParts(s, ly, h0, r0, rows, [&](const A* hp, Index r, Index n) {
+          // The lstm's dhr is dgx: the whole panel just multiplied by x again.
+          const bool same = w.dhr == w.dgx && in > 0 && r == 0 && n == rows;
           WeightGradPanel<A>(s, b16, Hs, len, n, w.dhr + (r0 + r) * KN + c0, hp, ly.dR, c0,
-                             !first || r > 0);
+                             !first || r > 0, same);
         });
         auto column_sums = [&](A* db, const A* g) {
           Vec<A> v(db + c0, len);
