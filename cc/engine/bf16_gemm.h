@@ -262,26 +262,14 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
   }
 }
 
-// The per-step product: C[rows, cols] (+)= bf16(A[rows, K]) · B, B packed by Pack.
-// Single-threaded (the engines split steps into column blocks); A converted into a
-// per-thread buffer.
-TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const float* a,
-                                         Index lda, const float* bp, float* c, Index ldc,
-                                         bool accumulate) {
-  if (rows <= 0 || cols <= 0) return;
-  thread_local std::vector<uint32_t> buf;
-  const Index K2 = Pairs(K);
-  if (buf.size() < static_cast<size_t>(rows * K2)) buf.resize(rows * K2);
-  ConvertRows(0, rows, K, a, lda, buf.data());
-  GemmConverted(rows, K, cols, 0, cols, buf.data(), K2, bp, c, ldc, accumulate);
-}
-
-// GemmPacked in two parts, for products that share their A (the gate blocks of one work item
-// of a step): A's rows converted once into the calling thread's buffer `slot` (0 or 1; valid
-// until that slot's next conversion on this thread), then each product on those words.
+// The per-step product C[rows, cols] (+)= bf16(A[rows, K]) · B, B packed by Pack, in two
+// parts, for products that share their A (the gate blocks of one work item of a step): A's
+// rows converted into the calling thread's buffer `slot` (0 or 1 for the caller's operands, 2
+// for GemmPacked's; valid until that slot's next conversion on this thread), then each product
+// on those words. Single-threaded (the engines split steps into column blocks).
 TFRNN_BF16_TARGET inline const uint32_t* ConvertOnce(Index rows, Index K, const float* a,
                                                      Index lda, int slot) {
-  thread_local std::vector<uint32_t> buf[2];
+  thread_local std::vector<uint32_t> buf[3];
   std::vector<uint32_t>& b = buf[slot];
   if (b.size() < static_cast<size_t>(rows * Pairs(K))) b.resize(rows * Pairs(K));
   ConvertRows(0, rows, K, a, lda, b.data());
@@ -291,6 +279,12 @@ TFRNN_BF16_TARGET inline void GemmWords(Index rows, Index K, Index cols, const u
                                         const float* bp, float* c, Index ldc, bool accumulate) {
   if (rows <= 0 || cols <= 0) return;
   GemmConverted(rows, K, cols, 0, cols, words, Pairs(K), bp, c, ldc, accumulate);
+}
+TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const float* a,
+                                         Index lda, const float* bp, float* c, Index ldc,
+                                         bool accumulate) {
+  if (rows <= 0 || cols <= 0) return;
+  GemmWords(rows, K, cols, ConvertOnce(rows, K, a, lda, 2), bp, c, ldc, accumulate);
 }
 
 // Rows [r0, r1) of op(A) = Aᵀ, A stored [K, m] with leading dimension lda, as pair words.
@@ -341,11 +335,12 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
   const Index K2 = Pairs(K);
   if (abuf.size() < static_cast<size_t>(m * K2)) abuf.resize(m * K2);
   if (bbuf.size() < static_cast<size_t>(n * K)) bbuf.resize(n * K);
-  if (reuse == kReuseA) {
-  } else if (ta) {
-    ConvertColumns(0, m, K, a, lda, abuf.data());
-  } else {
-    ConvertRows(0, m, K, a, lda, abuf.data());
+  if (reuse != kReuseA) {
+    if (ta) {
+      ConvertColumns(0, m, K, a, lda, abuf.data());
+    } else {
+      ConvertRows(0, m, K, a, lda, abuf.data());
+    }
   }
   if (reuse != kReuseB) Pack(K, n, b, tb ? 1 : ldb, tb ? ldb : 1, bbuf.data());
   GemmConverted(m, K, n, 0, n, abuf.data(), K2, bbuf.data(), c, ldc, accumulate);

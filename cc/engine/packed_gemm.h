@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "cc/engine/bf16_gemm.h"
 #include "cc/engine/cpu_device.h"
@@ -114,6 +115,22 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index
   }
 }
 
+// fn(std::integral_constant<int, r>()) for r rows of a tail, 0 < r < kRows, as a compile-time
+// row count (r = 0: nothing).
+template <typename Fn>
+EIGEN_ALWAYS_INLINE void WithTailRows(Index r, Fn&& fn) {
+  switch (r) {
+    case 7: if constexpr (7 < kRows) fn(std::integral_constant<int, 7>()); break;
+    case 6: if constexpr (6 < kRows) fn(std::integral_constant<int, 6>()); break;
+    case 5: fn(std::integral_constant<int, 5>()); break;
+    case 4: fn(std::integral_constant<int, 4>()); break;
+    case 3: fn(std::integral_constant<int, 3>()); break;
+    case 2: fn(std::integral_constant<int, 2>()); break;
+    case 1: fn(std::integral_constant<int, 1>()); break;
+    default: break;
+  }
+}
+
 // Depth of a K chunk: one chunk of a two-packet panel (kKc · kPanel elements) stays in a 32 KiB
 // L1 data cache, next to the rows of A it meets.
 template <typename A>
@@ -135,16 +152,9 @@ void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, Index bs,
     Micro<A, kRows, NP>(K, a + r * lda, lda, b, bs, c + r * ldc, ldc, accumulate);
   const A* ar = a + r * lda;
   A* cr = c + r * ldc;
-  switch (rows - r) {  // the row tail, fully unrolled as well
-    case 7: Micro<A, (7 < kRows ? 7 : 1), NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    case 6: Micro<A, (6 < kRows ? 6 : 1), NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    case 5: Micro<A, 5, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    case 4: Micro<A, 4, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    case 3: Micro<A, 3, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    case 2: Micro<A, 2, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    case 1: Micro<A, 1, NP>(K, ar, lda, b, bs, cr, ldc, accumulate); break;
-    default: break;
-  }
+  WithTailRows(rows - r, [&](auto tail) {  // the row tail, fully unrolled as well
+    Micro<A, decltype(tail)::value, NP>(K, ar, lda, b, bs, cr, ldc, accumulate);
+  });
 }
 
 // C[rows, cols] (+)= A[rows, K] · B, one walk over B's column panels for both layouts:
@@ -264,18 +274,10 @@ void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const 
   // (fewer than a block) on wide panels.
   const Index full = rows / kRows * kRows;
   GemmPanels<A>(full, K, cols, a, lda, b, /*packed=*/false, ldb, c, ldc, accumulate);
-  a += full * lda;
-  c += full * ldc;
-  switch (rows - full) {
-    case 1: return WideRows<A, 1>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    case 2: return WideRows<A, 2>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    case 3: return WideRows<A, 3>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    case 4: return WideRows<A, 4>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    case 5: return WideRows<A, 5>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    case 6: return WideRows<A, (6 < kRows ? 6 : 1)>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    case 7: return WideRows<A, (7 < kRows ? 7 : 1)>(K, cols, a, lda, b, ldb, c, ldc, accumulate);
-    default: break;
-  }
+  WithTailRows(rows - full, [&](auto tail) {
+    WideRows<A, decltype(tail)::value>(K, cols, a + full * lda, lda, b, ldb, c + full * ldc, ldc,
+                                       accumulate);
+  });
 }
 
 }  // namespace packed

@@ -328,11 +328,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     const A* gstep = fused && ly.gx_scratch ? hr : nullptr;
     // x_t (fused) and h are the work item's operands (packed::PrepareRows: with bf16 products
     // converted once for all of its gate blocks).
-    auto block_gemm = [&](Index st, const packed::Rows<A>& x, const packed::Rows<A>& h, Index k,
+    // tau: the step's time row (in_gx).
+    auto block_gemm = [&](Index tau, const packed::Rows<A>& x, const packed::Rows<A>& h, Index k,
                           Index j0, Index len) {
       const A* wp = rpack + j0 * K * KR + k * len * KR;
       if (in_gx) {
-        const Index tau = sm.reverse ? s.T - 1 - st : st;
         A* out = (gstep != nullptr ? hr : ly.gx + tau * B * KN) + k * N + j0;
         if (fused) packed::Gemm<A>(B, xr, len, x, wp, out, KN, false);
         packed::Gemm<A>(B, Hs, len, h, wp + xr * len, out, KN, true);
@@ -376,17 +376,17 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         return s.has_mask ? hm[par] + (GM > 1 ? k : 0) * B * Hs : hb[par];
       };
       const packed::Rows<A> none;
+      const Index tau = sm.reverse ? s.T - 1 - st : st;
       if (phase == 2) {
-        block_gemm(st, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
+        block_gemm(tau, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
       } else {
-        const Index tau = sm.reverse ? s.T - 1 - st : st;
         const packed::Rows<A> x =
             fused ? packed::PrepareRows<A>(B, xr, xin + tau * B * xr, xr, b16, 0) : none;
         packed::Rows<A> h;  // converted again only for another operand (h ⊙ mask_k)
         for (Index k = 0; k < K; ++k) {
           if (reset_before && k == pn) continue;
           if (h.a != h_rec(k)) h = packed::PrepareRows<A>(B, Hs, h_rec(k), Hs, b16, 1);
-          block_gemm(st, x, h, k, j0, len);
+          block_gemm(tau, x, h, k, j0, len);
         }
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,

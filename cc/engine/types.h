@@ -392,9 +392,9 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I
   return s;
 }
 // Scratch of LstmForward: the input projection [L·N, 4H], the peephole vector and recurrent
-// bias [4H] x 2, for a single step the rows [x, h_prev] [N, I + H], and for more than one step the final states [N, H] x 2 and the layer's
-// forward scratch. (A single step is kept small: a scratch over glibc's mmap threshold, 128
-// KiB, costs page faults on every call.)
+// bias [4H] x 2, for a single step the rows [x, h_prev] [N, I + H], and for more than one
+// step the final states [N, H] x 2 and the layer's forward scratch. (A single step is kept
+// small: a scratch over glibc's mmap threshold, 128 KiB, costs page faults on every call.)
 inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H,
                                   bool bf16 = false) {
   const Index base = seq_len_max * N * 4 * H + 8 * H;
