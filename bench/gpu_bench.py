@@ -4,8 +4,9 @@ GRU forward+backward, T=100, batch N in {1, 16, 64, 256}, hidden H in {256, 512,
 
     python bench/gpu_bench.py [--iters 20] [--modes lstm,gru] [--dtypes float32,float16]
 
-Prints one row per configuration: milliseconds per forward+backward for both and the ratio
-(ours / cuDNN; below 1 is faster).  TF32 is off for both.
+Prints one row per configuration as it is measured: milliseconds per forward+backward for both
+(median of --repeats means of --iters calls) and ours / cuDNN (below 1: ours is faster); then a
+Markdown table with cuDNN / ours (above 1: ours is faster).  TF32 is off for both.
 """
 
 import argparse
@@ -20,7 +21,8 @@ import cuda_engine  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--T", type=int, default=100)
     ap.add_argument("--batches", default="1,16,64,256")
@@ -44,17 +46,23 @@ def main():
     T = args.T
 
     def timeit(fn):
+        """Median over --repeats of the mean time of --iters calls (CUDA events), in ms."""
         for _ in range(args.warmup):
             fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(args.iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / args.iters
+        times = []
+        for _ in range(args.repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(args.iters):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / args.iters)
+        return sorted(times)[len(times) // 2]
 
+    rows = []
     for mode in args.modes.split(","):
         for dtype in args.dtypes.split(","):
             tdt = getattr(torch, dtype)
@@ -72,7 +80,11 @@ def main():
                         y, _ = m(x, (h0, c0)) if lstm else m(x, h0)
                         torch.autograd.backward(y, gy)
 
+                    def cudnn_fwd():
+                        m(x, (h0, c0)) if lstm else m(x, h0)
+
                     t_cudnn = timeit(cudnn_step)
+                    f_cudnn = timeit(cudnn_fwd)
                     spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=H, dtype=dtype)
                     n_params, n_res, fws, bws = eng.sizes(spec)
                     params = torch.randn(n_params, device=dev, dtype=tdt) * 0.05
@@ -101,9 +113,26 @@ def main():
                         eng.forward_raw(spec, fwd, p(ws), ws.numel(), stream)
                         eng.backward_raw(spec, bwd, p(ws), ws.numel(), stream)
 
+                    def ours_fwd():
+                        eng.forward_raw(spec, fwd, p(ws), ws.numel(), stream)
+
                     t_ours = timeit(ours_step)
+                    f_ours = timeit(ours_fwd)
+                    # The per-step forward path (persistent kernel off), same call.
+                    os.environ["TFRNN_CUDA_PERSISTENT"] = "0"
+                    f_steps = timeit(ours_fwd)
+                    del os.environ["TFRNN_CUDA_PERSISTENT"]
                     print(f"{mode:5} {dtype:8} {B:4d} {H:5d} {t_ours:9.3f} {t_cudnn:9.3f} "
-                          f"{t_ours / t_cudnn:10.2f}", flush=True)
+                          f"{t_ours / t_cudnn:10.2f}   fwd {f_ours:.3f} / steps {f_steps:.3f} "
+                          f"/ cuDNN {f_cudnn:.3f}", flush=True)
+                    rows.append((mode, dtype, B, H, t_ours, t_cudnn, f_ours, f_steps, f_cudnn))
+    print("\n| mode | dtype | N | H | fwd+bwd ours ms | cuDNN ms | cuDNN / ours | fwd ours ms "
+          "| fwd per-step path ms | fwd cuDNN ms | fwd cuDNN / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for mode, dtype, B, H, t_ours, t_cudnn, f_ours, f_steps, f_cudnn in rows:
+        print(f"| {mode} | {dtype} | {B} | {H} | {t_ours:.3f} | {t_cudnn:.3f} | "
+              f"{t_cudnn / t_ours:.2f}x | {f_ours:.3f} | {f_steps:.3f} | {f_cudnn:.3f} | "
+              f"{f_cudnn / f_ours:.2f}x |")
     return 0
 
 

@@ -63,18 +63,20 @@ def layer_specs(*, mode, num_layers, num_units, input_size, input_mode="linear_i
     return specs
 
 
-def _region_shapes(spec):
-    """[(kind, k, shape)] of the flat buffer of one pseudo-layer, in layout order."""
+def _region_shapes(spec, part=None):
+    """[(kind, k, shape)] of one pseudo-layer's regions, in layout order: its matrices
+    (part='mats'), its biases (part='biases'), or both (None).  The opaque buffer is cuDNN's
+    layout: the matrices of every pseudo-layer in order, then the biases of every one."""
     K, N, Hs, P, w = spec["K"], spec["N"], spec["Hs"], spec["P"], spec["in"]
-    shapes = []
+    mats, biases = [], []
     if not spec["skip"]:
-        shapes += [("W", k, (N, w)) for k in range(K)]
-    shapes += [("R", k, (N, Hs)) for k in range(K)]
+        mats += [("W", k, (N, w)) for k in range(K)]
+    mats += [("R", k, (N, Hs)) for k in range(K)]
     if P:
-        shapes.append(("Pm", 0, (P, N)))
-    shapes += [("bW", k, (N,)) for k in range(K)]
-    shapes += [("bR", k, (N,)) for k in range(K)]
-    return shapes
+        mats.append(("Pm", 0, (P, N)))
+    biases += [("bW", k, (N,)) for k in range(K)]
+    biases += [("bR", k, (N,)) for k in range(K)]
+    return {"mats": mats, "biases": biases, None: mats + biases}[part]
 
 
 def params_size(**kw):
@@ -108,33 +110,36 @@ def unpack_params(params, **kw):
     expected = params_size(**kw)
     if int(params.shape[0]) != expected:
         raise ValueError(f"params has {params.shape[0]} elements, expected {expected}")
-    out, off = [], 0
-    for spec in specs:
-        d = {"W": None if spec["skip"] else [None] * spec["K"], "R": [None] * spec["K"],
-             "Pm": None, "bW": [None] * spec["K"], "bR": [None] * spec["K"], "spec": spec}
-        for kind, k, shape in _region_shapes(spec):
-            n = int(np.prod(shape))
-            t = tf.reshape(params[off:off + n], shape)
-            off += n
-            if kind == "Pm":
-                d["Pm"] = t
-            else:
-                d[kind][k] = t
-        out.append(d)
+    out = [{"W": None if spec["skip"] else [None] * spec["K"], "R": [None] * spec["K"],
+            "Pm": None, "bW": [None] * spec["K"], "bR": [None] * spec["K"], "spec": spec}
+           for spec in specs]
+    off = 0
+    for part in ("mats", "biases"):
+        for spec, d in zip(specs, out):
+            for kind, k, shape in _region_shapes(spec, part):
+                n = int(np.prod(shape))
+                t = tf.reshape(params[off:off + n], shape)
+                off += n
+                if kind == "Pm":
+                    d["Pm"] = t
+                else:
+                    d[kind][k] = t
     assert off == expected
     return out
 
 
 def pack_params(layers):
-    """Inverse of unpack_params: list of dicts (W, R, Pm, bW, bR) -> flat tensor."""
-    parts = []
+    """Inverse of unpack_params: list of dicts (W, R, Pm, bW, bR) -> flat tensor (every
+    pseudo-layer's matrices, then every pseudo-layer's biases)."""
+    mats, biases = [], []
     for d in layers:
-        mats = (list(d["W"]) if d["W"] is not None else []) + list(d["R"])
+        ms = (list(d["W"]) if d["W"] is not None else []) + list(d["R"])
         if d.get("Pm") is not None:
-            mats.append(d["Pm"])
-        parts += [tf.reshape(tf.convert_to_tensor(m), [-1]) for m in mats]
-        parts += [tf.reshape(tf.convert_to_tensor(b), [-1]) for b in list(d["bW"]) + list(d["bR"])]
-    return tf.concat(parts, axis=0)
+            ms.append(d["Pm"])
+        mats += [tf.reshape(tf.convert_to_tensor(m), [-1]) for m in ms]
+        biases += [tf.reshape(tf.convert_to_tensor(b), [-1])
+                   for b in list(d["bW"]) + list(d["bR"])]
+    return tf.concat(mats + biases, axis=0)
 
 
 def to_canonical(params, *, v2=True, **kw):

@@ -235,27 +235,34 @@ inline Index RnnInWidth(const RnnSpec& s, Index l) {
 // Width of layer l's input tensor.
 inline Index RnnInCols(const RnnSpec& s, Index l) { return l == 0 ? s.I : s.D * RnnHs(s); }
 
-// The opaque params buffer, per pseudo-layer p = l·D + d in order: K input matrices [N, in_l]
-// (row-major, together one [K·N, in_l] matrix), K recurrent matrices [N, Hs] ([K·N, Hs]),
-// the projection [P, N] (lstm with P > 0), K input biases [N], K recurrent biases [N].
-// (For one unidirectional layer this is cuDNN's layout as Keras builds it.)
+// The opaque params buffer: cuDNN's own layout (read on a GPU from the buffer cuDNN 9 lays out
+// for PyTorch; tests/gpu check_cudnn_layout). First the matrices of every pseudo-layer
+// p = l·D + d in order: K input matrices [N, in_l] (row-major, together one [K·N, in_l]
+// matrix), K recurrent matrices [N, Hs] ([K·N, Hs]), the projection [P, N] (lstm with P > 0);
+// then the biases of every pseudo-layer in order: K input biases [N], K recurrent biases [N].
+// (For one unidirectional layer this is the layout Keras builds: matrices, then biases.)
 struct RnnParamOffsets {
-  Index w, r, p, bw, br, end;
+  Index w, r, p, bw, br, end;  // end: one past this pseudo-layer's recurrent biases
 };
+inline Index RnnPseudoMatrices(const RnnSpec& s, Index pseudo) {
+  const Index KN = RnnK(s) * s.N;
+  return KN * RnnInWidth(s, pseudo / s.D) + KN * RnnHs(s) + s.P * s.N;
+}
 inline RnnParamOffsets RnnParamLayout(const RnnSpec& s, Index pseudo) {
-  const Index K = RnnK(s), N = s.N, Hs = RnnHs(s);
-  Index off = 0;
-  RnnParamOffsets o{};
-  for (Index q = 0; q <= pseudo; ++q) {
-    const Index in = RnnInWidth(s, q / s.D);
-    o.w = off;
-    o.r = o.w + K * N * in;
-    o.p = o.r + K * N * Hs;
-    o.bw = o.p + s.P * N;
-    o.br = o.bw + K * N;
-    o.end = o.br + K * N;
-    off = o.end;
+  const Index KN = RnnK(s) * s.N;
+  Index before = 0, all = 0;  // matrices of the pseudo-layers before this one; of all
+  for (Index q = 0; q < s.L * s.D; ++q) {
+    const Index m = RnnPseudoMatrices(s, q);
+    if (q < pseudo) before += m;
+    all += m;
   }
+  RnnParamOffsets o{};
+  o.w = before;
+  o.r = o.w + KN * RnnInWidth(s, pseudo / s.D);
+  o.p = o.r + KN * RnnHs(s);
+  o.bw = all + pseudo * 2 * KN;
+  o.br = o.bw + KN;
+  o.end = o.br + KN;
   return o;
 }
 inline Index RnnParamsSize(const RnnSpec& s) { return RnnParamLayout(s, s.L * s.D - 1).end; }

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define TFRNN_CUDA_API_VERSION 2
+#define TFRNN_CUDA_API_VERSION 3
 
 #define TFRNN_CUDA_OK 0
 #define TFRNN_CUDA_INVALID_ARGUMENT 1

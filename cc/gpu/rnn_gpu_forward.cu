@@ -3,137 +3,17 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cc/gpu/rnn_gpu_common.cuh"
+#include "cc/gpu/rnn_gpu_fwd_point.cuh"
+#include "cc/gpu/rnn_gpu_persistent.cuh"
 
 namespace tfrnn {
 namespace gpu {
 namespace {
 
-// Everything the fused pointwise kernel of one step reads and writes.
-template <typename T>
-struct FwdStep {
-  using A = AccOf<T>;
-  StepMapDev sm;
-  I64 step, B, N, Hs, K;
-  int mode;
-  bool proj;
-  LayerPtrs<T> ly;
-  const A* hr;      // [B, K·N] R·h_rec (no bias)
-  const T* h_cur;   // [B, Hs] h entering the step
-  const T* h_rec;   // [B, Hs] h entering the recurrent product (h_cur, or h_cur ⊙ mask)
-  T* h_next;        // [B, Hs] (without projection)
-  A* c;             // [B, N] cell state carry (lstm)
-  T* hh_step;       // [B, N] unprojected h of the step (projection)
-  T* y;             // [T, B, D·Hs] layer output
-  I64 yst;
-  const T* peep;    // [K·N] (spec.peephole)
-  bool peephole;
-  int gate_pos[4], gate_act[4], cell_act;
-  // gru: reset before the recurrent product (two phases per step, as FwdBlock in rnn_cpu.cc:
-  // phase 1 r, z and r ⊙ h_rec into aux and hh_step; phase 2 the candidate and h once hrn
-  // holds R_n·(r ⊙ h_rec)); z_new: h = z ⊙ n + (1-z) ⊙ h_prev.
-  int phase;
-  bool z_new;
-  const A* hrn;     // [B, N] (phase 2)
-};
-
-// One thread per (b, unit j). gx/acts row at τ holds W·x (no bias) on entry and the gate
-// activations on exit. Equations in rnn.h.
+// One thread per (b, unit j).
 template <typename T>
 __global__ void FwdStepKernel(FwdStep<T> p) {
-  using A = AccOf<T>;
-  const I64 N = p.N, KN = p.K * p.N;
-  TFRNN_GRID_STRIDE(i, p.B * N) {
-    const I64 b = i / N, j = i % N;
-    const I64 tau = p.sm.Tau(b, p.step);
-    if (tau < 0) {  // past this sequence's end: h passes through (projection: ProjPostKernel)
-      if (!p.proj) p.h_next[b * p.Hs + j] = p.h_cur[b * p.Hs + j];
-      if (p.phase == 1) St(p.hh_step + b * N + j, A(0));
-      continue;
-    }
-    const I64 row = tau * p.B + b;
-    T* g = p.ly.acts + row * KN + j;
-    const A* r = p.hr + b * KN + j;
-    const T* bw = p.ly.bW + j;
-    const T* br = p.ly.bR + j;
-    auto pre = [&](I64 k) { return Ld(g + k * N) + r[k * N] + Ld(bw + k * N) + Ld(br + k * N); };
-    // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
-    if (!p.proj && p.phase != 2) p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
-    A h;
-    switch (p.mode) {
-      case static_cast<int>(RnnMode::kLstm): {
-        const A cprev = p.c[b * N + j];
-        A v[4];
-        for (int q = 0; q < 4; ++q) {
-          const int k = p.gate_pos[q];
-          A x = pre(k);
-          if (p.peephole) x += Ld(p.peep + k * N + j) * cprev;
-          v[q] = Act(p.gate_act[q], x);
-          St(g + k * N, v[q]);
-        }
-        // c = f ⊙ c_prev + i ⊙ c',  h = o ⊙ act(c)
-        const A cs = v[1] * cprev + v[0] * v[2];
-        p.c[b * N + j] = cs;
-        St(p.ly.aux + row * N + j, cs);
-        h = v[3] * Act(p.cell_act, cs);
-        if (p.proj) {
-          St(p.ly.hh + row * N + j, h);
-          St(p.hh_step + b * N + j, h);
-        }
-        break;
-      }
-      case static_cast<int>(RnnMode::kGru): {
-        // r = act_r(pre_r), z = act_z(pre_z);
-        // reset after:  n = act_n(gx_n + bW_n + r ⊙ (hr_n + bR_n))
-        // reset before: n = act_n(gx_n + bW_n + R_n·(r ⊙ h_rec) + bR_n)
-        const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
-        A rg, z;
-        if (p.phase != 2) {
-          rg = Act(p.gate_act[0], pre(pr));
-          z = Act(p.gate_act[1], pre(pz));
-          St(g + pr * N, rg);
-          St(g + pz * N, z);
-        } else {
-          rg = Ld(g + pr * N);
-          z = Ld(g + pz * N);
-        }
-        if (p.phase == 1) {
-          const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
-          St(p.ly.aux + row * N + j, rh);
-          St(p.hh_step + b * N + j, rh);
-          continue;  // h in phase 2
-        }
-        A nx;
-        if (p.phase == 2) {
-          nx = Ld(g + pn * N) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
-        } else {
-          const A hrn = r[pn * N] + Ld(br + pn * N);
-          St(p.ly.aux + row * N + j, hrn);
-          nx = Ld(g + pn * N) + Ld(bw + pn * N) + rg * hrn;
-        }
-        const A n = Act(p.gate_act[2], nx);
-        St(g + pn * N, n);
-        const A hp = Ld(p.h_cur + b * p.Hs + j);
-        h = p.z_new ? z * n + (A(1) - z) * hp : (A(1) - z) * n + z * hp;
-        break;
-      }
-      case static_cast<int>(RnnMode::kTanh): {
-        h = tanh(pre(0));
-        St(g, h);
-        break;
-      }
-      default: {  // relu
-        const A x = pre(0);
-        h = x > A(0) ? x : A(0);
-        St(g, h);
-        break;
-      }
-    }
-    if (!p.proj) {
-      St(p.h_next + b * p.Hs + j, h);
-      St(p.y + row * p.yst + p.ly.dcol + j, h);
-    }
-  }
+  TFRNN_GRID_STRIDE(i, p.B * p.N) FwdPoint(p, i / p.N, i % p.N);
 }
 
 // After the projection GEMM h_next = hh_step · Pmᵀ: rows past their end keep h_cur; the others
@@ -232,6 +112,11 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   }
   TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hprev, TB * Hs));
   if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hh, TB * N));
+  // Reset-before gru: the backward's dR_n GEMM reads r ⊙ h_rec (aux) of every row, also of
+  // rows past a sequence's end, which no step writes.
+  if (s.mode == RnnMode::kGru && s.gru_reset_before) {
+    TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.aux, TB * N));
+  }
   TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.h_cur, a.h0 + pseudo * B * Hs, B * Hs));
   if (s.mode == RnnMode::kLstm) {
     TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.c, a.c0 + pseudo * B * N, B * N));
@@ -260,7 +145,15 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
   p.z_new = s.mode == RnnMode::kGru && s.gru_z_new;
   p.hrn = w.hrn;
-  for (I64 st = 0; st < steps; ++st) {
+  // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh).
+  const PersistentPlan plan = steps > 0 ? PlanPersistentFwd<T>(s) : PersistentPlan();
+  if (plan.ok) {
+    TFRNN_GPU_RETURN_IF_ERROR(PersistentFwd<T>(g, plan, p, ly.R, s.has_mask ? a.mask : nullptr,
+                                               a.mask_per_step, steps, w.h_cur, w.h_next,
+                                               w.hr));
+    if (steps % 2 == 1) std::swap(w.h_cur, w.h_next);
+  }
+  for (I64 st = 0; st < (plan.ok ? 0 : steps); ++st) {
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
     if (s.has_mask) {

@@ -11,7 +11,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
 
-API_VERSION = 2  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h (Spec below mirrors its struct)
+API_VERSION = 3  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h (Spec below mirrors its struct)
 MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -281,22 +281,23 @@ def gru_cell_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
 
 
 def param_layout(mode, *, L, D, I, N, P=0, skip_input=False):
-    """Python mirror of RnnParamLayout (cc/engine/types.h): per pseudo-layer p = l*D + d a dict
-    of element offsets w, r, p, bw, br, end.  Per pseudo-layer the buffer holds K input
-    matrices [N, in_l] (none for skip input), K recurrent matrices [N, Hs], the projection
-    [P, N] (lstm, P > 0), K input biases [N], K recurrent biases [N]."""
+    """Python mirror of RnnParamLayout (cc/engine/types.h), cuDNN's layout: per pseudo-layer
+    p = l*D + d a dict of element offsets w, r, p, bw, br, end.  The buffer holds first the
+    matrices of every pseudo-layer in order (K input matrices [N, in_l], none for skip input;
+    K recurrent matrices [N, Hs]; the projection [P, N] for lstm with P > 0), then the biases
+    of every pseudo-layer in order (K input biases [N], K recurrent biases [N]); end is one
+    past the pseudo-layer's recurrent biases.  The projection is [p, p + P*N)."""
     K = GATES[mode]
     Hs = P if P else N
-    out, off = [], 0
+    mats = []
     for l in range(L):
         in_l = (0 if skip_input else I) if l == 0 else D * Hs
-        for _ in range(D):
-            o = {"w": off}
-            o["r"] = o["w"] + K * N * in_l
-            o["p"] = o["r"] + K * N * Hs
-            o["bw"] = o["p"] + P * N
-            o["br"] = o["bw"] + K * N
-            o["end"] = o["br"] + K * N
-            off = o["end"]
-            out.append(o)
+        mats += [(in_l, K * N * in_l + K * N * Hs + P * N)] * D
+    out, off, boff = [], 0, sum(m for _, m in mats)
+    for in_l, m in mats:
+        o = {"w": off, "r": off + K * N * in_l, "p": off + K * N * (in_l + Hs),
+             "bw": boff, "br": boff + K * N, "end": boff + 2 * K * N}
+        off += m
+        boff = o["end"]
+        out.append(o)
     return out

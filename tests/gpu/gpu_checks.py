@@ -60,21 +60,22 @@ def _pack(torch, mode, per_layer, *, L, D, I, N, P, dtype, device):
     lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P)
     flat = torch.zeros(lay[-1]["end"], dtype=dtype, device=device)
     for o, p in zip(lay, per_layer):
-        for key, k0, k1 in (("W", "w", "r"), ("R", "r", "p"), ("Pm", "p", "bw"),
-                            ("bW", "bw", "br"), ("bR", "br", "end")):
-            if p[key] is not None and o[k1] > o[k0]:
-                flat[o[k0]:o[k1]] = p[key].detach().reshape(-1).to(dtype)
+        for key, (a, b) in _regions(o, P * N).items():
+            if p[key] is not None and b > a:
+                flat[a:b] = p[key].detach().reshape(-1).to(dtype)
     return flat
+
+
+def _regions(o, pn):
+    """{key: (start, end)} of one pseudo-layer's regions (param_layout offsets o; the
+    projection has pn = P*N elements)."""
+    return {"W": (o["w"], o["r"]), "R": (o["r"], o["p"]), "Pm": (o["p"], o["p"] + pn),
+            "bW": (o["bw"], o["br"]), "bR": (o["br"], o["end"])}
 
 
 def _unpack_grads(mode, dflat, *, L, D, I, N, P):
     lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P)
-    out = []
-    for o in lay:
-        out.append({key: dflat[o[k0]:o[k1]] for key, k0, k1 in
-                    (("W", "w", "r"), ("R", "r", "p"), ("Pm", "p", "bw"), ("bW", "bw", "br"),
-                     ("bR", "br", "end"))})
-    return out
+    return [{key: dflat[a:b] for key, (a, b) in _regions(o, P * N).items()} for o in lay]
 
 
 CUDNN_CASES = []

@@ -69,7 +69,7 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
             o = lay[p]
             W = params[o["w"]:o["r"]].reshape(K * N, in_l)
             R = params[o["r"]:o["p"]].reshape(K * N, Hs)
-            Pm = params[o["p"]:o["bw"]].reshape(P, N) if P else None
+            Pm = params[o["p"]:o["p"] + P * N].reshape(P, N) if P else None
             bW = params[o["bw"]:o["br"]]
             bR = params[o["br"]:o["end"]]
             peep = peephole[p] if peephole is not None else None
@@ -81,8 +81,10 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                 # Sequence b visits time index tau_b(t); gather per row.
                 taus = [(lens[b] - 1 - t if rev else t) if t < lens[b] else -1
                         for b in range(B)]
-                valid = torch.tensor([tau >= 0 for tau in taus], device=x.device)
-                idx = torch.tensor([max(tau, 0) for tau in taus], device=x.device)
+                valid = torch.tensor([tau >= 0 for tau in taus], dtype=torch.bool,
+                                     device=x.device)
+                idx = torch.tensor([max(tau, 0) for tau in taus], dtype=torch.long,
+                                   device=x.device)
                 xt = inp[idx, torch.arange(B, device=x.device)]          # [B, in]
                 if l == 0 and preprojected:
                     gx = xt[:, d * K * N:(d + 1) * K * N] + bW

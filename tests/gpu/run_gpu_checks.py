@@ -1,6 +1,6 @@
 """Runs every check of gpu_checks.py without pytest (the GPU machines may not have it).
 Prints one line per case and a summary; exits 1 if any check failed.
-    python tests/gpu/run_gpu_checks.py [substring-filter]"""
+    python tests/gpu/run_gpu_checks.py [substring-filter ...]   (a case runs when any matches)"""
 
 import os
 import sys
@@ -20,7 +20,7 @@ def main():
         print(f"SKIP all: {reason}")
         return 0
     import gpu_checks
-    flt = sys.argv[1] if len(sys.argv) > 1 else ""
+    filters = sys.argv[1:] or [""]
     jobs = [("vs_cudnn", gpu_checks.check_vs_cudnn, c) for c in gpu_checks.CUDNN_CASES]
     jobs += [("vs_reference", gpu_checks.check_vs_reference, c) for c in gpu_checks.REF_CASES]
     jobs += [("layout", gpu_checks.check_cudnn_layout, c) for c in gpu_checks.LAYOUT_CASES]
@@ -36,7 +36,7 @@ def main():
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     for name, fn, case in jobs:
         label = name + ("" if case is None else "[" + gpu_checks.case_id(case) + "]")
-        if flt not in label:
+        if not any(f in label for f in filters):
             continue
         t0 = time.time()
         try:

@@ -1,0 +1,199 @@
+// The persistent forward step kernel (rnn_gpu_persistent.cuh says what and when).
+#include "cc/gpu/rnn_gpu_persistent.cuh"
+
+#include <cooperative_groups.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kPThreads = 256;
+constexpr int kWarps = kPThreads / 32;
+constexpr int kChunk = 8;  // batch rows per register tile
+
+__host__ __device__ inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
+
+// L2 loads (ld.global.cg): h was written by other blocks in the previous step, and L1 is not
+// coherent between multiprocessors.
+__device__ __forceinline__ float LdCg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ double LdCg(const double* p) { return __ldcg(p); }
+__device__ __forceinline__ float LdCg(const __half* p) { return __half2float(__ldcg(p)); }
+__device__ __forceinline__ float LdCg(const __nv_bfloat16* p) {
+  return __bfloat162float(__ldcg(p));
+}
+
+struct PersistentArgs {
+  const void* R;     // [K·N, Hs]
+  const void* mask;  // recurrent mask or null
+  bool mask_per_step;
+  I64 steps, units;
+  void* h0;          // h entering step 0; h of the odd steps
+  void* h1;          // h of the even steps
+  void* hr;          // Acc [B, K·N]
+};
+
+// RB rows of R (gate rows of this block's units) per warp at a time, against kChunk batch rows:
+// RB + kChunk shared-memory loads per RB·kChunk multiply-adds.
+template <typename T, int RB>
+__global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
+                                                                 PersistentArgs pa) {
+  using A = AccOf<T>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const I64 N = p.N, Hs = p.Hs, B = p.B, KN = p.K * p.N, U = pa.units;
+  const I64 j0 = blockIdx.x * U;
+  const I64 un = N - j0 < U ? N - j0 : U;
+  const I64 rows = p.K * un;
+  T* rs = reinterpret_cast<T*>(smem);                                         // [K·un, Hs]
+  A* hs = reinterpret_cast<A*>(smem + Align16(sizeof(T) * p.K * U * Hs));    // [B, Hs]
+  const T* R = static_cast<const T*>(pa.R);
+  for (I64 i = threadIdx.x; i < rows * Hs; i += blockDim.x) {
+    const I64 r = i / Hs, c = i % Hs;
+    rs[i] = R[((r / un) * N + j0 + r % un) * Hs + c];
+  }
+  const T* mask = static_cast<const T*>(pa.mask);
+  A* hr = static_cast<A*>(pa.hr);
+  cg::grid_group grid = cg::this_grid();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (I64 st = 0; st < pa.steps; ++st) {
+    T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
+    T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
+    // (1) h_rec = h_prev (⊙ mask) of the whole batch, from L2.
+    for (I64 i = threadIdx.x; i < B * Hs; i += blockDim.x) {
+      A v = LdCg(hc + i);
+      if (mask != nullptr) {
+        const I64 b = i / Hs, tau = p.sm.Tau(b, st);
+        v = tau < 0 ? A(0)
+                    : v * Ld(mask + ((pa.mask_per_step ? tau * B : 0) + b) * p.yst +
+                             p.ly.dcol + i % Hs);
+      }
+      hs[i] = v;
+    }
+    __syncthreads();
+    // (2) hr[b, k·N + j0 + u] = R[k·N + j0 + u, :] · h_rec[b, :] for this block's rows.
+    for (I64 r0 = warp * RB; r0 < rows; r0 += kWarps * RB) {
+      for (I64 b0 = 0; b0 < B; b0 += kChunk) {
+        A acc[RB][kChunk];
+#pragma unroll
+        for (int a = 0; a < RB; ++a) {
+#pragma unroll
+          for (int q = 0; q < kChunk; ++q) acc[a][q] = A(0);
+        }
+        for (I64 c = lane; c < Hs; c += 32) {
+          A w[RB], h[kChunk];
+#pragma unroll
+          for (int a = 0; a < RB; ++a) w[a] = r0 + a < rows ? Ld(rs + (r0 + a) * Hs + c) : A(0);
+#pragma unroll
+          for (int q = 0; q < kChunk; ++q) h[q] = b0 + q < B ? hs[(b0 + q) * Hs + c] : A(0);
+#pragma unroll
+          for (int a = 0; a < RB; ++a) {
+#pragma unroll
+            for (int q = 0; q < kChunk; ++q) acc[a][q] += w[a] * h[q];
+          }
+        }
+#pragma unroll
+        for (int a = 0; a < RB; ++a) {
+#pragma unroll
+          for (int q = 0; q < kChunk; ++q) {
+            A v = acc[a][q];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            const I64 r = r0 + a;
+            if (lane == (a * kChunk + q) % 32 && r < rows && b0 + q < B) {
+              hr[(b0 + q) * KN + (r / un) * N + j0 + r % un] = v;
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();  // hr of this block's units is complete (and visible to the block)
+    // (3) the pointwise step of this block's units.
+    p.step = st;
+    p.h_cur = hc;
+    p.h_rec = hc;
+    p.h_next = hn;
+    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) FwdPoint(p, i / un, j0 + i % un);
+    // (4) every block's h of this step is written before any block reads it.
+    grid.sync();
+  }
+}
+
+template <typename T, int RB>
+const void* KernelOf() {
+  return reinterpret_cast<const void*>(&PersistentFwdKernel<T, RB>);
+}
+
+}  // namespace
+
+template <typename T>
+PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
+  using A = AccOf<T>;
+  PersistentPlan pl;
+  const char* env = std::getenv("TFRNN_CUDA_PERSISTENT");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return pl;
+  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return pl;
+  if (s.B < 1 || s.B > kPersistentMaxBatch || s.N < 1) return pl;
+  int dev = 0, sms = 0, coop = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl;
+  }
+  if (!coop || sms < 1) return pl;
+  const I64 K = RnnK(s), Hs = RnnHs(s);
+  const I64 U = (s.N + sms - 1) / sms;
+  const I64 blocks = (s.N + U - 1) / U;
+  const size_t smem = Align16(sizeof(T) * K * U * Hs) + sizeof(A) * s.B * Hs;
+  if (smem > static_cast<size_t>(optin)) return pl;
+  // Four rows per warp only when every warp gets four.
+  const int rb = K * U >= 4 * kWarps ? 4 : 1;
+  const void* fn = rb == 4 ? KernelOf<T, 4>() : KernelOf<T, 1>();
+  int per_sm = 0;
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl;
+  }
+  if (static_cast<I64>(per_sm) * sms < blocks) return pl;
+  pl.ok = true;
+  pl.blocks = static_cast<int>(blocks);
+  pl.threads = kPThreads;
+  pl.units = U;
+  pl.rows_per_warp = rb;
+  pl.smem = smem;
+  return pl;
+}
+
+template <typename T>
+GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p,
+                        const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
+                        T* h_next, AccOf<T>* hr) {
+  PersistentArgs pa{R, mask, mask_per_step, steps, plan.units, h_cur, h_next, hr};
+  void* args[] = {&p, &pa};
+  const void* fn = plan.rows_per_warp == 4 ? KernelOf<T, 4>() : KernelOf<T, 1>();
+  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.blocks), dim3(plan.threads), args,
+                                               plan.smem, g.stream));
+  return GpuStatus::Ok();
+}
+
+#define TFRNN_INSTANTIATE_PERSISTENT(T)                                                       \
+  template PersistentPlan PlanPersistentFwd<T>(const RnnSpec&);                               \
+  template GpuStatus PersistentFwd<T>(const GpuContext&, const PersistentPlan&, FwdStep<T>,   \
+                                      const T*, const T*, bool, I64, T*, T*, AccOf<T>*);
+TFRNN_INSTANTIATE_PERSISTENT(__half)
+TFRNN_INSTANTIATE_PERSISTENT(__nv_bfloat16)
+TFRNN_INSTANTIATE_PERSISTENT(float)
+TFRNN_INSTANTIATE_PERSISTENT(double)
+#undef TFRNN_INSTANTIATE_PERSISTENT
+
+}  // namespace gpu
+}  // namespace tfrnn

@@ -1,0 +1,53 @@
+// The persistent forward step kernel of the CUDA stacked-RNN engine (issue 23, first part).
+//
+// The per-step path launches a cuBLAS GEMM and a pointwise kernel for every step, so at small
+// batch a step costs a few launches (~µs each) while its arithmetic takes well under one. The
+// persistent kernel runs every step of one (layer, direction) in one cooperative launch: block
+// g owns units [g·U, (g+1)·U) of every gate, keeps those K·U rows of R in shared memory for the
+// whole sequence, and per step (1) reads h_{t-1} (⊙ the recurrent mask) of the whole batch from
+// L2 into shared memory, (2) computes its rows of R·h in Acc into the hr buffer, (3) runs the
+// same pointwise code as the per-step kernel (FwdPoint) for its units, (4) waits at one grid
+// barrier. h is double-buffered, so one barrier per step suffices. No atomics: the result is
+// the same every run.
+//
+// Used when the layer has no projection and no reset-before gru (both need a second product per
+// step that spans every unit), the batch is small (B <= kPersistentMaxBatch), R's slice and h
+// fit in one block's shared memory and the grid fits on the device at once; else the per-step
+// path runs. TFRNN_CUDA_PERSISTENT=0 in the environment turns it off (for A/B runs and tests).
+#ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_CUH_
+#define TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_CUH_
+
+#include "cc/gpu/rnn_gpu_fwd_point.cuh"
+
+namespace tfrnn {
+namespace gpu {
+
+constexpr I64 kPersistentMaxBatch = 64;
+
+struct PersistentPlan {
+  bool ok = false;
+  int blocks = 0, threads = 0;
+  I64 units = 0;      // U: units per block
+  int rows_per_warp = 1;
+  size_t smem = 0;    // dynamic shared memory bytes per block
+};
+
+// Whether (and how) the persistent forward runs layer `s` with storage type T on the current
+// device. Never fails: any CUDA query error means "no" (the per-step path runs).
+template <typename T>
+PersistentPlan PlanPersistentFwd(const RnnSpec& s);
+
+// Runs `steps` steps of the layer described by `p` (as the per-step kernel sees it; its step
+// and h pointers are set per step). h_cur holds the h entering step 0 and h_next is a second
+// [B, Hs] buffer; on return the h after the last step is in h_cur when `steps` is even, else in
+// h_next. hr is an Acc buffer of [B, K·N]; R the layer's [K·N, Hs] recurrent matrix; mask (or
+// null) the recurrent mask as MaskRowsKernel reads it.
+template <typename T>
+GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p,
+                        const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
+                        T* h_next, AccOf<T>* hr);
+
+}  // namespace gpu
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_CUH_

@@ -1,0 +1,290 @@
+// TensorFlow-free C entry points to the CPU stacked-RNN engine, for CPU-vs-GPU parity checks
+// on machines without TensorFlow (tests/gpu/cpu_parity.py). It dlopen()s one of the CPU engine
+// objects tf_rnn_ops/_tfrnn_engine_{avx512,avx2,avx}.so, takes its tfrnn_engine_api() table
+// (cc/engine/engine_api.h) and runs RnnForward / RnnBackward on host memory with a small
+// thread pool of its own. The spec and argument structs are those of the CUDA engine's C API
+// (cc/gpu/c_api.h), so Python can reuse the ctypes structs of tests/gpu/cuda_engine.py.
+//
+// Build (from the repository root; no Eigen, no TensorFlow, no CUDA needed):
+//   g++ -O2 -std=c++17 -shared -fPIC -I. tests/gpu/cpu_engine_shim.cc -o build/cpu_engine_shim.so -ldl -lpthread
+//
+// Only dtype float (2) and double (3): the CPU engine's compute types. Pointers are host
+// pointers; args.lengths is a host int32 [B] array or NULL (lengths_dev is ignored). Sizes are
+// in elements of the dtype (the engine's workspaces hold the compute type). A NULL workspace
+// makes the shim allocate one. Every function returns 0 or -1 with tfrnn_cpu_last_error().
+// With any length < T pass a zeroed reserve (as the TF kernel does): the forward leaves rows
+// past each sequence's end unwritten and the reset-before gru backward reads them.
+#include <dlfcn.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cc/engine/engine_api.h"
+#include "cc/gpu/c_api.h"
+
+#define SHIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using namespace tfrnn;  // NOLINT: a test shim
+
+thread_local std::string g_error;
+const EngineApi* g_api = nullptr;
+
+int Fail(const std::string& m) {
+  g_error = m;
+  return -1;
+}
+bool Bad(const std::string& m) {
+  g_error = m;
+  return false;
+}
+
+// A fixed FIFO pool. The engine only waits on work it scheduled itself (Eigen's parallelFor
+// barrier, or spin loops whose items the waiting thread can run itself), never from inside a
+// task on work queued behind it, so a plain queue cannot deadlock.
+class SimplePool final : public HostPool {
+ public:
+  explicit SimplePool(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { Loop(i); });
+  }
+  void Schedule(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+  int NumThreads() const override { return static_cast<int>(threads_.size()); }
+  int CurrentThreadId() const override { return tid_; }
+
+ private:
+  void Loop(int id) {
+    tid_ = id;
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+  static thread_local int tid_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+};
+thread_local int SimplePool::tid_ = -1;
+
+HostPool& Pool() {
+  // Never destroyed: its threads idle until the process exits.
+  static SimplePool* pool = new SimplePool(4);
+  return *pool;
+}
+
+// TfRnnCudaSpec -> RnnSpec (the field mapping of ToSpec in cc/gpu/c_api.cc), with the checks
+// the engine itself does not make (the TF kernels make them before calling it).
+bool ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
+  if (in == nullptr) return Bad("spec is NULL");
+  if (in->dtype != TFRNN_CUDA_FLOAT && in->dtype != TFRNN_CUDA_DOUBLE) {
+    return Bad("the CPU shim takes dtype 2 (float) or 3 (double), got " +
+               std::to_string(in->dtype));
+  }
+  if (in->mode < 0 || in->mode > 3 || in->T < 0 || in->B < 0 || in->I < 0 || in->N < 1 ||
+      in->P < 0 || in->L < 1 || (in->D != 1 && in->D != 2) || (in->P > 0 && in->mode != 0) ||
+      (in->skip_input && in->I != in->N) || !(in->dropout >= 0.0 && in->dropout <= 1.0)) {
+    return Bad("invalid RNN spec (mode, sizes, P, skip_input or dropout)");
+  }
+  s->mode = static_cast<RnnMode>(in->mode);
+  s->T = in->T, s->B = in->B, s->I = in->I, s->N = in->N, s->P = in->P;
+  s->L = in->L, s->D = in->D;
+  s->skip_input = in->skip_input != 0;
+  s->training = in->training != 0;
+  s->dropout = static_cast<float>(in->dropout);
+  s->seed = in->seed;
+  for (int q = 0; q < 4; ++q) {
+    s->gate_pos[q] = in->gate_pos[q];
+    s->gate_act[q] = static_cast<RnnAct>(in->gate_act[q]);
+  }
+  s->cell_act = static_cast<RnnAct>(in->cell_act);
+  s->peephole = in->peephole != 0;
+  s->has_mask = in->has_mask != 0;
+  s->preprojected = in->preprojected != 0;
+  s->reverse = in->reverse != 0;
+  s->gru_reset_before = in->gru_reset_before != 0;
+  s->gru_z_new = in->gru_z_new != 0;
+  if (s->preprojected && s->I != s->D * RnnK(*s) * s->N) {
+    return Bad("preprojected input needs I == D*K*N");
+  }
+  return true;
+}
+
+bool CheckLengths(const RnnSpec& s, const int32_t* lengths) {
+  for (Index b = 0; lengths != nullptr && b < s.B; ++b) {
+    if (lengths[b] < 0 || lengths[b] > s.T) {
+      return Bad("lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
+                 " is outside [0, " + std::to_string(s.T) + "]");
+    }
+  }
+  return true;
+}
+
+template <typename A>
+void Forward(const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws) {
+  RnnFwdArgs<A> a;
+  a.lengths = in->lengths;
+  a.x = static_cast<const A*>(in->x);
+  a.h0 = static_cast<const A*>(in->h0);
+  a.c0 = static_cast<const A*>(in->c0);
+  a.params = static_cast<const A*>(in->params);
+  a.y = static_cast<A*>(in->y);
+  a.hn = static_cast<A*>(in->hn);
+  a.cn = static_cast<A*>(in->cn);
+  a.reserve = static_cast<A*>(in->reserve);
+  a.peephole = static_cast<const A*>(in->peephole);
+  a.mask = static_cast<const A*>(in->mask);
+  a.mask_per_step = in->mask_per_step != 0;
+  std::vector<A> own(ws == nullptr ? RnnFwdWorkspaceSize(s) : 0);
+  EngineFns<A>::RnnFwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
+}
+
+template <typename A>
+void Backward(const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws) {
+  RnnBwdArgs<A> a;
+  a.lengths = in->lengths;
+  a.x = static_cast<const A*>(in->x);
+  a.h0 = static_cast<const A*>(in->h0);
+  a.c0 = static_cast<const A*>(in->c0);
+  a.params = static_cast<const A*>(in->params);
+  a.reserve = static_cast<const A*>(in->reserve);
+  a.dy = static_cast<const A*>(in->dy);
+  a.dhn = static_cast<const A*>(in->dhn);
+  a.dcn = static_cast<const A*>(in->dcn);
+  a.dx = static_cast<A*>(in->dx);
+  a.dh0 = static_cast<A*>(in->dh0);
+  a.dc0 = static_cast<A*>(in->dc0);
+  a.dparams = static_cast<A*>(in->dparams);
+  a.peephole = static_cast<const A*>(in->peephole);
+  a.mask = static_cast<const A*>(in->mask);
+  a.mask_per_step = in->mask_per_step != 0;
+  a.dc_seq = static_cast<const A*>(in->dc_seq);
+  a.dpeephole = static_cast<A*>(in->dpeephole);
+  std::vector<A> own(ws == nullptr ? RnnBwdWorkspaceSize(s) : 0);
+  EngineFns<A>::RnnBwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
+}
+
+// The required pointers of a call: (pointer, elements it must hold, name).
+struct Need {
+  const void* p;
+  Index n;
+  const char* name;
+};
+bool CheckNeeds(std::initializer_list<Need> needs) {
+  for (const Need& n : needs) {
+    if (n.n > 0 && n.p == nullptr) return Bad(std::string(n.name) + " is NULL");
+  }
+  return true;
+}
+
+}  // namespace
+
+SHIM_EXPORT const char* tfrnn_cpu_last_error(void) { return g_error.c_str(); }
+
+SHIM_EXPORT int tfrnn_cpu_open(const char* engine_so_path) {
+  if (engine_so_path == nullptr) return Fail("engine path is NULL");
+  void* h = dlopen(engine_so_path, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return Fail(std::string("dlopen failed: ") + dlerror());
+  auto fn = reinterpret_cast<TfRnnEngineApiFn>(dlsym(h, "tfrnn_engine_api"));
+  if (fn == nullptr) return Fail(std::string(engine_so_path) + " has no tfrnn_engine_api");
+  const EngineApi* api = fn();
+  if (api == nullptr || api->version != kEngineApiVersion) {
+    return Fail(std::string(engine_so_path) + ": engine API version " +
+                (api ? std::to_string(api->version) : "?") + ", this shim was built for " +
+                std::to_string(kEngineApiVersion) + " (rebuild the engine or the shim)");
+  }
+  g_api = api;
+  g_error.clear();
+  return 0;
+}
+
+// The ISA of the opened engine ("avx", "avx2", "avx512"), or "" before tfrnn_cpu_open.
+SHIM_EXPORT const char* tfrnn_cpu_isa(void) { return g_api ? g_api->isa : ""; }
+
+SHIM_EXPORT int tfrnn_cpu_rnn_sizes(const TfRnnCudaSpec* spec, int64_t* params,
+                                    int64_t* reserve, int64_t* fwd_ws_elems,
+                                    int64_t* bwd_ws_elems) {
+  RnnSpec s;
+  if (!ToSpec(spec, &s)) return -1;
+  if (params) *params = RnnParamsSize(s);
+  if (reserve) *reserve = RnnReserveSize(s);
+  if (fwd_ws_elems) *fwd_ws_elems = RnnFwdWorkspaceSize(s);
+  if (bwd_ws_elems) *bwd_ws_elems = RnnBwdWorkspaceSize(s);
+  return 0;
+}
+
+SHIM_EXPORT int tfrnn_cpu_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* a,
+                                      void* workspace) {
+  RnnSpec s;
+  if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
+  if (a == nullptr) return Fail("args is NULL");
+  if (!ToSpec(spec, &s) || !CheckLengths(s, a->lengths)) return -1;
+  const Index LD = s.L * s.D, Hs = RnnHs(s), lstm = s.mode == RnnMode::kLstm;
+  if (!CheckNeeds({{a->x, s.T * s.B * s.I, "x"}, {a->h0, LD * s.B * Hs, "h0"},
+                   {a->hn, LD * s.B * Hs, "hn"}, {a->c0, lstm * LD * s.B * s.N, "c0"},
+                   {a->cn, lstm * LD * s.B * s.N, "cn"}, {a->params, RnnParamsSize(s), "params"},
+                   {a->y, s.T * s.B * s.D * Hs, "y"}, {a->reserve, RnnReserveSize(s), "reserve"},
+                   {a->peephole, s.peephole, "peephole"}, {a->mask, s.has_mask, "mask"}})) {
+    return -1;
+  }
+  try {
+    if (spec->dtype == TFRNN_CUDA_FLOAT) {
+      Forward<float>(s, a, workspace);
+    } else {
+      Forward<double>(s, a, workspace);
+    }
+  } catch (const std::exception& e) {
+    return Fail(std::string("forward threw: ") + e.what());
+  }
+  return 0;
+}
+
+SHIM_EXPORT int tfrnn_cpu_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* a,
+                                       void* workspace) {
+  RnnSpec s;
+  if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
+  if (a == nullptr) return Fail("args is NULL");
+  if (!ToSpec(spec, &s) || !CheckLengths(s, a->lengths)) return -1;
+  const Index LD = s.L * s.D, Hs = RnnHs(s), lstm = s.mode == RnnMode::kLstm;
+  if (!CheckNeeds({{a->x, s.T * s.B * s.I, "x"}, {a->dx, s.T * s.B * s.I, "dx"},
+                   {a->h0, LD * s.B * Hs, "h0"}, {a->dhn, LD * s.B * Hs, "dhn"},
+                   {a->dh0, LD * s.B * Hs, "dh0"}, {a->c0, lstm * LD * s.B * s.N, "c0"},
+                   {a->dcn, lstm * LD * s.B * s.N, "dcn"}, {a->dc0, lstm * LD * s.B * s.N, "dc0"},
+                   {a->params, RnnParamsSize(s), "params"},
+                   {a->dparams, RnnParamsSize(s), "dparams"}, {a->dy, s.T * s.B * s.D * Hs, "dy"},
+                   {a->reserve, RnnReserveSize(s), "reserve"},
+                   {a->peephole, s.peephole, "peephole"}, {a->dpeephole, s.peephole, "dpeephole"},
+                   {a->mask, s.has_mask, "mask"}})) {
+    return -1;
+  }
+  try {
+    if (spec->dtype == TFRNN_CUDA_FLOAT) {
+      Backward<float>(s, a, workspace);
+    } else {
+      Backward<double>(s, a, workspace);
+    }
+  } catch (const std::exception& e) {
+    return Fail(std::string("backward threw: ") + e.what());
+  }
+  return 0;
+}

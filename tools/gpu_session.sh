@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Everything a GPU lease should run, in one command (tools/gpu_tests.sh is the plain test run):
+# build the CUDA engine for this GPU, the checks (tests/gpu, ours vs cuDNN and the float64
+# reference), the CPU-vs-GPU parity checks, compute-sanitizer (memcheck, racecheck) over one
+# small case per family, and bench/gpu_bench.py. checks_steps reruns the checks with the
+# persistent forward kernel off (TFRNN_CUDA_PERSISTENT=0), so both forward paths are tested.
+# Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
+# lines printed are summary.txt. The parity stage needs the CPU engines
+# (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them).
+#   tools/gpu_session.sh [stage ...]
+#     stages: build checks checks_steps parity bench memcheck racecheck (default: all)
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-/tmp/gpu_session}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps parity bench memcheck racecheck)
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+# One small case per family, for the sanitizers (run_gpu_checks.py filters).
+SMALL=("vs_reference[mode=lstm-L=2-D=2-lengths=zero]" "vs_reference[mode=gru-L=2-D=2-lengths=zero]"
+       "vs_reference[mode=rnn_tanh-L=1-D=2-lengths=zero]"
+       "vs_reference[mode=lstm-D=2-peephole=True-has_mask=True-mask_per_step=True]"
+       "vs_reference[mode=gru-has_mask=True-mask_per_step=True-gru_reset_before=True-D=2]"
+       "lstm_block[gate_order=ifco-use_peephole=True-cell_clip=0.6-exact_clip_grad=True]"
+       "gru_cell[gate_grads=True]")
+stage() {
+  local name="$1" limit="$2"; shift 2
+  local t0; t0=$(date +%s)
+  echo "== $name (limit ${limit}s)"
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  local line; line="$(grep -E '^summary|ERROR SUMMARY|built in' "$OUT/$name.log" | tail -3 | tr '\n' ' ')"
+  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s $line" | tee -a "$SUMMARY"
+  tail -n 4 "$OUT/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,clocks.mem --format=csv,noheader \
+  2>&1 | tee -a "$SUMMARY"
+cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
+export TF_RNN_OPS_CUDA_ARCHS="${TF_RNN_OPS_CUDA_ARCHS:-${cap:-90}}"
+for s in "${STAGES[@]}"; do
+  case "$s" in
+    build) stage build 300 tools/build_cuda.sh ;;
+    checks) stage checks 300 "$PY" tests/gpu/run_gpu_checks.py ;;
+    # The same checks on the per-step forward path (the persistent kernel off).
+    checks_steps) TFRNN_CUDA_PERSISTENT=0 stage checks_steps 300 "$PY" tests/gpu/run_gpu_checks.py ;;
+    parity) stage parity 200 "$PY" tests/gpu/cpu_parity.py ;;
+    memcheck) stage memcheck 240 compute-sanitizer --tool memcheck --leak-check no \
+                "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]}" ;;
+    racecheck) stage racecheck 200 compute-sanitizer --tool racecheck \
+                 "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
+    bench) stage bench 240 "$PY" bench/gpu_bench.py --iters 10 ;;
+    *) echo "gpu_session.sh: unknown stage $s" >&2; exit 2 ;;
+  esac
+done
+echo "== summary"
+cat "$SUMMARY"
