@@ -8,7 +8,8 @@
 # lines printed are summary.txt. The parity stage needs the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them).
 #   tools/gpu_session.sh [stage ...]
-#     stages: build checks checks_steps parity bench memcheck racecheck (default: all)
+#     stages: build checks checks_steps parity bench memcheck racecheck ncu
+#     (default: all but ncu)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,7 +22,8 @@ STAGES=("$@")
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 # One small case per family, for the sanitizers (run_gpu_checks.py filters).
-SMALL=("vs_reference[mode=lstm-L=2-D=2-lengths=zero]" "vs_reference[mode=gru-L=2-D=2-lengths=zero]"
+SMALL=("vs_cudnn[mode=lstm-L=1-D=1-lengths=None-dtype=float32-T=1-B=1]"
+       "vs_reference[mode=lstm-L=2-D=2-lengths=zero]" "vs_reference[mode=gru-L=2-D=2-lengths=zero]"
        "vs_reference[mode=rnn_tanh-L=1-D=2-lengths=zero]"
        "vs_reference[mode=lstm-D=2-peephole=True-has_mask=True-mask_per_step=True]"
        "vs_reference[mode=gru-has_mask=True-mask_per_step=True-gru_reset_before=True-D=2]"
@@ -53,6 +55,13 @@ for s in "${STAGES[@]}"; do
     racecheck) stage racecheck 200 compute-sanitizer --tool racecheck \
                  "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
     bench) stage bench 240 "$PY" bench/gpu_bench.py --iters 10 ;;
+    # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,
+    # N = 16, H = 256).
+    ncu) stage ncu 150 ncu --kernel-name regex:PersistentFwd --launch-count 1 \
+           --section SpeedOfLight --section Occupancy --section WarpStateStats \
+           --section SchedulerStats --section MemoryWorkloadAnalysis \
+           "$PY" bench/gpu_bench.py --modes lstm --dtypes float32 --batches 16 --hiddens 256 \
+           --iters 1 --repeats 1 --warmup 1 ;;
     *) echo "gpu_session.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done

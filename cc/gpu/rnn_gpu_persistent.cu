@@ -14,7 +14,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kPThreads = 256;
 constexpr int kWarps = kPThreads / 32;
-constexpr int kChunk = 8;  // batch rows per register tile
 
 __host__ __device__ inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 
@@ -37,9 +36,9 @@ struct PersistentArgs {
   void* hr;          // Acc [B, K·N]
 };
 
-// RB rows of R (gate rows of this block's units) per warp at a time, against kChunk batch rows:
-// RB + kChunk shared-memory loads per RB·kChunk multiply-adds.
-template <typename T, int RB>
+// RB rows of R (gate rows of this block's units) per warp at a time, against CB batch rows:
+// RB + CB shared-memory loads per RB·CB multiply-adds.
+template <typename T, int RB, int CB>
 __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
                                                                  PersistentArgs pa) {
   using A = AccOf<T>;
@@ -76,34 +75,34 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
     __syncthreads();
     // (2) hr[b, k·N + j0 + u] = R[k·N + j0 + u, :] · h_rec[b, :] for this block's rows.
     for (I64 r0 = warp * RB; r0 < rows; r0 += kWarps * RB) {
-      for (I64 b0 = 0; b0 < B; b0 += kChunk) {
-        A acc[RB][kChunk];
+      for (I64 b0 = 0; b0 < B; b0 += CB) {
+        A acc[RB][CB];
 #pragma unroll
         for (int a = 0; a < RB; ++a) {
 #pragma unroll
-          for (int q = 0; q < kChunk; ++q) acc[a][q] = A(0);
+          for (int q = 0; q < CB; ++q) acc[a][q] = A(0);
         }
         for (I64 c = lane; c < Hs; c += 32) {
-          A w[RB], h[kChunk];
+          A w[RB], h[CB];
 #pragma unroll
           for (int a = 0; a < RB; ++a) w[a] = r0 + a < rows ? Ld(rs + (r0 + a) * Hs + c) : A(0);
 #pragma unroll
-          for (int q = 0; q < kChunk; ++q) h[q] = b0 + q < B ? hs[(b0 + q) * Hs + c] : A(0);
+          for (int q = 0; q < CB; ++q) h[q] = b0 + q < B ? hs[(b0 + q) * Hs + c] : A(0);
 #pragma unroll
           for (int a = 0; a < RB; ++a) {
 #pragma unroll
-            for (int q = 0; q < kChunk; ++q) acc[a][q] += w[a] * h[q];
+            for (int q = 0; q < CB; ++q) acc[a][q] += w[a] * h[q];
           }
         }
 #pragma unroll
         for (int a = 0; a < RB; ++a) {
 #pragma unroll
-          for (int q = 0; q < kChunk; ++q) {
+          for (int q = 0; q < CB; ++q) {
             A v = acc[a][q];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             const I64 r = r0 + a;
-            if (lane == (a * kChunk + q) % 32 && r < rows && b0 + q < B) {
+            if (lane == (a * CB + q) % 32 && r < rows && b0 + q < B) {
               hr[(b0 + q) * KN + (r / un) * N + j0 + r % un] = v;
             }
           }
@@ -122,9 +121,14 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
   }
 }
 
-template <typename T, int RB>
-const void* KernelOf() {
-  return reinterpret_cast<const void*>(&PersistentFwdKernel<T, RB>);
+template <typename T>
+const void* KernelOf(int rb, int cb) {
+  if (rb == 4) {
+    return cb == 8 ? reinterpret_cast<const void*>(&PersistentFwdKernel<T, 4, 8>)
+                   : reinterpret_cast<const void*>(&PersistentFwdKernel<T, 4, 1>);
+  }
+  return cb == 8 ? reinterpret_cast<const void*>(&PersistentFwdKernel<T, 1, 8>)
+                 : reinterpret_cast<const void*>(&PersistentFwdKernel<T, 1, 1>);
 }
 
 }  // namespace
@@ -136,7 +140,12 @@ PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
   const char* env = std::getenv("TFRNN_CUDA_PERSISTENT");
   if (env != nullptr && std::strcmp(env, "0") == 0) return pl;
   if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return pl;
-  if (s.B < 1 || s.B > kPersistentMaxBatch || s.N < 1) return pl;
+  // Where it beat the per-step path on an H100 (session 14, bench/gpu_bench.py): B·Hs up to
+  // 16·256, or one or two rows up to Hs = 1024. Beyond, the step's product is large enough
+  // for cuBLAS to beat this kernel's CUDA-core dot products.
+  const I64 Hs = RnnHs(s);
+  if (s.B < 1 || s.N < 1) return pl;
+  if (s.B * Hs > kPersistentMaxWork && !(s.B <= 2 && Hs <= 1024)) return pl;
   int dev = 0, sms = 0, coop = 0, optin = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
@@ -147,14 +156,15 @@ PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
     return pl;
   }
   if (!coop || sms < 1) return pl;
-  const I64 K = RnnK(s), Hs = RnnHs(s);
+  const I64 K = RnnK(s);
   const I64 U = (s.N + sms - 1) / sms;
   const I64 blocks = (s.N + U - 1) / U;
   const size_t smem = Align16(sizeof(T) * K * U * Hs) + sizeof(A) * s.B * Hs;
   if (smem > static_cast<size_t>(optin)) return pl;
   // Four rows per warp only when every warp gets four.
   const int rb = K * U >= 4 * kWarps ? 4 : 1;
-  const void* fn = rb == 4 ? KernelOf<T, 4>() : KernelOf<T, 1>();
+  const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
+  const void* fn = KernelOf<T>(rb, cb);
   int per_sm = 0;
   if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem)) != cudaSuccess ||
@@ -169,6 +179,7 @@ PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
   pl.threads = kPThreads;
   pl.units = U;
   pl.rows_per_warp = rb;
+  pl.batch_tile = cb;
   pl.smem = smem;
   return pl;
 }
@@ -179,7 +190,7 @@ GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep
                         T* h_next, AccOf<T>* hr) {
   PersistentArgs pa{R, mask, mask_per_step, steps, plan.units, h_cur, h_next, hr};
   void* args[] = {&p, &pa};
-  const void* fn = plan.rows_per_warp == 4 ? KernelOf<T, 4>() : KernelOf<T, 1>();
+  const void* fn = KernelOf<T>(plan.rows_per_warp, plan.batch_tile);
   TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.blocks), dim3(plan.threads), args,
                                                plan.smem, g.stream));
   return GpuStatus::Ok();

@@ -11,7 +11,7 @@
 // the same every run.
 //
 // Used when the layer has no projection and no reset-before gru (both need a second product per
-// step that spans every unit), the batch is small (B <= kPersistentMaxBatch), R's slice and h
+// step that spans every unit), the step is small (B·Hs <= kPersistentMaxWork), R's slice and h
 // fit in one block's shared memory and the grid fits on the device at once; else the per-step
 // path runs. TFRNN_CUDA_PERSISTENT=0 in the environment turns it off (for A/B runs and tests).
 #ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_CUH_
@@ -22,13 +22,14 @@
 namespace tfrnn {
 namespace gpu {
 
-constexpr I64 kPersistentMaxBatch = 64;
+constexpr I64 kPersistentMaxWork = 16 * 256;  // B·Hs (more rows with B <= 2: see the plan)
 
 struct PersistentPlan {
   bool ok = false;
   int blocks = 0, threads = 0;
   I64 units = 0;      // U: units per block
-  int rows_per_warp = 1;
+  int rows_per_warp = 1;  // RB: rows of R per warp at a time (1 or 4)
+  int batch_tile = 1;     // CB: batch rows per register tile (1 or 8)
   size_t smem = 0;    // dynamic shared memory bytes per block
 };
 
