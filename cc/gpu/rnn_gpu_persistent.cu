@@ -14,6 +14,7 @@ namespace cg = cooperative_groups;
 
 constexpr int kPThreads = 256;
 constexpr int kWarps = kPThreads / 32;
+constexpr int kLoads = 8;  // h loads in flight per thread
 
 __host__ __device__ inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 
@@ -61,16 +62,28 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
   for (I64 st = 0; st < pa.steps; ++st) {
     T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
     T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
-    // (1) h_rec = h_prev (⊙ mask) of the whole batch, from L2.
-    for (I64 i = threadIdx.x; i < B * Hs; i += blockDim.x) {
-      A v = LdCg(hc + i);
-      if (mask != nullptr) {
-        const I64 b = i / Hs, tau = p.sm.Tau(b, st);
-        v = tau < 0 ? A(0)
-                    : v * Ld(mask + ((pa.mask_per_step ? tau * B : 0) + b) * p.yst +
-                             p.ly.dcol + i % Hs);
+    // (1) h_rec = h_prev (⊙ mask) of the whole batch, from L2: kLoads loads in flight per
+    // thread before the first use (one at a time, each waits out the L2 latency).
+    const I64 nh = B * Hs;
+    for (I64 base = threadIdx.x; base < nh; base += kLoads * blockDim.x) {
+      A v[kLoads];
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const I64 i = base + u * static_cast<I64>(blockDim.x);
+        v[u] = i < nh ? LdCg(hc + i) : A(0);
       }
-      hs[i] = v;
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const I64 i = base + u * static_cast<I64>(blockDim.x);
+        if (i >= nh) break;
+        if (mask != nullptr) {
+          const I64 b = i / Hs, tau = p.sm.Tau(b, st);
+          v[u] = tau < 0 ? A(0)
+                         : v[u] * Ld(mask + ((pa.mask_per_step ? tau * B : 0) + b) * p.yst +
+                                     p.ly.dcol + i % Hs);
+        }
+        hs[i] = v[u];
+      }
     }
     __syncthreads();
     // (2) hr[b, k·N + j0 + u] = R[k·N + j0 + u, :] · h_rec[b, :] for this block's rows.
