@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cc/engine/types.h"
+#include "cc/gpu/c_api_convert.h"
 #include "cc/gpu/cublas_loader.h"
 #include "cc/gpu/gpu_status.h"
 #include "cc/gpu/gru_gpu.h"
@@ -41,29 +42,7 @@ GpuStatus ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
     return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
                            std::to_string(in->dtype));
   }
-  s->mode = static_cast<RnnMode>(in->mode);
-  s->T = in->T;
-  s->B = in->B;
-  s->I = in->I;
-  s->N = in->N;
-  s->P = in->P;
-  s->L = in->L;
-  s->D = in->D;
-  s->skip_input = in->skip_input != 0;
-  s->training = in->training != 0;
-  s->dropout = static_cast<float>(in->dropout);
-  s->seed = in->seed;
-  for (int q = 0; q < 4; ++q) {
-    s->gate_pos[q] = in->gate_pos[q];
-    s->gate_act[q] = static_cast<RnnAct>(in->gate_act[q]);
-  }
-  s->cell_act = static_cast<RnnAct>(in->cell_act);
-  s->peephole = in->peephole != 0;
-  s->has_mask = in->has_mask != 0;
-  s->preprojected = in->preprojected != 0;
-  s->reverse = in->reverse != 0;
-  s->gru_reset_before = in->gru_reset_before != 0;
-  s->gru_z_new = in->gru_z_new != 0;
+  *s = RnnSpecOf(*in);
   return ValidateRnnSpec(*s);
 }
 
@@ -98,44 +77,14 @@ GpuStatus Prepare(void* stream, CublasLease* lease, GpuContext* g) {
 template <typename T>
 GpuStatus Forward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws,
                   int64_t ws_bytes) {
-  RnnFwdArgs<T> a;
-  a.lengths = in->lengths;
-  a.x = static_cast<const T*>(in->x);
-  a.h0 = static_cast<const T*>(in->h0);
-  a.c0 = static_cast<const T*>(in->c0);
-  a.params = static_cast<const T*>(in->params);
-  a.y = static_cast<T*>(in->y);
-  a.hn = static_cast<T*>(in->hn);
-  a.cn = static_cast<T*>(in->cn);
-  a.reserve = static_cast<T*>(in->reserve);
-  a.peephole = static_cast<const T*>(in->peephole);
-  a.mask = static_cast<const T*>(in->mask);
-  a.mask_per_step = in->mask_per_step != 0;
+  const RnnFwdArgs<T> a = RnnFwdArgsOf<T>(*in);
   return RnnForwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
 }
 
 template <typename T>
 GpuStatus Backward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws,
                    int64_t ws_bytes) {
-  RnnBwdArgs<T> a;
-  a.lengths = in->lengths;
-  a.x = static_cast<const T*>(in->x);
-  a.h0 = static_cast<const T*>(in->h0);
-  a.c0 = static_cast<const T*>(in->c0);
-  a.params = static_cast<const T*>(in->params);
-  a.reserve = static_cast<const T*>(in->reserve);
-  a.dy = static_cast<const T*>(in->dy);
-  a.dhn = static_cast<const T*>(in->dhn);
-  a.dcn = static_cast<const T*>(in->dcn);
-  a.dx = static_cast<T*>(in->dx);
-  a.dh0 = static_cast<T*>(in->dh0);
-  a.dc0 = static_cast<T*>(in->dc0);
-  a.dparams = static_cast<T*>(in->dparams);
-  a.peephole = static_cast<const T*>(in->peephole);
-  a.mask = static_cast<const T*>(in->mask);
-  a.mask_per_step = in->mask_per_step != 0;
-  a.dc_seq = static_cast<const T*>(in->dc_seq);
-  a.dpeephole = static_cast<T*>(in->dpeephole);
+  const RnnBwdArgs<T> a = RnnBwdArgsOf<T>(*in);
   return RnnBackwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
 }
 

@@ -28,6 +28,7 @@
 
 #include "cc/engine/engine_api.h"
 #include "cc/gpu/c_api.h"
+#include "cc/gpu/c_api_convert.h"
 
 #define SHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -106,24 +107,7 @@ bool ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
       (in->skip_input && in->I != in->N) || !(in->dropout >= 0.0 && in->dropout <= 1.0)) {
     return Bad("invalid RNN spec (mode, sizes, P, skip_input or dropout)");
   }
-  s->mode = static_cast<RnnMode>(in->mode);
-  s->T = in->T, s->B = in->B, s->I = in->I, s->N = in->N, s->P = in->P;
-  s->L = in->L, s->D = in->D;
-  s->skip_input = in->skip_input != 0;
-  s->training = in->training != 0;
-  s->dropout = static_cast<float>(in->dropout);
-  s->seed = in->seed;
-  for (int q = 0; q < 4; ++q) {
-    s->gate_pos[q] = in->gate_pos[q];
-    s->gate_act[q] = static_cast<RnnAct>(in->gate_act[q]);
-  }
-  s->cell_act = static_cast<RnnAct>(in->cell_act);
-  s->peephole = in->peephole != 0;
-  s->has_mask = in->has_mask != 0;
-  s->preprojected = in->preprojected != 0;
-  s->reverse = in->reverse != 0;
-  s->gru_reset_before = in->gru_reset_before != 0;
-  s->gru_z_new = in->gru_z_new != 0;
+  *s = RnnSpecOf(*in);
   if (s->preprojected && s->I != s->D * RnnK(*s) * s->N) {
     return Bad("preprojected input needs I == D*K*N");
   }
@@ -142,44 +126,14 @@ bool CheckLengths(const RnnSpec& s, const int32_t* lengths) {
 
 template <typename A>
 void Forward(const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws) {
-  RnnFwdArgs<A> a;
-  a.lengths = in->lengths;
-  a.x = static_cast<const A*>(in->x);
-  a.h0 = static_cast<const A*>(in->h0);
-  a.c0 = static_cast<const A*>(in->c0);
-  a.params = static_cast<const A*>(in->params);
-  a.y = static_cast<A*>(in->y);
-  a.hn = static_cast<A*>(in->hn);
-  a.cn = static_cast<A*>(in->cn);
-  a.reserve = static_cast<A*>(in->reserve);
-  a.peephole = static_cast<const A*>(in->peephole);
-  a.mask = static_cast<const A*>(in->mask);
-  a.mask_per_step = in->mask_per_step != 0;
+  const RnnFwdArgs<A> a = RnnFwdArgsOf<A>(*in);
   std::vector<A> own(ws == nullptr ? RnnFwdWorkspaceSize(s) : 0);
   EngineFns<A>::RnnFwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
 }
 
 template <typename A>
 void Backward(const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws) {
-  RnnBwdArgs<A> a;
-  a.lengths = in->lengths;
-  a.x = static_cast<const A*>(in->x);
-  a.h0 = static_cast<const A*>(in->h0);
-  a.c0 = static_cast<const A*>(in->c0);
-  a.params = static_cast<const A*>(in->params);
-  a.reserve = static_cast<const A*>(in->reserve);
-  a.dy = static_cast<const A*>(in->dy);
-  a.dhn = static_cast<const A*>(in->dhn);
-  a.dcn = static_cast<const A*>(in->dcn);
-  a.dx = static_cast<A*>(in->dx);
-  a.dh0 = static_cast<A*>(in->dh0);
-  a.dc0 = static_cast<A*>(in->dc0);
-  a.dparams = static_cast<A*>(in->dparams);
-  a.peephole = static_cast<const A*>(in->peephole);
-  a.mask = static_cast<const A*>(in->mask);
-  a.mask_per_step = in->mask_per_step != 0;
-  a.dc_seq = static_cast<const A*>(in->dc_seq);
-  a.dpeephole = static_cast<A*>(in->dpeephole);
+  const RnnBwdArgs<A> a = RnnBwdArgsOf<A>(*in);
   std::vector<A> own(ws == nullptr ? RnnBwdWorkspaceSize(s) : 0);
   EngineFns<A>::RnnBwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
 }
