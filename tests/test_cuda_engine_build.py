@@ -129,6 +129,15 @@ def test_without_gpu_calls_fail_cleanly():
     # Argument errors are reported before touching the device.
     with pytest.raises(cuda_engine.EngineError, match="lengths"):
         eng.forward_raw(spec, {k: fake for k in keys}, fake, 1 << 20, None, lengths=[5, 1])
+    # A needed pointer left NULL is named (forward: hn; backward: dparams; peephole spec).
+    for raw, ks, missing in ((eng.forward_raw, keys, "hn"), (eng.backward_raw, bkeys, "dparams")):
+        with pytest.raises(cuda_engine.EngineError) as info:
+            raw(spec, {k: fake for k in ks if k != missing}, fake, 1 << 20, None)
+        assert (info.value.code, info.value.message) == (1, f"{missing} is NULL")
+    peep = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, peephole=True)
+    with pytest.raises(cuda_engine.EngineError) as info:
+        eng.forward_raw(peep, {k: fake for k in keys}, fake, 1 << 20, None)
+    assert (info.value.code, info.value.message) == (1, "peephole is NULL")
 
 
 def test_cublas_lookup_is_clean():

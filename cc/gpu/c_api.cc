@@ -46,18 +46,6 @@ GpuStatus ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   return ValidateRnnSpec(*s);
 }
 
-GpuStatus CheckLengths(const RnnSpec& s, const int32_t* lengths) {
-  if (lengths == nullptr) return GpuStatus::Ok();
-  for (int64_t b = 0; b < s.B; ++b) {
-    if (lengths[b] < 0 || lengths[b] > s.T) {
-      return InvalidArgument("lengths[" + std::to_string(b) + "] = " +
-                             std::to_string(lengths[b]) + " is outside [0, " +
-                             std::to_string(s.T) + "]");
-    }
-  }
-  return GpuStatus::Ok();
-}
-
 GpuStatus Need(const void* p, int64_t n, const char* name) {
   if (n > 0 && p == nullptr) return InvalidArgument(std::string(name) + " is NULL");
   return GpuStatus::Ok();
@@ -88,45 +76,19 @@ GpuStatus Backward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaBwdArgs
   return RnnBackwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
 }
 
+// InvalidArgument with the message, or Ok when it is empty.
+GpuStatus ProblemStatus(const std::string& problem) {
+  return problem.empty() ? GpuStatus::Ok() : InvalidArgument(problem);
+}
+
 GpuStatus CheckFwdArgs(const RnnSpec& s, const TfRnnCudaFwdArgs* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  const int64_t LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
-  const bool lstm = s.mode == RnnMode::kLstm;
-  TFRNN_GPU_RETURN_IF_ERROR(CheckLengths(s, a->lengths));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, s.T * s.B * s.I, "x"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h0, LD * s.B * Hs, "h0"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->hn, LD * s.B * Hs, "hn"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->c0, lstm ? LD * s.B * s.N : 0, "c0"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cn, lstm ? LD * s.B * s.N : 0, "cn"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->params, RnnParamsSize(s), "params"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->y, s.T * s.B * s.D * Hs, "y"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->reserve, RnnReserveSize(s), "reserve"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->peephole, s.peephole ? LD * KN : 0, "peephole"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"));
-  return GpuStatus::Ok();
+  return ProblemStatus(RnnFwdArgsProblem(s, *a));
 }
 
 GpuStatus CheckBwdArgs(const RnnSpec& s, const TfRnnCudaBwdArgs* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  const int64_t LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
-  const bool lstm = s.mode == RnnMode::kLstm;
-  TFRNN_GPU_RETURN_IF_ERROR(CheckLengths(s, a->lengths));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, s.T * s.B * s.I, "x"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dx, s.T * s.B * s.I, "dx"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h0, LD * s.B * Hs, "h0"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dhn, LD * s.B * Hs, "dhn"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dh0, LD * s.B * Hs, "dh0"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->c0, lstm ? LD * s.B * s.N : 0, "c0"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dcn, lstm ? LD * s.B * s.N : 0, "dcn"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dc0, lstm ? LD * s.B * s.N : 0, "dc0"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->params, RnnParamsSize(s), "params"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dparams, RnnParamsSize(s), "dparams"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dy, s.T * s.B * s.D * Hs, "dy"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->reserve, RnnReserveSize(s), "reserve"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->peephole, s.peephole ? LD * KN : 0, "peephole"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->dpeephole, s.peephole ? LD * KN : 0, "dpeephole"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"));
-  return GpuStatus::Ok();
+  return ProblemStatus(RnnBwdArgsProblem(s, *a));
 }
 
 GpuStatus ToLstmSpec(const TfRnnCudaLstmSpec* in, LstmCellSpec* s) {

@@ -1,8 +1,12 @@
-// The C API's structs (c_api.h) as the engine's C++ types (cc/engine/types.h): the field
-// mapping shared by the CUDA engine's C API (c_api.cc) and the CPU engine's test shim
-// (tests/gpu/cpu_engine_shim.cc). No checks here: each caller validates in its own way.
+// The C API's structs (c_api.h) as the engine's C++ types (cc/engine/types.h), and the checks
+// of a call's lengths and pointers: shared by the CUDA engine's C API (c_api.cc) and the CPU
+// engine's test shim (tests/gpu/cpu_engine_shim.cc). No CUDA here. The spec itself is checked
+// by each caller (the CUDA engine's ValidateRnnSpec, the shim's own checks).
 #ifndef TF_RNN_OPS_CC_GPU_C_API_CONVERT_H_
 #define TF_RNN_OPS_CC_GPU_C_API_CONVERT_H_
+
+#include <initializer_list>
+#include <string>
 
 #include "cc/engine/types.h"
 #include "cc/gpu/c_api.h"
@@ -77,6 +81,63 @@ RnnBwdArgs<T> RnnBwdArgsOf(const TfRnnCudaBwdArgs& in) {
   a.dc_seq = static_cast<const T*>(in.dc_seq);
   a.dpeephole = static_cast<T*>(in.dpeephole);
   return a;
+}
+
+// Why the per-sequence lengths (host [B], or null) are invalid, or "" when they are valid.
+inline std::string RnnLengthsProblem(const RnnSpec& s, const int32_t* lengths) {
+  for (Index b = 0; lengths != nullptr && b < s.B; ++b) {
+    if (lengths[b] < 0 || lengths[b] > s.T) {
+      return "lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
+             " is outside [0, " + std::to_string(s.T) + "]";
+    }
+  }
+  return "";
+}
+
+// A pointer a call needs when it must hold n > 0 elements.
+struct RnnNeed {
+  const void* p;
+  Index n;
+  const char* name;
+};
+inline std::string RnnNullProblem(std::initializer_list<RnnNeed> needs) {
+  for (const RnnNeed& n : needs) {
+    if (n.n > 0 && n.p == nullptr) return std::string(n.name) + " is NULL";
+  }
+  return "";
+}
+
+// Why a forward call's arguments are invalid (bad lengths, a needed pointer NULL), or "".
+inline std::string RnnFwdArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
+  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
+  const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.N : 0;  // cell states
+  std::string m = RnnLengthsProblem(s, a.lengths);
+  if (!m.empty()) return m;
+  return RnnNullProblem({{a.x, s.T * s.B * s.I, "x"}, {a.h0, LD * s.B * Hs, "h0"},
+                         {a.hn, LD * s.B * Hs, "hn"}, {a.c0, C, "c0"}, {a.cn, C, "cn"},
+                         {a.params, RnnParamsSize(s), "params"},
+                         {a.y, s.T * s.B * s.D * Hs, "y"},
+                         {a.reserve, RnnReserveSize(s), "reserve"},
+                         {a.peephole, s.peephole ? LD * KN : 0, "peephole"},
+                         {a.mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"}});
+}
+
+// Why a backward call's arguments are invalid, or "".
+inline std::string RnnBwdArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
+  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
+  const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.N : 0;
+  std::string m = RnnLengthsProblem(s, a.lengths);
+  if (!m.empty()) return m;
+  return RnnNullProblem({{a.x, s.T * s.B * s.I, "x"}, {a.dx, s.T * s.B * s.I, "dx"},
+                         {a.h0, LD * s.B * Hs, "h0"}, {a.dhn, LD * s.B * Hs, "dhn"},
+                         {a.dh0, LD * s.B * Hs, "dh0"}, {a.c0, C, "c0"}, {a.dcn, C, "dcn"},
+                         {a.dc0, C, "dc0"}, {a.params, RnnParamsSize(s), "params"},
+                         {a.dparams, RnnParamsSize(s), "dparams"},
+                         {a.dy, s.T * s.B * s.D * Hs, "dy"},
+                         {a.reserve, RnnReserveSize(s), "reserve"},
+                         {a.peephole, s.peephole ? LD * KN : 0, "peephole"},
+                         {a.dpeephole, s.peephole ? LD * KN : 0, "dpeephole"},
+                         {a.mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"}});
 }
 
 }  // namespace tfrnn

@@ -94,7 +94,7 @@ HostPool& Pool() {
   return *pool;
 }
 
-// TfRnnCudaSpec -> RnnSpec (the field mapping of ToSpec in cc/gpu/c_api.cc), with the checks
+// TfRnnCudaSpec -> RnnSpec (RnnSpecOf, as the CUDA C API), with the spec checks
 // the engine itself does not make (the TF kernels make them before calling it).
 bool ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   if (in == nullptr) return Bad("spec is NULL");
@@ -114,16 +114,6 @@ bool ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   return true;
 }
 
-bool CheckLengths(const RnnSpec& s, const int32_t* lengths) {
-  for (Index b = 0; lengths != nullptr && b < s.B; ++b) {
-    if (lengths[b] < 0 || lengths[b] > s.T) {
-      return Bad("lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
-                 " is outside [0, " + std::to_string(s.T) + "]");
-    }
-  }
-  return true;
-}
-
 template <typename A>
 void Forward(const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws) {
   const RnnFwdArgs<A> a = RnnFwdArgsOf<A>(*in);
@@ -138,18 +128,8 @@ void Backward(const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws) {
   EngineFns<A>::RnnBwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
 }
 
-// The required pointers of a call: (pointer, elements it must hold, name).
-struct Need {
-  const void* p;
-  Index n;
-  const char* name;
-};
-bool CheckNeeds(std::initializer_list<Need> needs) {
-  for (const Need& n : needs) {
-    if (n.n > 0 && n.p == nullptr) return Bad(std::string(n.name) + " is NULL");
-  }
-  return true;
-}
+// Bad(problem) unless the problem is "" (the checks of c_api_convert.h, as the CUDA C API).
+bool NoProblem(const std::string& problem) { return problem.empty() || Bad(problem); }
 
 }  // namespace
 
@@ -192,15 +172,7 @@ SHIM_EXPORT int tfrnn_cpu_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCuda
   RnnSpec s;
   if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
   if (a == nullptr) return Fail("args is NULL");
-  if (!ToSpec(spec, &s) || !CheckLengths(s, a->lengths)) return -1;
-  const Index LD = s.L * s.D, Hs = RnnHs(s), lstm = s.mode == RnnMode::kLstm;
-  if (!CheckNeeds({{a->x, s.T * s.B * s.I, "x"}, {a->h0, LD * s.B * Hs, "h0"},
-                   {a->hn, LD * s.B * Hs, "hn"}, {a->c0, lstm * LD * s.B * s.N, "c0"},
-                   {a->cn, lstm * LD * s.B * s.N, "cn"}, {a->params, RnnParamsSize(s), "params"},
-                   {a->y, s.T * s.B * s.D * Hs, "y"}, {a->reserve, RnnReserveSize(s), "reserve"},
-                   {a->peephole, s.peephole, "peephole"}, {a->mask, s.has_mask, "mask"}})) {
-    return -1;
-  }
+  if (!ToSpec(spec, &s) || !NoProblem(RnnFwdArgsProblem(s, *a))) return -1;
   try {
     if (spec->dtype == TFRNN_CUDA_FLOAT) {
       Forward<float>(s, a, workspace);
@@ -218,19 +190,7 @@ SHIM_EXPORT int tfrnn_cpu_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCud
   RnnSpec s;
   if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
   if (a == nullptr) return Fail("args is NULL");
-  if (!ToSpec(spec, &s) || !CheckLengths(s, a->lengths)) return -1;
-  const Index LD = s.L * s.D, Hs = RnnHs(s), lstm = s.mode == RnnMode::kLstm;
-  if (!CheckNeeds({{a->x, s.T * s.B * s.I, "x"}, {a->dx, s.T * s.B * s.I, "dx"},
-                   {a->h0, LD * s.B * Hs, "h0"}, {a->dhn, LD * s.B * Hs, "dhn"},
-                   {a->dh0, LD * s.B * Hs, "dh0"}, {a->c0, lstm * LD * s.B * s.N, "c0"},
-                   {a->dcn, lstm * LD * s.B * s.N, "dcn"}, {a->dc0, lstm * LD * s.B * s.N, "dc0"},
-                   {a->params, RnnParamsSize(s), "params"},
-                   {a->dparams, RnnParamsSize(s), "dparams"}, {a->dy, s.T * s.B * s.D * Hs, "dy"},
-                   {a->reserve, RnnReserveSize(s), "reserve"},
-                   {a->peephole, s.peephole, "peephole"}, {a->dpeephole, s.peephole, "dpeephole"},
-                   {a->mask, s.has_mask, "mask"}})) {
-    return -1;
-  }
+  if (!ToSpec(spec, &s) || !NoProblem(RnnBwdArgsProblem(s, *a))) return -1;
   try {
     if (spec->dtype == TFRNN_CUDA_FLOAT) {
       Backward<float>(s, a, workspace);
