@@ -316,6 +316,52 @@ GpuStatus GruCellBwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
   return GruCellBackwardGpu<T>(g, a, ws, ws_bytes);
 }
 
+// Runs an entry point's body, turning a C++ exception into an error code.
+template <typename Body>
+int Guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Fail(GpuStatus(TFRNN_CUDA_INTERNAL, std::string("exception: ") + e.what()));
+  } catch (...) {
+    return Fail(GpuStatus(TFRNN_CUDA_INTERNAL, "unknown exception"));
+  }
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// run(TypeTag<T>{}) for the CUDA element type T of a checked dtype.
+template <typename Run>
+GpuStatus ByDtype(int dtype, Run&& run) {
+  switch (dtype) {
+    case TFRNN_CUDA_HALF:
+      return run(TypeTag<__half>{});
+    case TFRNN_CUDA_BFLOAT16:
+      return run(TypeTag<__nv_bfloat16>{});
+    case TFRNN_CUDA_FLOAT:
+      return run(TypeTag<float>{});
+    default:
+      return run(TypeTag<double>{});
+  }
+}
+
+// What every compute entry point does: its checks (`check`, which validates the spec and so
+// its dtype), a cuBLAS handle leased for the stream, then run(g, TypeTag<T>{}) for the spec's
+// element type.
+template <typename Spec, typename Check, typename Run>
+int Launch(const Spec* spec, void* stream, Check&& check, Run&& run) {
+  GpuStatus st = check();
+  if (!st.ok()) return Fail(st);
+  CublasLease lease;
+  GpuContext g;
+  st = Prepare(stream, &lease, &g);
+  if (!st.ok()) return Fail(st);
+  return Finish(ByDtype(spec->dtype, [&](auto tag) { return run(g, tag); }));
+}
+
 }  // namespace
 }  // namespace gpu
 }  // namespace tfrnn
@@ -323,15 +369,8 @@ GpuStatus GruCellBwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
 using tfrnn::gpu::Fail;
 using tfrnn::gpu::Finish;
 using tfrnn::gpu::GpuStatus;
-
-#define TFRNN_C_API_GUARD(body)                                                   \
-  try {                                                                           \
-    body                                                                          \
-  } catch (const std::exception& e) {                                             \
-    return Fail(GpuStatus(TFRNN_CUDA_INTERNAL, std::string("exception: ") + e.what())); \
-  } catch (...) {                                                                 \
-    return Fail(GpuStatus(TFRNN_CUDA_INTERNAL, "unknown exception"));             \
-  }
+using tfrnn::gpu::Guarded;
+using tfrnn::gpu::Launch;
 
 extern "C" {
 
@@ -342,7 +381,7 @@ TFRNN_EXPORT const char* tfrnn_cuda_last_error(void) {
 }
 
 TFRNN_EXPORT int tfrnn_cuda_device_count(int32_t* count) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     if (count == nullptr) return Fail(tfrnn::gpu::InvalidArgument("count is NULL"));
     *count = 0;
     int n = 0;
@@ -353,23 +392,23 @@ TFRNN_EXPORT int tfrnn_cuda_device_count(int32_t* count) {
     }
     *count = n;
     return TFRNN_CUDA_OK;
-  })
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_cublas_library(const char** soname) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     const tfrnn::gpu::CublasApi* api = nullptr;
     GpuStatus st = tfrnn::gpu::LoadCublas(&api);
     if (!st.ok()) return Fail(st);
     if (soname != nullptr) *soname = api->soname;
     return TFRNN_CUDA_OK;
-  })
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_rnn_sizes(const TfRnnCudaSpec* spec, int64_t* params_elems,
                                       int64_t* reserve_elems, int64_t* fwd_workspace_bytes,
                                       int64_t* bwd_workspace_bytes) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     tfrnn::RnnSpec s;
     GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
     if (!st.ok()) return Fail(st);
@@ -383,12 +422,12 @@ TFRNN_EXPORT int tfrnn_cuda_rnn_sizes(const TfRnnCudaSpec* spec, int64_t* params
       *bwd_workspace_bytes = tfrnn::gpu::RnnBwdWorkspaceBytesGpu(s, eb);
     }
     return TFRNN_CUDA_OK;
-  })
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_rnn_param_offsets(const TfRnnCudaSpec* spec, int64_t pseudo,
                                               int64_t out[6]) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     tfrnn::RnnSpec s;
     GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
     if (!st.ok()) return Fail(st);
@@ -405,64 +444,48 @@ TFRNN_EXPORT int tfrnn_cuda_rnn_param_offsets(const TfRnnCudaSpec* spec, int64_t
     out[4] = o.br;
     out[5] = o.end;
     return TFRNN_CUDA_OK;
-  })
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* args,
                                         void* workspace, int64_t workspace_bytes,
                                         void* stream) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     tfrnn::RnnSpec s;
-    GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
-    if (st.ok()) st = tfrnn::gpu::CheckFwdArgs(s, args);
-    if (!st.ok()) return Fail(st);
-    tfrnn::gpu::CublasLease lease;
-    tfrnn::gpu::GpuContext g;
-    st = tfrnn::gpu::Prepare(stream, &lease, &g);
-    if (!st.ok()) return Fail(st);
-    switch (spec->dtype) {
-      case TFRNN_CUDA_HALF:
-        return Finish(tfrnn::gpu::Forward<__half>(g, s, args, workspace, workspace_bytes));
-      case TFRNN_CUDA_BFLOAT16:
-        return Finish(
-            tfrnn::gpu::Forward<__nv_bfloat16>(g, s, args, workspace, workspace_bytes));
-      case TFRNN_CUDA_FLOAT:
-        return Finish(tfrnn::gpu::Forward<float>(g, s, args, workspace, workspace_bytes));
-      default:
-        return Finish(tfrnn::gpu::Forward<double>(g, s, args, workspace, workspace_bytes));
-    }
-  })
+    return Launch(
+        spec, stream,
+        [&] {
+          GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
+          return st.ok() ? tfrnn::gpu::CheckFwdArgs(s, args) : st;
+        },
+        [&](const tfrnn::gpu::GpuContext& g, auto t) {
+          using T = typename decltype(t)::type;
+          return tfrnn::gpu::Forward<T>(g, s, args, workspace, workspace_bytes);
+        });
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
                                          void* workspace, int64_t workspace_bytes,
                                          void* stream) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     tfrnn::RnnSpec s;
-    GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
-    if (st.ok()) st = tfrnn::gpu::CheckBwdArgs(s, args);
-    if (!st.ok()) return Fail(st);
-    tfrnn::gpu::CublasLease lease;
-    tfrnn::gpu::GpuContext g;
-    st = tfrnn::gpu::Prepare(stream, &lease, &g);
-    if (!st.ok()) return Fail(st);
-    switch (spec->dtype) {
-      case TFRNN_CUDA_HALF:
-        return Finish(tfrnn::gpu::Backward<__half>(g, s, args, workspace, workspace_bytes));
-      case TFRNN_CUDA_BFLOAT16:
-        return Finish(
-            tfrnn::gpu::Backward<__nv_bfloat16>(g, s, args, workspace, workspace_bytes));
-      case TFRNN_CUDA_FLOAT:
-        return Finish(tfrnn::gpu::Backward<float>(g, s, args, workspace, workspace_bytes));
-      default:
-        return Finish(tfrnn::gpu::Backward<double>(g, s, args, workspace, workspace_bytes));
-    }
-  })
+    return Launch(
+        spec, stream,
+        [&] {
+          GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
+          return st.ok() ? tfrnn::gpu::CheckBwdArgs(s, args) : st;
+        },
+        [&](const tfrnn::gpu::GpuContext& g, auto t) {
+          using T = typename decltype(t)::type;
+          return tfrnn::gpu::Backward<T>(g, s, args, workspace, workspace_bytes);
+        });
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst,
                                        int64_t d0, int64_t d1, int64_t c, void* stream) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     if (d0 < 0 || d1 < 0 || c < 0) {
       return Fail(tfrnn::gpu::InvalidArgument("swap_major: negative size"));
     }
@@ -471,7 +494,7 @@ TFRNN_EXPORT int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void
     }
     return Finish(tfrnn::gpu::SwapMajor(static_cast<cudaStream_t>(stream), elem_bytes, src, dst,
                                         d0, d1, c));
-  })
+  });
 }
 
 static GpuStatus CopyOrZero(void* dst, const void* src, int64_t bytes, void* stream) {
@@ -488,19 +511,19 @@ static GpuStatus CopyOrZero(void* dst, const void* src, int64_t bytes, void* str
 }
 
 TFRNN_EXPORT int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void* stream) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     if (src == nullptr && bytes > 0) return Fail(tfrnn::gpu::InvalidArgument("src is NULL"));
     return Finish(CopyOrZero(dst, src, bytes, stream));
-  })
+  });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream) {
-  TFRNN_C_API_GUARD({ return Finish(CopyOrZero(dst, nullptr, bytes, stream)); })
+  return Guarded([&]() -> int { return Finish(CopyOrZero(dst, nullptr, bytes, stream)); });
 }
 
 TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* fwd_workspace_bytes,
                                        int64_t* bwd_workspace_bytes) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     tfrnn::LstmCellSpec s;
     GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);
     if (!st.ok()) return Fail(st);
@@ -512,33 +535,26 @@ TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* f
       *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
     }
     return TFRNN_CUDA_OK;
-  })
+  });
 }
 
-#define TFRNN_LSTM_ENTRY(NAME, ARGS, CHECK, FN)                                             \
-  TFRNN_EXPORT int NAME(const TfRnnCudaLstmSpec* spec, const ARGS* args, void* workspace,  \
-                        int64_t workspace_bytes, void* stream) {                           \
-    TFRNN_C_API_GUARD({                                                                     \
-      tfrnn::LstmCellSpec s;                                                                \
-      GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);                                      \
-      if (st.ok()) st = tfrnn::gpu::CHECK(spec, s, args);                                   \
-      if (!st.ok()) return Fail(st);                                                        \
-      tfrnn::gpu::CublasLease lease;                                                        \
-      tfrnn::gpu::GpuContext g;                                                             \
-      st = tfrnn::gpu::Prepare(stream, &lease, &g);                                         \
-      if (!st.ok()) return Fail(st);                                                        \
-      switch (spec->dtype) {                                                                \
-        case TFRNN_CUDA_HALF:                                                               \
-          return Finish(tfrnn::gpu::FN<__half>(g, s, spec, args, workspace, workspace_bytes)); \
-        case TFRNN_CUDA_BFLOAT16:                                                           \
-          return Finish(                                                                    \
-              tfrnn::gpu::FN<__nv_bfloat16>(g, s, spec, args, workspace, workspace_bytes)); \
-        case TFRNN_CUDA_FLOAT:                                                              \
-          return Finish(tfrnn::gpu::FN<float>(g, s, spec, args, workspace, workspace_bytes)); \
-        default:                                                                            \
-          return Finish(tfrnn::gpu::FN<double>(g, s, spec, args, workspace, workspace_bytes)); \
-      }                                                                                     \
-    })                                                                                      \
+// The LSTM block engine's forward and backward entry points (FN: LstmFwd / LstmBwd).
+#define TFRNN_LSTM_ENTRY(NAME, ARGS, CHECK, FN)                                              \
+  TFRNN_EXPORT int NAME(const TfRnnCudaLstmSpec* spec, const ARGS* args, void* workspace,   \
+                        int64_t workspace_bytes, void* stream) {                            \
+    return Guarded([&]() -> int {                                                            \
+      tfrnn::LstmCellSpec s;                                                                 \
+      return Launch(                                                                         \
+          spec, stream,                                                                      \
+          [&] {                                                                              \
+            GpuStatus st = tfrnn::gpu::ToLstmSpec(spec, &s);                                 \
+            return st.ok() ? tfrnn::gpu::CHECK(spec, s, args) : st;                          \
+          },                                                                                 \
+          [&](const tfrnn::gpu::GpuContext& g, auto t) {                                     \
+            using T = typename decltype(t)::type;                                            \
+            return tfrnn::gpu::FN<T>(g, s, spec, args, workspace, workspace_bytes);          \
+          });                                                                                \
+    });                                                                                      \
   }
 TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_forward, TfRnnCudaLstmFwdArgs, CheckLstmFwdArgs, LstmFwd)
 TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_backward, TfRnnCudaLstmBwdArgs, CheckLstmBwdArgs, LstmBwd)
@@ -547,7 +563,7 @@ TFRNN_LSTM_ENTRY(tfrnn_cuda_lstm_backward, TfRnnCudaLstmBwdArgs, CheckLstmBwdArg
 TFRNN_EXPORT int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec,
                                            int64_t* fwd_workspace_bytes,
                                            int64_t* bwd_workspace_bytes) {
-  TFRNN_C_API_GUARD({
+  return Guarded([&]() -> int {
     GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);
     if (!st.ok()) return Fail(st);
     const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
@@ -560,32 +576,25 @@ TFRNN_EXPORT int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec,
           tfrnn::gpu::GruCellBwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
     }
     return TFRNN_CUDA_OK;
-  })
+  });
 }
 
-#define TFRNN_GRU_ENTRY(NAME, ARGS, CHECK, FN)                                              \
+// The GRU block cell's forward and backward entry points (FN: GruCellFwd / GruCellBwd).
+#define TFRNN_GRU_ENTRY(NAME, ARGS, CHECK, FN)                                                \
   TFRNN_EXPORT int NAME(const TfRnnCudaGruCellSpec* spec, const ARGS* args, void* workspace, \
-                        int64_t workspace_bytes, void* stream) {                            \
-    TFRNN_C_API_GUARD({                                                                      \
-      GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);                                     \
-      if (st.ok()) st = tfrnn::gpu::CHECK(spec, args);                                       \
-      if (!st.ok()) return Fail(st);                                                         \
-      tfrnn::gpu::CublasLease lease;                                                         \
-      tfrnn::gpu::GpuContext g;                                                              \
-      st = tfrnn::gpu::Prepare(stream, &lease, &g);                                          \
-      if (!st.ok()) return Fail(st);                                                         \
-      switch (spec->dtype) {                                                                 \
-        case TFRNN_CUDA_HALF:                                                                \
-          return Finish(tfrnn::gpu::FN<__half>(g, spec, args, workspace, workspace_bytes));  \
-        case TFRNN_CUDA_BFLOAT16:                                                            \
-          return Finish(                                                                     \
-              tfrnn::gpu::FN<__nv_bfloat16>(g, spec, args, workspace, workspace_bytes));     \
-        case TFRNN_CUDA_FLOAT:                                                               \
-          return Finish(tfrnn::gpu::FN<float>(g, spec, args, workspace, workspace_bytes));   \
-        default:                                                                             \
-          return Finish(tfrnn::gpu::FN<double>(g, spec, args, workspace, workspace_bytes));  \
-      }                                                                                      \
-    })                                                                                       \
+                        int64_t workspace_bytes, void* stream) {                              \
+    return Guarded([&]() -> int {                                                              \
+      return Launch(                                                                           \
+          spec, stream,                                                                        \
+          [&] {                                                                                \
+            GpuStatus st = tfrnn::gpu::CheckGruCellSpec(spec);                                 \
+            return st.ok() ? tfrnn::gpu::CHECK(spec, args) : st;                               \
+          },                                                                                   \
+          [&](const tfrnn::gpu::GpuContext& g, auto t) {                                       \
+            using T = typename decltype(t)::type;                                              \
+            return tfrnn::gpu::FN<T>(g, spec, args, workspace, workspace_bytes);               \
+          });                                                                                  \
+    });                                                                                        \
   }
 TFRNN_GRU_ENTRY(tfrnn_cuda_gru_cell_forward, TfRnnCudaGruCellFwdArgs, CheckGruCellFwdArgs,
                 GruCellFwd)

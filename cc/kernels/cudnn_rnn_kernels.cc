@@ -248,6 +248,42 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
   return absl::OkStatus();
 }
 
+// The backprop ops' inputs after the forward's, with their shapes checked against what the
+// forward's inputs give (reserve_space is checked by the caller, whose size it knows).
+struct BwdInputs {
+  const Tensor *output, *output_h, *output_c, *dy, *dhn, *dcn, *reserve;
+};
+
+absl::Status ValidateBackward(OpKernelContext* ctx, const FwdInputs& in, BwdInputs* b) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInput(ctx, "output", &b->output));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "output_h", &b->output_h));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "output_c", &b->output_c));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "output_backprop", &b->dy));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "output_h_backprop", &b->dhn));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "output_c_backprop", &b->dcn));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "reserve_space", &b->reserve));
+  // Each pair of inputs must have the shape that the forward's inputs give.
+  auto same_shape = [&](const char* n1, const Tensor* t1, const char* n2, const Tensor* t2,
+                        const TensorShape& want, const std::string& what) {
+    for (auto [name, t] : {std::make_pair(n1, t1), std::make_pair(n2, t2)}) {
+      if (t->shape() != want) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, ": ", name, " must have ", what, ", got ", ShapeStr(*t)));
+      }
+    }
+    return absl::OkStatus();
+  };
+  TF_RETURN_IF_ERROR(same_shape("output", b->output, "output_backprop", b->dy, in.out_shape,
+                                absl::StrCat("shape ", in.out_shape.DebugString())));
+  TF_RETURN_IF_ERROR(same_shape("output_h", b->output_h, "output_h_backprop", b->dhn,
+                                in.input_h->shape(),
+                                absl::StrCat("the shape of input_h ", ShapeStr(*in.input_h))));
+  if (in.spec.mode != RnnMode::kLstm) return absl::OkStatus();
+  return same_shape("output_c", b->output_c, "output_c_backprop", b->dcn, in.c_shape,
+                    absl::StrCat("the shape of input_c ", in.c_shape.DebugString()));
+}
+
 // dst[j, i, :] = src[i, j, :] for src [d0, d1, c].
 template <typename A>
 void SwapMajor(const CpuDevice& d, const A* src, A* dst, Index d0, Index d1, Index c) {
@@ -265,14 +301,41 @@ int64_t ReserveElementsOfT(int64_t n_a) {
          static_cast<int64_t>(sizeof(T));
 }
 
-template <typename T>
-class CudnnRnnForwardOp : public OpKernel {
+// What the forward and backward kernels share: the family's attrs, the Keras op's extras and
+// the op version (1-3: CudnnRNN(Backprop)[V2|V3], 4: KerasRNN(Backprop)).
+class CudnnRnnOpBase : public OpKernel {
  public:
-  using A = typename ComputeType<T>::type;
-  CudnnRnnForwardOp(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
+  CudnnRnnOpBase(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
     OP_REQUIRES_OK(c, at_.Read(c));
     OP_REQUIRES_OK(c, kx_.Read(c));
   }
+
+ protected:
+  // V3's sequence lengths as the engine's ints (copied into *store), or nullptr.
+  static const int* Lengths(const FwdInputs& in, std::vector<int>* store) {
+    if (in.lengths == nullptr) return nullptr;
+    auto len = in.lengths->flat<int32_t>();
+    store->assign(len.data(), len.data() + in.spec.B);
+    return store->data();
+  }
+
+  CudnnAttrs at_;
+  KerasExtras kx_;
+  int version_;
+};
+
+// An op kernel class of a fixed version, for REGISTER_KERNEL_BUILDER.
+template <template <typename> class Op, typename T, int V>
+class Versioned : public Op<T> {
+ public:
+  explicit Versioned(OpKernelConstruction* c) : Op<T>(c, V) {}
+};
+
+template <typename T>
+class CudnnRnnForwardOp : public CudnnRnnOpBase {
+ public:
+  using A = typename ComputeType<T>::type;
+  using CudnnRnnOpBase::CudnnRnnOpBase;
 
   void Compute(OpKernelContext* ctx) override {
     FwdInputs in;
@@ -298,11 +361,7 @@ class CudnnRnnForwardOp : public OpKernel {
     const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
     RnnFwdArgs<A> a;
     std::vector<int> lengths;
-    if (in.lengths != nullptr) {
-      auto len = in.lengths->flat<int32_t>();
-      lengths.assign(len.data(), len.data() + s.B);
-      a.lengths = lengths.data();
-    }
+    a.lengths = Lengths(in, &lengths);
     // The engine leaves the reserve rows past each sequence's length unwritten: zero the
     // reserve first (on the pool) when some sequence is shorter than T, so that the output
     // never holds uninitialised memory. (Zeroing it on every call, as V3's lengths always
@@ -343,26 +402,13 @@ class CudnnRnnForwardOp : public OpKernel {
     if (!at_.time_major) SwapMajor<A>(dev, a.y, y, s.T, s.B, ycols);
     br.Finish();
   }
-
- private:
-  CudnnAttrs at_;
-  KerasExtras kx_;
-  int version_;
-};
-
-template <typename T, int V>
-class CudnnRnnForwardOpV : public CudnnRnnForwardOp<T> {
- public:
-  explicit CudnnRnnForwardOpV(OpKernelConstruction* c) : CudnnRnnForwardOp<T>(c, V) {}
 };
 
 template <typename T>
-class CudnnRnnBackwardOp : public OpKernel {
+class CudnnRnnBackwardOp : public CudnnRnnOpBase {
  public:
   using A = typename ComputeType<T>::type;
-  CudnnRnnBackwardOp(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
-    OP_REQUIRES_OK(c, at_.Read(c));
-    OP_REQUIRES_OK(c, kx_.Read(c));
+  CudnnRnnBackwardOp(OpKernelConstruction* c, int version) : CudnnRnnOpBase(c, version) {
     at_.is_training = true;
   }
 
@@ -372,40 +418,9 @@ class CudnnRnnBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, kx_, &in));
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
-    const Tensor *output, *output_h, *output_c, *dy, *dhn, *dcn, *reserve;
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output", &output));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_h", &output_h));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_c", &output_c));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_backprop", &dy));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_h_backprop", &dhn));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_c_backprop", &dcn));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "reserve_space", &reserve));
-    std::vector<std::pair<const char*, const Tensor*>> checks = {
-        {"output", output}, {"output_backprop", dy}};
-    for (auto& c : checks) {
-      OP_REQUIRES(ctx, c.second->shape() == in.out_shape,
-                  absl::InvalidArgumentError(absl::StrCat(op, ": ", c.first, " must have shape ",
-                                                          in.out_shape.DebugString(), ", got ",
-                                                          ShapeStr(*c.second))));
-    }
-    for (auto& c : std::vector<std::pair<const char*, const Tensor*>>{
-             {"output_h", output_h}, {"output_h_backprop", dhn}}) {
-      OP_REQUIRES(ctx, c.second->shape() == in.input_h->shape(),
-                  absl::InvalidArgumentError(absl::StrCat(op, ": ", c.first,
-                                                          " must have the shape of input_h ",
-                                                          ShapeStr(*in.input_h), ", got ",
-                                                          ShapeStr(*c.second))));
-    }
-    if (lstm) {
-      for (auto& c : std::vector<std::pair<const char*, const Tensor*>>{
-               {"output_c", output_c}, {"output_c_backprop", dcn}}) {
-        OP_REQUIRES(ctx, c.second->shape() == in.c_shape,
-                    absl::InvalidArgumentError(absl::StrCat(op, ": ", c.first,
-                                                            " must have the shape of input_c ",
-                                                            in.c_shape.DebugString(), ", got ",
-                                                            ShapeStr(*c.second))));
-      }
-    }
+    BwdInputs b;
+    OP_REQUIRES_OK(ctx, ValidateBackward(ctx, in, &b));
+    const Tensor *dy = b.dy, *dhn = b.dhn, *dcn = b.dcn, *reserve = b.reserve;
     const int64_t reserve_a = RnnReserveSize(s);
     const int64_t reserve_t = ReserveElementsOfT<T, A>(reserve_a);
     OP_REQUIRES(ctx, reserve->dims() == 1 && reserve->NumElements() == reserve_t,
@@ -426,11 +441,7 @@ class CudnnRnnBackwardOp : public OpKernel {
     const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
     RnnBwdArgs<A> a;
     std::vector<int> lengths;
-    if (in.lengths != nullptr) {
-      auto len = in.lengths->flat<int32_t>();
-      lengths.assign(len.data(), len.data() + s.B);
-      a.lengths = lengths.data();
-    }
+    a.lengths = Lengths(in, &lengths);
     const int64_t ycols = s.D * RnnHs(s);
     const A* x = br.In(*in.input);
     const A* dyv = br.In(*dy);
@@ -469,17 +480,6 @@ class CudnnRnnBackwardOp : public OpKernel {
     if (!at_.time_major) SwapMajor<A>(dev, a.dx, dxv, s.T, s.B, s.I);
     br.Finish();
   }
-
- private:
-  CudnnAttrs at_;
-  KerasExtras kx_;
-  int version_;
-};
-
-template <typename T, int V>
-class CudnnRnnBackwardOpV : public CudnnRnnBackwardOp<T> {
- public:
-  explicit CudnnRnnBackwardOpV(OpKernelConstruction* c) : CudnnRnnBackwardOp<T>(c, V) {}
 };
 
 template <typename S>
@@ -648,22 +648,22 @@ class CanonicalToParamsOp : public OpKernel {
 #define TFRNN_REGISTER_CUDNN(T)                                                               \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNN")).Device(DEVICE_CPU).TypeConstraint<T>("T"),                 \
-      CudnnRnnForwardOpV<T, 1>);                                                              \
+      Versioned<CudnnRnnForwardOp, T, 1>);                                                         \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNNV2")).Device(DEVICE_CPU).TypeConstraint<T>("T"),               \
-      CudnnRnnForwardOpV<T, 2>);                                                              \
+      Versioned<CudnnRnnForwardOp, T, 2>);                                                         \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNNV3")).Device(DEVICE_CPU).TypeConstraint<T>("T"),               \
-      CudnnRnnForwardOpV<T, 3>);                                                              \
+      Versioned<CudnnRnnForwardOp, T, 3>);                                                         \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNNBackprop")).Device(DEVICE_CPU).TypeConstraint<T>("T"),         \
-      CudnnRnnBackwardOpV<T, 1>);                                                             \
+      Versioned<CudnnRnnBackwardOp, T, 1>);                                                        \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNNBackpropV2")).Device(DEVICE_CPU).TypeConstraint<T>("T"),       \
-      CudnnRnnBackwardOpV<T, 2>);                                                             \
+      Versioned<CudnnRnnBackwardOp, T, 2>);                                                        \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNNBackpropV3")).Device(DEVICE_CPU).TypeConstraint<T>("T"),       \
-      CudnnRnnBackwardOpV<T, 3>);                                                             \
+      Versioned<CudnnRnnBackwardOp, T, 3>);                                                        \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name(TFRNN_NAME("CudnnRNNParamsToCanonical")).Device(DEVICE_CPU).TypeConstraint<T>("T"), \
       ParamsToCanonicalOp<T>);                                                                \
@@ -701,10 +701,10 @@ TFRNN_REGISTER_CUDNN(double)
 #define TFRNN_REGISTER_KERAS(T)                                                               \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),                       \
-      CudnnRnnForwardOpV<T, 4>);                                                              \
+      Versioned<CudnnRnnForwardOp, T, 4>);                                                         \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),               \
-      CudnnRnnBackwardOpV<T, 4>);
+      Versioned<CudnnRnnBackwardOp, T, 4>);
 TFRNN_REGISTER_KERAS(Eigen::half)
 TFRNN_REGISTER_KERAS(Eigen::bfloat16)
 TFRNN_REGISTER_KERAS(float)

@@ -74,6 +74,18 @@ absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, GruInputs*
   return absl::OkStatus();
 }
 
+// The operands the forward (GruCellFwdArgs) and the backward (GruCellBwdArgs) both read.
+template <typename T, typename Args>
+void SetSharedOperands(ComputeBridge<T>& br, const GruInputs& in, Args* a) {
+  a->N = in.N;
+  a->I = in.I;
+  a->H = in.H;
+  a->x = br.In(*in.x);
+  a->h_prev = br.In(*in.h_prev);
+  a->w_ru = br.In(*in.w_ru);
+  a->w_c = br.In(*in.w_c);
+}
+
 template <typename T>
 class GruCellOp : public OpKernel {
  public:
@@ -89,13 +101,7 @@ class GruCellOp : public OpKernel {
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
     GruCellFwdArgs<A> a;
-    a.N = in.N;
-    a.I = in.I;
-    a.H = in.H;
-    a.x = br.In(*in.x);
-    a.h_prev = br.In(*in.h_prev);
-    a.w_ru = br.In(*in.w_ru);
-    a.w_c = br.In(*in.w_c);
+    SetSharedOperands(br, in, &a);
     a.b_ru = br.In(*in.b_ru);
     a.b_c = br.In(*in.b_c);
     a.r = br.Out(outs[0]);
@@ -128,13 +134,7 @@ class GruCellGradOp : public OpKernel {
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
     GruCellBwdArgs<A> a;
-    a.N = in.N;
-    a.I = in.I;
-    a.H = in.H;
-    a.x = br.In(*in.x);
-    a.h_prev = br.In(*in.h_prev);
-    a.w_ru = br.In(*in.w_ru);
-    a.w_c = br.In(*in.w_c);
+    SetSharedOperands(br, in, &a);
     a.r = br.In(*in.r);
     a.u = br.In(*in.u);
     a.c = br.In(*in.c);

@@ -136,6 +136,37 @@ LstmCellSpec MakeSpec(bool v2, float forget_bias, float cell_clip, bool use_peep
   return s;
 }
 
+// The operands the forward (LstmFwdArgs) and the sequence backward (LstmBwdArgs) both read.
+template <typename T, typename Args>
+void SetSharedOperands(ComputeBridge<T>& br, const LstmBlockInputs& in, Args* a) {
+  a->T = in.T;
+  a->N = in.N;
+  a->I = in.I;
+  a->H = in.H;
+  a->seq_len_max = in.seq_len_max;
+  a->x = br.In(*in.x);
+  a->cs_prev = br.In(*in.cs_prev);
+  a->h_prev = br.In(*in.h_prev);
+  a->w = br.In(*in.w);
+  a->wci = br.In(*in.wci);
+  a->wcf = br.In(*in.wcf);
+  a->wco = br.In(*in.wco);
+}
+
+// The forward's activations and the incoming gradients both backward ops read
+// (LstmCellBwdArgs, LstmBwdArgs).
+template <typename T, typename Args>
+void SetActivationOperands(ComputeBridge<T>& br, const LstmBlockInputs& in, Args* a) {
+  a->i = br.In(*in.i);
+  a->cs = br.In(*in.cs);
+  a->f = br.In(*in.f);
+  a->o = br.In(*in.o);
+  a->ci = br.In(*in.ci);
+  a->co = br.In(*in.co);
+  a->cs_grad = br.In(*in.cs_grad);
+  a->h_grad = br.In(*in.h_grad);
+}
+
 // LSTMBlockCell, BlockLSTM, BlockLSTMV2.
 template <typename T, bool kSeq, bool kV2>
 class LstmForwardOp : public OpKernel {
@@ -157,18 +188,7 @@ class LstmForwardOp : public OpKernel {
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
     LstmFwdArgs<A> a;
-    a.T = in.T;
-    a.N = in.N;
-    a.I = in.I;
-    a.H = in.H;
-    a.seq_len_max = in.seq_len_max;
-    a.x = br.In(*in.x);
-    a.cs_prev = br.In(*in.cs_prev);
-    a.h_prev = br.In(*in.h_prev);
-    a.w = br.In(*in.w);
-    a.wci = br.In(*in.wci);
-    a.wcf = br.In(*in.wcf);
-    a.wco = br.In(*in.wco);
+    SetSharedOperands(br, in, &a);
     a.b = br.In(*in.b);
     A** dst[7] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h};
     for (int k = 0; k < 7; ++k) *dst[k] = br.Out(outs[k]);
@@ -216,14 +236,7 @@ class LstmCellGradOp : public OpKernel {
     a.wci = br.In(*in.wci);
     a.wcf = br.In(*in.wcf);
     a.wco = br.In(*in.wco);
-    a.i = br.In(*in.i);
-    a.cs = br.In(*in.cs);
-    a.f = br.In(*in.f);
-    a.o = br.In(*in.o);
-    a.ci = br.In(*in.ci);
-    a.co = br.In(*in.co);
-    a.cs_grad = br.In(*in.cs_grad);
-    a.h_grad = br.In(*in.h_grad);
+    SetActivationOperands(br, in, &a);
     a.cs_prev_grad = br.Out(cs_prev_grad);
     a.dgates = br.Out(dicfo);
     a.wci_grad = br.Out(wci_grad);
@@ -271,27 +284,9 @@ class LstmSeqGradOp : public OpKernel {
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
     LstmBwdArgs<A> a;
-    a.T = in.T;
-    a.N = in.N;
-    a.I = in.I;
-    a.H = in.H;
-    a.seq_len_max = in.seq_len_max;
-    a.x = br.In(*in.x);
-    a.cs_prev = br.In(*in.cs_prev);
-    a.h_prev = br.In(*in.h_prev);
-    a.w = br.In(*in.w);
-    a.wci = br.In(*in.wci);
-    a.wcf = br.In(*in.wcf);
-    a.wco = br.In(*in.wco);
-    a.i = br.In(*in.i);
-    a.cs = br.In(*in.cs);
-    a.f = br.In(*in.f);
-    a.o = br.In(*in.o);
-    a.ci = br.In(*in.ci);
-    a.co = br.In(*in.co);
+    SetSharedOperands(br, in, &a);
+    SetActivationOperands(br, in, &a);
     a.h = br.In(*in.h);
-    a.cs_grad = br.In(*in.cs_grad);
-    a.h_grad = br.In(*in.h_grad);
     if (kExact) {
       a.i_grad = br.In(*in.i_grad);
       a.f_grad = br.In(*in.f_grad);

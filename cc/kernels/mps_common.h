@@ -7,7 +7,9 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -144,6 +146,85 @@ inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K, int64_t D
   return absl::OkStatus();
 }
 
+// The gradients ops' inputs beyond the forward's operands (LSTMGradients: cell_output_fwd,
+// cell_gradient, cell_output_gradient; GRUGradients: output_fwd), checked against the spec.
+// The forward is recomputed from the operands, so z_state and the forward output are only
+// checked (an empty tensor stands for "not kept").
+struct MpsGradInputs {
+  const Tensor *dy = nullptr, *z_state = nullptr, *fwd_out = nullptr;
+  const Tensor *dstate = nullptr, *dcell = nullptr, *dcseq = nullptr;
+};
+
+inline absl::Status ValidateMpsGrad(OpKernelContext* ctx, const RnnSpec& s, MpsGradInputs* g) {
+  const std::string op = ctx->op_kernel().type_string();
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const int64_t T = s.T, B = s.B, H = s.N, D = s.D, K = RnnK(s);
+  const char* fwd_name = lstm ? "cell_output_fwd" : "output_fwd";
+  const char* seq = "[time, batch, dirs * hidden]";
+  const char* fin = "[batch, dirs * hidden]";
+  TF_RETURN_IF_ERROR(GetInput(ctx, "source_gradient", &g->dy));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "z_state", &g->z_state));
+  TF_RETURN_IF_ERROR(GetInput(ctx, fwd_name, &g->fwd_out));
+  TF_RETURN_IF_ERROR(Optional(ctx, "state_gradient", &g->dstate));
+  if (lstm) {
+    TF_RETURN_IF_ERROR(Optional(ctx, "cell_gradient", &g->dcell));
+    TF_RETURN_IF_ERROR(Optional(ctx, "cell_output_gradient", &g->dcseq));
+  }
+  TF_RETURN_IF_ERROR(CheckRank(op, "source_gradient", *g->dy, 3, seq));
+  TF_RETURN_IF_ERROR(CheckShape(op, "source_gradient", *g->dy, {T, B, D * H}, seq));
+  if (g->z_state->NumElements() != 0) {
+    const std::string layout = absl::StrCat("[time, batch, dirs * ", K, " * hidden]");
+    TF_RETURN_IF_ERROR(CheckShape(op, "z_state", *g->z_state, {T, B, D * K * H}, layout.c_str()));
+  }
+  if (g->fwd_out->NumElements() != 0) {
+    TF_RETURN_IF_ERROR(CheckShape(op, fwd_name, *g->fwd_out, {T, B, D * H}, seq));
+  }
+  if (g->dstate != nullptr) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "state_gradient", *g->dstate, {B, D * H}, fin));
+  }
+  if (g->dcell != nullptr) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "cell_gradient", *g->dcell, {B, D * H}, fin));
+  }
+  if (g->dcseq != nullptr) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "cell_output_gradient", *g->dcseq, {T, B, D * H}, seq));
+  }
+  return absl::OkStatus();
+}
+
+// The gradients ops' outputs: source and recurrent-weight gradients, and one gradient per
+// optional operand that was given (each a list of length 0 or 1, in MPSGraph's order).
+struct MpsGradOutputs {
+  Tensor *d_source = nullptr, *d_R = nullptr, *d_W = nullptr, *d_b = nullptr;
+  Tensor *d_p = nullptr, *d_s = nullptr, *d_c = nullptr, *d_b2 = nullptr;
+};
+
+inline absl::Status AllocateMpsGrad(OpKernelContext* ctx, const MpsOperands& in,
+                                    MpsGradOutputs* o) {
+  TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.source->shape(), &o->d_source));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.R->shape(), &o->d_R));
+  const bool lstm = in.spec.mode == RnnMode::kLstm;
+  struct Grad {
+    const char* list;
+    const Tensor* operand;
+    Tensor** out;
+  };
+  std::vector<Grad> grads = {{"input_weight_grad", in.W, &o->d_W},
+                             {"bias_grad", in.bias, &o->d_b}};
+  if (lstm) grads.push_back({"peephole_grad", in.peephole, &o->d_p});
+  grads.push_back({"init_state_grad", in.init_state, &o->d_s});
+  if (lstm) {
+    grads.push_back({"init_cell_grad", in.init_cell, &o->d_c});
+  } else {
+    grads.push_back({"secondary_bias_grad", in.bias2, &o->d_b2});
+  }
+  for (const Grad& g : grads) {
+    tensorflow::OpOutputList list;
+    TF_RETURN_IF_ERROR(ctx->output_list(g.list, &list));
+    if (g.operand != nullptr) TF_RETURN_IF_ERROR(list.allocate(0, g.operand->shape(), g.out));
+  }
+  return absl::OkStatus();
+}
+
 // Copies direction-major rows [D, B, H] to/from MPSGraph's [B, D·H] (zeros for null `from`).
 template <typename A>
 void ToDirMajor(const A* from, int64_t D, int64_t B, int64_t H, A* to) {
@@ -260,6 +341,66 @@ void ZStateFromReserve(const RnnSpec& s, const A* reserve, A* z) {
       std::copy_n(acts + r * KN, KN, z + (r * s.D + d) * KN);
     }
   }
+}
+
+// A CPU gradients op on the engine: the forward recomputed from the packed operands, then the
+// backward, into *g (whose dparams, dh0, dc0 and dpeephole UnpackMpsGrad copies out).
+template <typename Tt>
+absl::Status RunMpsGrad(OpKernelContext* ctx, ComputeBridge<Tt>& br, MpsPacked<Tt>& pk,
+                        const RnnSpec& s, const MpsGradInputs& gi, Tensor* d_source,
+                        RnnBwdArgs<typename ComputeType<Tt>::type>* g) {
+  using A = typename ComputeType<Tt>::type;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const int64_t D = s.D, B = s.B, H = s.N;
+  RnnFwdArgs<A>& f = pk.f;
+  f.y = br.Scratch(s.T * B * D * H);
+  A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
+  *g = BwdArgsOf(f);
+  // Final-state gradients as [D, B, H].
+  A* dhn = br.Scratch(D * B * H);
+  A* dcn = lstm ? br.Scratch(D * B * H) : nullptr;
+  const A* dst = gi.dstate != nullptr ? br.In(*gi.dstate) : nullptr;
+  const A* dce = gi.dcell != nullptr ? br.In(*gi.dcell) : nullptr;
+  g->dy = br.In(*gi.dy);
+  g->dhn = dhn;
+  g->dx = br.Out(d_source);
+  g->dh0 = br.Scratch(D * B * H);
+  g->dparams = br.Scratch(RnnParamsSize(s));
+  if (lstm) {
+    g->dcn = dcn;
+    g->dc_seq = gi.dcseq != nullptr ? br.In(*gi.dcseq) : nullptr;
+    g->dc0 = br.Scratch(D * B * H);
+    g->dpeephole = br.Scratch(D * 4 * H);
+  }
+  A* bws = br.Scratch(RnnBwdWorkspaceSize(s));
+  TF_RETURN_IF_ERROR(br.status());
+  ToDirMajor<A>(dst, D, B, H, dhn);
+  if (lstm) ToDirMajor<A>(dce, D, B, H, dcn);
+  const EngineApi* engine;
+  TF_RETURN_IF_ERROR(GetEngine(&engine));
+  TfHostPool pool(ctx);
+  EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), f, fws);
+  EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<Tt>(s), *g, bws);
+  return absl::OkStatus();
+}
+
+// The engine's gradients into MPSGraph's layouts (the outputs AllocateMpsGrad made).
+template <typename Tt>
+absl::Status UnpackMpsGrad(ComputeBridge<Tt>& br, const RnnSpec& s,
+                           const RnnBwdArgs<typename ComputeType<Tt>::type>& g,
+                           const MpsGradOutputs& o) {
+  using A = typename ComputeType<Tt>::type;
+  const int64_t D = s.D, B = s.B, H = s.N;
+  auto out = [&](Tensor* t) { return t != nullptr ? br.Out(t) : nullptr; };
+  A* dR = br.Out(o.d_R);
+  A *dW = out(o.d_W), *db = out(o.d_b), *dp = out(o.d_p), *ds = out(o.d_s), *dc = out(o.d_c),
+    *db2 = out(o.d_b2);
+  TF_RETURN_IF_ERROR(br.status());
+  UnpackParamGrads<A>(s, g.dparams, dR, dW, db, db2);
+  if (dp != nullptr) std::copy_n(g.dpeephole, D * 4 * H, dp);
+  if (ds != nullptr) FromDirMajor<A>(g.dh0, D, B, H, ds);
+  if (dc != nullptr) FromDirMajor<A>(g.dc0, D, B, H, dc);
+  return absl::OkStatus();
 }
 
 }  // namespace tfrnn

@@ -122,80 +122,19 @@ class MpsGruGradOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    const std::string op = type_string();
     MpsOperands in;
     OP_REQUIRES_OK(ctx, ValidateGru(ctx, desc_, &in));
     const RnnSpec& s = in.spec;
-    const int64_t T = s.T, B = s.B, H = s.N, D = s.D;
-    const Tensor *dy, *z_state, *out_fwd, *dstate = nullptr;
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "source_gradient", &dy));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "z_state", &z_state));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_fwd", &out_fwd));
-    OP_REQUIRES_OK(ctx, Optional(ctx, "state_gradient", &dstate));
-    OP_REQUIRES_OK(ctx, CheckRank(op, "source_gradient", *dy, 3, "[time, batch, dirs * hidden]"));
-    OP_REQUIRES_OK(ctx, CheckShape(op, "source_gradient", *dy, {T, B, D * H},
-                                   "[time, batch, dirs * hidden]"));
-    // The forward is recomputed from the operands; z_state and output_fwd are checked (an
-    // empty tensor stands for "not kept").
-    if (z_state->NumElements() != 0) {
-      OP_REQUIRES_OK(ctx, CheckShape(op, "z_state", *z_state, {T, B, D * 3 * H},
-                                     "[time, batch, dirs * 3 * hidden]"));
-    }
-    if (out_fwd->NumElements() != 0) {
-      OP_REQUIRES_OK(ctx, CheckShape(op, "output_fwd", *out_fwd, {T, B, D * H},
-                                     "[time, batch, dirs * hidden]"));
-    }
-    if (dstate != nullptr) {
-      OP_REQUIRES_OK(ctx, CheckShape(op, "state_gradient", *dstate, {B, D * H},
-                                     "[batch, dirs * hidden]"));
-    }
-    // Outputs (MPSGraph order: source, recurrentWeight, inputWeight, bias, initState, then
-    // secondaryBias).
-    Tensor *d_source, *d_R;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.source->shape(), &d_source));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.R->shape(), &d_R));
-    OpOutputList o_w, o_b, o_s, o_b2;
-    OP_REQUIRES_OK(ctx, ctx->output_list("input_weight_grad", &o_w));
-    OP_REQUIRES_OK(ctx, ctx->output_list("bias_grad", &o_b));
-    OP_REQUIRES_OK(ctx, ctx->output_list("init_state_grad", &o_s));
-    OP_REQUIRES_OK(ctx, ctx->output_list("secondary_bias_grad", &o_b2));
-    Tensor *d_W = nullptr, *d_b = nullptr, *d_s = nullptr, *d_b2 = nullptr;
-    if (in.W) OP_REQUIRES_OK(ctx, o_w.allocate(0, in.W->shape(), &d_W));
-    if (in.bias) OP_REQUIRES_OK(ctx, o_b.allocate(0, in.bias->shape(), &d_b));
-    if (in.init_state) OP_REQUIRES_OK(ctx, o_s.allocate(0, in.init_state->shape(), &d_s));
-    if (in.bias2) OP_REQUIRES_OK(ctx, o_b2.allocate(0, in.bias2->shape(), &d_b2));
-
+    MpsGradInputs gi;
+    OP_REQUIRES_OK(ctx, ValidateMpsGrad(ctx, s, &gi));
+    MpsGradOutputs o;
+    OP_REQUIRES_OK(ctx, AllocateMpsGrad(ctx, in, &o));
     ComputeBridge<Tt> br(ctx);
     MpsPacked<Tt> pk;
     pk.Pack(br, in);
-    RnnFwdArgs<A>& f = pk.f;
-    f.y = br.Scratch(T * B * D * H);
-    A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
-    A* dhn = br.Scratch(D * B * H);
-    const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
-    RnnBwdArgs<A> g = BwdArgsOf(f);
-    g.dy = br.In(*dy);
-    g.dhn = dhn;
-    g.dx = br.Out(d_source);
-    g.dh0 = br.Scratch(D * B * H);
-    g.dparams = br.Scratch(RnnParamsSize(s));
-    A* bws = br.Scratch(RnnBwdWorkspaceSize(s));
-    OP_REQUIRES_OK(ctx, br.status());
-    ToDirMajor<A>(dst, D, B, H, dhn);
-    const EngineApi* engine;
-    OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), f, fws);
-    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<Tt>(s), g, bws);
-    // Unpack into MPSGraph's layouts.
-    A* dR = br.Out(d_R);
-    A* dW = d_W ? br.Out(d_W) : nullptr;
-    A* db = d_b ? br.Out(d_b) : nullptr;
-    A* ds = d_s ? br.Out(d_s) : nullptr;
-    A* db2 = d_b2 ? br.Out(d_b2) : nullptr;
-    OP_REQUIRES_OK(ctx, br.status());
-    UnpackParamGrads<A>(s, g.dparams, dR, dW, db, db2);
-    if (ds) FromDirMajor<A>(g.dh0, D, B, H, ds);
+    RnnBwdArgs<A> g;
+    OP_REQUIRES_OK(ctx, RunMpsGrad(ctx, br, pk, s, gi, o.d_source, &g));
+    OP_REQUIRES_OK(ctx, UnpackMpsGrad(br, s, g, o));
     br.Finish();
   }
 

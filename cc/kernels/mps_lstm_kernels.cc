@@ -135,100 +135,19 @@ class MpsLstmGradOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    const std::string op = type_string();
     LstmOperands in;
     OP_REQUIRES_OK(ctx, ValidateLstm(ctx, desc_, &in));
     const RnnSpec& s = in.spec;
-    const int64_t T = s.T, B = s.B, H = s.N, D = s.D;
-    const Tensor *dy, *z_state, *cell_fwd, *dstate = nullptr, *dcell = nullptr, *dcseq = nullptr;
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "source_gradient", &dy));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "z_state", &z_state));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "cell_output_fwd", &cell_fwd));
-    OP_REQUIRES_OK(ctx, Optional(ctx, "state_gradient", &dstate));
-    OP_REQUIRES_OK(ctx, Optional(ctx, "cell_gradient", &dcell));
-    OP_REQUIRES_OK(ctx, Optional(ctx, "cell_output_gradient", &dcseq));
-    OP_REQUIRES_OK(ctx, CheckShape(op, "source_gradient", *dy, {T, B, D * H},
-                                   "[time, batch, dirs * hidden]"));
-    // The forward is recomputed from the operands; z_state and cell_output_fwd are checked
-    // (an empty tensor stands for "not kept").
-    if (z_state->NumElements() != 0) {
-      OP_REQUIRES_OK(ctx, CheckShape(op, "z_state", *z_state, {T, B, D * 4 * H},
-                                     "[time, batch, dirs * 4 * hidden]"));
-    }
-    if (cell_fwd->NumElements() != 0) {
-      OP_REQUIRES_OK(ctx, CheckShape(op, "cell_output_fwd", *cell_fwd, {T, B, D * H},
-                                     "[time, batch, dirs * hidden]"));
-    }
-    for (auto p : {std::make_pair("state_gradient", dstate),
-                   std::make_pair("cell_gradient", dcell)}) {
-      if (p.second == nullptr) continue;
-      OP_REQUIRES_OK(ctx, CheckShape(op, p.first, *p.second, {B, D * H},
-                                     "[batch, dirs * hidden]"));
-    }
-    if (dcseq != nullptr) {
-      OP_REQUIRES_OK(ctx, CheckShape(op, "cell_output_gradient", *dcseq, {T, B, D * H},
-                                     "[time, batch, dirs * hidden]"));
-    }
-    // Outputs (MPSGraph order).
-    Tensor *d_source, *d_R;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.source->shape(), &d_source));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.R->shape(), &d_R));
-    OpOutputList o_w, o_b, o_p, o_s, o_c;
-    OP_REQUIRES_OK(ctx, ctx->output_list("input_weight_grad", &o_w));
-    OP_REQUIRES_OK(ctx, ctx->output_list("bias_grad", &o_b));
-    OP_REQUIRES_OK(ctx, ctx->output_list("peephole_grad", &o_p));
-    OP_REQUIRES_OK(ctx, ctx->output_list("init_state_grad", &o_s));
-    OP_REQUIRES_OK(ctx, ctx->output_list("init_cell_grad", &o_c));
-    Tensor *d_W = nullptr, *d_b = nullptr, *d_p = nullptr, *d_s = nullptr, *d_c = nullptr;
-    if (in.W) OP_REQUIRES_OK(ctx, o_w.allocate(0, in.W->shape(), &d_W));
-    if (in.bias) OP_REQUIRES_OK(ctx, o_b.allocate(0, in.bias->shape(), &d_b));
-    if (in.peephole) OP_REQUIRES_OK(ctx, o_p.allocate(0, in.peephole->shape(), &d_p));
-    if (in.init_state) OP_REQUIRES_OK(ctx, o_s.allocate(0, in.init_state->shape(), &d_s));
-    if (in.init_cell) OP_REQUIRES_OK(ctx, o_c.allocate(0, in.init_cell->shape(), &d_c));
-
+    MpsGradInputs gi;
+    OP_REQUIRES_OK(ctx, ValidateMpsGrad(ctx, s, &gi));
+    MpsGradOutputs o;
+    OP_REQUIRES_OK(ctx, AllocateMpsGrad(ctx, in, &o));
     ComputeBridge<Tt> br(ctx);
     MpsPacked<Tt> pk;
     pk.Pack(br, in);
-    RnnFwdArgs<A>& f = pk.f;
-    f.y = br.Scratch(T * B * D * H);
-    A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
-    // Final-state gradients as [D, B, H].
-    A* dhn = br.Scratch(D * B * H);
-    A* dcn = br.Scratch(D * B * H);
-    const A* dst = dstate != nullptr ? br.In(*dstate) : nullptr;
-    const A* dce = dcell != nullptr ? br.In(*dcell) : nullptr;
-    RnnBwdArgs<A> g = BwdArgsOf(f);
-    g.dy = br.In(*dy);
-    g.dhn = dhn;
-    g.dcn = dcn;
-    g.dc_seq = dcseq != nullptr ? br.In(*dcseq) : nullptr;
-    g.dx = br.Out(d_source);
-    g.dh0 = br.Scratch(D * B * H);
-    g.dc0 = br.Scratch(D * B * H);
-    g.dparams = br.Scratch(RnnParamsSize(s));
-    A* dpeep = br.Scratch(D * 4 * H);
-    g.dpeephole = dpeep;
-    A* bws = br.Scratch(RnnBwdWorkspaceSize(s));
-    OP_REQUIRES_OK(ctx, br.status());
-    ToDirMajor<A>(dst, D, B, H, dhn);
-    ToDirMajor<A>(dce, D, B, H, dcn);
-    const EngineApi* engine;
-    OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<Tt>(s), f, fws);
-    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<Tt>(s), g, bws);
-    // Unpack into MPSGraph's layouts.
-    A* dR = br.Out(d_R);
-    A* dW = d_W ? br.Out(d_W) : nullptr;
-    A* db = d_b ? br.Out(d_b) : nullptr;
-    A* dp = d_p ? br.Out(d_p) : nullptr;
-    A* ds = d_s ? br.Out(d_s) : nullptr;
-    A* dc = d_c ? br.Out(d_c) : nullptr;
-    OP_REQUIRES_OK(ctx, br.status());
-    UnpackParamGrads<A>(s, g.dparams, dR, dW, db, nullptr);
-    if (dp) std::copy_n(dpeep, D * 4 * H, dp);
-    if (ds) FromDirMajor<A>(g.dh0, D, B, H, ds);
-    if (dc) FromDirMajor<A>(g.dc0, D, B, H, dc);
+    RnnBwdArgs<A> g;
+    OP_REQUIRES_OK(ctx, RunMpsGrad(ctx, br, pk, s, gi, o.d_source, &g));
+    OP_REQUIRES_OK(ctx, UnpackMpsGrad(br, s, g, o));
     br.Finish();
   }
 

@@ -102,28 +102,51 @@ absl::Status ToParamsShape(InferenceContext* c) {
 
 }  // namespace
 
-#define TFRNN_CUDNN_COMMON_ATTRS \
-  .Attr(kT)                      \
-      .Attr(kMode)               \
-      .Attr(kInputMode)          \
-      .Attr(kDirection)          \
-      .Attr("dropout: float = 0.0") \
-      .Attr("seed: int = 0")     \
+// Pieces shared by the registrations below (each op lists its inputs, outputs and attrs in
+// stock's order).
+#define TFRNN_CUDNN_MODE_ATTRS           \
+  .Attr(kMode)                           \
+      .Attr(kInputMode)                  \
+      .Attr(kDirection)                  \
+      .Attr("dropout: float = 0.0")      \
+      .Attr("seed: int = 0")             \
       .Attr("seed2: int = 0")
+#define TFRNN_CUDNN_COMMON_ATTRS .Attr(kT) TFRNN_CUDNN_MODE_ATTRS
+#define TFRNN_CUDNN_SIZE_INPUTS   \
+  .Input("num_layers: int32")     \
+      .Input("num_units: int32")  \
+      .Input("input_size: int32")
+#define TFRNN_CUDNN_STATE_INPUTS \
+  .Input("input: T")             \
+      .Input("input_h: T")       \
+      .Input("input_c: T")       \
+      .Input("params: T")
+#define TFRNN_CUDNN_FWD_OUTPUTS      \
+  .Output("output: T")               \
+      .Output("output_h: T")         \
+      .Output("output_c: T")         \
+      .Output("reserve_space: T")
+// A backprop op's inputs after its forward's inputs (and V3's sequence_lengths).
+#define TFRNN_CUDNN_BWD_INPUTS             \
+  .Input("output: T")                      \
+      .Input("output_h: T")                \
+      .Input("output_c: T")                \
+      .Input("output_backprop: T")         \
+      .Input("output_h_backprop: T")       \
+      .Input("output_c_backprop: T")       \
+      .Input("reserve_space: T")
+#define TFRNN_CUDNN_BWD_OUTPUTS          \
+  .Output("input_backprop: T")           \
+      .Output("input_h_backprop: T")     \
+      .Output("input_c_backprop: T")     \
+      .Output("params_backprop: T")
 
 REGISTER_OP("TfRnn>CudnnRNNParamsSize")
-    .Input("num_layers: int32")
-    .Input("num_units: int32")
-    .Input("input_size: int32")
+    TFRNN_CUDNN_SIZE_INPUTS
     .Output("params_size: S")
     .Attr(kT)
     .Attr("S: {int32, int64}")
-    .Attr(kMode)
-    .Attr(kInputMode)
-    .Attr(kDirection)
-    .Attr("dropout: float = 0.0")
-    .Attr("seed: int = 0")
-    .Attr("seed2: int = 0")
+    TFRNN_CUDNN_MODE_ATTRS
     .Attr("num_proj: int = 0")
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(ScalarSizes(c));
@@ -133,42 +156,24 @@ REGISTER_OP("TfRnn>CudnnRNNParamsSize")
     .Doc("Size of the opaque params buffer (TfRnn> CudnnRNNParamsSize).");
 
 REGISTER_OP("TfRnn>CudnnRNN")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
-    .Output("output: T")
-    .Output("output_h: T")
-    .Output("output_c: T")
-    .Output("reserve_space: T")
+    TFRNN_CUDNN_STATE_INPUTS
+    TFRNN_CUDNN_FWD_OUTPUTS
     TFRNN_CUDNN_COMMON_ATTRS
     .Attr("is_training: bool = true")
     .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, false); });
 
 REGISTER_OP("TfRnn>CudnnRNNV2")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
-    .Output("output: T")
-    .Output("output_h: T")
-    .Output("output_c: T")
-    .Output("reserve_space: T")
+    TFRNN_CUDNN_STATE_INPUTS
+    TFRNN_CUDNN_FWD_OUTPUTS
     .Output("host_reserved: int8")
     TFRNN_CUDNN_COMMON_ATTRS
     .Attr("is_training: bool = true")
     .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, false); });
 
 REGISTER_OP("TfRnn>CudnnRNNV3")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
+    TFRNN_CUDNN_STATE_INPUTS
     .Input("sequence_lengths: int32")
-    .Output("output: T")
-    .Output("output_h: T")
-    .Output("output_c: T")
-    .Output("reserve_space: T")
+    TFRNN_CUDNN_FWD_OUTPUTS
     .Output("host_reserved: int8")
     TFRNN_CUDNN_COMMON_ATTRS
     .Attr("num_proj: int = 0")
@@ -177,62 +182,26 @@ REGISTER_OP("TfRnn>CudnnRNNV3")
     .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, true); });
 
 REGISTER_OP("TfRnn>CudnnRNNBackprop")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
-    .Input("output: T")
-    .Input("output_h: T")
-    .Input("output_c: T")
-    .Input("output_backprop: T")
-    .Input("output_h_backprop: T")
-    .Input("output_c_backprop: T")
-    .Input("reserve_space: T")
-    .Output("input_backprop: T")
-    .Output("input_h_backprop: T")
-    .Output("input_c_backprop: T")
-    .Output("params_backprop: T")
+    TFRNN_CUDNN_STATE_INPUTS
+    TFRNN_CUDNN_BWD_INPUTS
+    TFRNN_CUDNN_BWD_OUTPUTS
     TFRNN_CUDNN_COMMON_ATTRS
     .SetShapeFn([](InferenceContext* c) { return BackpropShape(c, false); });
 
 REGISTER_OP("TfRnn>CudnnRNNBackpropV2")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
-    .Input("output: T")
-    .Input("output_h: T")
-    .Input("output_c: T")
-    .Input("output_backprop: T")
-    .Input("output_h_backprop: T")
-    .Input("output_c_backprop: T")
-    .Input("reserve_space: T")
+    TFRNN_CUDNN_STATE_INPUTS
+    TFRNN_CUDNN_BWD_INPUTS
     .Input("host_reserved: int8")
-    .Output("input_backprop: T")
-    .Output("input_h_backprop: T")
-    .Output("input_c_backprop: T")
-    .Output("params_backprop: T")
+    TFRNN_CUDNN_BWD_OUTPUTS
     TFRNN_CUDNN_COMMON_ATTRS
     .SetShapeFn([](InferenceContext* c) { return BackpropShape(c, false); });
 
 REGISTER_OP("TfRnn>CudnnRNNBackpropV3")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
+    TFRNN_CUDNN_STATE_INPUTS
     .Input("sequence_lengths: int32")
-    .Input("output: T")
-    .Input("output_h: T")
-    .Input("output_c: T")
-    .Input("output_backprop: T")
-    .Input("output_h_backprop: T")
-    .Input("output_c_backprop: T")
-    .Input("reserve_space: T")
+    TFRNN_CUDNN_BWD_INPUTS
     .Input("host_reserved: int8")
-    .Output("input_backprop: T")
-    .Output("input_h_backprop: T")
-    .Output("input_c_backprop: T")
-    .Output("params_backprop: T")
+    TFRNN_CUDNN_BWD_OUTPUTS
     TFRNN_CUDNN_COMMON_ATTRS
     .Attr("num_proj: int = 0")
     .Attr("time_major: bool = true")
@@ -262,16 +231,10 @@ absl::Status KerasShape(InferenceContext* c, bool backprop) {
 }
 
 REGISTER_OP("TfRnn>KerasRNN")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
+    TFRNN_CUDNN_STATE_INPUTS
     .Input("sequence_lengths: int32")
     .Input("recurrent_mask: T")
-    .Output("output: T")
-    .Output("output_h: T")
-    .Output("output_c: T")
-    .Output("reserve_space: T")
+    TFRNN_CUDNN_FWD_OUTPUTS
     .Output("host_reserved: int8")
     TFRNN_CUDNN_COMMON_ATTRS
     .Attr("num_proj: int = 0")
@@ -281,24 +244,12 @@ REGISTER_OP("TfRnn>KerasRNN")
     .SetShapeFn([](InferenceContext* c) { return KerasShape(c, false); });
 
 REGISTER_OP("TfRnn>KerasRNNBackprop")
-    .Input("input: T")
-    .Input("input_h: T")
-    .Input("input_c: T")
-    .Input("params: T")
+    TFRNN_CUDNN_STATE_INPUTS
     .Input("sequence_lengths: int32")
     .Input("recurrent_mask: T")
-    .Input("output: T")
-    .Input("output_h: T")
-    .Input("output_c: T")
-    .Input("output_backprop: T")
-    .Input("output_h_backprop: T")
-    .Input("output_c_backprop: T")
-    .Input("reserve_space: T")
+    TFRNN_CUDNN_BWD_INPUTS
     .Input("host_reserved: int8")
-    .Output("input_backprop: T")
-    .Output("input_h_backprop: T")
-    .Output("input_c_backprop: T")
-    .Output("params_backprop: T")
+    TFRNN_CUDNN_BWD_OUTPUTS
     TFRNN_CUDNN_COMMON_ATTRS
     .Attr("num_proj: int = 0")
     .Attr("time_major: bool = true")
@@ -306,74 +257,46 @@ REGISTER_OP("TfRnn>KerasRNNBackprop")
     .SetShapeFn([](InferenceContext* c) { return KerasShape(c, true); });
 
 REGISTER_OP("TfRnn>CudnnRNNParamsToCanonical")
-    .Input("num_layers: int32")
-    .Input("num_units: int32")
-    .Input("input_size: int32")
+    TFRNN_CUDNN_SIZE_INPUTS
     .Input("params: T")
     .Output("weights: num_params * T")
     .Output("biases: num_params * T")
     .Attr(kT)
     .Attr("num_params: int >= 1")
-    .Attr(kMode)
-    .Attr(kInputMode)
-    .Attr(kDirection)
-    .Attr("dropout: float = 0.0")
-    .Attr("seed: int = 0")
-    .Attr("seed2: int = 0")
+    TFRNN_CUDNN_MODE_ATTRS
     .SetShapeFn(ToCanonicalShape);
 
 REGISTER_OP("TfRnn>CudnnRNNParamsToCanonicalV2")
-    .Input("num_layers: int32")
-    .Input("num_units: int32")
-    .Input("input_size: int32")
+    TFRNN_CUDNN_SIZE_INPUTS
     .Input("params: T")
     .Output("weights: num_params_weights * T")
     .Output("biases: num_params_biases * T")
     .Attr(kT)
     .Attr("num_params_weights: int >= 1")
     .Attr("num_params_biases: int >= 1")
-    .Attr(kMode)
-    .Attr(kInputMode)
-    .Attr(kDirection)
-    .Attr("dropout: float = 0.0")
-    .Attr("seed: int = 0")
-    .Attr("seed2: int = 0")
+    TFRNN_CUDNN_MODE_ATTRS
     .Attr("num_proj: int = 0")
     .SetShapeFn(ToCanonicalShape);
 
 REGISTER_OP("TfRnn>CudnnRNNCanonicalToParams")
-    .Input("num_layers: int32")
-    .Input("num_units: int32")
-    .Input("input_size: int32")
+    TFRNN_CUDNN_SIZE_INPUTS
     .Input("weights: num_params * T")
     .Input("biases: num_params * T")
     .Output("params: T")
     .Attr(kT)
     .Attr("num_params: int >= 1")
-    .Attr(kMode)
-    .Attr(kInputMode)
-    .Attr(kDirection)
-    .Attr("dropout: float = 0.0")
-    .Attr("seed: int = 0")
-    .Attr("seed2: int = 0")
+    TFRNN_CUDNN_MODE_ATTRS
     .SetShapeFn(ToParamsShape);
 
 REGISTER_OP("TfRnn>CudnnRNNCanonicalToParamsV2")
-    .Input("num_layers: int32")
-    .Input("num_units: int32")
-    .Input("input_size: int32")
+    TFRNN_CUDNN_SIZE_INPUTS
     .Input("weights: num_params_weights * T")
     .Input("biases: num_params_biases * T")
     .Output("params: T")
     .Attr(kT)
     .Attr("num_params_weights: int >= 1")
     .Attr("num_params_biases: int >= 1")
-    .Attr(kMode)
-    .Attr(kInputMode)
-    .Attr(kDirection)
-    .Attr("dropout: float = 0.0")
-    .Attr("seed: int = 0")
-    .Attr("seed2: int = 0")
+    TFRNN_CUDNN_MODE_ATTRS
     .Attr("num_proj: int = 0")
     .SetShapeFn(ToParamsShape);
 

@@ -1,7 +1,10 @@
 // Op registrations for the MPSGraph-style LSTM and GRU (Apple MPSGraph's LSTM / LSTMGradients
 // and GRU / GRUGradients as TensorFlow ops, SEMANTICS.md §8). Optional operands are list
 // inputs of length 0 (absent) or 1 (present); their length attrs are inferred from the call.
+#include <initializer_list>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
@@ -25,93 +28,68 @@ absl::Status Hidden(InferenceContext* c, int dirs, DimensionHandle* H) {
   return absl::OkStatus();
 }
 
-absl::Status LstmShape(InferenceContext* c) {
-  bool bidirectional, produce_cell, training;
+// state [T, B, D·H], then (LSTM) cell [T, B, D·H] or [0], then z_state [T, B, D·K·H] or [0].
+absl::Status ForwardShape(InferenceContext* c, int gates, bool lstm) {
+  bool bidirectional, produce_cell = false, training;
   TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
-  TF_RETURN_IF_ERROR(c->GetAttr("produce_cell", &produce_cell));
+  if (lstm) TF_RETURN_IF_ERROR(c->GetAttr("produce_cell", &produce_cell));
   TF_RETURN_IF_ERROR(c->GetAttr("training", &training));
   const int D = bidirectional ? 2 : 1;
   ShapeHandle src;
   TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &src), "source");
-  DimensionHandle H, DH, D4H;
+  DimensionHandle H, DH, DKH;
   TF_RETURN_IF_ERROR(Hidden(c, D, &H));
   TF_RETURN_IF_ERROR(c->Multiply(H, D, &DH));
-  TF_RETURN_IF_ERROR(c->Multiply(H, 4 * D, &D4H));
-  c->set_output(0, c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), DH}));
-  c->set_output(1, produce_cell ? c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), DH})
-                                : c->Vector(0));
-  c->set_output(2, training ? c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), D4H})
-                            : c->Vector(0));
+  TF_RETURN_IF_ERROR(c->Multiply(H, gates * D, &DKH));
+  int out = 0;
+  c->set_output(out++, c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), DH}));
+  if (lstm) {
+    c->set_output(out++, produce_cell ? c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), DH})
+                                      : c->Vector(0));
+  }
+  c->set_output(out, training ? c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), DKH})
+                              : c->Vector(0));
+  return absl::OkStatus();
+}
+
+// The gradients op: source_grad and recurrent_weight_grad have the shapes of inputs 0 and 1;
+// each optional gradient list has the shape of its operand's list. `lists` names the optional
+// input lists in input order (after the 5 fixed inputs), `grads` those with a gradient output,
+// in output order.
+absl::Status GradShape(InferenceContext* c, std::initializer_list<const char*> lists,
+                       std::initializer_list<const char*> grads) {
+  ShapeHandle src;
+  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &src), "source");
+  c->set_output(0, c->input(0));
+  c->set_output(1, c->input(1));
+  std::map<std::string, std::pair<int, int>> at;  // list name -> (first input, length)
+  int next = 5;
+  for (const char* name : lists) {
+    int n;
+    TF_RETURN_IF_ERROR(c->GetAttr(absl::StrCat("n_", name), &n));
+    at[name] = {next, n};
+    next += n;
+  }
+  int out = 2;
+  for (const char* name : grads) {
+    const auto [first, n] = at.at(name);
+    for (int k = 0; k < n; ++k) c->set_output(out++, c->input(first + k));
+  }
   return absl::OkStatus();
 }
 
 absl::Status LstmGradShape(InferenceContext* c) {
-  ShapeHandle src;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &src), "source");
-  int out = 0;
-  c->set_output(out++, c->input(0));
-  c->set_output(out++, c->input(1));
-  // Optional gradients have the shapes of their operands, whose lists are found by their
-  // position in the op's input order.
-  int n_state_grad, n_cell_grad, n_w, n_b, n_is, n_ic, n_mask, n_p, n_cog;
-  TF_RETURN_IF_ERROR(c->GetAttr("n_state_gradient", &n_state_grad));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_cell_gradient", &n_cell_grad));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_input_weight", &n_w));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_bias", &n_b));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_init_state", &n_is));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_init_cell", &n_ic));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_mask", &n_mask));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_peephole", &n_p));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_cell_output_gradient", &n_cog));
-  const int base = 5 + n_state_grad + n_cell_grad;
-  const int w_at = base, b_at = w_at + n_w, is_at = b_at + n_b, ic_at = is_at + n_is,
-            m_at = ic_at + n_ic, p_at = m_at + n_mask;
-  for (int k = 0; k < n_w; ++k) c->set_output(out++, c->input(w_at + k));
-  for (int k = 0; k < n_b; ++k) c->set_output(out++, c->input(b_at + k));
-  for (int k = 0; k < n_p; ++k) c->set_output(out++, c->input(p_at + k));
-  for (int k = 0; k < n_is; ++k) c->set_output(out++, c->input(is_at + k));
-  for (int k = 0; k < n_ic; ++k) c->set_output(out++, c->input(ic_at + k));
-  return absl::OkStatus();
-}
-
-absl::Status GruShape(InferenceContext* c) {
-  bool bidirectional, training;
-  TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
-  TF_RETURN_IF_ERROR(c->GetAttr("training", &training));
-  const int D = bidirectional ? 2 : 1;
-  ShapeHandle src;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &src), "source");
-  DimensionHandle H, DH, D3H;
-  TF_RETURN_IF_ERROR(Hidden(c, D, &H));
-  TF_RETURN_IF_ERROR(c->Multiply(H, D, &DH));
-  TF_RETURN_IF_ERROR(c->Multiply(H, 3 * D, &D3H));
-  c->set_output(0, c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), DH}));
-  c->set_output(1, training ? c->MakeShape({c->Dim(src, 0), c->Dim(src, 1), D3H})
-                            : c->Vector(0));
-  return absl::OkStatus();
+  return GradShape(c,
+                   {"state_gradient", "cell_gradient", "input_weight", "bias", "init_state",
+                    "init_cell", "mask", "peephole", "cell_output_gradient"},
+                   {"input_weight", "bias", "peephole", "init_state", "init_cell"});
 }
 
 absl::Status GruGradShape(InferenceContext* c) {
-  ShapeHandle src;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &src), "source");
-  int out = 0;
-  c->set_output(out++, c->input(0));
-  c->set_output(out++, c->input(1));
-  // Optional gradients have the shapes of their operands, found by position in the inputs.
-  int n_state_grad, n_w, n_b, n_is, n_mask, n_b2;
-  TF_RETURN_IF_ERROR(c->GetAttr("n_state_gradient", &n_state_grad));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_input_weight", &n_w));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_bias", &n_b));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_init_state", &n_is));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_mask", &n_mask));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_secondary_bias", &n_b2));
-  const int w_at = 5 + n_state_grad, b_at = w_at + n_w, is_at = b_at + n_b,
-            m_at = is_at + n_is, b2_at = m_at + n_mask;
-  for (int k = 0; k < n_w; ++k) c->set_output(out++, c->input(w_at + k));
-  for (int k = 0; k < n_b; ++k) c->set_output(out++, c->input(b_at + k));
-  for (int k = 0; k < n_is; ++k) c->set_output(out++, c->input(is_at + k));
-  for (int k = 0; k < n_b2; ++k) c->set_output(out++, c->input(b2_at + k));
-  return absl::OkStatus();
+  return GradShape(c,
+                   {"state_gradient", "input_weight", "bias", "init_state", "mask",
+                    "secondary_bias"},
+                   {"input_weight", "bias", "init_state", "secondary_bias"});
 }
 
 }  // namespace
@@ -148,7 +126,7 @@ REGISTER_OP("TfRnn>LSTM")
     .Attr("n_mask: int >= 0")
     .Attr("n_peephole: int >= 0")
     TFRNN_MPS_LSTM_ATTRS
-    .SetShapeFn(LstmShape);
+    .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, 4, true); });
 
 REGISTER_OP("TfRnn>LSTMGradients")
     .Input("source: T")
@@ -212,7 +190,7 @@ REGISTER_OP("TfRnn>GRU")
     .Attr("n_mask: int >= 0")
     .Attr("n_secondary_bias: int >= 0")
     TFRNN_MPS_GRU_ATTRS
-    .SetShapeFn(GruShape);
+    .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, 3, false); });
 
 REGISTER_OP("TfRnn>GRUGradients")
     .Input("source: T")
