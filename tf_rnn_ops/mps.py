@@ -66,8 +66,22 @@ __all__ = ["LSTMDescriptor", "lstm", "lstm_gradients", "GRUDescriptor", "gru",
            "gru_gradients", "ACTIVATIONS"]
 
 
+class _Descriptor:
+    """What both descriptors do: every field ending in 'activation' names one of ACTIVATIONS,
+    and the fields are the op's attrs."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            if f.name.endswith("activation") and getattr(self, f.name) not in ACTIVATIONS:
+                raise ValueError(f"{type(self).__name__}.{f.name} must be one of {ACTIVATIONS}, "
+                                 f"got {getattr(self, f.name)!r}")
+
+    def attrs(self):
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass(frozen=True)
-class LSTMDescriptor:
+class LSTMDescriptor(_Descriptor):
     """MPSGraphLSTMDescriptor: defaults as in MPSGraph."""
     reverse: bool = False
     bidirectional: bool = False
@@ -79,16 +93,6 @@ class LSTMDescriptor:
     cell_gate_activation: str = "tanh"
     output_gate_activation: str = "sigmoid"
     activation: str = "tanh"
-
-    def __post_init__(self):
-        for f in ("input_gate_activation", "forget_gate_activation", "cell_gate_activation",
-                  "output_gate_activation", "activation"):
-            if getattr(self, f) not in ACTIVATIONS:
-                raise ValueError(f"LSTMDescriptor.{f} must be one of {ACTIVATIONS}, got "
-                                 f"{getattr(self, f)!r}")
-
-    def attrs(self):
-        return dataclasses.asdict(self)
 
 
 _ALLOWED = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
@@ -169,33 +173,38 @@ def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_outp
     return flat
 
 
-_DESC_FIELDS = [f.name for f in dataclasses.fields(LSTMDescriptor)]
-
-
-@tf.RegisterGradient("TfRnn>LSTM")
-def _lstm_grad(op, d_state, d_cell, d_z):
+def _grad_inputs(op, d_state, d_z, desc_cls, keys):
+    """What both registered gradients start with: the descriptor attrs, the optional operand
+    groups (keys, in input order) and their lengths, and d_state (zeros when None) behind a
+    check that no gradient arrives at z_state."""
     checks = []
     if d_z is not None and d_z.shape.num_elements() != 0:
         # The tape may hand zeros to an unused output; a real gradient is unsupported.
         checks.append(tf.debugging.assert_equal(
             tf.reduce_all(tf.equal(d_z, 0)), True,
-            message="TfRnn>LSTM: gradients arriving at z_state (the training state) are not "
+            message=f"{op.type}: gradients arriving at z_state (the training state) are not "
                     "supported"))
-    attrs = {k: op.get_attr(k) for k in _DESC_FIELDS}
-    n = {k: op.get_attr(k) for k in ("n_input_weight", "n_bias", "n_init_state",
-                                     "n_init_cell", "n_mask", "n_peephole")}
+    attrs = {f.name: op.get_attr(f.name) for f in dataclasses.fields(desc_cls)}
     inputs = list(op.inputs)
-    source, R = inputs[0], inputs[1]
-    pos = 2
-    groups = {}
-    for key in ("input_weight", "bias", "init_state", "init_cell", "mask", "peephole"):
-        groups[key] = inputs[pos:pos + n["n_" + key]]
-        pos += n["n_" + key]
-    state, cell, z = op.outputs
+    n, groups, pos = {}, {}, 2
+    for key in keys:
+        n[key] = op.get_attr("n_" + key)
+        groups[key] = inputs[pos:pos + n[key]]
+        pos += n[key]
     if d_state is None:
-        d_state = tf.zeros_like(state)
+        d_state = tf.zeros_like(op.outputs[0])
     with tf.control_dependencies(checks):
         d_state = tf.identity(d_state)
+    return attrs, inputs, n, groups, d_state
+
+
+@tf.RegisterGradient("TfRnn>LSTM")
+def _lstm_grad(op, d_state, d_cell, d_z):
+    attrs, inputs, n, groups, d_state = _grad_inputs(
+        op, d_state, d_z, LSTMDescriptor,
+        ("input_weight", "bias", "init_state", "init_cell", "mask", "peephole"))
+    source, R = inputs[0], inputs[1]
+    state, cell, z = op.outputs
     d_cell_seq = [d_cell] if (d_cell is not None and attrs["produce_cell"]) else []
     out = load_library().tf_rnn_lstm_gradients(
         source=source, recurrent_weight=R, source_gradient=d_state, z_state=z,
@@ -205,11 +214,11 @@ def _lstm_grad(op, d_state, d_cell, d_z):
     # Gradient list in the op's input order: source, R, W*, bias*, init_state*, init_cell*,
     # mask* (none), peephole*.
     return ([d_source, d_R] + list(d_w) + list(d_b) + list(d_is) + list(d_ic)
-            + [None] * n["n_mask"] + list(d_p))
+            + [None] * n["mask"] + list(d_p))
 
 
 @dataclasses.dataclass(frozen=True)
-class GRUDescriptor:
+class GRUDescriptor(_Descriptor):
     """MPSGraphGRUDescriptor: defaults as in MPSGraph."""
     reverse: bool = False
     bidirectional: bool = False
@@ -220,15 +229,6 @@ class GRUDescriptor:
     update_gate_activation: str = "sigmoid"
     reset_gate_activation: str = "sigmoid"
     output_gate_activation: str = "tanh"
-
-    def __post_init__(self):
-        for f in ("update_gate_activation", "reset_gate_activation", "output_gate_activation"):
-            if getattr(self, f) not in ACTIVATIONS:
-                raise ValueError(f"GRUDescriptor.{f} must be one of {ACTIVATIONS}, got "
-                                 f"{getattr(self, f)!r}")
-
-    def attrs(self):
-        return dataclasses.asdict(self)
 
 
 def gru(source, recurrent_weight, input_weight=None, bias=None, init_state=None, mask=None,
@@ -274,31 +274,12 @@ def gru_gradients(source, recurrent_weight, source_gradient, z_state, output_fwd
     return flat
 
 
-_GRU_DESC_FIELDS = [f.name for f in dataclasses.fields(GRUDescriptor)]
-
-
 @tf.RegisterGradient("TfRnn>GRU")
 def _gru_grad(op, d_state, d_z):
-    checks = []
-    if d_z is not None and d_z.shape.num_elements() != 0:
-        checks.append(tf.debugging.assert_equal(
-            tf.reduce_all(tf.equal(d_z, 0)), True,
-            message="TfRnn>GRU: gradients arriving at z_state (the training state) are not "
-                    "supported"))
-    attrs = {k: op.get_attr(k) for k in _GRU_DESC_FIELDS}
-    keys = ("input_weight", "bias", "init_state", "mask", "secondary_bias")
-    n = {k: op.get_attr("n_" + k) for k in keys}
-    inputs = list(op.inputs)
-    pos = 2
-    groups = {}
-    for key in keys:
-        groups[key] = inputs[pos:pos + n[key]]
-        pos += n[key]
+    attrs, inputs, n, groups, d_state = _grad_inputs(
+        op, d_state, d_z, GRUDescriptor,
+        ("input_weight", "bias", "init_state", "mask", "secondary_bias"))
     state, z = op.outputs
-    if d_state is None:
-        d_state = tf.zeros_like(state)
-    with tf.control_dependencies(checks):
-        d_state = tf.identity(d_state)
     out = load_library().tf_rnn_gru_gradients(
         source=inputs[0], recurrent_weight=inputs[1], source_gradient=d_state, z_state=z,
         output_fwd=state, state_gradient=[], **groups, **attrs)

@@ -111,12 +111,18 @@ def _same_dtype(op, **tensors):
     return out
 
 
-def _int64_scalar(op, name, value):
+def _of_dtype(op, name, value, dtype):
+    """An integer input: a tensor must have `dtype` (else InvalidArgumentError naming it);
+    anything else is converted to it."""
     if isinstance(value, (tf.Tensor, tf.Variable)):
-        if value.dtype != tf.int64:
-            raise _invalid(op, f"input '{name}' must be int64, got {value.dtype.name}")
+        if value.dtype != dtype:
+            raise _invalid(op, f"input '{name}' must be {dtype.name}, got {value.dtype.name}")
         return value
-    return tf.convert_to_tensor(value, dtype=tf.int64)
+    return tf.convert_to_tensor(value, dtype=dtype)
+
+
+def _int64_scalar(op, name, value):
+    return _of_dtype(op, name, value, tf.int64)
 
 
 # The four single-step ops take the eager fast path first (_try_fast); keyword-only through
@@ -231,11 +237,7 @@ def _cudnn_attrs(dropout, seed, seed2, rnn_mode, input_mode, direction):
 
 
 def _int32(op, name, value):
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        if value.dtype != tf.int32:
-            raise _invalid(op, f"input '{name}' must be int32, got {value.dtype.name}")
-        return value
-    return tf.convert_to_tensor(value, dtype=tf.int32)
+    return _of_dtype(op, name, value, tf.int32)
 
 
 @_keyword_only
@@ -349,11 +351,7 @@ def _canonical_lists(op, weights, biases, same_length):
 
 
 def _int8(op, name, value):
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        if value.dtype != tf.int8:
-            raise _invalid(op, f"input '{name}' must be int8, got {value.dtype.name}")
-        return value
-    return tf.convert_to_tensor(value, dtype=tf.int8)
+    return _of_dtype(op, name, value, tf.int8)
 
 
 def _sizes(op, num_layers, num_units, input_size):
