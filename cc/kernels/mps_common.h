@@ -403,6 +403,26 @@ absl::Status UnpackMpsGrad(ComputeBridge<Tt>& br, const RnnSpec& s,
   return absl::OkStatus();
 }
 
+// A CPU gradients op after its operands were validated: the extra inputs checked, the outputs
+// allocated, the engine run, the gradients unpacked.
+template <typename Tt>
+absl::Status ComputeMpsGrad(OpKernelContext* ctx, const MpsOperands& in) {
+  using A = typename ComputeType<Tt>::type;
+  const RnnSpec& s = in.spec;
+  MpsGradInputs gi;
+  TF_RETURN_IF_ERROR(ValidateMpsGrad(ctx, s, &gi));
+  MpsGradOutputs o;
+  TF_RETURN_IF_ERROR(AllocateMpsGrad(ctx, in, &o));
+  ComputeBridge<Tt> br(ctx);
+  MpsPacked<Tt> pk;
+  pk.Pack(br, in);
+  RnnBwdArgs<A> g;
+  TF_RETURN_IF_ERROR(RunMpsGrad(ctx, br, pk, s, gi, o.d_source, &g));
+  TF_RETURN_IF_ERROR(UnpackMpsGrad(br, s, g, o));
+  br.Finish();
+  return absl::OkStatus();
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_

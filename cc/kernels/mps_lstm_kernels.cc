@@ -137,18 +137,7 @@ class MpsLstmGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     LstmOperands in;
     OP_REQUIRES_OK(ctx, ValidateLstm(ctx, desc_, &in));
-    const RnnSpec& s = in.spec;
-    MpsGradInputs gi;
-    OP_REQUIRES_OK(ctx, ValidateMpsGrad(ctx, s, &gi));
-    MpsGradOutputs o;
-    OP_REQUIRES_OK(ctx, AllocateMpsGrad(ctx, in, &o));
-    ComputeBridge<Tt> br(ctx);
-    MpsPacked<Tt> pk;
-    pk.Pack(br, in);
-    RnnBwdArgs<A> g;
-    OP_REQUIRES_OK(ctx, RunMpsGrad(ctx, br, pk, s, gi, o.d_source, &g));
-    OP_REQUIRES_OK(ctx, UnpackMpsGrad(br, s, g, o));
-    br.Finish();
+    OP_REQUIRES_OK(ctx, ComputeMpsGrad<Tt>(ctx, in));
   }
 
  private:

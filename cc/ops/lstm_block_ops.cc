@@ -230,16 +230,16 @@ TFRNN_REGISTER_BLOCK_LSTM_FWD("TfRnn>BlockLSTMV2", .Attr("cell_clip: float = 0.0
       .Output("wco_grad: T")          \
       .Output("b_grad: T")
 
-REGISTER_OP("TfRnn>BlockLSTMGrad") TFRNN_BLOCK_LSTM_GRAD_INPUTS TFRNN_BLOCK_LSTM_GRAD_OUTPUTS
-    .Attr("use_peephole: bool")
-    .Attr(kTypes)
-    .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 0); })
+#define TFRNN_REGISTER_BLOCK_LSTM_GRAD(NAME)                                       \
+  REGISTER_OP(NAME) TFRNN_BLOCK_LSTM_GRAD_INPUTS TFRNN_BLOCK_LSTM_GRAD_OUTPUTS        \
+      .Attr("use_peephole: bool")                                                     \
+      .Attr(kTypes)                                                                   \
+      .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 0); })
+
+TFRNN_REGISTER_BLOCK_LSTM_GRAD("TfRnn>BlockLSTMGrad")
     .Doc(R"doc(Backward of BlockLSTM (ICFO), as tf.raw_ops.BlockLSTMGrad.)doc");
 
-REGISTER_OP("TfRnn>BlockLSTMGradV2") TFRNN_BLOCK_LSTM_GRAD_INPUTS TFRNN_BLOCK_LSTM_GRAD_OUTPUTS
-    .Attr("use_peephole: bool")
-    .Attr(kTypes)
-    .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 0); })
+TFRNN_REGISTER_BLOCK_LSTM_GRAD("TfRnn>BlockLSTMGradV2")
     .Doc(R"doc(Backward of BlockLSTMV2 (IFCO), as tf.raw_ops.BlockLSTMGradV2.)doc");
 
 // Not a stock op: the exact gradient of BlockLSTM / BlockLSTMV2 / LSTMBlockCell used by the
