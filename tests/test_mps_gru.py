@@ -19,7 +19,6 @@ Sizes are small: the suite is meant to run in well under a minute on two cores.
 """
 
 import itertools
-import zlib
 
 import numpy as np
 import pytest
@@ -27,6 +26,8 @@ import tensorflow as tf
 
 import mps_gru_reference as ref
 from lstm_util import Tol, pairwise
+from mps_test_util import (_ABBR, _apply, _mask, assert_close, np64, rng,  # noqa: F401 (rng: fixture)
+                           round_to, to_t)
 
 F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 DTYPE_IDS = {F64: "f64", F32: "f32", F16: "f16", BF16: "bf16"}
@@ -61,11 +62,6 @@ def mps():
     return module
 
 
-@pytest.fixture
-def rng(request):
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
 # "reset": reset_after=False; reset_after=True without / with the secondary bias (which is
 # only valid with reset_after, so the two are one factor).
 RESETS = ("before", "after", "after_b2")
@@ -88,9 +84,6 @@ BASE_FACTORS = {
 FWD_CASES = pairwise(dict(BASE_FACTORS, training=[False, True]), seed=1)
 GRAD_CASES = pairwise(dict(BASE_FACTORS, state_gradient=[False, True]), seed=2)
 REG_CASES = pairwise(dict(BASE_FACTORS, training=[False, True]), seed=3)
-
-_ABBR = {"none": "n", "relu": "r", "tanh": "t", "sigmoid": "s", "hard_sigmoid": "h"}
-
 
 def case_id(c):
     T, N, I, H = c["size"]
@@ -121,12 +114,6 @@ def desc_of(case, **over):
     return ref.Desc(**fields)
 
 
-def _mask(rng, shape):
-    m = rng.uniform(0.2, 1.5, size=shape)
-    m[rng.uniform(size=shape) < 0.25] = 0.0
-    return m
-
-
 def make_operands(rng, case):
     """float64 numpy operands (None = not given) for a case.  Gate pre-activations are O(0.5):
     enough to exercise every nonlinearity, small enough that unbounded gates ('none', 'relu')
@@ -154,22 +141,6 @@ def make_operands(rng, case):
     return ops
 
 
-def to_t(a, dtype):
-    if a is None:
-        return None
-    return tf.cast(tf.constant(np.asarray(a, dtype=np.float64)), dtype)
-
-
-def round_to(a, dtype):
-    if a is None:
-        return None
-    return tf.cast(to_t(a, dtype), tf.float64).numpy()
-
-
-def np64(t):
-    return tf.cast(t, tf.float64).numpy()
-
-
 def mps_desc(mps, desc):
     return mps.GRUDescriptor(**desc.kwargs())
 
@@ -187,16 +158,6 @@ def call_grads(mps, ops_t, desc, source_gradient, z_state, output_fwd, state_gra
         state_gradient=state_gradient, input_weight=ops_t.get("input_weight"),
         bias=ops_t.get("bias"), init_state=ops_t.get("init_state"), mask=ops_t.get("mask"),
         secondary_bias=ops_t.get("secondary_bias"), descriptor=mps_desc(mps, desc))
-
-
-def assert_close(actual, expected, tol, name, scale=True):
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
-    atol = tol.atol
-    if scale and expected.size:
-        atol *= max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(actual, expected, rtol=tol.rtol, atol=atol, err_msg=name)
 
 
 def output_names(desc):
@@ -761,13 +722,6 @@ BAD_FWD = [
     ("secondary_bias_3H", False, {"secondary_bias": (G0,)}, "secondary_bias"),
     ("secondary_bias_rank2", True, {"secondary_bias": (2, H0)}, "secondary_bias"),
 ]
-
-
-def _apply(rng, ops, changes):
-    ops = dict(ops)
-    for k, shape in changes.items():
-        ops[k] = None if shape is None else rng.normal(size=shape)
-    return ops
 
 
 @pytest.mark.parametrize("bi,changes,pattern", [c[1:] for c in BAD_FWD],

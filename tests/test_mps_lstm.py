@@ -15,7 +15,6 @@ Everything is checked against the independent float64 reference in tests/mps_ref
 """
 
 import itertools
-import zlib
 
 import numpy as np
 import pytest
@@ -23,6 +22,8 @@ import tensorflow as tf
 
 import mps_reference as ref
 from lstm_util import Tol, pairwise
+from mps_test_util import (_ABBR, _apply, _mask, assert_close, np64, rng,  # noqa: F401 (rng: fixture)
+                           round_to, to_t)
 
 F16, BF16, F32, F64 = tf.float16, tf.bfloat16, tf.float32, tf.float64
 DTYPE_IDS = {F64: "f64", F32: "f32", F16: "f16", BF16: "bf16"}
@@ -55,11 +56,6 @@ def mps():
     return module
 
 
-@pytest.fixture
-def rng(request):
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
 BASE_FACTORS = {
     "size": SIZES,
     "bidirectional": [False, True],
@@ -83,9 +79,6 @@ GRAD_CASES = pairwise(dict(BASE_FACTORS, state_gradient=[False, True],
                            cell_gradient=[False, True]), seed=2)
 REG_CASES = pairwise(dict(BASE_FACTORS, produce_cell=[False, True], training=[False, True]),
                      seed=3)
-
-_ABBR = {"none": "n", "relu": "r", "tanh": "t", "sigmoid": "s", "hard_sigmoid": "h"}
-
 
 def case_id(c):
     T, N, I, H = c["size"]
@@ -111,12 +104,6 @@ def desc_of(case, **over):
     fields["training"] = case.get("training", False)
     fields.update(over)
     return ref.Desc(**fields)
-
-
-def _mask(rng, shape):
-    m = rng.uniform(0.2, 1.5, size=shape)
-    m[rng.uniform(size=shape) < 0.25] = 0.0
-    return m
 
 
 def make_operands(rng, case):
@@ -148,22 +135,6 @@ def make_operands(rng, case):
     return ops
 
 
-def to_t(a, dtype):
-    if a is None:
-        return None
-    return tf.cast(tf.constant(np.asarray(a, dtype=np.float64)), dtype)
-
-
-def round_to(a, dtype):
-    if a is None:
-        return None
-    return tf.cast(to_t(a, dtype), tf.float64).numpy()
-
-
-def np64(t):
-    return tf.cast(t, tf.float64).numpy()
-
-
 def mps_desc(mps, desc):
     return mps.LSTMDescriptor(**desc.kwargs())
 
@@ -184,16 +155,6 @@ def call_grads(mps, ops_t, desc, source_gradient, z_state, cell_output_fwd,
         input_weight=ops_t.get("input_weight"), bias=ops_t.get("bias"),
         init_state=ops_t.get("init_state"), init_cell=ops_t.get("init_cell"),
         mask=ops_t.get("mask"), peephole=ops_t.get("peephole"), descriptor=mps_desc(mps, desc))
-
-
-def assert_close(actual, expected, tol, name, scale=True):
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
-    atol = tol.atol
-    if scale and expected.size:
-        atol *= max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(actual, expected, rtol=tol.rtol, atol=atol, err_msg=name)
 
 
 def output_names(desc):
@@ -602,13 +563,6 @@ BAD_FWD = [
     ("mask_rank1", False, {"mask": (H0,)}, "mask"),
     ("mask_rank4", False, {"mask": (1, T0, N0, H0)}, "mask"),
 ]
-
-
-def _apply(rng, ops, changes):
-    ops = dict(ops)
-    for k, shape in changes.items():
-        ops[k] = None if shape is None else rng.normal(size=shape)
-    return ops
 
 
 @pytest.mark.parametrize("bi,changes,pattern", [c[1:] for c in BAD_FWD],

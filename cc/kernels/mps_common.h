@@ -423,6 +423,26 @@ absl::Status ComputeMpsGrad(OpKernelContext* ctx, const MpsOperands& in) {
   return absl::OkStatus();
 }
 
+// The CPU gradients op of an MPSGraph family: Desc reads its attrs, Validate checks the
+// operands and describes the layer.
+template <typename Tt, typename Desc,
+          absl::Status (*Validate)(OpKernelContext*, const Desc&, MpsOperands*)>
+class MpsGradOp : public tensorflow::OpKernel {
+ public:
+  explicit MpsGradOp(tensorflow::OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, desc_.Read(c));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    MpsOperands in;
+    OP_REQUIRES_OK(ctx, Validate(ctx, desc_, &in));
+    OP_REQUIRES_OK(ctx, ComputeMpsGrad<Tt>(ctx, in));
+  }
+
+ private:
+  Desc desc_;
+};
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_

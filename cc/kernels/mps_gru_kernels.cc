@@ -114,22 +114,7 @@ class MpsGruOp : public OpKernel {
 };
 
 template <typename Tt>
-class MpsGruGradOp : public OpKernel {
- public:
-  using A = typename ComputeType<Tt>::type;
-  explicit MpsGruGradOp(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, desc_.Read(c));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    MpsOperands in;
-    OP_REQUIRES_OK(ctx, ValidateGru(ctx, desc_, &in));
-    OP_REQUIRES_OK(ctx, ComputeMpsGrad<Tt>(ctx, in));
-  }
-
- private:
-  GruDescriptor desc_;
-};
+using MpsGruGradOp = MpsGradOp<Tt, GruDescriptor, ValidateGru>;
 
 #define TFRNN_REGISTER_MPS_GRU(T)                                                           \
   REGISTER_KERNEL_BUILDER(Name("TfRnn>GRU").Device(DEVICE_CPU).TypeConstraint<T>("T"),      \

@@ -127,22 +127,7 @@ class MpsLstmOp : public OpKernel {
 };
 
 template <typename Tt>
-class MpsLstmGradOp : public OpKernel {
- public:
-  using A = typename ComputeType<Tt>::type;
-  explicit MpsLstmGradOp(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, desc_.Read(c));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    LstmOperands in;
-    OP_REQUIRES_OK(ctx, ValidateLstm(ctx, desc_, &in));
-    OP_REQUIRES_OK(ctx, ComputeMpsGrad<Tt>(ctx, in));
-  }
-
- private:
-  Descriptor desc_;
-};
+using MpsLstmGradOp = MpsGradOp<Tt, Descriptor, ValidateLstm>;
 
 #define TFRNN_REGISTER_MPS(T)                                                               \
   REGISTER_KERNEL_BUILDER(Name("TfRnn>LSTM").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
