@@ -94,6 +94,16 @@ absl::Status GruGradShape(InferenceContext* c) {
 
 }  // namespace
 
+// Inputs every MPS op starts with, and those of the gradients ops after them.
+#define TFRNN_MPS_HEAD_INPUTS       \
+  .Input("source: T")               \
+      .Input("recurrent_weight: T")
+#define TFRNN_MPS_GRAD_INPUTS(FWD_OUT)     \
+  .Input("source_gradient: T")             \
+      .Input("z_state: T")                 \
+      .Input(FWD_OUT)                      \
+      .Input("state_gradient: n_state_gradient * T")
+
 #define TFRNN_MPS_LSTM_ATTRS                                                   \
   .Attr(kT)                                                                    \
       .Attr("reverse: bool = false")                                           \
@@ -108,8 +118,7 @@ absl::Status GruGradShape(InferenceContext* c) {
       .Attr(std::string("activation: ") + kActs + " = 'tanh'")
 
 REGISTER_OP("TfRnn>LSTM")
-    .Input("source: T")
-    .Input("recurrent_weight: T")
+    TFRNN_MPS_HEAD_INPUTS
     .Input("input_weight: n_input_weight * T")
     .Input("bias: n_bias * T")
     .Input("init_state: n_init_state * T")
@@ -129,12 +138,8 @@ REGISTER_OP("TfRnn>LSTM")
     .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, 4, true); });
 
 REGISTER_OP("TfRnn>LSTMGradients")
-    .Input("source: T")
-    .Input("recurrent_weight: T")
-    .Input("source_gradient: T")
-    .Input("z_state: T")
-    .Input("cell_output_fwd: T")
-    .Input("state_gradient: n_state_gradient * T")
+    TFRNN_MPS_HEAD_INPUTS
+    TFRNN_MPS_GRAD_INPUTS("cell_output_fwd: T")
     .Input("cell_gradient: n_cell_gradient * T")
     .Input("input_weight: n_input_weight * T")
     .Input("bias: n_bias * T")
@@ -175,8 +180,7 @@ REGISTER_OP("TfRnn>LSTMGradients")
       .Attr(std::string("output_gate_activation: ") + kActs + " = 'tanh'")
 
 REGISTER_OP("TfRnn>GRU")
-    .Input("source: T")
-    .Input("recurrent_weight: T")
+    TFRNN_MPS_HEAD_INPUTS
     .Input("input_weight: n_input_weight * T")
     .Input("bias: n_bias * T")
     .Input("init_state: n_init_state * T")
@@ -193,12 +197,8 @@ REGISTER_OP("TfRnn>GRU")
     .SetShapeFn([](InferenceContext* c) { return ForwardShape(c, 3, false); });
 
 REGISTER_OP("TfRnn>GRUGradients")
-    .Input("source: T")
-    .Input("recurrent_weight: T")
-    .Input("source_gradient: T")
-    .Input("z_state: T")
-    .Input("output_fwd: T")
-    .Input("state_gradient: n_state_gradient * T")
+    TFRNN_MPS_HEAD_INPUTS
+    TFRNN_MPS_GRAD_INPUTS("output_fwd: T")
     .Input("input_weight: n_input_weight * T")
     .Input("bias: n_bias * T")
     .Input("init_state: n_init_state * T")
