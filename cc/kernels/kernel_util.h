@@ -109,7 +109,7 @@ inline absl::Status CheckCounts(const std::string& op, std::initializer_list<Cou
 // Exact size of the engine's params buffer of `s` (closed form of RnnParamsSize, which loops
 // over the layers), saturating.
 inline Count RnnParamsCount(const RnnSpec& s) {
-  const Count K = RnnK(s), N = s.N, P = s.P, D = s.D, L = s.L;
+  const Count K = RnnK(s), N = s.N, P = s.P, D = s.D;
   const Count Hs = s.P > 0 ? s.P : s.N;
   const Count in0 = s.skip_input || s.preprojected ? 0 : s.I;
   const Count tail = K * N * Hs + P * N + Count(2) * K * N;
