@@ -3,7 +3,9 @@
 #ifndef TF_RNN_OPS_CC_KERNELS_KERNEL_UTIL_H_
 #define TF_RNN_OPS_CC_KERNELS_KERNEL_UTIL_H_
 
+#ifndef EIGEN_USE_THREADS
 #define EIGEN_USE_THREADS
+#endif
 
 #include <deque>
 #include <initializer_list>
