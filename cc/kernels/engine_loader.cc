@@ -1,4 +1,6 @@
+#ifndef EIGEN_USE_THREADS
 #define EIGEN_USE_THREADS
+#endif
 #include "cc/kernels/engine_loader.h"
 
 #include <dlfcn.h>
