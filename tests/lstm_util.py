@@ -5,6 +5,7 @@ Imported by the test modules (pytest puts tests/ on sys.path); fixtures live in 
 """
 
 import collections
+import inspect
 import itertools
 import random
 import zlib
@@ -343,3 +344,13 @@ def pairwise(factors, seed=1234, tries=40):
         rows.append(best)
         uncovered -= covered_by(best)
     return [{n: factors[n][v] for n, v in zip(names, row)} for row in rows]
+
+
+def assert_signature_matches_stock(mine, op_name):
+    """`mine` takes the parameters of tf.raw_ops.<op_name>, in its order with its defaults, each
+    callable by keyword as there."""
+    def desc(fn):
+        return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
+    assert desc(mine) == desc(getattr(tf.raw_ops, op_name))
+    for p in inspect.signature(mine).parameters.values():
+        assert p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY), p

@@ -11,7 +11,6 @@
 * CudnnRNNParamsSize, ParamsToCanonical(V2), CanonicalToParams(V2).
 """
 
-import inspect
 import itertools
 
 import keras
@@ -257,13 +256,7 @@ ALL_CUDNN_OPS = ("CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CudnnRNNBackprop",
 
 @pytest.mark.parametrize("op", ALL_CUDNN_OPS)
 def test_signature_matches_stock(ours, op):
-    mine = inspect.signature(getattr(ours, op))
-    stock = inspect.signature(getattr(tf.raw_ops, op))
-
-    def desc(sig):
-        return [(p.name, p.default) for p in sig.parameters.values()]
-
-    assert desc(mine) == desc(stock)
+    U.assert_signature_matches_stock(getattr(ours, op), op)
 
 
 def test_positional_call_is_type_error(ours, rng):

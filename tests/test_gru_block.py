@@ -13,7 +13,6 @@ TfRnn>GRUBlockCell.
 * the signatures equal tf.raw_ops'.
 """
 
-import inspect
 import os
 
 import numpy as np
@@ -95,15 +94,7 @@ def _check_dtype_shapes(outs, dtype, shapes):
 
 @pytest.mark.parametrize("op", OPS)
 def test_signature_matches_stock(ours, op):
-    mine = inspect.signature(getattr(ours, op))
-    stock = inspect.signature(getattr(tf.raw_ops, op))
-
-    def desc(sig):
-        return [(p.name, p.default) for p in sig.parameters.values()]
-
-    assert desc(mine) == desc(stock)
-    for p in mine.parameters.values():
-        assert p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY), p
+    U.assert_signature_matches_stock(getattr(ours, op), op)
 
 
 @pytest.mark.parametrize("op", OPS)

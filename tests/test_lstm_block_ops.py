@@ -9,7 +9,6 @@ Intended differences from stock (SEMANTICS.md §2.4, §5), checked here:
 * float64 and bfloat16 are supported (stock: half and float only).
 """
 
-import inspect
 
 import numpy as np
 import pytest
@@ -97,15 +96,7 @@ def _check_dtypes_shapes(outs, dtype, shape):
 
 @pytest.mark.parametrize("op_name", U.ALL_OPS)
 def test_signature_matches_stock(ours, op_name):
-    mine = inspect.signature(getattr(ours, op_name))
-    stock = inspect.signature(getattr(tf.raw_ops, op_name))
-
-    def desc(sig):
-        return [(p.name, p.default) for p in sig.parameters.values()]
-
-    assert desc(mine) == desc(stock)
-    for p in mine.parameters.values():      # all keyword-callable, like tf.raw_ops
-        assert p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY), p
+    U.assert_signature_matches_stock(getattr(ours, op_name), op_name)
     with pytest.raises(TypeError):          # like tf.raw_ops: positional arguments are refused
         getattr(ours, op_name)(tf.zeros([1]))
 
