@@ -62,16 +62,17 @@ GpuStatus Prepare(void* stream, CublasLease* lease, GpuContext* g) {
   return GpuStatus::Ok();
 }
 
+// The stacked engine's forward or backward (overloaded on the C args type).
 template <typename T>
-GpuStatus Forward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws,
-                  int64_t ws_bytes) {
+GpuStatus Run(const GpuContext& g, const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws,
+              int64_t ws_bytes) {
   const RnnFwdArgs<T> a = RnnFwdArgsOf<T>(*in);
   return RnnForwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
 }
 
 template <typename T>
-GpuStatus Backward(const GpuContext& g, const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws,
-                   int64_t ws_bytes) {
+GpuStatus Run(const GpuContext& g, const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws,
+              int64_t ws_bytes) {
   const RnnBwdArgs<T> a = RnnBwdArgsOf<T>(*in);
   return RnnBackwardGpu<T>(g, s, a, in->lengths_dev, ws, ws_bytes);
 }
@@ -81,14 +82,11 @@ GpuStatus ProblemStatus(const std::string& problem) {
   return problem.empty() ? GpuStatus::Ok() : InvalidArgument(problem);
 }
 
-GpuStatus CheckFwdArgs(const RnnSpec& s, const TfRnnCudaFwdArgs* a) {
+// Args: TfRnnCudaFwdArgs or TfRnnCudaBwdArgs.
+template <typename Args>
+GpuStatus CheckArgs(const RnnSpec& s, const Args* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  return ProblemStatus(RnnFwdArgsProblem(s, *a));
-}
-
-GpuStatus CheckBwdArgs(const RnnSpec& s, const TfRnnCudaBwdArgs* a) {
-  if (a == nullptr) return InvalidArgument("args is NULL");
-  return ProblemStatus(RnnBwdArgsProblem(s, *a));
+  return ProblemStatus(RnnArgsProblem(s, *a));
 }
 
 GpuStatus ToLstmSpec(const TfRnnCudaLstmSpec* in, LstmCellSpec* s) {
@@ -362,6 +360,24 @@ int Launch(const Spec* spec, void* stream, Check&& check, Run&& run) {
   return Finish(ByDtype(spec->dtype, [&](auto tag) { return run(g, tag); }));
 }
 
+// tfrnn_cuda_rnn_forward / tfrnn_cuda_rnn_backward (Args: their C args type).
+template <typename Args>
+int RnnEntry(const TfRnnCudaSpec* spec, const Args* args, void* ws, int64_t ws_bytes,
+             void* stream) {
+  return Guarded([&]() -> int {
+    RnnSpec s;
+    return Launch(
+        spec, stream,
+        [&] {
+          GpuStatus st = ToSpec(spec, &s);
+          return st.ok() ? CheckArgs(s, args) : st;
+        },
+        [&](const GpuContext& g, auto t) {
+          return Run<typename decltype(t)::type>(g, s, args, ws, ws_bytes);
+        });
+  });
+}
+
 }  // namespace
 }  // namespace gpu
 }  // namespace tfrnn
@@ -450,37 +466,13 @@ TFRNN_EXPORT int tfrnn_cuda_rnn_param_offsets(const TfRnnCudaSpec* spec, int64_t
 TFRNN_EXPORT int tfrnn_cuda_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* args,
                                         void* workspace, int64_t workspace_bytes,
                                         void* stream) {
-  return Guarded([&]() -> int {
-    tfrnn::RnnSpec s;
-    return Launch(
-        spec, stream,
-        [&] {
-          GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
-          return st.ok() ? tfrnn::gpu::CheckFwdArgs(s, args) : st;
-        },
-        [&](const tfrnn::gpu::GpuContext& g, auto t) {
-          using T = typename decltype(t)::type;
-          return tfrnn::gpu::Forward<T>(g, s, args, workspace, workspace_bytes);
-        });
-  });
+  return tfrnn::gpu::RnnEntry(spec, args, workspace, workspace_bytes, stream);
 }
 
 TFRNN_EXPORT int tfrnn_cuda_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* args,
                                          void* workspace, int64_t workspace_bytes,
                                          void* stream) {
-  return Guarded([&]() -> int {
-    tfrnn::RnnSpec s;
-    return Launch(
-        spec, stream,
-        [&] {
-          GpuStatus st = tfrnn::gpu::ToSpec(spec, &s);
-          return st.ok() ? tfrnn::gpu::CheckBwdArgs(s, args) : st;
-        },
-        [&](const tfrnn::gpu::GpuContext& g, auto t) {
-          using T = typename decltype(t)::type;
-          return tfrnn::gpu::Backward<T>(g, s, args, workspace, workspace_bytes);
-        });
-  });
+  return tfrnn::gpu::RnnEntry(spec, args, workspace, workspace_bytes, stream);
 }
 
 TFRNN_EXPORT int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst,

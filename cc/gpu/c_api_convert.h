@@ -108,7 +108,7 @@ inline std::string RnnNullProblem(std::initializer_list<RnnNeed> needs) {
 }
 
 // Why a forward call's arguments are invalid (bad lengths, a needed pointer NULL), or "".
-inline std::string RnnFwdArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
+inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
   const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
   const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.N : 0;  // cell states
   std::string m = RnnLengthsProblem(s, a.lengths);
@@ -123,7 +123,7 @@ inline std::string RnnFwdArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a
 }
 
 // Why a backward call's arguments are invalid, or "".
-inline std::string RnnBwdArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
+inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
   const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
   const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.N : 0;
   std::string m = RnnLengthsProblem(s, a.lengths);

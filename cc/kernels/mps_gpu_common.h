@@ -1,6 +1,7 @@
-// Device-side helpers of the MPSGraph-style GPU kernels (mps_*_gpu_kernels.inc): the full
-// RnnSpec -> C API spec, the engine and stream of one call with checked copy/zero/transpose on
-// that stream, and scratch from allocate_temp. No CUDA headers (device memory is void*).
+// Device-side helpers of the GPU op kernels (written for the MPSGraph-style ones, now used by
+// every *_gpu_kernels.inc): the full RnnSpec -> C API spec, the engine and stream of one call
+// with checked copy/zero/transpose on that stream, and scratch from allocate_temp. No CUDA
+// headers (device memory is void*).
 #ifndef TF_RNN_OPS_CC_KERNELS_MPS_GPU_COMMON_H_
 #define TF_RNN_OPS_CC_KERNELS_MPS_GPU_COMMON_H_
 
@@ -111,6 +112,10 @@ class GpuTemps {
                                   tensorflow::TensorShape({std::max<int64_t>(n, 1)}),
                                   &temps_.back());
     return status_.ok() ? temps_.back().flat<uint8_t>().data() : nullptr;
+  }
+  template <typename T>
+  T* Elems(int64_t n) {
+    return static_cast<T*>(Bytes(n * static_cast<int64_t>(sizeof(T))));
   }
   const absl::Status& status() const { return status_; }
 

@@ -114,15 +114,16 @@ bool ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   return true;
 }
 
+// The engine's forward or backward (overloaded on the C args type).
 template <typename A>
-void Forward(const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws) {
+void Run(const RnnSpec& s, const TfRnnCudaFwdArgs* in, void* ws) {
   const RnnFwdArgs<A> a = RnnFwdArgsOf<A>(*in);
   std::vector<A> own(ws == nullptr ? RnnFwdWorkspaceSize(s) : 0);
   EngineFns<A>::RnnFwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
 }
 
 template <typename A>
-void Backward(const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws) {
+void Run(const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws) {
   const RnnBwdArgs<A> a = RnnBwdArgsOf<A>(*in);
   std::vector<A> own(ws == nullptr ? RnnBwdWorkspaceSize(s) : 0);
   EngineFns<A>::RnnBwd(*g_api)(Pool(), s, a, ws == nullptr ? own.data() : static_cast<A*>(ws));
@@ -130,6 +131,25 @@ void Backward(const RnnSpec& s, const TfRnnCudaBwdArgs* in, void* ws) {
 
 // Bad(problem) unless the problem is "" (the checks of c_api_convert.h, as the CUDA C API).
 bool NoProblem(const std::string& problem) { return problem.empty() || Bad(problem); }
+
+// tfrnn_cpu_rnn_forward / tfrnn_cpu_rnn_backward (Args: their C args type; what: for messages).
+template <typename Args>
+int RnnEntry(const TfRnnCudaSpec* spec, const Args* a, void* workspace, const char* what) {
+  RnnSpec s;
+  if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
+  if (a == nullptr) return Fail("args is NULL");
+  if (!ToSpec(spec, &s) || !NoProblem(RnnArgsProblem(s, *a))) return -1;
+  try {
+    if (spec->dtype == TFRNN_CUDA_FLOAT) {
+      Run<float>(s, a, workspace);
+    } else {
+      Run<double>(s, a, workspace);
+    }
+  } catch (const std::exception& e) {
+    return Fail(std::string(what) + " threw: " + e.what());
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -169,36 +189,10 @@ SHIM_EXPORT int tfrnn_cpu_rnn_sizes(const TfRnnCudaSpec* spec, int64_t* params,
 
 SHIM_EXPORT int tfrnn_cpu_rnn_forward(const TfRnnCudaSpec* spec, const TfRnnCudaFwdArgs* a,
                                       void* workspace) {
-  RnnSpec s;
-  if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
-  if (a == nullptr) return Fail("args is NULL");
-  if (!ToSpec(spec, &s) || !NoProblem(RnnFwdArgsProblem(s, *a))) return -1;
-  try {
-    if (spec->dtype == TFRNN_CUDA_FLOAT) {
-      Forward<float>(s, a, workspace);
-    } else {
-      Forward<double>(s, a, workspace);
-    }
-  } catch (const std::exception& e) {
-    return Fail(std::string("forward threw: ") + e.what());
-  }
-  return 0;
+  return RnnEntry(spec, a, workspace, "forward");
 }
 
 SHIM_EXPORT int tfrnn_cpu_rnn_backward(const TfRnnCudaSpec* spec, const TfRnnCudaBwdArgs* a,
                                        void* workspace) {
-  RnnSpec s;
-  if (g_api == nullptr) return Fail("call tfrnn_cpu_open first");
-  if (a == nullptr) return Fail("args is NULL");
-  if (!ToSpec(spec, &s) || !NoProblem(RnnBwdArgsProblem(s, *a))) return -1;
-  try {
-    if (spec->dtype == TFRNN_CUDA_FLOAT) {
-      Backward<float>(s, a, workspace);
-    } else {
-      Backward<double>(s, a, workspace);
-    }
-  } catch (const std::exception& e) {
-    return Fail(std::string("backward threw: ") + e.what());
-  }
-  return 0;
+  return RnnEntry(spec, a, workspace, "backward");
 }
