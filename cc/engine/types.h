@@ -4,6 +4,7 @@
 #define TF_RNN_OPS_CC_ENGINE_TYPES_H_
 
 #include <cstddef>
+#include <initializer_list>
 
 namespace tfrnn {
 

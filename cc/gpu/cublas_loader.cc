@@ -1,5 +1,9 @@
 #include "cc/gpu/cublas_loader.h"
 
+#ifdef TFRNN_CUDA_EMULATE
+#include "cc/gpu/emu/cublas_emu.h"
+#endif
+
 #include <dlfcn.h>
 
 #include <climits>
@@ -19,6 +23,28 @@ struct Loaded {
   GpuStatus status;
 };
 
+#ifdef TFRNN_CUDA_EMULATE
+// The emulation build (cc/gpu/emu/): host stand-ins instead of the library.
+Loaded* DoLoad() {
+  Loaded* out = new Loaded();
+  CublasApi& a = out->api;
+  a.soname = "cuBLAS emulation (cc/gpu/emu/cublas_emu.h)";
+  a.create = [](CublasHandle* h) {
+    *h = reinterpret_cast<CublasHandle>(new emu::FakeCublasContext());
+    return 0;
+  };
+  a.destroy = [](CublasHandle h) {
+    delete reinterpret_cast<emu::FakeCublasContext*>(h);
+    return 0;
+  };
+  a.set_stream = [](CublasHandle h, cudaStream_t s) {
+    reinterpret_cast<emu::FakeCublasContext*>(h)->stream = s;
+    return 0;
+  };
+  a.gemm_ex = &emu::GemmEx<CublasHandle>;
+  return out;
+}
+#else
 Loaded* DoLoad() {
   Loaded* out = new Loaded();  // kept for the life of the process
   const char* names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
@@ -53,6 +79,7 @@ Loaded* DoLoad() {
   }
   return out;
 }
+#endif  // TFRNN_CUDA_EMULATE
 
 // Free handles of one (device, stream).
 struct Pool {

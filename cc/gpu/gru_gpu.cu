@@ -151,8 +151,8 @@ GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, voi
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, 2 * H, H, a.h_prev, a.w_ru + I * 2 * H,
                                   w.ru_bar, true));
   if (N * H > 0) {
-    GruRuKernel<T><<<Blocks(N * H), kThreads, 0, g.stream>>>(N, H, w.ru_bar, a.b_ru, a.h_prev,
-                                                             a.r, a.u, w.hr);
+    TFRNN_LAUNCH(Blocks(N * H), kThreads, g.stream, GruRuKernel<T>)(N, H, w.ru_bar, a.b_ru,
+        a.h_prev, a.r, a.u, w.hr);
     TFRNN_CUDA_CHECK_LAUNCH("GruRuKernel");
   }
   // c_bar = x · w_c[:I] + (h_prev ⊙ r) · w_c[I:]
@@ -160,8 +160,8 @@ GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, voi
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, H, H, static_cast<const T*>(w.hr),
                                   a.w_c + I * H, w.c_bar, true));
   if (N * H > 0) {
-    GruCKernel<T><<<Blocks(N * H), kThreads, 0, g.stream>>>(N, H, w.c_bar, a.b_c, a.u,
-                                                            a.h_prev, a.c, a.h);
+    TFRNN_LAUNCH(Blocks(N * H), kThreads, g.stream, GruCKernel<T>)(N, H, w.c_bar, a.b_c, a.u,
+        a.h_prev, a.c, a.h);
     TFRNN_CUDA_CHECK_LAUNCH("GruCKernel");
   }
   return GpuStatus::Ok();
@@ -178,9 +178,8 @@ GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, vo
   Carver cv(workspace);
   GruBwdBufs<T> w = CarveGruBwd<T>(N, I, H, cv);
   if (NH > 0) {
-    GruBwd1Kernel<T><<<Blocks(NH), kThreads, 0, g.stream>>>(N, H, a.u, a.c, a.h_prev, a.d_h,
-                                                            a.g_c, a.g_u, a.d_c_bar,
-                                                            a.d_r_bar_u_bar);
+    TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, GruBwd1Kernel<T>)(N, H, a.u, a.c, a.h_prev, a.d_h,
+        a.g_c, a.g_u, a.d_c_bar, a.d_r_bar_u_bar);
     TFRNN_CUDA_CHECK_LAUNCH("GruBwd1Kernel");
   }
   const T* dcb = a.d_c_bar;
@@ -189,8 +188,8 @@ GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, vo
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, H, dcb, a.w_c, w.d_x, false));
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, H, dcb, a.w_c + I * H, w.d_hr, false));
   if (NH > 0) {
-    GruBwd2Kernel<T><<<Blocks(NH), kThreads, 0, g.stream>>>(N, H, a.r, a.h_prev, w.d_hr, a.g_r,
-                                                            a.d_r_bar_u_bar);
+    TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, GruBwd2Kernel<T>)(N, H, a.r, a.h_prev, w.d_hr,
+        a.g_r, a.d_r_bar_u_bar);
     TFRNN_CUDA_CHECK_LAUNCH("GruBwd2Kernel");
   }
   // d_x += [d_r_bar, d_u_bar] · w_ru[:I]ᵀ ; d_h_prev = [d_r_bar, d_u_bar] · w_ru[I:]ᵀ + ...
@@ -199,8 +198,8 @@ GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, vo
                                   false));
   TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.d_x), N * I));
   if (NH > 0) {
-    GruBwd3Kernel<T><<<Blocks(NH), kThreads, 0, g.stream>>>(NH, w.d_hp, w.d_hr, a.r, a.d_h,
-                                                            a.u, a.d_h_prev);
+    TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, GruBwd3Kernel<T>)(NH, w.d_hp, w.d_hr, a.r, a.d_h,
+        a.u, a.d_h_prev);
     TFRNN_CUDA_CHECK_LAUNCH("GruBwd3Kernel");
   }
   return GpuStatus::Ok();

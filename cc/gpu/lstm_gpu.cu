@@ -240,7 +240,7 @@ GpuStatus LstmForwardGpu(const GpuContext& g, const LstmCellSpec& s, const LstmF
     p.co = a.co + off;
     p.h = a.h + off;
     if (NH > 0) {
-      LstmFwdKernel<T><<<Blocks(NH), kThreads, 0, g.stream>>>(p);
+      TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, LstmFwdKernel<T>)(p);
       TFRNN_CUDA_CHECK_LAUNCH("LstmFwdKernel");
     }
   }
@@ -303,7 +303,7 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const Lstm
     p.gco = a.co_grad != nullptr ? a.co_grad + off : nullptr;
     p.dgates = w.dgates + t * N * G;
     if (NH > 0) {
-      LstmBwdKernel<T><<<Blocks(NH), kThreads, 0, g.stream>>>(p);
+      TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, LstmBwdKernel<T>)(p);
       TFRNN_CUDA_CHECK_LAUNCH("LstmBwdKernel");
     }
   }
@@ -337,7 +337,7 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const Lstm
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, H, G, (L - 1) * N, a.h,
                                       static_cast<const T*>(w.dgates + N * G), wg_h, true));
     }
-    ColumnSumKernel<T><<<Blocks(G), kThreads, 0, g.stream>>>(w.dgates, L * N, G, a.b_grad);
+    TFRNN_LAUNCH(Blocks(G), kThreads, g.stream, ColumnSumKernel<T>)(w.dgates, L * N, G, a.b_grad);
     TFRNN_CUDA_CHECK_LAUNCH("ColumnSumKernel");
   }
   if (!s.use_peephole || L == 0) {
@@ -345,9 +345,8 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const Lstm
     TFRNN_GPU_RETURN_IF_ERROR(Zero(g, a.wcf_grad, H));
     TFRNN_GPU_RETURN_IF_ERROR(Zero(g, a.wco_grad, H));
   } else {
-    PeepholeGradKernel<T><<<Blocks(H), kThreads, 0, g.stream>>>(
-        w.dgates, L * N, N, H, ToOrder(s), a.cs_prev, a.cs, a.cs, a.wci_grad, a.wcf_grad,
-        a.wco_grad);
+    TFRNN_LAUNCH(Blocks(H), kThreads, g.stream, PeepholeGradKernel<T>)(w.dgates, L * N, N, H,
+        ToOrder(s), a.cs_prev, a.cs, a.cs, a.wci_grad, a.wcf_grad, a.wco_grad);
     TFRNN_CUDA_CHECK_LAUNCH("PeepholeGradKernel");
   }
   return GpuStatus::Ok();

@@ -306,10 +306,11 @@ GpuStatus ColumnSum(const GpuContext& g, const T* in, I64 rows, I64 cols, const 
   if (chunks > 0) {
     dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
               static_cast<unsigned>(chunks));
-    ColumnPartialKernel<T><<<grid, kThreads, 0, g.stream>>>(in, rows, cols, rpc, w.partial);
+    TFRNN_LAUNCH(grid, kThreads, g.stream, ColumnPartialKernel<T>)(in, rows, cols, rpc, w.partial);
     TFRNN_CUDA_CHECK_LAUNCH("ColumnPartialKernel");
   }
-  ColumnFinishKernel<T><<<Blocks(cols), kThreads, 0, g.stream>>>(w.partial, chunks, cols, out);
+  TFRNN_LAUNCH(Blocks(cols), kThreads, g.stream, ColumnFinishKernel<T>)(w.partial, chunks, cols,
+      out);
   TFRNN_CUDA_CHECK_LAUNCH("ColumnFinishKernel");
   return GpuStatus::Ok();
 }
@@ -426,17 +427,16 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
         TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
                                         true));
       }
-      ProjPreKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(sm, st, B, Hs, dyl, yst,
-                                                                   ly.dcol, w.dh, w.dtot,
-                                                                   w.dhtot);
+      TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, ProjPreKernel<T>)(sm, st, B, Hs, dyl, yst,
+          ly.dcol, w.dh, w.dtot, w.dhtot);
       TFRNN_CUDA_CHECK_LAUNCH("ProjPreKernel");
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false));
     } else if (has_next) {
       if (s.has_mask) {
         TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
                                         false));
-        AddMaskedKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
-            sm, st + 1, B, Hs, yst, ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
+        TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, st + 1, B, Hs, yst,
+            ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
         TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
       } else {
         TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
@@ -445,7 +445,7 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     }
     p.step = st;
     p.dhr_cur = w.dhr_cur;
-    BwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
+    TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, BwdStepKernel<T>)(p);
     TFRNN_CUDA_CHECK_LAUNCH("BwdStepKernel");
     if (reset_before) {
       // drh = dpn · R_n  ([B, N] · [N, Hs]) into dhm, then r's gradient and dh_prev += ....
@@ -453,18 +453,17 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, N,
                                       static_cast<const T*>(w.dpn), ly.R + pn * N * Hs, w.dhm,
                                       false));
-      GruResetKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(
-          sm, st, B, N, Hs, KN, pr, pn, static_cast<int>(s.gate_act[0]), ly.acts, ly.hprev,
-          s.has_mask ? a.mask : nullptr, a.mask_per_step, yst, ly.dcol, w.dhm, w.dh, w.dhr_cur,
-          w.dhr, w.dgx);
+      TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, GruResetKernel<T>)(sm, st, B, N, Hs, KN, pr,
+          pn, static_cast<int>(s.gate_act[0]), ly.acts, ly.hprev, s.has_mask ? a.mask : nullptr,
+          a.mask_per_step, yst, ly.dcol, w.dhm, w.dh, w.dhr_cur, w.dhr, w.dgx);
       TFRNN_CUDA_CHECK_LAUNCH("GruResetKernel");
     }
     std::swap(w.dhr_prev, w.dhr_cur);
   }
   if (steps > 0 && s.has_mask) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false));
-    AddMaskedKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
-        sm, 0, B, Hs, yst, ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
+    TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, 0, B, Hs, yst, ly.dcol,
+        a.mask, a.mask_per_step, w.dhm, w.dh);
     TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
   } else if (steps > 0) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true));
@@ -477,8 +476,8 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                       B * N));
   }
   if (s.peephole && KN > 0) {
-    PeepholeGradKernel<T><<<Blocks(KN), kThreads, 0, g.stream>>>(
-        sm, B, N, K, w.dgx, ly.aux, a.c0 + pseudo * B * N, a.dpeephole + pseudo * KN);
+    TFRNN_LAUNCH(Blocks(KN), kThreads, g.stream, PeepholeGradKernel<T>)(sm, B, N, K, w.dgx, ly.aux,
+        a.c0 + pseudo * B * N, a.dpeephole + pseudo * KN);
     TFRNN_CUDA_CHECK_LAUNCH("PeepholeGradKernel");
   }
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
@@ -491,8 +490,8 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // R multiplied h_prev ⊙ mask; the reserve holds h_prev.
   const T* hrec = ly.hprev;
   if (s.has_mask && TB * Hs > 0) {
-    MaskAllRowsKernel<T><<<Blocks(TB * Hs), kThreads, 0, g.stream>>>(
-        ly.hprev, a.mask, a.mask_per_step, B, TB, Hs, yst, ly.dcol, w.hrec);
+    TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
+        a.mask_per_step, B, TB, Hs, yst, ly.dcol, w.hrec);
     TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
     hrec = w.hrec;
   }
@@ -502,8 +501,8 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     // R_n multiplied r ⊙ h_rec (aux): dR_n = Σ dpnᵀ · (r ⊙ h_rec).
     const I64 pn = s.gate_pos[2];
     if (TB * N > 0) {
-      GatherColsKernel<T><<<Blocks(TB * N), kThreads, 0, g.stream>>>(w.dhr, TB, KN, pn * N, N,
-                                                                      w.gather);
+      TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, GatherColsKernel<T>)(w.dhr, TB, KN, pn * N,
+          N, w.gather);
       TFRNN_CUDA_CHECK_LAUNCH("GatherColsKernel");
     }
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, N, Hs, TB,
@@ -520,16 +519,16 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
     if (TB * KN > 0) {
-      DinCopyKernel<T><<<Blocks(TB * KN), kThreads, 0, g.stream>>>(
-          w.dgx, TB, K, N, ly.in_cols, true, (pseudo % s.D) * KN, false, din);
+      TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, N,
+          ly.in_cols, true, (pseudo % s.D) * KN, false, din);
       TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
     }
   } else if (ly.in > 0 || ly.in_cols == 0) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, TB, ly.in, KN, w.dgx, ly.W, din,
                                     accumulate_din));
   } else if (TB * N > 0) {
-    DinCopyKernel<T><<<Blocks(TB * N), kThreads, 0, g.stream>>>(
-        w.dgx, TB, K, N, ly.in_cols, false, 0, accumulate_din, din);
+    TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, N, ly.in_cols,
+        false, 0, accumulate_din, din);
     TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
   }
   return GpuStatus::Ok();
@@ -566,8 +565,8 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
                                           &len_dev));
   const T* x0 = a.x;
   if (len_dev != nullptr && RnnInWidth(s, 0) > 0 && TB * s.I > 0) {
-    MaskPaddedRowsKernel<T><<<Blocks(TB * s.I), kThreads, 0, g.stream>>>(a.x, len_dev, B, s.I,
-                                                                         TB, w.x_masked);
+    TFRNN_LAUNCH(Blocks(TB * s.I), kThreads, g.stream, MaskPaddedRowsKernel<T>)(a.x, len_dev, B,
+        s.I, TB, w.x_masked);
     TFRNN_CUDA_CHECK_LAUNCH("MaskPaddedRowsKernel");
     x0 = w.x_masked;
   }

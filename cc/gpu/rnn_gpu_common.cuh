@@ -13,6 +13,7 @@
 #include "cc/engine/types.h"
 #include "cc/gpu/cublas_loader.h"
 #include "cc/gpu/gpu_status.h"
+#include "cc/gpu/launch.h"
 #include "cc/gpu/rnn_gpu.h"
 
 namespace tfrnn {
@@ -138,7 +139,7 @@ __global__ void ConvertKernel(To* out, const From* in, I64 n) {
 template <typename To, typename From>
 GpuStatus Convert(const GpuContext& g, To* out, const From* in, I64 n) {
   if (n == 0) return GpuStatus::Ok();
-  ConvertKernel<To, From><<<Blocks(n), kThreads, 0, g.stream>>>(out, in, n);
+  TFRNN_LAUNCH(Blocks(n), kThreads, g.stream, ConvertKernel<To, From>)(out, in, n);
   TFRNN_CUDA_CHECK_LAUNCH("ConvertKernel");
   return GpuStatus::Ok();
 }
@@ -151,7 +152,7 @@ __global__ void MulKernel(T* out, const T* a, const T* m, I64 n) {
 template <typename T>
 GpuStatus Mul(const GpuContext& g, T* out, const T* a, const T* m, I64 n) {
   if (n == 0) return GpuStatus::Ok();
-  MulKernel<T><<<Blocks(n), kThreads, 0, g.stream>>>(out, a, m, n);
+  TFRNN_LAUNCH(Blocks(n), kThreads, g.stream, MulKernel<T>)(out, a, m, n);
   TFRNN_CUDA_CHECK_LAUNCH("MulKernel");
   return GpuStatus::Ok();
 }

@@ -99,15 +99,15 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // gx = W·x for every step at once.
   if (s.preprojected && pseudo < s.D) {
     if (TB * KN > 0) {
-      GxCopyKernel<T><<<Blocks(TB * KN), kThreads, 0, g.stream>>>(
-          xin, ly.in_cols, TB, K, N, true, (pseudo % s.D) * KN, ly.acts);
+      TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, N,
+          true, (pseudo % s.D) * KN, ly.acts);
       TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
     }
   } else if (ly.in > 0 || ly.in_cols == 0) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false));
   } else if (TB * KN > 0) {
-    GxCopyKernel<T><<<Blocks(TB * KN), kThreads, 0, g.stream>>>(xin, ly.in_cols, TB, K, N,
-                                                                 false, 0, ly.acts);
+    TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, N,
+        false, 0, ly.acts);
     TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
   }
   TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hprev, TB * Hs));
@@ -157,8 +157,8 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
     if (s.has_mask) {
-      MaskRowsKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
-          sm, st, B, Hs, s.D * Hs, ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
+      TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs, s.D * Hs,
+          ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
       TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
       h_rec = w.h_masked;
     }
@@ -169,7 +169,7 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.h_rec = h_rec;
     p.h_next = w.h_next;
     p.phase = reset_before ? 1 : 0;
-    FwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
+    TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, FwdStepKernel<T>)(p);
     TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
     if (reset_before) {
       // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
@@ -178,15 +178,15 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                       static_cast<const T*>(w.hh_step),
                                       ly.R + s.gate_pos[2] * N * Hs, w.hrn, false));
       p.phase = 2;
-      FwdStepKernel<T><<<Blocks(B * N), kThreads, 0, g.stream>>>(p);
+      TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, FwdStepKernel<T>)(p);
       TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
     }
     if (proj) {
       // h = hh · Pmᵀ  ([B, N] · [N, P])
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, Hs, N, w.hh_step, ly.Pm, w.h_next,
                                       false));
-      ProjPostKernel<T><<<Blocks(B * Hs), kThreads, 0, g.stream>>>(
-          sm, st, B, Hs, w.h_cur, w.h_next, ylayer, s.D * Hs, ly.dcol, ly.hprev);
+      TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, ProjPostKernel<T>)(sm, st, B, Hs, w.h_cur,
+          w.h_next, ylayer, s.D * Hs, ly.dcol, ly.hprev);
       TFRNN_CUDA_CHECK_LAUNCH("ProjPostKernel");
     }
     std::swap(w.h_cur, w.h_next);
@@ -243,8 +243,8 @@ GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<
       const double p = s.dropout;
       const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
       const uint64_t key = Mix(s.seed ^ Mix(static_cast<uint64_t>(l) + 0x5bd1e995ULL));
-      DropoutMaskKernel<T><<<Blocks(TB * ycols), kThreads, 0, g.stream>>>(key, p, scale, mask,
-                                                                          TB * ycols);
+      TFRNN_LAUNCH(Blocks(TB * ycols), kThreads, g.stream, DropoutMaskKernel<T>)(key, p, scale,
+          mask, TB * ycols);
       TFRNN_CUDA_CHECK_LAUNCH("DropoutMaskKernel");
       TFRNN_GPU_RETURN_IF_ERROR(Mul<T>(g, ylayer, ylayer, mask, TB * ycols));
     }

@@ -27,15 +27,15 @@ GpuStatus SwapMajor(cudaStream_t stream, int elem_bytes, const void* src, void* 
   if (n == 0) return GpuStatus::Ok();
   switch (elem_bytes) {
     case 2:
-      SwapMajorKernel<uint16_t><<<Blocks(n), kThreads, 0, stream>>>(
+      TFRNN_LAUNCH(Blocks(n), kThreads, stream, SwapMajorKernel<uint16_t>)(
           static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), d0, d1, c);
       break;
     case 4:
-      SwapMajorKernel<uint32_t><<<Blocks(n), kThreads, 0, stream>>>(
+      TFRNN_LAUNCH(Blocks(n), kThreads, stream, SwapMajorKernel<uint32_t>)(
           static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), d0, d1, c);
       break;
     case 8:
-      SwapMajorKernel<uint64_t><<<Blocks(n), kThreads, 0, stream>>>(
+      TFRNN_LAUNCH(Blocks(n), kThreads, stream, SwapMajorKernel<uint64_t>)(
           static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), d0, d1, c);
       break;
     default:

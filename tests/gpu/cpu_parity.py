@@ -2,6 +2,9 @@
 
     python3 tests/gpu/cpu_parity.py              # CPU engine vs CUDA engine (needs torch+CUDA)
     python3 tests/gpu/cpu_parity.py --cpu-only   # CPU engine alone vs a numpy reference
+    TF_RNN_OPS_CUDA_EMULATED=1 python3 tests/gpu/cpu_parity.py
+        # CPU engine vs the CUDA engine's CPU emulation build (tools/build_cuda_emu.sh), on
+        # numpy arrays: no GPU and no PyTorch needed
 
 The CPU engine (tf_rnn_ops/_tfrnn_engine_{avx512,avx2,avx}.so, the best variant this CPU runs,
 chosen like cc/kernels/engine_loader.cc; TF_RNN_OPS_ISA forces one) is driven through
@@ -128,6 +131,49 @@ class CpuEngine:
         return out
 
 
+class EmulatedCudaEngine:
+    """The CUDA engine's C API on host numpy arrays: only for its CPU emulation build
+    (TF_RNN_OPS_CUDA_EMULATED=1, tools/build_cuda_emu.sh), whose device memory is host memory.
+    Needs no PyTorch, so the parity check runs wherever g++ does (CI included)."""
+
+    def __init__(self):
+        self.eng = ce.Engine()
+
+    def run(self, spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=None,
+            peephole=None, mask=None, mask_per_step=False):
+        """Same as CpuEngine.run (and gpu_common.run_engine): outputs and reserve start NaN."""
+        dt = x.dtype
+        T, B, N, L, D = spec.T, spec.B, spec.N, spec.L, spec.D
+        Hs = spec.P or N
+        lstm = spec.mode == ce.MODES["lstm"]
+        n_params, n_reserve, fws, bws = self.eng.sizes(spec)
+        assert params.size == n_params, (params.size, n_params)
+        nan = lambda *shape: np.full(shape, np.nan, dtype=dt)  # noqa: E731
+        out = {"y": nan(T, B, D * Hs), "hn": nan(L * D, B, Hs),
+               "cn": nan(L * D, B, N) if lstm else None, "reserve": nan(max(1, n_reserve))}
+        p = lambda a: None if a is None else a.ctypes.data  # noqa: E731
+        common = dict(x=p(x), h0=p(h0), c0=p(c0), params=p(params), peephole=p(peephole),
+                      mask=p(mask), mask_per_step=int(mask_per_step))
+        ws = np.empty(max(1, fws), dtype=np.uint8)
+        self.eng.forward_raw(spec, dict(common, y=p(out["y"]), hn=p(out["hn"]),
+                                        cn=p(out["cn"]), reserve=p(out["reserve"])),
+                             ws.ctypes.data, fws, 0, lengths=lengths)
+        if dy is None:
+            return out
+        out.update(dx=np.full_like(x, np.nan), dh0=np.full_like(h0, np.nan),
+                   dc0=np.full_like(c0, np.nan) if lstm else None,
+                   dparams=np.full_like(params, np.nan),
+                   dpeephole=None if peephole is None else np.full_like(peephole, np.nan))
+        ws = np.empty(max(1, bws), dtype=np.uint8)
+        self.eng.backward_raw(spec, dict(common, reserve=p(out["reserve"]), dy=p(dy),
+                                         dhn=p(dhn), dcn=p(dcn), dx=p(out["dx"]),
+                                         dh0=p(out["dh0"]), dc0=p(out["dc0"]),
+                                         dparams=p(out["dparams"]),
+                                         dpeephole=p(out["dpeephole"])),
+                              ws.ctypes.data, bws, 0, lengths=lengths)
+        return out
+
+
 def mask_regions(spec):
     """Python mirror of RnnMaskOffset (cc/engine/types.h): [(offset, count)] of the dropout
     mask of each layer l < L-1 in the reserve, and the reserve size (RnnReserveSize)."""
@@ -201,26 +247,32 @@ def report_errs(name, errs, tol, extra=""):
 
 
 def parity(cpu):
-    """Every case and dtype: CPU engine vs CUDA engine."""
+    """Every case and dtype: CPU engine vs CUDA engine (or its CPU emulation, on numpy)."""
     import gpu_common as gc
-    torch = gc.torch_cuda()
-    gc.no_tf32()
+    emu = EmulatedCudaEngine() if gc.emulated() else None
+    torch = None if emu else gc.torch_cuda()
+    if torch is not None:
+        gc.no_tf32()
     for name, c in CASES:
         for dtype in ("float32", "float64"):
             full = f"{name} {dtype}"
             spec, inp, lengths = make_case(c, dtype)
             host = {k: None if v is None else np.ascontiguousarray(v.astype(dtype))
                     for k, v in inp.items()}
-            dev = {k: None if v is None else torch.from_numpy(v).to("cuda")
-                   for k, v in host.items()}
             kw = dict(lengths=lengths, mask_per_step=c.get("mask_per_step", False))
             try:
                 a = cpu.run(spec, **host, **kw)
-                g = gc.run_engine(spec, **dev, **kw)
+                if emu is not None:
+                    g = emu.run(spec, **{k: None if v is None else v.copy()
+                                         for k, v in host.items()}, **kw)
+                else:
+                    dev = {k: None if v is None else torch.from_numpy(v).to(gc.device())
+                           for k, v in host.items()}
+                    g = gc.run_engine(spec, **dev, **kw)
+                    g = {k: None if v is None else v.detach().cpu().numpy() for k, v in g.items()}
             except Exception as e:  # noqa: BLE001 - one broken case must not stop the rest
                 report("FAIL", full, f"error: {e}")
                 continue
-            g = {k: None if v is None else v.detach().cpu().numpy() for k, v in g.items()}
             errs = {k: rel_err(a[k], g[k]) for k in FIELDS if a.get(k) is not None}
             # For information only: the whole reserve where the GPU wrote it (the engines
             # may keep different intermediates there; only the masks must be equal).
@@ -337,6 +389,8 @@ def main():
     elif cpu is not None:
         import gpu_common as gc
         reason = gc.gpu_unavailable_reason()
+        if reason and gc.emulated() and os.path.exists(ce.so_path()):
+            reason = None  # the emulation's numpy path needs no PyTorch
         report("SKIP", "all", reason) if reason else parity(cpu)
     print("summary:", COUNTS)
     return 1 if COUNTS["FAIL"] else 0

@@ -10,6 +10,8 @@ import os
 _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
+# The CPU emulation build of the same sources (tools/build_cuda_emu.sh).
+EMULATED_SO = os.path.join(REPO_ROOT, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so")
 
 API_VERSION = 3  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h (Spec below mirrors its struct)
 MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
@@ -124,7 +126,8 @@ class EngineError(RuntimeError):
 
 
 def so_path():
-    return os.environ.get("TF_RNN_OPS_CUDA_ENGINE", DEFAULT_SO)
+    emulated = os.environ.get("TF_RNN_OPS_CUDA_EMULATED", "") == "1"
+    return os.environ.get("TF_RNN_OPS_CUDA_ENGINE", EMULATED_SO if emulated else DEFAULT_SO)
 
 
 def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_input=False,

@@ -106,7 +106,7 @@ def check_vs_cudnn(case):
     T, B, I, N, P = case.get("T", 7), case.get("B", 5), case.get("I", 6), case.get("N", 8), \
         case.get("P", 0)
     Hs = P if P else N
-    dev = torch.device("cuda")
+    dev = gc.device()
     tdt = gc.tdtype(dtype)
     gen = torch.Generator().manual_seed(1234)
     m = _torch_module(torch, mode, I, N, L, D, P).to(dev, tdt)
@@ -215,7 +215,7 @@ def check_vs_reference(case):
     if preprojected:
         I = D * K * N
     Hs = P if P else N
-    dev = torch.device("cuda")
+    dev = gc.device()
     f64 = torch.float64
     gen = torch.Generator().manual_seed(99)
     lengths = None
@@ -298,6 +298,7 @@ def check_cudnn_layout(case):
     (C++ through the C API, and the Python mirror), and the buffer sizes agree."""
     torch = _torch()
     eng = gc.engine()
+    gc.need_real_gpu("cuDNN's weight buffer")
     mode, L, D, P = case["mode"], case["L"], case["D"], case["P"]
     I, N = 6, 8
     m = _torch_module(torch, mode, I, N, L, D, P).to("cuda", torch.float32)
@@ -340,7 +341,7 @@ def check_deterministic(case=None):
     """Two backward runs give bitwise equal results (no atomics anywhere)."""
     torch = _torch()
     T, B, I, N, L, D = 20, 16, 24, 32, 2, 2
-    dev = torch.device("cuda")
+    dev = gc.device()
     gen = torch.Generator().manual_seed(5)
     lay = cuda_engine.param_layout("lstm", L=L, D=D, I=I, N=N)
     params = _rand(torch, (lay[-1]["end"],), 0.3, gen).float().to(dev)
@@ -366,7 +367,7 @@ def check_bad_input(case=None):
     except cuda_engine.EngineError as e:
         assert e.code == 1 and "projection" in e.message, e
     spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
-    x = torch.zeros(2, 2, 3, device="cuda")
+    x = torch.zeros(2, 2, 3, device=gc.device())
     try:
         eng.forward_raw(spec, dict(x=x.data_ptr()), None, 0, None)
         raise AssertionError("no error")

@@ -1,6 +1,11 @@
 """Shared helpers of the GPU tests: availability checks, and running the CUDA engine on PyTorch
 tensors.  No TensorFlow.  Skips raise unittest.SkipTest (pytest reports it as a skip, and
-run_gpu_checks.py counts it)."""
+run_gpu_checks.py counts it).
+
+TF_RNN_OPS_CUDA_EMULATED=1: the checks run on a CPU against the emulation build of the CUDA
+engine (tools/build_cuda_emu.sh, cc/gpu/emu/cuda_emu.h): tensors on torch's CPU device, stream 0,
+and the references that need a real GPU (cuDNN's weight buffer) skip.  PyTorch's own CPU RNNs
+then stand in for cuDNN as the reference of check_vs_cudnn."""
 
 import os
 import unittest
@@ -12,12 +17,20 @@ def skip(msg):
     raise unittest.SkipTest(msg)
 
 
+def emulated():
+    """Whether the checks run on the CUDA emulation (CPU) instead of a GPU."""
+    return os.environ.get("TF_RNN_OPS_CUDA_EMULATED", "") == "1"
+
+
 def torch_cuda():
-    """The torch module when PyTorch with a usable CUDA device is present, else None."""
+    """The torch module when PyTorch with a usable CUDA device is present (or, emulated, PyTorch
+    at all), else None."""
     try:
         import torch
     except Exception:  # noqa: BLE001 - any import problem means "no torch"
         return None
+    if emulated():
+        return torch
     try:
         if not torch.cuda.is_available():
             return None
@@ -31,8 +44,31 @@ def gpu_unavailable_reason():
     if not os.path.exists(cuda_engine.so_path()):
         return f"CUDA engine not built ({cuda_engine.so_path()})"
     if torch_cuda() is None:
+        if emulated():
+            return "PyTorch is not installed"
         return "PyTorch with CUDA (torch.cuda.is_available()) is not present"
     return None
+
+
+def device():
+    """Where the engine's operands live: torch's CUDA device, or the CPU when emulated."""
+    return torch_cuda().device("cpu" if emulated() else "cuda")
+
+
+def stream(dev):
+    """The cudaStream_t to pass (the emulation's streams are synchronous: 0)."""
+    return 0 if emulated() else torch_cuda().cuda.current_stream(dev).cuda_stream
+
+
+def sync(dev):
+    if not emulated():
+        torch_cuda().cuda.synchronize(dev)
+
+
+def need_real_gpu(what):
+    """Skips a check that needs a real GPU (and its libraries) when emulated."""
+    if emulated():
+        skip(f"{what} needs a real GPU (CUDA emulation)")
 
 
 _ENGINE = None
@@ -87,7 +123,7 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
         "reserve": torch.full((max(1, n_reserve),), float("nan"), dtype=dt, device=dev),
     }
     ws = torch.empty(max(1, fwd_ws), dtype=torch.uint8, device=dev)
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    stream_ = stream(dev)
     len_dev = None
     if lengths is not None and lengths_on_device:
         len_dev = torch.tensor(list(lengths), dtype=torch.int32, device=dev)
@@ -95,8 +131,8 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
                 hn=_ptr(out["hn"]), cn=_ptr(out["cn"]), reserve=_ptr(out["reserve"]),
                 peephole=_ptr(peephole), mask=_ptr(mask), mask_per_step=int(mask_per_step),
                 lengths_dev=_ptr(len_dev))
-    eng.forward_raw(spec, ptrs, ws.data_ptr(), fwd_ws, stream, lengths=lengths)
-    torch.cuda.synchronize(dev)
+    eng.forward_raw(spec, ptrs, ws.data_ptr(), fwd_ws, stream_, lengths=lengths)
+    sync(dev)
     if dy is None:
         return out
     out["dx"] = torch.full_like(x, float("nan"))
@@ -111,8 +147,8 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
                 dparams=_ptr(out["dparams"]), peephole=_ptr(peephole), mask=_ptr(mask),
                 mask_per_step=int(mask_per_step), dc_seq=_ptr(dc_seq),
                 dpeephole=_ptr(out["dpeephole"]), lengths_dev=_ptr(len_dev))
-    eng.backward_raw(spec, ptrs, ws.data_ptr(), bwd_ws, stream, lengths=lengths)
-    torch.cuda.synchronize(dev)
+    eng.backward_raw(spec, ptrs, ws.data_ptr(), bwd_ws, stream_, lengths=lengths)
+    sync(dev)
     return out
 
 

@@ -78,7 +78,7 @@ def check_lstm_block(case):
     T, N, I, H = case.get("T", 6), case.get("N", 3), case.get("I", 5), case.get("H", 4)
     L = min(case.get("seq_len_max", T), T)
     dtype = case.get("dtype", "float64")
-    tdt, f64, dev = gc.tdtype(dtype), torch.float64, torch.device("cuda")
+    tdt, f64, dev = gc.tdtype(dtype), torch.float64, gc.device()
     gen = torch.Generator().manual_seed(7)
     rnd = lambda *shape, scale=1.0: (torch.randn(*shape, generator=gen, dtype=f64) * scale  # noqa: E731
                                      ).to(tdt).to(dev)
@@ -96,7 +96,7 @@ def check_lstm_block(case):
     fwd_ws, bwd_ws = cuda_engine.lstm_sizes(eng, spec)
     nan = lambda *shape: torch.full(shape, float("nan"), dtype=tdt, device=dev)  # noqa: E731
     out = {k: nan(T, N, H) for k in ("i", "cs", "f", "o", "ci", "co", "h")}
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    stream = gc.stream(dev)
     ptr = lambda t: None if t is None or t.numel() == 0 else t.data_ptr()  # noqa: E731
     ws = torch.empty(max(1, fwd_ws), dtype=torch.uint8, device=dev)
     fptrs = dict(x=ptr(x), cs_prev=ptr(cs_prev), h_prev=ptr(h_prev), w=ptr(w), wci=ptr(wci),
@@ -114,7 +114,7 @@ def check_lstm_block(case):
                  **{k + "_grad": ptr(v) for k, v in gate_grads.items()},
                  **{k: ptr(v) for k, v in grads.items()})
     cuda_engine.lstm_backward_raw(eng, spec, bptrs, ws.data_ptr(), bwd_ws, stream)
-    torch.cuda.synchronize(dev)
+    gc.sync(dev)
     # Reference on the same (rounded) inputs in float64.
     up = lambda t: t.to(f64).requires_grad_()  # noqa: E731
     xr, cpr, hpr, wr, wcir, wcfr, wcor, br = (up(t) for t in (x, cs_prev, h_prev, w, wci, wcf,
@@ -151,13 +151,13 @@ def check_lstm_block_deterministic(case=None):
     eng = gc.engine()
     T, N, I, H = 20, 16, 24, 32
     spec = cuda_engine.make_lstm_spec(T=T, N=N, I=I, H=H, use_peephole=True)
-    dev = torch.device("cuda")
+    dev = gc.device()
     r = lambda *s: torch.randn(*s, device=dev) * 0.3  # noqa: E731
     x, cp, hp, w, b = r(T, N, I), r(N, H), r(N, H), r(I + H, 4 * H), r(4 * H)
     wc = [r(H) for _ in range(3)]
     out = {k: torch.empty(T, N, H, device=dev) for k in ("i", "cs", "f", "o", "ci", "co", "h")}
     fws, bws = cuda_engine.lstm_sizes(eng, spec)
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    stream = gc.stream(dev)
     ws = torch.empty(max(fws, bws, 1), dtype=torch.uint8, device=dev)
     base = dict(x=x.data_ptr(), cs_prev=cp.data_ptr(), h_prev=hp.data_ptr(), w=w.data_ptr(),
                 wci=wc[0].data_ptr(), wcf=wc[1].data_ptr(), wco=wc[2].data_ptr())
@@ -179,7 +179,7 @@ def check_lstm_block_deterministic(case=None):
                             **{k: v.data_ptr() for k, v in gr.items()}),
             ws.data_ptr(), bws, stream)
         runs.append(gr)
-    torch.cuda.synchronize(dev)
+    gc.sync(dev)
     for k in runs[0]:
         assert torch.equal(runs[0][k], runs[1][k]), k
 
@@ -224,7 +224,7 @@ def check_gru_cell(case):
     gc.no_tf32()
     N, I, H = case.get("N", 3), case.get("I", 4), case.get("H", 5)
     dtype = case.get("dtype", "float64")
-    tdt, f64, dev = gc.tdtype(dtype), torch.float64, torch.device("cuda")
+    tdt, f64, dev = gc.tdtype(dtype), torch.float64, gc.device()
     gen = torch.Generator().manual_seed(11)
     rnd = lambda *shape, scale=1.0: (torch.randn(*shape, generator=gen, dtype=f64) * scale  # noqa: E731
                                      ).to(tdt).to(dev)
@@ -238,7 +238,7 @@ def check_gru_cell(case):
     nan = lambda *shape: torch.full(shape, float("nan"), dtype=tdt, device=dev)  # noqa: E731
     ptr = lambda t: None if t is None or t.numel() == 0 else t.data_ptr()  # noqa: E731
     out = {k: nan(N, H) for k in ("r", "u", "c", "h")}
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    stream = gc.stream(dev)
     ws = torch.empty(max(1, fws, bws), dtype=torch.uint8, device=dev)
     ins = dict(x=ptr(x), h_prev=ptr(h_prev), w_ru=ptr(w_ru), w_c=ptr(w_c))
     cuda_engine.gru_cell_forward_raw(eng, spec, dict(ins, b_ru=ptr(b_ru), b_c=ptr(b_c),
@@ -251,7 +251,7 @@ def check_gru_cell(case):
                         **{"g_" + k: ptr(v) for k, v in gg.items()},
                         **{k: ptr(v) for k, v in grads.items()}),
         ws.data_ptr(), bws, stream)
-    torch.cuda.synchronize(dev)
+    gc.sync(dev)
     ref, rg = gru_cell_reference_grads(torch, *(t.to(f64) for t in (x, h_prev, w_ru, w_c,
                                                                     b_ru, b_c, d_h)),
                                        {k: v.to(f64) for k, v in gg.items()})

@@ -1,0 +1,67 @@
+"""The CUDA engine (cc/gpu/) on a machine without a GPU: its sources built with g++ against the
+host emulation of the CUDA runtime and cuBLAS in cc/gpu/emu/ (tools/build_cuda_emu.sh; kernels
+run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that build:
+
+- CPU-vs-CUDA parity (tests/gpu/cpu_parity.py): the CPU engine (verified against stock
+  TensorFlow and float64 references) and the CUDA engine's code on the same inputs, forward and
+  backward, float32 and float64, dropout masks bit-equal. numpy only.
+- the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed: vs PyTorch's
+  RNNs (cuDNN's stand-in on CPU), vs the float64 reference (half, bfloat16, float, double), the
+  LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
+  (cuDNN's weight buffer) skip.
+
+What emulation cannot show (races, launch limits, the persistent kernel, speed) stays for
+tools/gpu_session.sh on a GPU machine (docs/GPU.md)."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPU_TESTS = os.path.join(REPO, "tests", "gpu")
+
+
+@pytest.fixture(scope="module")
+def emulated_engine():
+    if shutil.which(os.environ.get("CXX", "g++")) is None:
+        pytest.skip("no C++ compiler to build the CUDA emulation")
+    r = subprocess.run(["bash", os.path.join(REPO, "tools", "build_cuda_emu.sh")], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"build_cuda_emu.sh failed:\n{r.stdout}\n{r.stderr}"
+    return os.path.join(REPO, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so")
+
+
+def _run_checks(script, so, *args):
+    """Runs a tests/gpu script on the emulation; returns (summary counts, output)."""
+    env = dict(os.environ, TF_RNN_OPS_CUDA_EMULATED="1", TF_RNN_OPS_CUDA_ENGINE=so,
+               PYTHONUNBUFFERED="1")
+    r = subprocess.run([sys.executable, os.path.join(GPU_TESTS, script), *args], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=1800)
+    out = r.stdout + r.stderr
+    m = re.search(r"summary: \{'PASS': (\d+), 'FAIL': (\d+), 'SKIP': (\d+)\}", out)
+    assert m, f"{script} printed no summary (exit {r.returncode}):\n{out[-4000:]}"
+    counts = dict(zip(("PASS", "FAIL", "SKIP"), map(int, m.groups())))
+    failed = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+    assert counts["FAIL"] == 0 and r.returncode == 0, "\n".join(failed) or out[-4000:]
+    return counts, out
+
+
+def test_cpu_engine_parity(emulated_engine):
+    counts, out = _run_checks("cpu_parity.py", emulated_engine)
+    if "SKIP all" in out:
+        pytest.skip(out.strip().splitlines()[-2])
+    assert counts["PASS"] >= 22, out  # 9 cases x 2 dtypes + 4 dropout-mask checks
+
+
+def test_gpu_checks(emulated_engine):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
+    counts, out = _run_checks("run_gpu_checks.py", emulated_engine)
+    assert counts["PASS"] >= 100, out
+    skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
+    assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)
