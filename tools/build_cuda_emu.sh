@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CXX="${CXX:-g++}"
 OUT="${TF_RNN_OPS_CUDA_EMU_OUT:-$ROOT/build/cuda_emu/_tfrnn_engine_cuda_emu.so}"
-OBJ="$ROOT/build/cuda_emu/obj"
+OBJ="$(dirname "$OUT")/obj-$(basename "$OUT" .so)"
 mkdir -p "$OBJ" "$(dirname "$OUT")"
 SRCS=(cc/gpu/cublas_loader.cc cc/gpu/rnn_gpu_validate.cc cc/gpu/c_api.cc
       cc/gpu/rnn_gpu_forward.cu cc/gpu/rnn_gpu_backward.cu cc/gpu/transpose.cu

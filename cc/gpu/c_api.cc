@@ -521,10 +521,10 @@ TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* f
     if (!st.ok()) return Fail(st);
     const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
     if (fwd_workspace_bytes != nullptr) {
-      *fwd_workspace_bytes = tfrnn::gpu::LstmFwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
+      *fwd_workspace_bytes = tfrnn::gpu::LstmFwdWorkspaceBytesGpu(spec->T, spec->N, spec->I, spec->H, eb);
     }
     if (bwd_workspace_bytes != nullptr) {
-      *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->N, spec->H, eb);
+      *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->N, spec->I, spec->H, eb);
     }
     return TFRNN_CUDA_OK;
   });

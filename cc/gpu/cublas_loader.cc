@@ -172,21 +172,37 @@ GpuStatus CublasLease::Acquire(cudaStream_t stream) {
 GpuStatus Gemm(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                const void* A, const void* B, void* C, cudaDataType ab, cudaDataType c,
                bool accumulate) {
+  return GemmLd(g, trans_a, trans_b, m, n, k, A, trans_a ? m : k, B, trans_b ? k : n, C, n, ab,
+                c, accumulate);
+}
+
+GpuStatus GemmLd(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                 int64_t k, const void* A, int64_t lda64, const void* B, int64_t ldb64, void* C,
+                 int64_t ldc64, cudaDataType ab, cudaDataType c, bool accumulate) {
   if (m == 0 || n == 0) return GpuStatus::Ok();
   const int64_t c_bytes = c == CUDA_R_64F ? 8 : c == CUDA_R_32F ? 4 : 2;
   if (k == 0) {
-    if (!accumulate) TFRNN_CUDA_CHECK(cudaMemsetAsync(C, 0, m * n * c_bytes, g.stream));
+    if (accumulate) return GpuStatus::Ok();
+    if (ldc64 == n) {
+      TFRNN_CUDA_CHECK(cudaMemsetAsync(C, 0, m * n * c_bytes, g.stream));
+      return GpuStatus::Ok();
+    }
+    for (int64_t r = 0; r < m; ++r) {  // rows of a column block
+      TFRNN_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(C) + r * ldc64 * c_bytes, 0,
+                                       n * c_bytes, g.stream));
+    }
     return GpuStatus::Ok();
   }
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda64 > INT_MAX || ldb64 > INT_MAX ||
+      ldc64 > INT_MAX) {
     return InvalidArgument("GEMM dimension exceeds 2^31-1: " + std::to_string(m) + "x" +
                            std::to_string(n) + "x" + std::to_string(k));
   }
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands. A
   // row-major [r, c] matrix is a column-major [c, r] one with leading dimension c.
-  const int lda = static_cast<int>(trans_a ? m : k);
-  const int ldb = static_cast<int>(trans_b ? k : n);
-  const int ldc = static_cast<int>(n);
+  const int lda = static_cast<int>(lda64);
+  const int ldb = static_cast<int>(ldb64);
+  const int ldc = static_cast<int>(ldc64);
   const bool f64 = ab == CUDA_R_64F;
   const double alpha64 = 1.0, beta64 = accumulate ? 1.0 : 0.0;
   const float alpha32 = 1.f, beta32 = accumulate ? 1.f : 0.f;

@@ -82,6 +82,11 @@ struct GpuContext {
 GpuStatus Gemm(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                const void* A, const void* B, void* C, cudaDataType ab, cudaDataType c,
                bool accumulate);
+// The same with leading dimensions (row-major: the distance between rows of A, B, C as
+// stored), for blocks of columns of larger matrices.
+GpuStatus GemmLd(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                 int64_t k, const void* A, int64_t lda, const void* B, int64_t ldb, void* C,
+                 int64_t ldc, cudaDataType ab, cudaDataType c, bool accumulate);
 
 }  // namespace gpu
 }  // namespace tfrnn

@@ -3,62 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cc/gpu/rnn_gpu_common.cuh"
+#include "cc/gpu/rnn_gpu_layer.cuh"
 
 namespace tfrnn {
 namespace gpu {
 namespace {
-
-template <typename T>
-struct BwdBufs {
-  using A = AccOf<T>;
-  int* lengths;
-  T *dgx, *dhr;            // [TB, KN] pre-activation gradients (dhr == dgx except for gru)
-  T *dhr_prev, *dhr_cur;   // [B, KN] dL/d(R·h) of the later / current step
-  A *dh, *dc;              // [B, Hs], [B, N] carries
-  T* dhtot;                // [TB, P] dL/dh (projected) of every row (projection)
-  A* dhh;                  // [B, N] dL/d(unprojected h) (projection)
-  T* dtot;                 // [B, Hs] (projection)
-  A* dhm;                  // [B, Hs] (mask)
-  T *dy_buf, *din_buf;     // [TB, D·Hs]
-  T* x_masked;             // [TB, I]
-  A* partial;              // [chunks, KN] column-sum partials
-  I64 chunks;
-  T* hrec;                 // [TB, Hs] h_prev ⊙ mask of every row (mask)
-  T* dpn;                  // [B, N] dL/d(candidate pre-activation) of a step (reset-before gru)
-  T* gather;               // [TB, N] the candidate block of dhr (reset-before gru)
-};
-
-constexpr I64 kMaxChunks = 128;
-
-template <typename T>
-BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
-  using A = AccOf<T>;
-  const I64 TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
-  const I64 ycols = s.D * Hs;
-  BwdBufs<T> w;
-  w.lengths = cv.Take<int>(B);
-  w.dgx = cv.Take<T>(TB * KN);
-  w.dhr = s.mode == RnnMode::kGru ? cv.Take<T>(TB * KN) : w.dgx;
-  w.dhr_prev = cv.Take<T>(B * KN);
-  w.dhr_cur = cv.Take<T>(B * KN);
-  w.dh = cv.Take<A>(B * Hs);
-  w.dc = cv.Take<A>(B * N);
-  w.dhtot = cv.Take<T>(TB * s.P);
-  w.dhh = cv.Take<A>(B * N);
-  w.dtot = cv.Take<T>(B * Hs);
-  w.dhm = cv.Take<A>(B * Hs);
-  w.dy_buf = cv.Take<T>(TB * ycols);
-  w.din_buf = cv.Take<T>(TB * ycols);
-  w.x_masked = cv.Take<T>(TB * s.I);
-  w.chunks = std::max<I64>(1, std::min<I64>(kMaxChunks, (TB + 255) / 256));
-  w.partial = cv.Take<A>(w.chunks * KN);
-  const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
-  w.hrec = cv.Take<T>(s.has_mask ? TB * Hs : 0);
-  w.dpn = cv.Take<T>(reset_before ? B * N : 0);
-  w.gather = cv.Take<T>(reset_before ? TB * N : 0);
-  return w;
-}
 
 // dh[b, :] += src[b, :] ⊙ mask row of (b, step) for the rows that have that step.
 template <typename T>
@@ -94,31 +43,6 @@ __global__ void ProjPreKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* d
   }
 }
 
-template <typename T>
-struct BwdStep {
-  using A = AccOf<T>;
-  StepMapDev sm;
-  I64 step, B, N, Hs, K, D;
-  int mode;
-  bool proj;
-  LayerPtrs<T> ly;
-  const T* c0;       // [B, N] this pseudo-layer's initial cell state (lstm)
-  const T* dy;       // [T, B, D·Hs] dL/d(layer output)
-  I64 yst;
-  T* dgx;            // [TB, KN]
-  T* dhr;            // [TB, KN] (gru)
-  T* dhr_cur;        // [B, KN]
-  A* dh;             // [B, Hs]
-  A* dc;             // [B, N]
-  const A* dhh;      // [B, N] (projection)
-  const T* peep;     // [KN] (peephole)
-  bool peephole;
-  const T* dc_seq;   // [T, B, D·N] or null
-  int gate_pos[4], gate_act[4], cell_act;
-  bool reset_before, z_new;  // gru options (see FwdStep)
-  T* dpn;            // [B, N] (reset-before gru): dpn of the step, 0 for rows without it
-};
-
 // One thread per (b, unit j). dh holds the carry dL/dh from later steps, dc the carry dL/dc;
 // with projection dhh holds dL/d(unprojected h) and dh is left alone.
 template <typename T>
@@ -142,8 +66,9 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
     switch (p.mode) {
       case static_cast<int>(RnnMode::kLstm): {
         const int* pos = p.gate_pos;
-        const A i_ = Ld(g + pos[0] * N), f = Ld(g + pos[1] * N), cc = Ld(g + pos[2] * N),
-                o = Ld(g + pos[3] * N);
+        auto act = [&](int q) { return Ld(p.ly.act[pos[q]] + row * p.ly.act_ld + j); };
+        auto extra = [&](const T* gr) { return gr != nullptr ? Ld(gr + row * N + j) : A(0); };
+        const A i_ = act(0), f = act(1), cc = act(2), o = act(3);
         const A cs = Ld(p.ly.aux + row * N + j);
         const A cprev = p.step == 0 ? Ld(p.c0 + b * N + j)
                                     : Ld(p.ly.aux + (p.sm.Prev(tau) * p.B + b) * N + j);
@@ -152,15 +77,19 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
           dc += Ld(p.dc_seq + row * p.D * N + (p.ly.dcol / p.Hs) * N + j);
         }
         const A tc = Act(p.cell_act, cs);
-        dc += ActGrad(p.cell_act, tc, dt * o);
+        dc += ActGrad(p.cell_act, tc, dt * o + extra(p.dco));
         A d[4];
-        d[3] = ActGrad(p.gate_act[3], o, dt * tc);
-        d[0] = ActGrad(p.gate_act[0], i_, dc * cc);
-        d[1] = ActGrad(p.gate_act[1], f, dc * cprev);
-        d[2] = ActGrad(p.gate_act[2], cc, dc * i_);
+        d[3] = ActGrad(p.gate_act[3], o, dt * tc + extra(p.dact[3]));
+        if (p.peephole && p.peephole_o_new) dc += d[3] * Ld(p.peep + pos[3] * N + j);
+        if (p.exact_clip && !(fabs(cs) < p.cell_clip)) dc = A(0);
+        d[0] = ActGrad(p.gate_act[0], i_, dc * cc + extra(p.dact[0]));
+        d[1] = ActGrad(p.gate_act[1], f, dc * cprev + extra(p.dact[1]));
+        d[2] = ActGrad(p.gate_act[2], cc, dc * i_ + extra(p.dact[2]));
         A dcn = dc * f;
         if (p.peephole) {
-          for (int q = 0; q < 4; ++q) dcn += d[q] * Ld(p.peep + pos[q] * N + j);
+          for (int q = 0; q < (p.peephole_o_new ? 3 : 4); ++q) {
+            dcn += d[q] * Ld(p.peep + pos[q] * N + j);
+          }
         }
         p.dc[b * N + j] = dcn;
         for (int q = 0; q < 4; ++q) {
@@ -172,7 +101,9 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
       }
       case static_cast<int>(RnnMode::kGru): {
         const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
-        const A rg = Ld(g + pr * N), z = Ld(g + pz * N), n = Ld(g + pn * N);
+        auto act = [&](int k) { return Ld(p.ly.act[k] + row * p.ly.act_ld + j); };
+        auto extra = [&](const T* gr) { return gr != nullptr ? Ld(gr + row * N + j) : A(0); };
+        const A rg = act(pr), z = act(pz), n = act(pn);
         const A hp = Ld(p.ly.hprev + row * p.Hs + j);  // h_prev before any mask
         A dpn, dpz;
         if (p.z_new) {
@@ -184,8 +115,8 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
           dpz = dt * (hp - n);
           *dhc = dt * z;
         }
-        dpz = ActGrad(p.gate_act[1], z, dpz);
-        dpn = ActGrad(p.gate_act[2], n, dpn);
+        dpz = ActGrad(p.gate_act[1], z, dpz + extra(p.dact[1]));
+        dpn = ActGrad(p.gate_act[2], n, dpn + extra(p.dact[2]));
         T* dhr_row = p.dhr + row * KN + j;
         St(dg + pz * N, dpz);
         St(dg + pn * N, dpn);
@@ -199,7 +130,7 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
           St(p.dpn + b * N + j, dpn);
         } else {
           const A hrn = Ld(p.ly.aux + row * N + j);
-          const A dpr = ActGrad(p.gate_act[0], rg, dpn * hrn);
+          const A dpr = ActGrad(p.gate_act[0], rg, dpn * hrn + extra(p.dact[0]));
           St(dg + pr * N, dpr);
           St(dr + pr * N, dpr);
           St(dr + pz * N, dpz);
@@ -229,9 +160,10 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
 // through r ⊙ h_rec). One thread per (b, unit j).
 template <typename T>
 __global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I64 KN, int pr,
-                               int pn, int act_r, const T* acts, const T* hprev, const T* mask,
-                               bool per_step, I64 cols, I64 dcol, const AccOf<T>* drh,
-                               AccOf<T>* dh, T* dhr_cur, T* dhr, T* dgx) {
+                               int pn, int act_r, const T* r_plane, I64 act_ld, const T* g_r,
+                               const T* hprev, const T* mask, bool per_step, I64 cols,
+                               I64 dcol, const AccOf<T>* drh, AccOf<T>* dh, T* dhr_cur, T* dhr,
+                               T* dgx) {
   using A = AccOf<T>;
   TFRNN_GRID_STRIDE(i, B * N) {
     const I64 b = i / N, j = i % N;
@@ -240,17 +172,41 @@ __global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I6
     if (tau < 0) continue;
     const I64 row = tau * B + b;
     const A d = drh[b * Hs + j];
-    const A rg = Ld(acts + row * KN + pr * N + j);
+    const A rg = Ld(r_plane + row * act_ld + j);
     const A hp = Ld(hprev + row * Hs + j);
     const A m = mask != nullptr ? Ld(mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j)
                                 : A(1);
-    const A dpr = ActGrad(act_r, rg, d * hp * m);
+    const A dpr = ActGrad(act_r, rg, d * hp * m + (g_r != nullptr ? Ld(g_r + row * N + j) : A(0)));
     dh[b * Hs + j] += d * rg * m;
     St(dhr_cur + b * KN + pr * N + j, dpr);
     St(dhr + row * KN + pr * N + j, dpr);
     St(dgx + row * KN + pr * N + j, dpr);
   }
 }
+
+}  // namespace
+
+template <typename T>
+GpuStatus BwdStepGpu(const GpuContext& g, const BwdStep<T>& p) {
+  if (p.B * p.N == 0) return GpuStatus::Ok();
+  TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, BwdStepKernel<T>)(p);
+  TFRNN_CUDA_CHECK_LAUNCH("BwdStepKernel");
+  return GpuStatus::Ok();
+}
+
+template <typename T>
+GpuStatus GruResetGpu(const GpuContext& g, const BwdStep<T>& p, const T* mask,
+                      bool mask_per_step, const AccOf<T>* drh) {
+  if (p.B * p.N == 0) return GpuStatus::Ok();
+  const int pr = p.gate_pos[0], pn = p.gate_pos[2];
+  TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, GruResetKernel<T>)(p.sm, p.step, p.B, p.N,
+      p.Hs, p.K * p.N, pr, pn, p.gate_act[0], p.ly.act[pr], p.ly.act_ld, p.dact[0], p.ly.hprev,
+      mask, mask_per_step, p.yst, p.ly.dcol, drh, p.dh, p.dhr_cur, p.dhr, p.dgx);
+  TFRNN_CUDA_CHECK_LAUNCH("GruResetKernel");
+  return GpuStatus::Ok();
+}
+
+namespace {
 
 // out[r, j] = h[r, j] · mask row of (time r / B, batch r % B)[dcol + j] for all T·B rows (the
 // operand R multiplied; rows past a sequence's end have h = 0 in the reserve).
@@ -317,19 +273,22 @@ GpuStatus ColumnSum(const GpuContext& g, const T* in, I64 rows, I64 cols, const 
 
 // Peephole gradients: dp[k·N + j] = Σ over every valid (b, step) of dpre[k·N + j] ⊙ c_prev[j],
 // one thread per column, rows in a fixed order.
+// The gate block o_new_block (-1: none; peephole_o_new's o) reads the new c instead.
 template <typename T>
 __global__ void PeepholeGradKernel(StepMapDev sm, I64 B, I64 N, I64 K, const T* dgx,
-                                   const T* aux, const T* c0, T* dp) {
+                                   const T* aux, const T* c0, int o_new_block, T* dp) {
   const I64 KN = K * N;
   TFRNN_GRID_STRIDE(col, KN) {
     const I64 j = col % N;
+    const bool new_c = col / N == o_new_block;
     AccOf<T> acc = 0;
     for (I64 b = 0; b < B; ++b) {
       const I64 len = sm.Len(b);
       for (I64 st = 0; st < len; ++st) {
         const I64 tau = sm.Tau(b, st);
         const AccOf<T> cprev =
-            st == 0 ? Ld(c0 + b * N + j) : Ld(aux + (sm.Prev(tau) * B + b) * N + j);
+            new_c ? Ld(aux + (tau * B + b) * N + j)
+                  : st == 0 ? Ld(c0 + b * N + j) : Ld(aux + (sm.Prev(tau) * B + b) * N + j);
         acc += Ld(dgx + (tau * B + b) * KN + col) * cprev;
       }
     }
@@ -375,15 +334,18 @@ __global__ void MaskPaddedRowsKernel(const T* x, const int* lengths, I64 B, I64 
   }
 }
 
+}  // namespace
+
 template <typename T>
-GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
-                        const LayerPtrs<T>& ly, const T* xin, const T* dyl,
-                        const RnnBwdArgs<T>& a, const int* lengths_dev, I64 steps, T* din,
-                        bool accumulate_din, BwdBufs<T> w) {
+GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
+                           const LayerPtrs<T>& ly, const T* xin, const T* dyl,
+                           const RnnBwdArgs<T>& a, const int* lengths_dev, I64 steps, T* din,
+                           bool accumulate_din, BwdBufs<T> w) {
   const I64 B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru, lstm = s.mode == RnnMode::kLstm;
   const StepMapDev sm{lengths_dev, s.T, ly.reverse};
   const I64 yst = s.D * Hs;
+  const bool xw = s.weights_xw;  // W [in, K·N], R [Hs, K·N]: the products transpose them
   TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dgx, TB * KN));
   if (gru) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhr, TB * KN));
   if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhtot, TB * s.P));
@@ -410,6 +372,11 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.peephole = s.peephole;
   p.peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   p.dc_seq = lstm ? a.dc_seq : nullptr;
+  p.peephole_o_new = s.peephole_o_new;
+  p.exact_clip = lstm && s.exact_clip_grad && s.cell_clip > 0.f;
+  p.cell_clip = static_cast<AccOf<T>>(s.cell_clip);
+  for (int q = 0; q < 4; ++q) p.dact[q] = a.dact[q];
+  p.dco = lstm ? a.dco : nullptr;
   for (int q = 0; q < 4; ++q) {
     p.gate_pos[q] = s.gate_pos[q];
     p.gate_act[q] = static_cast<int>(s.gate_act[q]);
@@ -424,7 +391,7 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     if (proj) {
       // dh += dhr_{t+1} · R  ([B, KN] · [KN, Hs]); then dtot, dhh = dtot · Pm.
       if (has_next) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
                                         true));
       }
       TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, ProjPreKernel<T>)(sm, st, B, Hs, dyl, yst,
@@ -433,40 +400,37 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false));
     } else if (has_next) {
       if (s.has_mask) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
                                         false));
         TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, st + 1, B, Hs, yst,
             ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
         TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
       } else {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
                                         true));
       }
     }
     p.step = st;
     p.dhr_cur = w.dhr_cur;
-    TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, BwdStepKernel<T>)(p);
-    TFRNN_CUDA_CHECK_LAUNCH("BwdStepKernel");
+    TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
     if (reset_before) {
       // drh = dpn · R_n  ([B, N] · [N, Hs]) into dhm, then r's gradient and dh_prev += ....
-      const int pr = s.gate_pos[0], pn = s.gate_pos[2];
+      const int pn = s.gate_pos[2];
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, N,
                                       static_cast<const T*>(w.dpn), ly.R + pn * N * Hs, w.dhm,
                                       false));
-      TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, GruResetKernel<T>)(sm, st, B, N, Hs, KN, pr,
-          pn, static_cast<int>(s.gate_act[0]), ly.acts, ly.hprev, s.has_mask ? a.mask : nullptr,
-          a.mask_per_step, yst, ly.dcol, w.dhm, w.dh, w.dhr_cur, w.dhr, w.dgx);
-      TFRNN_CUDA_CHECK_LAUNCH("GruResetKernel");
+      TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, s.has_mask ? a.mask : nullptr,
+                                               a.mask_per_step, w.dhm));
     }
     std::swap(w.dhr_prev, w.dhr_cur);
   }
   if (steps > 0 && s.has_mask) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false));
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false));
     TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, 0, B, Hs, yst, ly.dcol,
         a.mask, a.mask_per_step, w.dhm, w.dh);
     TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
   } else if (steps > 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true));
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true));
   }
   using A = AccOf<T>;
   TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dh0 + pseudo * B * Hs, static_cast<const A*>(w.dh),
@@ -476,27 +440,46 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                       B * N));
   }
   if (s.peephole && KN > 0) {
-    TFRNN_LAUNCH(Blocks(KN), kThreads, g.stream, PeepholeGradKernel<T>)(sm, B, N, K, w.dgx, ly.aux,
-        a.c0 + pseudo * B * N, a.dpeephole + pseudo * KN);
+    TFRNN_LAUNCH(Blocks(KN), kThreads, g.stream, PeepholeGradKernel<T>)(sm, B, N, K, w.dgx,
+        ly.aux, a.c0 + pseudo * B * N, s.peephole_o_new ? s.gate_pos[3] : -1,
+        a.dpeephole + pseudo * KN);
     TFRNN_CUDA_CHECK_LAUNCH("PeepholeGradKernel");
   }
-  // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
-  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
-  T* dp = a.dparams;
+  // Weight and bias gradients: one GEMM or reduction each over all T·B rows
+  // (xw: dW = xᵀ · dgx [in, K·N], else dgxᵀ · x [K·N, in]; likewise dR).
   if (ly.in > 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, ly.in, TB, w.dgx, xin, dp + po.w,
-                                    false));
+    if (xw) {
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, ly.in, KN, TB, xin,
+                                      static_cast<const T*>(w.dgx), ly.dW, false));
+    } else {
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, ly.in, TB,
+                                      static_cast<const T*>(w.dgx), xin, ly.dW, false));
+    }
   }
-  // R multiplied h_prev ⊙ mask; the reserve holds h_prev.
-  const T* hrec = ly.hprev;
-  if (s.has_mask && TB * Hs > 0) {
-    TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
-        a.mask_per_step, B, TB, Hs, yst, ly.dcol, w.hrec);
-    TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
-    hrec = w.hrec;
+  auto grad_r = [&](I64 rows, const T* dhr_rows, const T* h_rows, bool acc) {
+    return xw ? GemmT(g, true, false, Hs, KN, rows, h_rows, dhr_rows, ly.dR, acc)
+              : GemmT(g, true, false, KN, Hs, rows, dhr_rows, h_rows, ly.dR, acc);
+  };
+  if (ly.hprev == nullptr) {
+    // No h_prev plane (the block face: one direction, forward, every row valid): h_prev is
+    // h0 for the first step's rows, then the layer's own outputs hseq of the step before.
+    TFRNN_GPU_RETURN_IF_ERROR(grad_r(std::min<I64>(B, TB), static_cast<const T*>(w.dhr),
+                                     a.h0 + pseudo * B * Hs, false));
+    if (TB > B) {
+      TFRNN_GPU_RETURN_IF_ERROR(grad_r(TB - B, static_cast<const T*>(w.dhr) + B * KN, ly.hseq,
+                                       true));
+    }
+  } else {
+    // R multiplied h_prev ⊙ mask; the reserve holds h_prev.
+    const T* hrec = ly.hprev;
+    if (s.has_mask && TB * Hs > 0) {
+      TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
+          a.mask_per_step, B, TB, Hs, yst, ly.dcol, w.hrec);
+      TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
+      hrec = w.hrec;
+    }
+    TFRNN_GPU_RETURN_IF_ERROR(grad_r(TB, static_cast<const T*>(w.dhr), hrec, false));
   }
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, Hs, TB, static_cast<const T*>(w.dhr),
-                                  hrec, dp + po.r, false));
   if (reset_before) {
     // R_n multiplied r ⊙ h_rec (aux): dR_n = Σ dpnᵀ · (r ⊙ h_rec).
     const I64 pn = s.gate_pos[2];
@@ -507,15 +490,15 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     }
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, N, Hs, TB,
                                     static_cast<const T*>(w.gather),
-                                    static_cast<const T*>(ly.aux), dp + po.r + pn * N * Hs,
+                                    static_cast<const T*>(ly.aux), ly.dR + pn * N * Hs,
                                     false));
   }
   if (proj) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, s.P, N, TB, static_cast<const T*>(w.dhtot),
-                                    static_cast<const T*>(ly.hh), dp + po.p, false));
+                                    static_cast<const T*>(ly.hh), ly.dP, false));
   }
-  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dgx, TB, KN, w, dp + po.bw));
-  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dhr, TB, KN, w, dp + po.br));
+  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dgx, TB, KN, w, ly.dbW));
+  if (ly.dbR != nullptr) TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dhr, TB, KN, w, ly.dbR));
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
     if (TB * KN > 0) {
@@ -524,7 +507,7 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
     }
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, TB, ly.in, KN, w.dgx, ly.W, din,
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, TB, ly.in, KN, w.dgx, ly.W, din,
                                     accumulate_din));
   } else if (TB * N > 0) {
     TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, N, ly.in_cols,
@@ -533,8 +516,6 @@ GpuStatus LayerBackward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   }
   return GpuStatus::Ok();
 }
-
-}  // namespace
 
 int64_t RnnBwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes) {
   Carver cv(nullptr);
@@ -577,9 +558,9 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
     T* din = l == 0 ? a.dx : w.din_buf;
     for (I64 dd = 0; dd < s.D; ++dd) {
       const I64 pseudo = l * s.D + dd;
-      TFRNN_GPU_RETURN_IF_ERROR(LayerBackward<T>(
-          g, s, pseudo, MakeLayerPtrs<T>(s, pseudo, a.params, reserve), xin, dyl, a, len_dev,
-          steps, din, dd > 0, w));
+      TFRNN_GPU_RETURN_IF_ERROR(LayerBackwardGpu<T>(
+          g, s, pseudo, MakeLayerPtrs<T>(s, pseudo, a.params, reserve, a.dparams), xin, dyl, a,
+          len_dev, steps, din, dd > 0, w));
     }
     if (l > 0) {
       // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
@@ -597,7 +578,14 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
 
 #define TFRNN_INSTANTIATE_BWD(T)                                                          \
   template GpuStatus RnnBackwardGpu<T>(const GpuContext&, const RnnSpec&,                 \
-                                       const RnnBwdArgs<T>&, const int*, void*, int64_t);
+                                       const RnnBwdArgs<T>&, const int*, void*, int64_t); \
+  template GpuStatus LayerBackwardGpu<T>(const GpuContext&, const RnnSpec&, I64,          \
+                                         const LayerPtrs<T>&, const T*, const T*,         \
+                                         const RnnBwdArgs<T>&, const int*, I64, T*, bool, \
+                                         BwdBufs<T>);                                     \
+  template GpuStatus BwdStepGpu<T>(const GpuContext&, const BwdStep<T>&);                 \
+  template GpuStatus GruResetGpu<T>(const GpuContext&, const BwdStep<T>&, const T*, bool,  \
+                                    const AccOf<T>*);
 TFRNN_INSTANTIATE_BWD(__half)
 TFRNN_INSTANTIATE_BWD(__nv_bfloat16)
 TFRNN_INSTANTIATE_BWD(float)

@@ -59,6 +59,13 @@ GpuStatus GemmT(const GpuContext& g, bool ta, bool tb, I64 m, I64 n, I64 k, cons
                 const T* B, CT* C, bool accumulate) {
   return Gemm(g, ta, tb, m, n, k, A, B, C, DataType<T>(), DataType<CT>(), accumulate);
 }
+// With leading dimensions (row-major row distances of A, B, C as stored).
+template <typename T, typename CT>
+GpuStatus GemmLdT(const GpuContext& g, bool ta, bool tb, I64 m, I64 n, I64 k, const T* A,
+                  I64 lda, const T* B, I64 ldb, CT* C, I64 ldc, bool accumulate) {
+  return GemmLd(g, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, DataType<T>(), DataType<CT>(),
+                accumulate);
+}
 
 // ---- activations (RnnAct); derivatives are functions of the output y ------------------------
 template <typename A>
@@ -188,20 +195,34 @@ __global__ void MaskRowsKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, I64 cols,
 }
 
 // ---- pointers of one (layer, direction) ----------------------------------------------------
+// MakeLayerPtrs points them into the params, reserve and dparams buffers; the LSTM block ops'
+// face (lstm_gpu.cu) at their own tensors, as the CPU's Layer (rnn_cpu_common.h).
 template <typename T>
 struct LayerPtrs {
   I64 in = 0;       // width of the W matrices (0: skip input / preprojected)
   I64 in_cols = 0;  // columns of the layer's input tensor
+  // W [K·N, in] and R [K·N, Hs], or with spec.weights_xw W [in, K·N] and R [Hs, K·N].
   const T *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
+  // acts: [T·B, K·N] rows holding W·x on entry and the gate activations on exit (the reserve's
+  // layout). The LSTM block face instead keeps W·x in gx (Acc, [T·B, K·N]) and has gate block
+  // k's activations of row r at act[k] + r·act_ld (lstm only).
   T *acts = nullptr, *aux = nullptr, *hh = nullptr, *hprev = nullptr;
+  AccOf<T>* gx = nullptr;
+  T* act[4] = {nullptr, nullptr, nullptr, nullptr};
+  I64 act_ld = 0;
+  T* co = nullptr;          // lstm: cell_act(c) of each row [T·B, N], written if given
+  const T* hseq = nullptr;  // backward without hprev: h_prev is h0 for the first step, else
+                            // hseq's previous row (one direction, forward, no lengths)
+  T *dW = nullptr, *dR = nullptr, *dP = nullptr, *dbW = nullptr, *dbR = nullptr;  // dbR: opt.
   I64 dcol = 0;  // column offset of this direction in the layer output
   bool reverse = false;
 };
 
 template <typename T>
-LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* reserve) {
+LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* reserve,
+                           T* dparams = nullptr) {
   LayerPtrs<T> ly;
-  const I64 l = pseudo / s.D;
+  const I64 l = pseudo / s.D, N = s.N;
   ly.in = RnnInWidth(s, l);
   ly.in_cols = RnnInCols(s, l);
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
@@ -212,9 +233,18 @@ LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* res
   ly.bR = params + po.br;
   const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
   ly.acts = reserve + ro.acts;
+  for (I64 k = 0; k < RnnK(s); ++k) ly.act[k] = ly.acts + k * N;
+  ly.act_ld = RnnK(s) * N;
   ly.aux = reserve + ro.aux;
   ly.hh = reserve + ro.hh;
   ly.hprev = reserve + ro.hprev;
+  if (dparams != nullptr) {
+    ly.dW = dparams + po.w;
+    ly.dR = dparams + po.r;
+    ly.dP = dparams + po.p;
+    ly.dbW = dparams + po.bw;
+    ly.dbR = dparams + po.br;
+  }
   ly.dcol = (pseudo % s.D) * RnnHs(s);
   ly.reverse = pseudo % s.D == 1 || (s.D == 1 && s.reverse);
   return ly;

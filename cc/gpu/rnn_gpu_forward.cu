@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "cc/gpu/rnn_gpu_fwd_point.cuh"
+#include "cc/gpu/rnn_gpu_layer.cuh"
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 
 namespace tfrnn {
@@ -64,34 +65,20 @@ __global__ void DropoutMaskKernel(uint64_t key, double p, double scale, T* mask,
   }
 }
 
-template <typename T>
-struct FwdBufs {
-  using A = AccOf<T>;
-  int* lengths;
-  T *h_cur, *h_next, *h_masked, *hh_step;
-  A *c, *hr;
-  A* hrn;  // [B, N] R_n·(r ⊙ h_rec) (reset-before gru)
-};
+}  // namespace
 
 template <typename T>
-FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
-  const I64 B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
-  FwdBufs<T> w;
-  w.lengths = cv.Take<int>(B);
-  w.h_cur = cv.Take<T>(B * Hs);
-  w.h_next = cv.Take<T>(B * Hs);
-  w.h_masked = cv.Take<T>(B * Hs);
-  w.hh_step = cv.Take<T>(B * N);
-  w.c = cv.Take<AccOf<T>>(B * N);
-  w.hr = cv.Take<AccOf<T>>(B * KN);
-  w.hrn = cv.Take<AccOf<T>>(s.mode == RnnMode::kGru && s.gru_reset_before ? B * N : 0);
-  return w;
+GpuStatus FwdStepGpu(const GpuContext& g, const FwdStep<T>& p) {
+  if (p.B * p.N == 0) return GpuStatus::Ok();
+  TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, FwdStepKernel<T>)(p);
+  TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
+  return GpuStatus::Ok();
 }
 
 template <typename T>
-GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
-                       const LayerPtrs<T>& ly, const T* xin, const RnnFwdArgs<T>& a,
-                       const int* lengths_dev, I64 steps, T* ylayer, FwdBufs<T> w) {
+GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
+                          const LayerPtrs<T>& ly, const T* xin, const RnnFwdArgs<T>& a,
+                          const int* lengths_dev, I64 steps, T* ylayer, FwdBufs<T> w) {
   using A = AccOf<T>;
   const I64 B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0;
@@ -103,14 +90,18 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
           true, (pseudo % s.D) * KN, ly.acts);
       TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
     }
+  } else if (ly.gx != nullptr) {  // the block face: W·x in Acc, W [in, K·N]
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.gx,
+                                    false));
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, TB, KN, ly.in, xin, ly.W, ly.acts, false));
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.acts,
+                                    false));
   } else if (TB * KN > 0) {
     TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, N,
         false, 0, ly.acts);
     TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
   }
-  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hprev, TB * Hs));
+  if (ly.hprev != nullptr) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hprev, TB * Hs));
   if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hh, TB * N));
   // Reset-before gru: the backward's dR_n GEMM reads r ⊙ h_rec (aux) of every row, also of
   // rows past a sequence's end, which no step writes.
@@ -137,6 +128,8 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.yst = s.D * Hs;
   p.peephole = s.peephole;
   p.peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  p.peephole_o_new = s.peephole_o_new;
+  p.cell_clip = static_cast<A>(s.cell_clip > 0.f ? s.cell_clip : 0.f);
   for (int q = 0; q < 4; ++q) {
     p.gate_pos[q] = s.gate_pos[q];
     p.gate_act[q] = static_cast<int>(s.gate_act[q]);
@@ -145,8 +138,10 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
   p.z_new = s.mode == RnnMode::kGru && s.gru_z_new;
   p.hrn = w.hrn;
-  // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh).
-  const PersistentPlan plan = steps > 0 ? PlanPersistentFwd<T>(s) : PersistentPlan();
+  // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh); it reads R as
+  // [K·N, Hs] and W·x from the acts rows, so not for the block face.
+  const bool persistent_ok = steps > 0 && !s.weights_xw && ly.gx == nullptr;
+  const PersistentPlan plan = persistent_ok ? PlanPersistentFwd<T>(s) : PersistentPlan();
   if (plan.ok) {
     TFRNN_GPU_RETURN_IF_ERROR(PersistentFwd<T>(g, plan, p, ly.R, s.has_mask ? a.mask : nullptr,
                                                a.mask_per_step, steps, w.h_cur, w.h_next,
@@ -162,15 +157,15 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
       h_rec = w.h_masked;
     }
-    // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]), kept in Acc.
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, KN, Hs, h_rec, ly.R, w.hr, false));
+    // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]; R itself with weights_xw), kept in Acc.
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, B, KN, Hs, h_rec, ly.R, w.hr,
+                                    false));
     p.step = st;
     p.h_cur = w.h_cur;
     p.h_rec = h_rec;
     p.h_next = w.h_next;
     p.phase = reset_before ? 1 : 0;
-    TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, FwdStepKernel<T>)(p);
-    TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
+    TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     if (reset_before) {
       // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
       // ([B, N] · [N, Hs]ᵀ, R_n the candidate's block of R), then phase 2.
@@ -178,8 +173,7 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                       static_cast<const T*>(w.hh_step),
                                       ly.R + s.gate_pos[2] * N * Hs, w.hrn, false));
       p.phase = 2;
-      TFRNN_LAUNCH(Blocks(B * N), kThreads, g.stream, FwdStepKernel<T>)(p);
-      TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
+      TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     }
     if (proj) {
       // h = hh · Pmᵀ  ([B, N] · [N, P])
@@ -197,8 +191,6 @@ GpuStatus LayerForward(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   }
   return GpuStatus::Ok();
 }
-
-}  // namespace
 
 int64_t RnnFwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes) {
   Carver cv(nullptr);
@@ -234,7 +226,7 @@ GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<
     TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ylayer, TB * ycols));
     for (I64 dd = 0; dd < s.D; ++dd) {
       const I64 pseudo = l * s.D + dd;
-      TFRNN_GPU_RETURN_IF_ERROR(LayerForward<T>(g, s, pseudo,
+      TFRNN_GPU_RETURN_IF_ERROR(LayerForwardGpu<T>(g, s, pseudo,
                                                 MakeLayerPtrs<T>(s, pseudo, a.params, reserve),
                                                 xin, a, len_dev, steps, ylayer, w));
     }
@@ -254,7 +246,11 @@ GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<
 
 #define TFRNN_INSTANTIATE_FWD(T)                                                          \
   template GpuStatus RnnForwardGpu<T>(const GpuContext&, const RnnSpec&,                  \
-                                      const RnnFwdArgs<T>&, const int*, void*, int64_t);
+                                      const RnnFwdArgs<T>&, const int*, void*, int64_t);  \
+  template GpuStatus LayerForwardGpu<T>(const GpuContext&, const RnnSpec&, I64,           \
+                                        const LayerPtrs<T>&, const T*, const RnnFwdArgs<T>&, \
+                                        const int*, I64, T*, FwdBufs<T>);                \
+  template GpuStatus FwdStepGpu<T>(const GpuContext&, const FwdStep<T>&);
 TFRNN_INSTANTIATE_FWD(__half)
 TFRNN_INSTANTIATE_FWD(__nv_bfloat16)
 TFRNN_INSTANTIATE_FWD(float)

@@ -27,6 +27,8 @@ struct FwdStep {
   I64 yst;
   const T* peep;    // [K·N] (spec.peephole)
   bool peephole;
+  bool peephole_o_new;  // o's peephole term reads the new c (the block ops)
+  A cell_clip;          // > 0: c = clip(c, ±cell_clip)
   int gate_pos[4], gate_act[4], cell_act;
   // gru: reset before the recurrent product (two phases per step, as FwdBlock in rnn_cpu.cc:
   // phase 1 r, z and r ⊙ h_rec into aux and hh_step; phase 2 the candidate and h once hrn
@@ -53,26 +55,41 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   const A* r = p.hr + b * KN + j;
   const T* bw = p.ly.bW + j;
   const T* br = p.ly.bR + j;
-  auto pre = [&](I64 k) { return Ld(g + k * N) + r[k * N] + Ld(bw + k * N) + Ld(br + k * N); };
+  // W·x of gate block k: in the acts rows, or in gx (the block face, Acc).
+  const A* gxa = p.ly.gx != nullptr ? p.ly.gx + row * KN + j : nullptr;
+  auto wx = [&](I64 k) { return gxa != nullptr ? gxa[k * N] : Ld(g + k * N); };
+  auto pre = [&](I64 k) { return wx(k) + r[k * N] + Ld(bw + k * N) + Ld(br + k * N); };
   // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
-  if (!p.proj && p.phase != 2) p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
+  if (!p.proj && p.phase != 2 && p.ly.hprev != nullptr) {
+    p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
+  }
   A h;
   switch (p.mode) {
     case static_cast<int>(RnnMode::kLstm): {
       const A cprev = p.c[b * N + j];
       A v[4];
-      for (int q = 0; q < 4; ++q) {
+      // The gate with the peephole term of c (c_prev, or for o with peephole_o_new the new c).
+      auto gate = [&](int q, A cpeep) {
         const int k = p.gate_pos[q];
         A x = pre(k);
-        if (p.peephole) x += Ld(p.peep + k * N + j) * cprev;
+        if (p.peephole) x += Ld(p.peep + k * N + j) * cpeep;
         v[q] = Act(p.gate_act[q], x);
-        St(g + k * N, v[q]);
-      }
-      // c = f ⊙ c_prev + i ⊙ c',  h = o ⊙ act(c)
-      const A cs = v[1] * cprev + v[0] * v[2];
+        St(p.ly.act[k] + row * p.ly.act_ld + j, v[q]);
+      };
+      gate(0, cprev);
+      gate(1, cprev);
+      gate(2, cprev);
+      if (!p.peephole_o_new) gate(3, cprev);
+      // c = f ⊙ c_prev + i ⊙ c' (clipped to ±cell_clip),  h = o ⊙ act(c)
+      A cs = v[1] * cprev + v[0] * v[2];
+      if (p.cell_clip > A(0)) cs = cs < -p.cell_clip ? -p.cell_clip
+                                                     : (cs > p.cell_clip ? p.cell_clip : cs);
+      if (p.peephole_o_new) gate(3, cs);
       p.c[b * N + j] = cs;
       St(p.ly.aux + row * N + j, cs);
-      h = v[3] * Act(p.cell_act, cs);
+      const A tc = Act(p.cell_act, cs);
+      if (p.ly.co != nullptr) St(p.ly.co + row * N + j, tc);
+      h = v[3] * tc;
       if (p.proj) {
         St(p.ly.hh + row * N + j, h);
         St(p.hh_step + b * N + j, h);
@@ -84,15 +101,16 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       // reset after:  n = act_n(gx_n + bW_n + r ⊙ (hr_n + bR_n))
       // reset before: n = act_n(gx_n + bW_n + R_n·(r ⊙ h_rec) + bR_n)
       const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
+      auto act = [&](int k) { return p.ly.act[k] + row * p.ly.act_ld + j; };
       A rg, z;
       if (p.phase != 2) {
         rg = Act(p.gate_act[0], pre(pr));
         z = Act(p.gate_act[1], pre(pz));
-        St(g + pr * N, rg);
-        St(g + pz * N, z);
+        St(act(pr), rg);
+        St(act(pz), z);
       } else {
-        rg = Ld(g + pr * N);
-        z = Ld(g + pz * N);
+        rg = Ld(act(pr));
+        z = Ld(act(pz));
       }
       if (p.phase == 1) {
         const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
@@ -102,14 +120,14 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       }
       A nx;
       if (p.phase == 2) {
-        nx = Ld(g + pn * N) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
+        nx = wx(pn) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
       } else {
         const A hrn = r[pn * N] + Ld(br + pn * N);
         St(p.ly.aux + row * N + j, hrn);
-        nx = Ld(g + pn * N) + Ld(bw + pn * N) + rg * hrn;
+        nx = wx(pn) + Ld(bw + pn * N) + rg * hrn;
       }
       const A n = Act(p.gate_act[2], nx);
-      St(g + pn * N, n);
+      St(act(pn), n);
       const A hp = Ld(p.h_cur + b * p.Hs + j);
       h = p.z_new ? z * n + (A(1) - z) * hp : (A(1) - z) * n + z * hp;
       break;

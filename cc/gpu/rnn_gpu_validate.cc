@@ -26,8 +26,8 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
   }
   if (s.mask_gates) return bad("per-gate recurrent masks (mask_gates) have no CUDA path yet");
   if (s.weights_xw || s.cell_clip > 0.f || s.exact_clip_grad || s.peephole_o_new) {
-    return bad("the LSTM block-op options (weights_xw, cell_clip, peephole_o_new) have no "
-               "CUDA path yet: the block ops use the CUDA LSTM engine");
+    return bad("the LSTM block-op options (weights_xw, cell_clip, peephole_o_new) are for "
+               "the block ops' face (lstm_gpu.cu), which runs one layer itself");
   }
   if (!(s.dropout >= 0.f && s.dropout <= 1.f)) return bad("dropout must be in [0, 1]");
   int seen = 0;

@@ -1,0 +1,155 @@
+// One (layer, direction) of the CUDA stacked-RNN engine, for the engine's own drivers
+// (RnnForwardGpu / RnnBackwardGpu) and for the faces that run one layer on their own tensors
+// (the LSTM block ops, lstm_gpu.cu), as the CPU's LayerForward / LayerBackward
+// (rnn_cpu_common.h): the workspace pieces, and the two layer functions.
+#ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_LAYER_CUH_
+#define TF_RNN_OPS_CC_GPU_RNN_GPU_LAYER_CUH_
+
+#include <algorithm>
+
+#include "cc/gpu/rnn_gpu_common.cuh"
+#include "cc/gpu/rnn_gpu_fwd_point.cuh"
+
+namespace tfrnn {
+namespace gpu {
+
+template <typename T>
+struct FwdBufs {
+  using A = AccOf<T>;
+  int* lengths;
+  T *h_cur, *h_next, *h_masked, *hh_step;
+  A *c, *hr;
+  A* hrn;  // [B, N] R_n·(r ⊙ h_rec) (reset-before gru)
+};
+
+template <typename T>
+FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
+  const I64 B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  FwdBufs<T> w;
+  w.lengths = cv.Take<int>(B);
+  w.h_cur = cv.Take<T>(B * Hs);
+  w.h_next = cv.Take<T>(B * Hs);
+  w.h_masked = cv.Take<T>(B * Hs);
+  w.hh_step = cv.Take<T>(B * N);
+  w.c = cv.Take<AccOf<T>>(B * N);
+  w.hr = cv.Take<AccOf<T>>(B * KN);
+  w.hrn = cv.Take<AccOf<T>>(s.mode == RnnMode::kGru && s.gru_reset_before ? B * N : 0);
+  return w;
+}
+
+template <typename T>
+struct BwdBufs {
+  using A = AccOf<T>;
+  int* lengths;
+  T *dgx, *dhr;            // [TB, KN] pre-activation gradients (dhr == dgx except for gru)
+  T *dhr_prev, *dhr_cur;   // [B, KN] dL/d(R·h) of the later / current step
+  A *dh, *dc;              // [B, Hs], [B, N] carries
+  T* dhtot;                // [TB, P] dL/dh (projected) of every row (projection)
+  A* dhh;                  // [B, N] dL/d(unprojected h) (projection)
+  T* dtot;                 // [B, Hs] (projection)
+  A* dhm;                  // [B, Hs] (mask)
+  T *dy_buf, *din_buf;     // [TB, D·Hs]
+  T* x_masked;             // [TB, I]
+  A* partial;              // [chunks, KN] column-sum partials
+  I64 chunks;
+  T* hrec;                 // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  T* dpn;                  // [B, N] dL/d(candidate pre-activation) of a step (reset-before gru)
+  T* gather;               // [TB, N] the candidate block of dhr (reset-before gru)
+};
+
+constexpr I64 kMaxChunks = 128;
+
+template <typename T>
+BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
+  using A = AccOf<T>;
+  const I64 TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const I64 ycols = s.D * Hs;
+  BwdBufs<T> w;
+  w.lengths = cv.Take<int>(B);
+  w.dgx = cv.Take<T>(TB * KN);
+  w.dhr = s.mode == RnnMode::kGru ? cv.Take<T>(TB * KN) : w.dgx;
+  w.dhr_prev = cv.Take<T>(B * KN);
+  w.dhr_cur = cv.Take<T>(B * KN);
+  w.dh = cv.Take<A>(B * Hs);
+  w.dc = cv.Take<A>(B * N);
+  w.dhtot = cv.Take<T>(TB * s.P);
+  w.dhh = cv.Take<A>(B * N);
+  w.dtot = cv.Take<T>(B * Hs);
+  w.dhm = cv.Take<A>(B * Hs);
+  w.dy_buf = cv.Take<T>(TB * ycols);
+  w.din_buf = cv.Take<T>(TB * ycols);
+  w.x_masked = cv.Take<T>(TB * s.I);
+  w.chunks = std::max<I64>(1, std::min<I64>(kMaxChunks, (TB + 255) / 256));
+  w.partial = cv.Take<A>(w.chunks * KN);
+  const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
+  w.hrec = cv.Take<T>(s.has_mask ? TB * Hs : 0);
+  w.dpn = cv.Take<T>(reset_before ? B * N : 0);
+  w.gather = cv.Take<T>(reset_before ? TB * N : 0);
+  return w;
+}
+
+// Everything the fused pointwise backward kernel of one step reads and writes.
+template <typename T>
+struct BwdStep {
+  using A = AccOf<T>;
+  StepMapDev sm;
+  I64 step, B, N, Hs, K, D;
+  int mode;
+  bool proj;
+  LayerPtrs<T> ly;
+  const T* c0;       // [B, N] this pseudo-layer's initial cell state (lstm)
+  const T* dy;       // [T, B, D·Hs] dL/d(layer output)
+  I64 yst;
+  T* dgx;            // [TB, KN]
+  T* dhr;            // [TB, KN] (gru)
+  T* dhr_cur;        // [B, KN]
+  A* dh;             // [B, Hs]
+  A* dc;             // [B, N]
+  const A* dhh;      // [B, N] (projection)
+  const T* peep;     // [KN] (peephole)
+  bool peephole;
+  const T* dc_seq;   // [T, B, D·N] or null
+  // lstm, the block ops: o's peephole reads the new c; no gradient through a clipped c
+  // (exact_clip: |c| >= cell_clip). Gradients arriving at the gate activations (logical order
+  // i, f, c', o; gru r, z, n) and at cell_act(c) (lstm), [T·B, N] each, or null.
+  bool peephole_o_new, exact_clip;
+  A cell_clip;
+  const T* dact[4];
+  const T* dco;
+  int gate_pos[4], gate_act[4], cell_act;
+  bool reset_before, z_new;  // gru options (see FwdStep)
+  T* dpn;            // [B, N] (reset-before gru): dpn of the step, 0 for rows without it
+};
+
+// One step's pointwise backward (the forward's is FwdStepGpu), and the second half of a
+// reset-before gru step's (drh = dL/d(r ⊙ h_rec) = dpn · R_n): r's gradient, h_prev's share.
+template <typename T>
+GpuStatus BwdStepGpu(const GpuContext& g, const BwdStep<T>& p);
+template <typename T>
+GpuStatus GruResetGpu(const GpuContext& g, const BwdStep<T>& p, const T* mask,
+                      bool mask_per_step, const AccOf<T>* drh);
+
+// One step's fused pointwise forward (phase as FwdStep::phase).
+template <typename T>
+GpuStatus FwdStepGpu(const GpuContext& g, const FwdStep<T>& p);
+
+// Forward of one (layer, direction): `steps` steps (the longest sequence), the layer output
+// into ylayer [T, B, D·Hs] at column ly.dcol, final states into a.hn / a.cn at `pseudo`.
+template <typename T>
+GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
+                          const LayerPtrs<T>& ly, const T* xin, const RnnFwdArgs<T>& a,
+                          const int* lengths_dev, I64 steps, T* ylayer, FwdBufs<T> w);
+
+// Backward of one (layer, direction): dyl is dL/d(layer output); the weight and bias
+// gradients go to ly.dW, dR, dP, dbW (dbR when not null), dL/d(layer input) into din
+// (added when accumulate_din), the initial states' gradients into a.dh0 / a.dc0 at `pseudo`.
+template <typename T>
+GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
+                           const LayerPtrs<T>& ly, const T* xin, const T* dyl,
+                           const RnnBwdArgs<T>& a, const int* lengths_dev, I64 steps, T* din,
+                           bool accumulate_din, BwdBufs<T> w);
+
+}  // namespace gpu
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_GPU_RNN_GPU_LAYER_CUH_
