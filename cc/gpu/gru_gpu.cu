@@ -1,108 +1,67 @@
-// CUDA GRU block cell (see gru_gpu.h; the CPU twin is cc/engine/gru_cpu.cc, whose structure
-// this follows: the same GEMM splits and pointwise passes).
+// The GRU block cell's face of the CUDA stacked-RNN engine (see gru_gpu.h; the CPU twin is
+// cc/engine/gru_cpu.cc, which this follows): one step of a reset-before gru (GruBlockRnnSpec,
+// types.h), gates r, u, c in blocks 0, 1, 2 of 3H columns. w_ru and w_c are two tensors, so
+// the face computes the products itself (into column blocks of the pre-activation rows) and
+// the engine's step kernels (FwdStepGpu phases 1 and 2, BwdStepGpu and GruResetGpu) run the
+// pointwise work between them.
 #include <cstdint>
 #include <string>
 
 #include "cc/gpu/gru_gpu.h"
-#include "cc/gpu/rnn_gpu_common.cuh"
+#include "cc/gpu/rnn_gpu_layer.cuh"
 
 namespace tfrnn {
 namespace gpu {
 namespace {
 
-// r = σ(r_bar + b_r), u = σ(u_bar + b_u), hr = h_prev ⊙ r.
+// d_r_bar_u_bar [N, 2H] and d_c_bar [N, H] from the gate gradients [N, 3H].
 template <typename T>
-__global__ void GruRuKernel(I64 N, I64 H, const AccOf<T>* ru_bar, const T* b_ru,
-                            const T* h_prev, T* r, T* u, T* hr) {
-  using A = AccOf<T>;
-  TFRNN_GRID_STRIDE(idx, N * H) {
-    const I64 n = idx / H, j = idx % H;
-    const A rv = Sigmoid(ru_bar[n * 2 * H + j] + Ld(b_ru + j));
-    const A uv = Sigmoid(ru_bar[n * 2 * H + H + j] + Ld(b_ru + H + j));
-    St(r + idx, rv);
-    St(u + idx, uv);
-    St(hr + idx, Ld(h_prev + idx) * rv);
-  }
-}
-
-// c = tanh(c_bar + b_c), h = u ⊙ (h_prev - c) + c.
-template <typename T>
-__global__ void GruCKernel(I64 N, I64 H, const AccOf<T>* c_bar, const T* b_c, const T* u,
-                           const T* h_prev, T* c, T* h) {
-  using A = AccOf<T>;
-  TFRNN_GRID_STRIDE(idx, N * H) {
-    const I64 j = idx % H;
-    const A cv = tanh(c_bar[idx] + Ld(b_c + j));
-    St(c + idx, cv);
-    St(h + idx, Ld(u + idx) * (Ld(h_prev + idx) - cv) + cv);
+__global__ void SplitGatesKernel(const T* dg, I64 N, I64 H, T* d_rbub, T* d_cbar) {
+  TFRNN_GRID_STRIDE(i, N * 3 * H) {
+    const I64 n = i / (3 * H), c = i % (3 * H);
+    if (c < 2 * H) {
+      d_rbub[n * 2 * H + c] = dg[i];
+    } else {
+      d_cbar[n * H + c - 2 * H] = dg[i];
+    }
   }
 }
 
 template <typename T>
-__device__ __forceinline__ AccOf<T> OptG(const T* p, I64 idx) {
-  return p != nullptr ? Ld(p + idx) : AccOf<T>(0);
-}
-
-// d_c_bar = (d_h ⊙ (1-u) + g_c) ⊙ (1-c²);  d_u_bar = (d_h ⊙ (h_prev-c) + g_u) ⊙ u(1-u).
-template <typename T>
-__global__ void GruBwd1Kernel(I64 N, I64 H, const T* u, const T* c, const T* h_prev,
-                              const T* d_h, const T* g_c, const T* g_u, T* d_c_bar, T* d_rbub) {
-  using A = AccOf<T>;
-  const A one(1);
-  TFRNN_GRID_STRIDE(idx, N * H) {
-    const I64 n = idx / H, j = idx % H;
-    const A uv = Ld(u + idx), cv = Ld(c + idx), hp = Ld(h_prev + idx), dh = Ld(d_h + idx);
-    St(d_c_bar + idx, (dh * (one - uv) + OptG(g_c, idx)) * (one - cv * cv));
-    St(d_rbub + n * 2 * H + H + j, (dh * (hp - cv) + OptG(g_u, idx)) * uv * (one - uv));
-  }
-}
-
-// d_r_bar = (d_hr ⊙ h_prev + g_r) ⊙ r(1-r).
-template <typename T>
-__global__ void GruBwd2Kernel(I64 N, I64 H, const T* r, const T* h_prev,
-                              const AccOf<T>* d_hr, const T* g_r, T* d_rbub) {
-  using A = AccOf<T>;
-  TFRNN_GRID_STRIDE(idx, N * H) {
-    const I64 n = idx / H, j = idx % H;
-    const A rv = Ld(r + idx);
-    St(d_rbub + n * 2 * H + j,
-       (d_hr[idx] * Ld(h_prev + idx) + OptG(g_r, idx)) * rv * (A(1) - rv));
-  }
-}
-
-// d_h_prev = acc + d_hr ⊙ r + d_h ⊙ u.
-template <typename T>
-__global__ void GruBwd3Kernel(I64 n, const AccOf<T>* acc, const AccOf<T>* d_hr, const T* r,
-                              const T* d_h, const T* u, T* d_h_prev) {
-  TFRNN_GRID_STRIDE(idx, n) {
-    St(d_h_prev + idx, acc[idx] + d_hr[idx] * Ld(r + idx) + Ld(d_h + idx) * Ld(u + idx));
-  }
-}
-
-template <typename T>
-struct GruFwdBufs {
-  AccOf<T> *ru_bar, *c_bar;
-  T* hr;
+struct CellFwdBufs {
+  AccOf<T> *gx, *hr, *hrn;  // [N, 3H] W·x, [N, 3H] R·h (r, u blocks), [N, H] R_c·(r ⊙ h)
+  T* rh;                    // [N, H] r ⊙ h_prev
+  T *bw, *br;               // [3H] [b_ru, b_c] and zeros
 };
 template <typename T>
-GruFwdBufs<T> CarveGruFwd(I64 N, I64 H, Carver& cv) {
-  GruFwdBufs<T> w;
-  w.ru_bar = cv.Take<AccOf<T>>(N * 2 * H);
-  w.c_bar = cv.Take<AccOf<T>>(N * H);
-  w.hr = cv.Take<T>(N * H);
+CellFwdBufs<T> CarveCellFwd(I64 N, I64 H, Carver& cv) {
+  CellFwdBufs<T> w;
+  w.gx = cv.Take<AccOf<T>>(N * 3 * H);
+  w.hr = cv.Take<AccOf<T>>(N * 3 * H);
+  w.hrn = cv.Take<AccOf<T>>(N * H);
+  w.rh = cv.Take<T>(N * H);
+  w.bw = cv.Take<T>(3 * H);
+  w.br = cv.Take<T>(3 * H);
   return w;
 }
 
 template <typename T>
-struct GruBwdBufs {
-  AccOf<T> *d_hr, *d_x, *d_hp;
+struct CellBwdBufs {
+  T *dgx, *dhr, *dhr_cur;  // [N, 3H] gate gradients, the engine's recurrent-product gradients
+  T* dpn;                  // [N, H]
+  AccOf<T> *dh, *drh;      // [N, H] dL/dh_prev, dL/d(r ⊙ h_prev)
+  AccOf<T>* dx;            // [N, I]
 };
 template <typename T>
-GruBwdBufs<T> CarveGruBwd(I64 N, I64 I, I64 H, Carver& cv) {
-  GruBwdBufs<T> w;
-  w.d_hr = cv.Take<AccOf<T>>(N * H);
-  w.d_x = cv.Take<AccOf<T>>(N * I);
-  w.d_hp = cv.Take<AccOf<T>>(N * H);
+CellBwdBufs<T> CarveCellBwd(I64 N, I64 I, I64 H, Carver& cv) {
+  CellBwdBufs<T> w;
+  w.dgx = cv.Take<T>(N * 3 * H);
+  w.dhr = cv.Take<T>(N * 3 * H);
+  w.dhr_cur = cv.Take<T>(N * 3 * H);
+  w.dpn = cv.Take<T>(N * H);
+  w.dh = cv.Take<AccOf<T>>(N * H);
+  w.drh = cv.Take<AccOf<T>>(N * H);
+  w.dx = cv.Take<AccOf<T>>(N * I);
   return w;
 }
 
@@ -114,25 +73,59 @@ GpuStatus CheckWorkspace(const char* what, int64_t have, int64_t need, const voi
   return GpuStatus::Ok();
 }
 
+// The engine layer of the cell: activation planes r, u, c [N, H] (act_ld = H).
+template <typename T>
+LayerPtrs<T> CellLayer(I64 H, const T* r, const T* u, const T* c) {
+  LayerPtrs<T> ly;
+  // The forward writes the planes; the backward only reads them.
+  ly.act[0] = const_cast<T*>(r);
+  ly.act[1] = const_cast<T*>(u);
+  ly.act[2] = const_cast<T*>(c);
+  ly.act_ld = H;
+  return ly;
+}
+
+template <typename S>
+void SetCellSpec(const RnnSpec& s, S* p) {
+  p->sm = StepMapDev{nullptr, 1, false};
+  p->step = 0;
+  p->B = s.B;
+  p->N = s.N;
+  p->Hs = s.N;
+  p->K = 3;
+  p->mode = static_cast<int>(s.mode);
+  p->proj = false;
+  p->peep = nullptr;
+  p->peephole = false;
+  p->peephole_o_new = false;
+  p->cell_clip = 0;
+  for (int q = 0; q < 4; ++q) {
+    p->gate_pos[q] = s.gate_pos[q];
+    p->gate_act[q] = static_cast<int>(s.gate_act[q]);
+  }
+  p->cell_act = static_cast<int>(s.cell_act);
+  p->z_new = s.gru_z_new;
+}
+
 }  // namespace
 
 int64_t GruCellFwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes) {
   (void)I;
   Carver cv(nullptr);
   switch (elem_bytes) {
-    case 2: CarveGruFwd<__half>(N, H, cv); break;
-    case 8: CarveGruFwd<double>(N, H, cv); break;
-    default: CarveGruFwd<float>(N, H, cv); break;
+    case 2: CarveCellFwd<__half>(N, H, cv); break;
+    case 8: CarveCellFwd<double>(N, H, cv); break;
+    default: CarveCellFwd<float>(N, H, cv); break;
   }
   return cv.bytes();
 }
 
 int64_t GruCellBwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes) {
   Carver cv(nullptr);
-  if (elem_bytes == 8) {
-    CarveGruBwd<double>(N, I, H, cv);
-  } else {
-    CarveGruBwd<float>(N, I, H, cv);
+  switch (elem_bytes) {
+    case 2: CarveCellBwd<__half>(N, I, H, cv); break;
+    case 8: CarveCellBwd<double>(N, I, H, cv); break;
+    default: CarveCellBwd<float>(N, I, H, cv); break;
   }
   return cv.bytes();
 }
@@ -140,69 +133,102 @@ int64_t GruCellBwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_by
 template <typename T>
 GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, void* workspace,
                             int64_t workspace_bytes) {
-  const I64 N = a.N, I = a.I, H = a.H;
+  const I64 N = a.N, I = a.I, H = a.H, G = 3 * H;
   TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("gru cell forward", workspace_bytes,
                                            GruCellFwdWorkspaceBytesGpu(N, I, H, sizeof(T)),
                                            workspace));
+  if (N * H == 0) return GpuStatus::Ok();
+  const RnnSpec s = GruBlockRnnSpec(N, I, H);
   Carver cv(workspace);
-  GruFwdBufs<T> w = CarveGruFwd<T>(N, H, cv);
-  // [r_bar, u_bar] = x · w_ru[:I] + h_prev · w_ru[I:]
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, 2 * H, I, a.x, a.w_ru, w.ru_bar, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, 2 * H, H, a.h_prev, a.w_ru + I * 2 * H,
-                                  w.ru_bar, true));
-  if (N * H > 0) {
-    TFRNN_LAUNCH(Blocks(N * H), kThreads, g.stream, GruRuKernel<T>)(N, H, w.ru_bar, a.b_ru,
-        a.h_prev, a.r, a.u, w.hr);
-    TFRNN_CUDA_CHECK_LAUNCH("GruRuKernel");
-  }
-  // c_bar = x · w_c[:I] + (h_prev ⊙ r) · w_c[I:]
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, H, I, a.x, a.w_c, w.c_bar, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, H, H, static_cast<const T*>(w.hr),
-                                  a.w_c + I * H, w.c_bar, true));
-  if (N * H > 0) {
-    TFRNN_LAUNCH(Blocks(N * H), kThreads, g.stream, GruCKernel<T>)(N, H, w.c_bar, a.b_c, a.u,
-        a.h_prev, a.c, a.h);
-    TFRNN_CUDA_CHECK_LAUNCH("GruCKernel");
-  }
-  return GpuStatus::Ok();
+  CellFwdBufs<T> w = CarveCellFwd<T>(N, H, cv);
+  TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.bw, a.b_ru, 2 * H));
+  TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.bw + 2 * H, a.b_c, H));
+  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.br, G));
+  // W·x = [x · w_ru[:I], x · w_c[:I]];  R·h of the r, u blocks = h_prev · w_ru[I:].
+  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, w.gx,
+                                    G, false));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, N, H, I, a.x, I, a.w_c, H, w.gx + 2 * H,
+                                    G, false));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, N, 2 * H, H, a.h_prev, H,
+                                    a.w_ru + I * 2 * H, 2 * H, w.hr, G, false));
+  FwdStep<T> p;
+  SetCellSpec(s, &p);
+  p.ly = CellLayer<T>(H, a.r, a.u, a.c);
+  p.ly.gx = w.gx;
+  p.ly.bW = w.bw;
+  p.ly.bR = w.br;
+  p.ly.aux = w.rh;
+  p.hr = w.hr;
+  p.h_cur = p.h_rec = a.h_prev;
+  p.h_next = p.y = a.h;
+  p.yst = H;
+  p.c = nullptr;
+  p.hh_step = w.rh;
+  p.hrn = w.hrn;
+  // Phase 1: r, u and r ⊙ h_prev; then the candidate's product R_c·(r ⊙ h_prev); phase 2: c, h.
+  p.phase = 1;
+  TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, H, H, static_cast<const T*>(w.rh),
+                                  a.w_c + I * H, w.hrn, false));
+  p.phase = 2;
+  return FwdStepGpu<T>(g, p);
 }
 
 template <typename T>
 GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, void* workspace,
                              int64_t workspace_bytes) {
   using A = AccOf<T>;
-  const I64 N = a.N, I = a.I, H = a.H, NH = N * H;
+  const I64 N = a.N, I = a.I, H = a.H;
   TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("gru cell backward", workspace_bytes,
                                            GruCellBwdWorkspaceBytesGpu(N, I, H, sizeof(T)),
                                            workspace));
+  if (N * H == 0) return GpuStatus::Ok();
+  const RnnSpec s = GruBlockRnnSpec(N, I, H);
   Carver cv(workspace);
-  GruBwdBufs<T> w = CarveGruBwd<T>(N, I, H, cv);
-  if (NH > 0) {
-    TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, GruBwd1Kernel<T>)(N, H, a.u, a.c, a.h_prev, a.d_h,
-        a.g_c, a.g_u, a.d_c_bar, a.d_r_bar_u_bar);
-    TFRNN_CUDA_CHECK_LAUNCH("GruBwd1Kernel");
-  }
+  CellBwdBufs<T> w = CarveCellBwd<T>(N, I, H, cv);
+  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dh, N * H));
+  BwdStep<T> p;
+  SetCellSpec(s, &p);
+  p.D = 1;
+  p.ly = CellLayer<T>(H, a.r, a.u, a.c);
+  p.ly.hprev = const_cast<T*>(a.h_prev);
+  p.c0 = nullptr;
+  p.dy = a.d_h;
+  p.yst = H;
+  p.dgx = w.dgx;
+  p.dhr = w.dhr;
+  p.dhr_cur = w.dhr_cur;
+  p.dh = w.dh;
+  p.dc = nullptr;
+  p.dhh = nullptr;
+  p.dc_seq = nullptr;
+  p.exact_clip = false;
+  p.dact[0] = a.g_r;
+  p.dact[1] = a.g_u;
+  p.dact[2] = a.g_c;
+  p.dact[3] = nullptr;
+  p.dco = nullptr;
+  p.reset_before = true;
+  p.dpn = w.dpn;
+  // d_u_bar, d_c_bar (= dpn) and h_prev's direct term; then d_hr = d_c_bar · w_c[I:]ᵀ, r's
+  // gradient and h_prev's term through r ⊙ h_prev.
+  TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, H, static_cast<const T*>(w.dpn),
+                                  a.w_c + I * H, w.drh, false));
+  TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, nullptr, false, w.drh));
+  TFRNN_LAUNCH(Blocks(N * 3 * H), kThreads, g.stream, SplitGatesKernel<T>)(w.dgx, N, H,
+      a.d_r_bar_u_bar, a.d_c_bar);
+  TFRNN_CUDA_CHECK_LAUNCH("SplitGatesKernel");
   const T* dcb = a.d_c_bar;
   const T* drb = a.d_r_bar_u_bar;
-  // d_x = d_c_bar · w_c[:I]ᵀ ; d_hr = d_c_bar · w_c[I:]ᵀ  (in Acc)
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, H, dcb, a.w_c, w.d_x, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, H, dcb, a.w_c + I * H, w.d_hr, false));
-  if (NH > 0) {
-    TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, GruBwd2Kernel<T>)(N, H, a.r, a.h_prev, w.d_hr,
-        a.g_r, a.d_r_bar_u_bar);
-    TFRNN_CUDA_CHECK_LAUNCH("GruBwd2Kernel");
-  }
-  // d_x += [d_r_bar, d_u_bar] · w_ru[:I]ᵀ ; d_h_prev = [d_r_bar, d_u_bar] · w_ru[I:]ᵀ + ...
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, 2 * H, drb, a.w_ru, w.d_x, true));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, 2 * H, drb, a.w_ru + I * 2 * H, w.d_hp,
-                                  false));
-  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.d_x), N * I));
-  if (NH > 0) {
-    TFRNN_LAUNCH(Blocks(NH), kThreads, g.stream, GruBwd3Kernel<T>)(NH, w.d_hp, w.d_hr, a.r, a.d_h,
-        a.u, a.d_h_prev);
-    TFRNN_CUDA_CHECK_LAUNCH("GruBwd3Kernel");
-  }
-  return GpuStatus::Ok();
+  // d_x = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ (in Acc)
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, H, dcb, a.w_c, w.dx, false));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, 2 * H, drb, a.w_ru, w.dx, true));
+  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.dx), N * I));
+  // d_h_prev += [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, 2 * H, drb, a.w_ru + I * 2 * H, w.dh,
+                                  true));
+  return Convert(g, a.d_h_prev, static_cast<const A*>(w.dh), N * H);
 }
 
 #define TFRNN_INSTANTIATE_GRU_GPU(T)                                                          \
