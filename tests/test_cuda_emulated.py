@@ -10,6 +10,10 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
   (cuDNN's weight buffer) skip.
 
+- the parity check again on a build with AddressSanitizer and UndefinedBehaviorSanitizer (the
+  emulation's stand-in for compute-sanitizer's memcheck: reads and writes past the caller's
+  buffers, and undefined behaviour in the kernels' index arithmetic).
+
 What emulation cannot show (races, launch limits, the persistent kernel, speed) stays for
 tools/gpu_session.sh on a GPU machine (docs/GPU.md)."""
 
@@ -26,20 +30,25 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TESTS = os.path.join(REPO, "tests", "gpu")
 
 
-@pytest.fixture(scope="module")
-def emulated_engine():
+def _build(out, cxxflags=""):
     if shutil.which(os.environ.get("CXX", "g++")) is None:
         pytest.skip("no C++ compiler to build the CUDA emulation")
+    env = dict(os.environ, TF_RNN_OPS_CUDA_EMU_OUT=out, TF_RNN_OPS_CUDA_EMU_CXXFLAGS=cxxflags)
     r = subprocess.run(["bash", os.path.join(REPO, "tools", "build_cuda_emu.sh")], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+                       env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"build_cuda_emu.sh failed:\n{r.stdout}\n{r.stderr}"
-    return os.path.join(REPO, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so")
+    return out
 
 
-def _run_checks(script, so, *args):
+@pytest.fixture(scope="module")
+def emulated_engine():
+    return _build(os.path.join(REPO, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so"))
+
+
+def _run_checks(script, so, *args, env_extra=None):
     """Runs a tests/gpu script on the emulation; returns (summary counts, output)."""
     env = dict(os.environ, TF_RNN_OPS_CUDA_EMULATED="1", TF_RNN_OPS_CUDA_ENGINE=so,
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", **(env_extra or {}))
     r = subprocess.run([sys.executable, os.path.join(GPU_TESTS, script), *args], cwd=REPO,
                        env=env, capture_output=True, text=True, timeout=1800)
     out = r.stdout + r.stderr
@@ -65,3 +74,24 @@ def test_gpu_checks(emulated_engine):
     assert counts["PASS"] >= 100, out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
     assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)
+
+
+def test_cpu_engine_parity_sanitized():
+    """cpu_parity on an ASan + UBSan build (numpy only; the sanitizer runtimes preloaded)."""
+    libs = []
+    for name in ("libasan.so", "libubsan.so"):
+        r = subprocess.run([os.environ.get("CXX", "g++"), f"-print-file-name={name}"],
+                           capture_output=True, text=True)
+        path = r.stdout.strip()
+        if r.returncode != 0 or not os.path.isabs(path) or not os.path.exists(path):
+            pytest.skip(f"no {name} for this compiler")
+        libs.append(path)
+    so = _build(os.path.join(REPO, "build", "cuda_emu_asan", "_tfrnn_engine_cuda_emu.so"),
+                "-fsanitize=address,undefined -fno-sanitize-recover=undefined "
+                "-fno-omit-frame-pointer")
+    counts, out = _run_checks("cpu_parity.py", so, env_extra=dict(
+        LD_PRELOAD=" ".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"))
+    if "SKIP all" in out:
+        pytest.skip(out.strip().splitlines()[-2])
+    assert counts["PASS"] >= 22, out
+    assert "runtime error" not in out and "AddressSanitizer" not in out, out[-4000:]
