@@ -4,7 +4,8 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
 
 - CPU-vs-CUDA parity (tests/gpu/cpu_parity.py): the CPU engine (verified against stock
   TensorFlow and float64 references) and the CUDA engine's code on the same inputs, forward and
-  backward, float32 and float64, dropout masks bit-equal. numpy only.
+  backward, float32 and float64, dropout masks bit-equal. numpy only. Twice: with the
+  persistent forward kernel where the engine picks it, and with the per-step path only.
 - the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed: vs PyTorch's
   RNNs (cuDNN's stand-in on CPU), vs the float64 reference (half, bfloat16, float, double), the
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
@@ -14,7 +15,7 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
   emulation's stand-in for compute-sanitizer's memcheck: reads and writes past the caller's
   buffers, and undefined behaviour in the kernels' index arithmetic).
 
-What emulation cannot show (races, launch limits, the persistent kernel, speed) stays for
+What emulation cannot show (races, launch limits, speed) stays for
 tools/gpu_session.sh on a GPU machine (docs/GPU.md)."""
 
 import importlib.util
@@ -60,8 +61,12 @@ def _run_checks(script, so, *args, env_extra=None):
     return counts, out
 
 
-def test_cpu_engine_parity(emulated_engine):
-    counts, out = _run_checks("cpu_parity.py", emulated_engine)
+@pytest.mark.parametrize("persistent", ["1", "0"], ids=["persistent", "per_step"])
+def test_cpu_engine_parity(emulated_engine, persistent):
+    # "1": the persistent forward where the engine picks it (small batch; every thread a fiber
+    # of a cooperative launch), "0": the per-step path everywhere (TFRNN_CUDA_PERSISTENT=0).
+    counts, out = _run_checks("cpu_parity.py", emulated_engine,
+                              env_extra=dict(TFRNN_CUDA_PERSISTENT=persistent))
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
     assert counts["PASS"] >= 22, out  # 9 cases x 2 dtypes + 4 dropout-mask checks

@@ -18,6 +18,16 @@ constexpr int kLoads = 8;  // h loads in flight per thread
 
 __host__ __device__ inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 
+// The block's dynamic shared memory (in the CUDA emulation: its per-block buffer).
+#ifdef TFRNN_CUDA_EMULATE
+__device__ __forceinline__ unsigned char* DynamicSmem() { return emu::DynamicSmem(); }
+#else
+__device__ __forceinline__ unsigned char* DynamicSmem() {
+  unsigned char* smem = DynamicSmem();
+  return smem;
+}
+#endif
+
 // L2 loads (ld.global.cg): h was written by other blocks in the previous step, and L1 is not
 // coherent between multiprocessors.
 __device__ __forceinline__ float LdCg(const float* p) { return __ldcg(p); }
@@ -43,7 +53,7 @@ template <typename T, int RB, int CB>
 __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
                                                                  PersistentArgs pa) {
   using A = AccOf<T>;
-  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned char* smem = DynamicSmem();
   const I64 N = p.N, Hs = p.Hs, B = p.B, KN = p.K * p.N, U = pa.units;
   const I64 j0 = blockIdx.x * U;
   const I64 un = N - j0 < U ? N - j0 : U;
@@ -135,13 +145,12 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
 }
 
 template <typename T>
-const void* KernelOf(int rb, int cb) {
-  if (rb == 4) {
-    return cb == 8 ? reinterpret_cast<const void*>(&PersistentFwdKernel<T, 4, 8>)
-                   : reinterpret_cast<const void*>(&PersistentFwdKernel<T, 4, 1>);
-  }
-  return cb == 8 ? reinterpret_cast<const void*>(&PersistentFwdKernel<T, 1, 8>)
-                 : reinterpret_cast<const void*>(&PersistentFwdKernel<T, 1, 1>);
+using KernelFn = void (*)(FwdStep<T>, PersistentArgs);
+
+template <typename T>
+KernelFn<T> KernelOf(int rb, int cb) {
+  if (rb == 4) return cb == 8 ? &PersistentFwdKernel<T, 4, 8> : &PersistentFwdKernel<T, 4, 1>;
+  return cb == 8 ? &PersistentFwdKernel<T, 1, 8> : &PersistentFwdKernel<T, 1, 1>;
 }
 
 }  // namespace
@@ -177,7 +186,7 @@ PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
   // Four rows per warp only when every warp gets four.
   const int rb = K * U >= 4 * kWarps ? 4 : 1;
   const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
-  const void* fn = KernelOf<T>(rb, cb);
+  const void* fn = reinterpret_cast<const void*>(KernelOf<T>(rb, cb));
   int per_sm = 0;
   if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem)) != cudaSuccess ||
@@ -202,10 +211,16 @@ GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr) {
   PersistentArgs pa{R, mask, mask_per_step, steps, plan.units, h_cur, h_next, hr};
+  const KernelFn<T> fn = KernelOf<T>(plan.rows_per_warp, plan.batch_tile);
+#ifdef TFRNN_CUDA_EMULATE
+  TFRNN_CUDA_CHECK(emu::LaunchCooperative(fn, dim3(plan.blocks), dim3(plan.threads), plan.smem,
+                                          p, pa));
+#else
   void* args[] = {&p, &pa};
-  const void* fn = KernelOf<T>(plan.rows_per_warp, plan.batch_tile);
-  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.blocks), dim3(plan.threads), args,
+  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
+                                               dim3(plan.blocks), dim3(plan.threads), args,
                                                plan.smem, g.stream));
+#endif
   return GpuStatus::Ok();
 }
 

@@ -7,9 +7,10 @@
 // How it runs: "device memory" is host memory; a kernel launch (TFRNN_LAUNCH, cc/gpu/launch.h)
 // calls the kernel function once per (block, thread) of the grid, in order, with blockIdx and
 // threadIdx set, before returning, so every stream is synchronous. This is exact for the
-// engine's grid-stride kernels, whose threads never communicate; the persistent kernel (shared
-// memory, barriers) is not built here: the device reports no cooperative launch, so the
-// engine's per-step path runs. cublasGemmEx is a plain loop in the compute type.
+// engine's grid-stride kernels, whose threads never communicate. Kernels whose threads do
+// (shared memory, __syncthreads, warp shuffles, grid barriers: the persistent kernel) run
+// through a cooperative launch, every thread a fiber (cuda_emu_coop.h). The emulated device
+// has 4 multiprocessors. cublasGemmEx is a plain loop in the compute type.
 //
 // What it cannot find: races, memory coalescing, launch limits, anything of real hardware.
 // Those stay for tools/gpu_session.sh on a GPU machine.
@@ -148,8 +149,9 @@ inline cudaError_t cudaGetDevice(int* d) {
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
   switch (attr) {
-    case cudaDevAttrMultiProcessorCount: *v = 132; break;
-    case cudaDevAttrCooperativeLaunch: *v = 0; break;  // no persistent kernel in emulation
+    // A small device: a cooperative launch runs every thread as a fiber (cuda_emu_coop.h).
+    case cudaDevAttrMultiProcessorCount: *v = 4; break;
+    case cudaDevAttrCooperativeLaunch: *v = 1; break;
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; break;
     default: return cudaErrorInvalidValue;
@@ -186,7 +188,7 @@ inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
 }
 template <typename F>
 inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, F, int, size_t) {
-  *n = 0;
+  *n = 1;
   return cudaSuccess;
 }
 template <typename F>
