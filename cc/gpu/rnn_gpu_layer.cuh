@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cc/gpu/rnn_gpu_common.cuh"
+#include "cc/gpu/rnn_gpu_bwd_point.cuh"
 #include "cc/gpu/rnn_gpu_fwd_point.cuh"
 
 namespace tfrnn {
@@ -88,38 +89,6 @@ BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
   return w;
 }
 
-// Everything the fused pointwise backward kernel of one step reads and writes.
-template <typename T>
-struct BwdStep {
-  using A = AccOf<T>;
-  StepMapDev sm;
-  I64 step, B, N, Hs, K, D;
-  int mode;
-  bool proj;
-  LayerPtrs<T> ly;
-  const T* c0;       // [B, N] this pseudo-layer's initial cell state (lstm)
-  const T* dy;       // [T, B, D·Hs] dL/d(layer output)
-  I64 yst;
-  T* dgx;            // [TB, KN]
-  T* dhr;            // [TB, KN] (gru)
-  T* dhr_cur;        // [B, KN]
-  A* dh;             // [B, Hs]
-  A* dc;             // [B, N]
-  const A* dhh;      // [B, N] (projection)
-  const T* peep;     // [KN] (peephole)
-  bool peephole;
-  const T* dc_seq;   // [T, B, D·N] or null
-  // lstm, the block ops: o's peephole reads the new c; no gradient through a clipped c
-  // (exact_clip: |c| >= cell_clip). Gradients arriving at the gate activations (logical order
-  // i, f, c', o; gru r, z, n) and at cell_act(c) (lstm), [T·B, N] each, or null.
-  bool peephole_o_new, exact_clip;
-  A cell_clip;
-  const T* dact[4];
-  const T* dco;
-  int gate_pos[4], gate_act[4], cell_act;
-  bool reset_before, z_new;  // gru options (see FwdStep)
-  T* dpn;            // [B, N] (reset-before gru): dpn of the step, 0 for rows without it
-};
 
 // One step's pointwise backward (the forward's is FwdStepGpu), and the second half of a
 // reset-before gru step's (drh = dL/d(r ⊙ h_rec) = dpn · R_n): r's gradient, h_prev's share.

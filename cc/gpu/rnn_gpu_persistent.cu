@@ -3,39 +3,14 @@
 
 #include <cooperative_groups.h>
 
+#include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
+
 #include <cstdlib>
 #include <cstring>
 
 namespace tfrnn {
 namespace gpu {
 namespace {
-
-namespace cg = cooperative_groups;
-
-constexpr int kPThreads = 256;
-constexpr int kWarps = kPThreads / 32;
-constexpr int kLoads = 8;  // h loads in flight per thread
-
-__host__ __device__ inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
-
-// The block's dynamic shared memory (in the CUDA emulation: its per-block buffer).
-#ifdef TFRNN_CUDA_EMULATE
-__device__ __forceinline__ unsigned char* DynamicSmem() { return emu::DynamicSmem(); }
-#else
-__device__ __forceinline__ unsigned char* DynamicSmem() {
-  unsigned char* smem = DynamicSmem();
-  return smem;
-}
-#endif
-
-// L2 loads (ld.global.cg): h was written by other blocks in the previous step, and L1 is not
-// coherent between multiprocessors.
-__device__ __forceinline__ float LdCg(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ double LdCg(const double* p) { return __ldcg(p); }
-__device__ __forceinline__ float LdCg(const __half* p) { return __half2float(__ldcg(p)); }
-__device__ __forceinline__ float LdCg(const __nv_bfloat16* p) {
-  return __bfloat162float(__ldcg(p));
-}
 
 struct PersistentArgs {
   const void* R;     // [K·N, Hs]
@@ -68,7 +43,6 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
   const T* mask = static_cast<const T*>(pa.mask);
   A* hr = static_cast<A*>(pa.hr);
   cg::grid_group grid = cg::this_grid();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (I64 st = 0; st < pa.steps; ++st) {
     T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
     T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
@@ -97,41 +71,9 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
     }
     __syncthreads();
     // (2) hr[b, k·N + j0 + u] = R[k·N + j0 + u, :] · h_rec[b, :] for this block's rows.
-    for (I64 r0 = warp * RB; r0 < rows; r0 += kWarps * RB) {
-      for (I64 b0 = 0; b0 < B; b0 += CB) {
-        A acc[RB][CB];
-#pragma unroll
-        for (int a = 0; a < RB; ++a) {
-#pragma unroll
-          for (int q = 0; q < CB; ++q) acc[a][q] = A(0);
-        }
-        for (I64 c = lane; c < Hs; c += 32) {
-          A w[RB], h[CB];
-#pragma unroll
-          for (int a = 0; a < RB; ++a) w[a] = r0 + a < rows ? Ld(rs + (r0 + a) * Hs + c) : A(0);
-#pragma unroll
-          for (int q = 0; q < CB; ++q) h[q] = b0 + q < B ? hs[(b0 + q) * Hs + c] : A(0);
-#pragma unroll
-          for (int a = 0; a < RB; ++a) {
-#pragma unroll
-            for (int q = 0; q < CB; ++q) acc[a][q] += w[a] * h[q];
-          }
-        }
-#pragma unroll
-        for (int a = 0; a < RB; ++a) {
-#pragma unroll
-          for (int q = 0; q < CB; ++q) {
-            A v = acc[a][q];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            const I64 r = r0 + a;
-            if (lane == (a * CB + q) % 32 && r < rows && b0 + q < B) {
-              hr[(b0 + q) * KN + (r / un) * N + j0 + r % un] = v;
-            }
-          }
-        }
-      }
-    }
+    WarpDots<T, RB, CB>(rs, hs, rows, Hs, B, [&](I64 b, I64 r, A v) {
+      hr[b * KN + (r / un) * N + j0 + r % un] = v;
+    });
     __syncthreads();  // hr of this block's units is complete (and visible to the block)
     // (3) the pointwise step of this block's units.
     p.step = st;
