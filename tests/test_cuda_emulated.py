@@ -63,10 +63,12 @@ def _run_checks(script, so, *args, env_extra=None):
 
 @pytest.mark.parametrize("persistent", ["1", "0"], ids=["persistent", "per_step"])
 def test_cpu_engine_parity(emulated_engine, persistent):
-    # "1": the persistent forward where the engine picks it (small batch; every thread a fiber
-    # of a cooperative launch), "0": the per-step path everywhere (TFRNN_CUDA_PERSISTENT=0).
+    # "1": the persistent forward and (opt-in) backward kernels where the engine picks them
+    # (small batch; every thread a fiber of a cooperative launch), "0": the per-step path
+    # everywhere (TFRNN_CUDA_PERSISTENT=0).
     counts, out = _run_checks("cpu_parity.py", emulated_engine,
-                              env_extra=dict(TFRNN_CUDA_PERSISTENT=persistent))
+                              env_extra=dict(TFRNN_CUDA_PERSISTENT=persistent,
+                                             TFRNN_CUDA_PERSISTENT_BWD=persistent))
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
     assert counts["PASS"] >= 22, out  # 9 cases x 2 dtypes + 4 dropout-mask checks

@@ -31,7 +31,8 @@ for a in $ARCHS; do GENCODE+=("-gencode" "arch=compute_$a,code=sm_$a"); last="$a
 GENCODE+=("-gencode" "arch=compute_$last,code=compute_$last")   # PTX for newer GPUs
 
 SRCS=(cc/gpu/cublas_loader.cc cc/gpu/rnn_gpu_validate.cc cc/gpu/c_api.cc
-      cc/gpu/rnn_gpu_forward.cu cc/gpu/rnn_gpu_persistent.cu cc/gpu/rnn_gpu_backward.cu
+      cc/gpu/rnn_gpu_forward.cu cc/gpu/rnn_gpu_persistent.cu cc/gpu/rnn_gpu_persistent_bwd.cu
+      cc/gpu/rnn_gpu_backward.cu
       cc/gpu/transpose.cu
       cc/gpu/lstm_gpu.cu cc/gpu/gru_gpu.cu)
 HDRS=(cc/engine/types.h cc/gpu/*.h cc/gpu/*.cuh)

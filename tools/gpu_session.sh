@@ -3,13 +3,15 @@
 # build the CUDA engine for this GPU, the checks (tests/gpu, ours vs cuDNN and the float64
 # reference), the CPU-vs-GPU parity checks, compute-sanitizer (memcheck, racecheck) over one
 # small case per family, and bench/gpu_bench.py. checks_steps reruns the checks with the
-# persistent forward kernel off (TFRNN_CUDA_PERSISTENT=0), so both forward paths are tested.
+# persistent forward kernel off (TFRNN_CUDA_PERSISTENT=0), so both forward paths are tested;
+# checks_pbwd and bench_pbwd run the checks and the benchmark with the (opt-in) persistent
+# backward kernel on (TFRNN_CUDA_PERSISTENT_BWD=1), to compare with bench.
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stage needs the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them).
 #   tools/gpu_session.sh [stage ...]
-#     stages: build checks checks_steps parity bench memcheck racecheck ncu
-#     (default: all but ncu)
+#     stages: build checks checks_steps checks_pbwd parity bench bench_pbwd memcheck racecheck
+#             ncu   (default: all but bench_pbwd and ncu)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -18,7 +20,8 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps parity bench memcheck racecheck)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps checks_pbwd parity bench memcheck
+                                   racecheck)
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 # One small case per family, for the sanitizers (run_gpu_checks.py filters).
@@ -49,12 +52,15 @@ for s in "${STAGES[@]}"; do
     checks) stage checks 300 "$PY" tests/gpu/run_gpu_checks.py ;;
     # The same checks on the per-step forward path (the persistent kernel off).
     checks_steps) TFRNN_CUDA_PERSISTENT=0 stage checks_steps 300 "$PY" tests/gpu/run_gpu_checks.py ;;
+    # The same checks with the persistent backward kernel on where the engine can use it.
+    checks_pbwd) TFRNN_CUDA_PERSISTENT_BWD=1 stage checks_pbwd 300 "$PY" tests/gpu/run_gpu_checks.py ;;
     parity) stage parity 200 "$PY" tests/gpu/cpu_parity.py ;;
     memcheck) stage memcheck 240 compute-sanitizer --tool memcheck --leak-check no \
                 "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]}" ;;
     racecheck) stage racecheck 200 compute-sanitizer --tool racecheck \
                  "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
     bench) stage bench 240 "$PY" bench/gpu_bench.py --iters 10 ;;
+    bench_pbwd) TFRNN_CUDA_PERSISTENT_BWD=1 stage bench_pbwd 240 "$PY" bench/gpu_bench.py --iters 10 ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,
     # N = 16, H = 256).
     ncu) stage ncu 150 ncu --kernel-name regex:PersistentFwd --launch-count 1 \

@@ -165,7 +165,7 @@ GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, voi
   p.c = nullptr;
   p.hh_step = w.rh;
   p.hrn = w.hrn;
-  // Phase 1: r, u and r ⊙ h_prev; then the candidate's product R_c·(r ⊙ h_prev); phase 2: c, h.
+  // Phase 1: r, u and r ⊙ h_prev; the candidate's product R_c·(r ⊙ h_prev); phase 2: c, h.
   p.phase = 1;
   TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, H, H, static_cast<const T*>(w.rh),

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "cc/gpu/rnn_gpu_layer.cuh"
+#include "cc/gpu/rnn_gpu_persistent.cuh"
 
 namespace tfrnn {
 namespace gpu {
@@ -281,7 +282,16 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.reset_before = reset_before;
   p.z_new = gru && s.gru_z_new;
   p.dpn = reset_before ? w.dpn : nullptr;
-  for (I64 st = steps - 1; st >= 0; --st) {
+  // Small batch, opt-in: every step in one persistent kernel (rnn_gpu_persistent_bwd.cu).
+  const bool persistent_ok = steps > 0 && !proj && !s.has_mask && !reset_before && !xw;
+  const PersistentPlan plan = persistent_ok ? PlanPersistentBwd<T>(s) : PersistentPlan();
+  if (plan.ok) {
+    TFRNN_GPU_RETURN_IF_ERROR(PersistentBwd<T>(g, plan, p, ly.R, steps, w.dhr_cur,
+                                               w.dhr_prev));
+    // Step 0's dhr is in dhr_prev below: the kernel's last step wrote d1 when steps is even.
+    if ((steps - 1) % 2 == 0) std::swap(w.dhr_prev, w.dhr_cur);
+  }
+  for (I64 st = plan.ok ? -1 : steps - 1; st >= 0; --st) {
     const bool has_next = st + 1 < steps;
     if (proj) {
       // dh += dhr_{t+1} · R  ([B, KN] · [KN, Hs]); then dtot, dhh = dtot · Pm.

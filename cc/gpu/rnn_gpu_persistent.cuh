@@ -17,6 +17,7 @@
 #ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_CUH_
 #define TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_CUH_
 
+#include "cc/gpu/rnn_gpu_bwd_point.cuh"
 #include "cc/gpu/rnn_gpu_fwd_point.cuh"
 
 namespace tfrnn {
@@ -47,6 +48,23 @@ template <typename T>
 GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p,
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr);
+
+// The persistent backward (rnn_gpu_persistent_bwd.cu): every backward step of a layer in one
+// cooperative launch, the mirror of the forward (block g keeps R's columns of its units and
+// adds dhr_{t+1}·R to its units' carries dL/dh, then runs BwdPoint). For layers without
+// projection, recurrent mask, reset-before gru or the block ops' options, at the forward's
+// sizes; opt-in (TFRNN_CUDA_PERSISTENT_BWD=1) until a GPU session measures it against the
+// per-step path.
+template <typename T>
+PersistentPlan PlanPersistentBwd(const RnnSpec& s);
+
+// Runs `steps` backward steps of the layer described by `p` (as the per-step kernel sees it;
+// its step and dhr_cur are set per step), latest first. d0 and d1 are [B, K·N] buffers: the
+// latest step's dhr goes to d0, the next to d1, and so on; p.dh holds the carry dL/dh in and
+// out (the caller adds step 0's dhr·R for dL/dh0, as on the per-step path).
+template <typename T>
+GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p,
+                        const T* R, I64 steps, T* d0, T* d1);
 
 }  // namespace gpu
 }  // namespace tfrnn

@@ -1,0 +1,159 @@
+// The persistent backward step kernel (rnn_gpu_persistent.cuh says what and when): every
+// backward step of one (layer, direction) in one cooperative launch, the mirror of the
+// persistent forward. Block g owns units [g·U, (g+1)·U): it keeps R's columns of those units
+// (as the rows of Rᵀ, [un, K·N]) in shared memory for the whole sequence, and per step
+// (1) reads dhr of the later step (dL/d(R·h), [B, K·N]) of the whole batch from L2 and adds
+// dhr · R[:, j] to the carry dL/dh of its units, (2) runs the per-step kernel's pointwise code
+// (BwdPoint) for its units, writing dhr of this step, (3) waits at one grid barrier (dhr is
+// double-buffered). No atomics: each block writes only its own units' carries and columns.
+#include <cooperative_groups.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cc/gpu/rnn_gpu_persistent.cuh"
+#include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+struct PersistentBwdArgs {
+  const void* R;  // [K·N, Hs]
+  I64 steps, units;
+  void* d0;       // dhr of the latest step and every other step before it
+  void* d1;       // dhr of the others
+};
+
+template <typename T, int RB, int CB>
+__global__ void __launch_bounds__(kPThreads) PersistentBwdKernel(BwdStep<T> p,
+                                                                 PersistentBwdArgs pa) {
+  using A = AccOf<T>;
+  unsigned char* smem = DynamicSmem();
+  const I64 N = p.N, Hs = p.Hs, B = p.B, KN = p.K * p.N, U = pa.units;
+  const I64 j0 = blockIdx.x * U;
+  const I64 un = N - j0 < U ? N - j0 : U;
+  T* rt = reinterpret_cast<T*>(smem);                                  // [un, K·N]
+  A* ds = reinterpret_cast<A*>(smem + Align16(sizeof(T) * U * KN));   // [B, K·N]
+  const T* R = static_cast<const T*>(pa.R);
+  for (I64 i = threadIdx.x; i < un * KN; i += blockDim.x) {
+    const I64 u = i / KN, k = i % KN;
+    rt[i] = R[k * Hs + j0 + u];
+  }
+  cg::grid_group grid = cg::this_grid();
+  for (I64 it = 0; it < pa.steps; ++it) {
+    T* cur = static_cast<T*>((it & 1) ? pa.d1 : pa.d0);
+    const T* prev = static_cast<const T*>((it & 1) ? pa.d0 : pa.d1);
+    if (it > 0) {
+      // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
+      for (I64 i = threadIdx.x; i < B * KN; i += blockDim.x) ds[i] = LdCg(prev + i);
+      __syncthreads();
+      WarpDots<T, RB, CB>(rt, ds, un, KN, B, [&](I64 b, I64 r, A v) {
+        p.dh[b * Hs + j0 + r] += v;
+      });
+      __syncthreads();  // the carries of this block's units are complete
+    }
+    // (2) the pointwise step of this block's units.
+    p.step = pa.steps - 1 - it;
+    p.dhr_cur = cur;
+    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) BwdPoint(p, i / un, j0 + i % un);
+    // (3) every block's dhr of this step is written before any block reads it.
+    grid.sync();
+  }
+}
+
+template <typename T>
+using BwdKernelFn = void (*)(BwdStep<T>, PersistentBwdArgs);
+
+template <typename T>
+BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
+  if (rb == 4) return cb == 8 ? &PersistentBwdKernel<T, 4, 8> : &PersistentBwdKernel<T, 4, 1>;
+  return cb == 8 ? &PersistentBwdKernel<T, 1, 8> : &PersistentBwdKernel<T, 1, 1>;
+}
+
+bool EnvIs(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::strcmp(e, value) == 0;
+}
+
+}  // namespace
+
+template <typename T>
+PersistentPlan PlanPersistentBwd(const RnnSpec& s) {
+  using A = AccOf<T>;
+  PersistentPlan pl;
+  // Opt-in until its speed against the per-step path is measured on a GPU (issue 23).
+  if (!EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1") || EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return pl;
+  if (s.P > 0 || s.has_mask || s.weights_xw || s.peephole_o_new ||
+      (s.mode == RnnMode::kGru && s.gru_reset_before)) {
+    return pl;
+  }
+  const I64 Hs = RnnHs(s);
+  if (s.B < 1 || s.N < 1) return pl;
+  if (s.B * Hs > kPersistentMaxWork && !(s.B <= 2 && Hs <= 1024)) return pl;
+  int dev = 0, sms = 0, coop = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl;
+  }
+  if (!coop || sms < 1) return pl;
+  const I64 KN = RnnK(s) * s.N;
+  const I64 U = (s.N + sms - 1) / sms;
+  const I64 blocks = (s.N + U - 1) / U;
+  const size_t smem = Align16(sizeof(T) * U * KN) + sizeof(A) * s.B * KN;
+  if (smem > static_cast<size_t>(optin)) return pl;
+  const int rb = U >= 4 * kWarps ? 4 : 1;  // four rows (units) per warp when every warp gets four
+  const int cb = s.B >= 4 ? 8 : 1;
+  const void* fn = reinterpret_cast<const void*>(BwdKernelOf<T>(rb, cb));
+  int per_sm = 0;
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl;
+  }
+  if (static_cast<I64>(per_sm) * sms < blocks) return pl;
+  pl.ok = true;
+  pl.blocks = static_cast<int>(blocks);
+  pl.threads = kPThreads;
+  pl.units = U;
+  pl.rows_per_warp = rb;
+  pl.batch_tile = cb;
+  pl.smem = smem;
+  return pl;
+}
+
+template <typename T>
+GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p,
+                        const T* R, I64 steps, T* d0, T* d1) {
+  PersistentBwdArgs pa{R, steps, plan.units, d0, d1};
+  const BwdKernelFn<T> fn = BwdKernelOf<T>(plan.rows_per_warp, plan.batch_tile);
+#ifdef TFRNN_CUDA_EMULATE
+  TFRNN_CUDA_CHECK(emu::LaunchCooperative(fn, dim3(plan.blocks), dim3(plan.threads), plan.smem,
+                                          p, pa));
+#else
+  void* args[] = {&p, &pa};
+  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
+                                               dim3(plan.blocks), dim3(plan.threads), args,
+                                               plan.smem, g.stream));
+#endif
+  return GpuStatus::Ok();
+}
+
+#define TFRNN_INSTANTIATE_PERSISTENT_BWD(T)                                                   \
+  template PersistentPlan PlanPersistentBwd<T>(const RnnSpec&);                               \
+  template GpuStatus PersistentBwd<T>(const GpuContext&, const PersistentPlan&, BwdStep<T>,   \
+                                      const T*, I64, T*, T*);
+TFRNN_INSTANTIATE_PERSISTENT_BWD(__half)
+TFRNN_INSTANTIATE_PERSISTENT_BWD(__nv_bfloat16)
+TFRNN_INSTANTIATE_PERSISTENT_BWD(float)
+TFRNN_INSTANTIATE_PERSISTENT_BWD(double)
+#undef TFRNN_INSTANTIATE_PERSISTENT_BWD
+
+}  // namespace gpu
+}  // namespace tfrnn
