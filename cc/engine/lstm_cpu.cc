@@ -15,28 +15,14 @@ namespace {
 
 using namespace rnn_cpu;  // NOLINT
 
-// The engine layer of a block op. gate_pos maps the logical gates (i, f, c', o) to the blocks
-// of w's 4H columns; the activation planes are [T, N, H] (act_ld = H).
+// The engine layer of a block op (SetLstmBlockLayer, types.h); its pre-activations in gx.
 template <typename A>
 Layer<A> BlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, A* gx, const A* i,
                     const A* f, const A* ci, const A* o, const A* cs, const A* co) {
   Layer<A> ly;
-  ly.in = ly.in_cols = s.I;
-  ly.W = w;
-  ly.R = w != nullptr ? w + s.I * 4 * s.N : nullptr;
-  ly.bW = b;
-  ly.bR = br;
+  SetLstmBlockLayer(s, w, b, br, i, f, ci, o, cs, co, &ly);
   ly.gx = gx;
   ly.gx_scratch = true;
-  const int* pos = s.gate_pos;
-  // The forward writes the planes; the backward faces only read them.
-  ly.act[pos[0]] = const_cast<A*>(i);
-  ly.act[pos[1]] = const_cast<A*>(f);
-  ly.act[pos[2]] = const_cast<A*>(ci);
-  ly.act[pos[3]] = const_cast<A*>(o);
-  ly.act_ld = s.N;
-  ly.aux = const_cast<A*>(cs);
-  ly.co = const_cast<A*>(co);
   return ly;
 }
 

@@ -399,6 +399,29 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I
   s.bf16 = c.bf16;
   return s;
 }
+// The engine layer of an LSTM block op over the op's tensors, for the CPU face (lstm_cpu.cc,
+// rnn_cpu::Layer) and the CUDA face (cc/gpu/lstm_gpu.cu, gpu::LayerPtrs) alike: W = w[:I] and
+// R = w[I:] (weights_xw), the input bias b, the recurrent bias br (forget_bias at f), the gate
+// activations in the [T, N, H] planes i, f, ci, o (act_ld = H), c in cs and tanh(c) in co. The
+// forward writes the planes; the backward faces only read them.
+template <typename L, typename A>
+void SetLstmBlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, const A* i,
+                       const A* f, const A* ci, const A* o, const A* cs, const A* co, L* ly) {
+  ly->in = ly->in_cols = s.I;
+  ly->W = w;
+  ly->R = w != nullptr ? w + s.I * 4 * s.N : nullptr;
+  ly->bW = b;
+  ly->bR = br;
+  const int* pos = s.gate_pos;
+  ly->act[pos[0]] = const_cast<A*>(i);
+  ly->act[pos[1]] = const_cast<A*>(f);
+  ly->act[pos[2]] = const_cast<A*>(ci);
+  ly->act[pos[3]] = const_cast<A*>(o);
+  ly->act_ld = s.N;
+  ly->aux = const_cast<A*>(cs);
+  ly->co = const_cast<A*>(co);
+}
+
 // Scratch of LstmForward: the input projection [L·N, 4H], the peephole vector and recurrent
 // bias [4H] x 2, for a single step the rows [x, h_prev] [N, I + H], and for more than one
 // step the final states [N, H] x 2 and the layer's forward scratch. (A single step is kept

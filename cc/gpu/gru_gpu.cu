@@ -65,14 +65,6 @@ CellBwdBufs<T> CarveCellBwd(I64 N, I64 I, I64 H, Carver& cv) {
   return w;
 }
 
-GpuStatus CheckWorkspace(const char* what, int64_t have, int64_t need, const void* ws) {
-  if (have < need || (need > 0 && ws == nullptr)) {
-    return InvalidArgument(std::string(what) + " workspace has " + std::to_string(have) +
-                           " bytes, needs " + std::to_string(need));
-  }
-  return GpuStatus::Ok();
-}
-
 // The engine layer of the cell: activation planes r, u, c [N, H] (act_ld = H).
 template <typename T>
 LayerPtrs<T> CellLayer(I64 H, const T* r, const T* u, const T* c) {

@@ -69,25 +69,12 @@ GpuStatus PackPeephole(const GpuContext& g, const RnnSpec& s, const T* wci, cons
   return Copy(g, p + s.gate_pos[3] * H, wco, H);
 }
 
-// The engine layer of a block op over the caller's planes.
+// The engine layer of a block op over the caller's planes (SetLstmBlockLayer, types.h).
 template <typename T>
 LayerPtrs<T> BlockLayer(const RnnSpec& s, const T* w, const T* b, const T* br, const T* i,
                         const T* f, const T* ci, const T* o, const T* cs, const T* co) {
   LayerPtrs<T> ly;
-  ly.in = ly.in_cols = s.I;
-  ly.W = w;
-  ly.R = w + s.I * 4 * s.N;
-  ly.bW = b;
-  ly.bR = br;
-  const int* pos = s.gate_pos;
-  // The forward writes the planes; the backward only reads them.
-  ly.act[pos[0]] = const_cast<T*>(i);
-  ly.act[pos[1]] = const_cast<T*>(f);
-  ly.act[pos[2]] = const_cast<T*>(ci);
-  ly.act[pos[3]] = const_cast<T*>(o);
-  ly.act_ld = s.N;
-  ly.aux = const_cast<T*>(cs);
-  ly.co = const_cast<T*>(co);
+  SetLstmBlockLayer(s, w, b, br, i, f, ci, o, cs, co, &ly);
   return ly;
 }
 
@@ -130,11 +117,9 @@ template <typename T>
 GpuStatus LstmForwardGpu(const GpuContext& g, const LstmCellSpec& c, const LstmFwdArgs<T>& a,
                          void* workspace, int64_t workspace_bytes) {
   const I64 T_ = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max, NH = N * H, G = 4 * H;
-  const int64_t need = LstmFwdWorkspaceBytesGpu(T_, N, I, H, sizeof(T));
-  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
-    return InvalidArgument("lstm forward workspace has " + std::to_string(workspace_bytes) +
-                           " bytes, needs " + std::to_string(need));
-  }
+  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("lstm forward", workspace_bytes,
+                                           LstmFwdWorkspaceBytesGpu(T_, N, I, H, sizeof(T)),
+                                           workspace));
   if (L > 0 && N > 0) {
     const RnnSpec s = BlockSpec(c, L, N, I, H);
     Carver cv(workspace);
@@ -170,11 +155,9 @@ template <typename T>
 GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& c, const LstmBwdArgs<T>& a,
                           void* workspace, int64_t workspace_bytes, T* dgates_out) {
   const I64 T_ = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max, NH = N * H, G = 4 * H;
-  const int64_t need = LstmBwdWorkspaceBytesGpu(T_, N, I, H, sizeof(T));
-  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
-    return InvalidArgument("lstm backward workspace has " + std::to_string(workspace_bytes) +
-                           " bytes, needs " + std::to_string(need));
-  }
+  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("lstm backward", workspace_bytes,
+                                           LstmBwdWorkspaceBytesGpu(T_, N, I, H, sizeof(T)),
+                                           workspace));
   // x_grad and the gate gradients are zero past seq_len_max.
   TFRNN_GPU_RETURN_IF_ERROR(Zero(g, a.x_grad + L * N * I, (T_ - L) * N * I));
   if (dgates_out != nullptr) {

@@ -436,11 +436,8 @@ template <typename T>
 GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs<T>& a,
                          const int* lengths_dev, void* workspace, int64_t workspace_bytes) {
   TFRNN_GPU_RETURN_IF_ERROR(ValidateRnnSpec(s));
-  const int64_t need = RnnBwdWorkspaceBytesGpu(s, sizeof(T));
-  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
-    return InvalidArgument("backward workspace has " + std::to_string(workspace_bytes) +
-                           " bytes, needs " + std::to_string(need));
-  }
+  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("backward", workspace_bytes,
+                                           RnnBwdWorkspaceBytesGpu(s, sizeof(T)), workspace));
   const I64 TB = s.T * s.B, B = s.B, ycols = s.D * RnnHs(s);
   Carver cv(workspace);
   BwdBufs<T> w = CarveBwd<T>(s, cv);

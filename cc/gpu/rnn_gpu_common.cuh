@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "cc/engine/types.h"
 #include "cc/gpu/cublas_loader.h"
@@ -268,6 +269,15 @@ class Carver {
   char* base_;
   I64 off_ = 0;
 };
+
+// InvalidArgument unless a workspace of `have` bytes at ws holds the `need` bytes of `what`.
+inline GpuStatus CheckWorkspace(const char* what, int64_t have, int64_t need, const void* ws) {
+  if (have < need || (need > 0 && ws == nullptr)) {
+    return InvalidArgument(std::string(what) + " workspace has " + std::to_string(have) +
+                           " bytes, needs " + std::to_string(need));
+  }
+  return GpuStatus::Ok();
+}
 
 // Largest length (host lengths, or T) and whether any sequence is shorter than T.
 inline I64 MaxSteps(const RnnSpec& s, const int* lengths, bool* padded) {

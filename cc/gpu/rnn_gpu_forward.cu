@@ -206,11 +206,8 @@ template <typename T>
 GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<T>& a,
                         const int* lengths_dev, void* workspace, int64_t workspace_bytes) {
   TFRNN_GPU_RETURN_IF_ERROR(ValidateRnnSpec(s));
-  const int64_t need = RnnFwdWorkspaceBytesGpu(s, sizeof(T));
-  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
-    return InvalidArgument("forward workspace has " + std::to_string(workspace_bytes) +
-                           " bytes, needs " + std::to_string(need));
-  }
+  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("forward", workspace_bytes,
+                                           RnnFwdWorkspaceBytesGpu(s, sizeof(T)), workspace));
   Carver cv(workspace);
   FwdBufs<T> w = CarveFwd<T>(s, cv);
   bool padded = false;

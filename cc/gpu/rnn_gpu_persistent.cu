@@ -99,53 +99,11 @@ KernelFn<T> KernelOf(int rb, int cb) {
 
 template <typename T>
 PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
-  using A = AccOf<T>;
-  PersistentPlan pl;
-  const char* env = std::getenv("TFRNN_CUDA_PERSISTENT");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return pl;
-  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return pl;
-  // Where it beat the per-step path on an H100 (session 14, bench/gpu_bench.py): B·Hs up to
-  // 16·256, or one or two rows up to Hs = 1024. Beyond, the step's product is large enough
-  // for cuBLAS to beat this kernel's CUDA-core dot products.
-  const I64 Hs = RnnHs(s);
-  if (s.B < 1 || s.N < 1) return pl;
-  if (s.B * Hs > kPersistentMaxWork && !(s.B <= 2 && Hs <= 1024)) return pl;
-  int dev = 0, sms = 0, coop = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-          cudaSuccess) {
-    (void)cudaGetLastError();
-    return pl;
-  }
-  if (!coop || sms < 1) return pl;
-  const I64 K = RnnK(s);
-  const I64 U = (s.N + sms - 1) / sms;
-  const I64 blocks = (s.N + U - 1) / U;
-  const size_t smem = Align16(sizeof(T) * K * U * Hs) + sizeof(A) * s.B * Hs;
-  if (smem > static_cast<size_t>(optin)) return pl;
-  // Four rows per warp only when every warp gets four.
-  const int rb = K * U >= 4 * kWarps ? 4 : 1;
-  const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
-  const void* fn = reinterpret_cast<const void*>(KernelOf<T>(rb, cb));
-  int per_sm = 0;
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
-          cudaSuccess) {
-    (void)cudaGetLastError();
-    return pl;
-  }
-  if (static_cast<I64>(per_sm) * sms < blocks) return pl;
-  pl.ok = true;
-  pl.blocks = static_cast<int>(blocks);
-  pl.threads = kPThreads;
-  pl.units = U;
-  pl.rows_per_warp = rb;
-  pl.batch_tile = cb;
-  pl.smem = smem;
-  return pl;
+  if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return PersistentPlan();
+  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return PersistentPlan();
+  if (!PersistentSize(s)) return PersistentPlan();
+  const I64 K = RnnK(s), Hs = RnnHs(s);
+  return PlanOnDevice(s, K, sizeof(T) * K * Hs, sizeof(AccOf<T>) * s.B * Hs, &KernelOf<T>);
 }
 
 template <typename T>
@@ -153,17 +111,7 @@ GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr) {
   PersistentArgs pa{R, mask, mask_per_step, steps, plan.units, h_cur, h_next, hr};
-  const KernelFn<T> fn = KernelOf<T>(plan.rows_per_warp, plan.batch_tile);
-#ifdef TFRNN_CUDA_EMULATE
-  TFRNN_CUDA_CHECK(emu::LaunchCooperative(fn, dim3(plan.blocks), dim3(plan.threads), plan.smem,
-                                          p, pa));
-#else
-  void* args[] = {&p, &pa};
-  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
-                                               dim3(plan.blocks), dim3(plan.threads), args,
-                                               plan.smem, g.stream));
-#endif
-  return GpuStatus::Ok();
+  return LaunchPersistent(g, plan, KernelOf<T>(plan.rows_per_warp, plan.batch_tile), p, pa);
 }
 
 #define TFRNN_INSTANTIATE_PERSISTENT(T)                                                       \

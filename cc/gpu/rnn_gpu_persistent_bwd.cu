@@ -8,9 +8,6 @@
 // double-buffered). No atomics: each block writes only its own units' carries and columns.
 #include <cooperative_groups.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 #include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
 
@@ -71,78 +68,27 @@ BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
   return cb == 8 ? &PersistentBwdKernel<T, 1, 8> : &PersistentBwdKernel<T, 1, 1>;
 }
 
-bool EnvIs(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e != nullptr && std::strcmp(e, value) == 0;
-}
-
 }  // namespace
 
 template <typename T>
 PersistentPlan PlanPersistentBwd(const RnnSpec& s) {
-  using A = AccOf<T>;
-  PersistentPlan pl;
   // Opt-in until its speed against the per-step path is measured on a GPU (issue 23).
-  if (!EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1") || EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return pl;
+  if (!EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1") || EnvIs("TFRNN_CUDA_PERSISTENT", "0")) {
+    return PersistentPlan();
+  }
   if (s.P > 0 || s.has_mask || s.weights_xw || s.peephole_o_new ||
-      (s.mode == RnnMode::kGru && s.gru_reset_before)) {
-    return pl;
+      (s.mode == RnnMode::kGru && s.gru_reset_before) || !PersistentSize(s)) {
+    return PersistentPlan();
   }
-  const I64 Hs = RnnHs(s);
-  if (s.B < 1 || s.N < 1) return pl;
-  if (s.B * Hs > kPersistentMaxWork && !(s.B <= 2 && Hs <= 1024)) return pl;
-  int dev = 0, sms = 0, coop = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-          cudaSuccess) {
-    (void)cudaGetLastError();
-    return pl;
-  }
-  if (!coop || sms < 1) return pl;
   const I64 KN = RnnK(s) * s.N;
-  const I64 U = (s.N + sms - 1) / sms;
-  const I64 blocks = (s.N + U - 1) / U;
-  const size_t smem = Align16(sizeof(T) * U * KN) + sizeof(A) * s.B * KN;
-  if (smem > static_cast<size_t>(optin)) return pl;
-  const int rb = U >= 4 * kWarps ? 4 : 1;  // four rows (units) per warp when every warp gets four
-  const int cb = s.B >= 4 ? 8 : 1;
-  const void* fn = reinterpret_cast<const void*>(BwdKernelOf<T>(rb, cb));
-  int per_sm = 0;
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
-          cudaSuccess) {
-    (void)cudaGetLastError();
-    return pl;
-  }
-  if (static_cast<I64>(per_sm) * sms < blocks) return pl;
-  pl.ok = true;
-  pl.blocks = static_cast<int>(blocks);
-  pl.threads = kPThreads;
-  pl.units = U;
-  pl.rows_per_warp = rb;
-  pl.batch_tile = cb;
-  pl.smem = smem;
-  return pl;
+  return PlanOnDevice(s, 1, sizeof(T) * KN, sizeof(AccOf<T>) * s.B * KN, &BwdKernelOf<T>);
 }
 
 template <typename T>
 GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p,
                         const T* R, I64 steps, T* d0, T* d1) {
   PersistentBwdArgs pa{R, steps, plan.units, d0, d1};
-  const BwdKernelFn<T> fn = BwdKernelOf<T>(plan.rows_per_warp, plan.batch_tile);
-#ifdef TFRNN_CUDA_EMULATE
-  TFRNN_CUDA_CHECK(emu::LaunchCooperative(fn, dim3(plan.blocks), dim3(plan.threads), plan.smem,
-                                          p, pa));
-#else
-  void* args[] = {&p, &pa};
-  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
-                                               dim3(plan.blocks), dim3(plan.threads), args,
-                                               plan.smem, g.stream));
-#endif
-  return GpuStatus::Ok();
+  return LaunchPersistent(g, plan, BwdKernelOf<T>(plan.rows_per_warp, plan.batch_tile), p, pa);
 }
 
 #define TFRNN_INSTANTIATE_PERSISTENT_BWD(T)                                                   \

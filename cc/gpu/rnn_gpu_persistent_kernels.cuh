@@ -4,7 +4,10 @@
 #ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_KERNELS_CUH_
 #define TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_KERNELS_CUH_
 
-#include "cc/gpu/rnn_gpu_fwd_point.cuh"
+#include <cstdlib>
+#include <cstring>
+
+#include "cc/gpu/rnn_gpu_persistent.cuh"
 
 namespace tfrnn {
 namespace gpu {
@@ -78,6 +81,83 @@ __device__ __forceinline__ void WarpDots(const T* rs, const AccOf<T>* vs, I64 ro
       }
     }
   }
+}
+
+inline bool EnvIs(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::strcmp(e, value) == 0;
+}
+
+// Whether a layer's step is small enough for the persistent kernels: where the forward beat
+// the per-step path on an H100 (session 14, bench/gpu_bench.py), B·Hs up to 16·256, or one or
+// two rows up to Hs = 1024. Beyond, the step's product is large enough for cuBLAS to beat the
+// kernels' CUDA-core dot products.
+inline bool PersistentSize(const RnnSpec& s) {
+  const I64 Hs = RnnHs(s);
+  if (s.B < 1 || s.N < 1) return false;
+  return s.B * Hs <= kPersistentMaxWork || (s.B <= 2 && Hs <= 1024);
+}
+
+// The plan of a persistent kernel on the current device: U units per block, so that every
+// block is resident at once; each block keeps rows_per_unit·U rows of R (r_bytes_per_unit
+// bytes per unit) and batch_bytes of the batch in shared memory; fn_of(rb, cb) is the kernel
+// for rb rows per warp and a batch tile of cb. Any failing CUDA query means no plan.
+template <typename FnOf>
+PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_per_unit,
+                            size_t batch_bytes, FnOf fn_of) {
+  PersistentPlan pl;
+  int dev = 0, sms = 0, coop = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl;
+  }
+  if (!coop || sms < 1) return pl;
+  const I64 U = (s.N + sms - 1) / sms;
+  const I64 blocks = (s.N + U - 1) / U;
+  const size_t smem = Align16(r_bytes_per_unit * U) + batch_bytes;
+  if (smem > static_cast<size_t>(optin)) return pl;
+  // Four rows per warp only when every warp gets four.
+  const int rb = rows_per_unit * U >= 4 * kWarps ? 4 : 1;
+  const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
+  const void* fn = reinterpret_cast<const void*>(fn_of(rb, cb));
+  int per_sm = 0;
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return pl;
+  }
+  if (static_cast<I64>(per_sm) * sms < blocks) return pl;
+  pl.ok = true;
+  pl.blocks = static_cast<int>(blocks);
+  pl.threads = kPThreads;
+  pl.units = U;
+  pl.rows_per_warp = rb;
+  pl.batch_tile = cb;
+  pl.smem = smem;
+  return pl;
+}
+
+// Launches kernel fn(p, pa) as planned (a cooperative launch: every block resident at once).
+template <typename P, typename PA>
+GpuStatus LaunchPersistent(const GpuContext& g, const PersistentPlan& plan, void (*fn)(P, PA),
+                           P p, PA pa) {
+#ifdef TFRNN_CUDA_EMULATE
+  (void)g;
+  TFRNN_CUDA_CHECK(emu::LaunchCooperative(fn, dim3(plan.blocks), dim3(plan.threads), plan.smem,
+                                          p, pa));
+#else
+  void* args[] = {&p, &pa};
+  TFRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
+                                               dim3(plan.blocks), dim3(plan.threads), args,
+                                               plan.smem, g.stream));
+#endif
+  return GpuStatus::Ok();
 }
 
 }  // namespace

@@ -60,6 +60,13 @@ def pick_cpu_engine():
     return None, f"no usable CPU engine .so in tf_rnn_ops/ for this CPU (TF_RNN_OPS_ISA={forced!r})"
 
 
+def _nan_grads(x, h0, c0, params, peephole):
+    """The backward's outputs, NaN until written (None where the input is None)."""
+    nan = lambda a: None if a is None else np.full_like(a, np.nan)  # noqa: E731
+    return dict(dx=nan(x), dh0=nan(h0), dc0=nan(c0), dparams=nan(params),
+                dpeephole=nan(peephole))
+
+
 class CpuEngine:
     """The CPU engine through the shim; host numpy arrays in, numpy arrays out."""
 
@@ -117,10 +124,7 @@ class CpuEngine:
                                                    ws.ctypes.data))
         if dy is None:
             return out
-        out.update(dx=np.full_like(x, np.nan), dh0=np.full_like(h0, np.nan),
-                   dc0=np.full_like(c0, np.nan) if lstm else None,
-                   dparams=np.full_like(params, np.nan),
-                   dpeephole=None if peephole is None else np.full_like(peephole, np.nan))
+        out.update(_nan_grads(x, h0, c0 if lstm else None, params, peephole))
         ba = ce.BwdArgs(lengths=lp, reserve=ptr(out["reserve"]), dy=ptr(dy), dhn=ptr(dhn),
                         dcn=ptr(dcn), dx=ptr(out["dx"]), dh0=ptr(out["dh0"]),
                         dc0=ptr(out["dc0"]), dparams=ptr(out["dparams"]),
@@ -160,10 +164,7 @@ class EmulatedCudaEngine:
                              ws.ctypes.data, fws, 0, lengths=lengths)
         if dy is None:
             return out
-        out.update(dx=np.full_like(x, np.nan), dh0=np.full_like(h0, np.nan),
-                   dc0=np.full_like(c0, np.nan) if lstm else None,
-                   dparams=np.full_like(params, np.nan),
-                   dpeephole=None if peephole is None else np.full_like(peephole, np.nan))
+        out.update(_nan_grads(x, h0, c0 if lstm else None, params, peephole))
         ws = np.empty(max(1, bws), dtype=np.uint8)
         self.eng.backward_raw(spec, dict(common, reserve=p(out["reserve"]), dy=p(dy),
                                          dhn=p(dhn), dcn=p(dcn), dx=p(out["dx"]),
