@@ -6,6 +6,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 
@@ -98,41 +102,87 @@ inline bool PersistentSize(const RnnSpec& s) {
   return s.B * Hs <= kPersistentMaxWork || (s.B <= 2 && Hs <= 1024);
 }
 
+// What the plans need of a device, queried once per device (the values never change).
+struct CoopDevice {
+  bool ok = false;  // every query succeeded and the device can run cooperative launches
+  int sms = 0, optin = 0;
+};
+inline CoopDevice CoopDeviceProps(int dev) {
+  static std::mutex mu;
+  static auto* cache = new std::map<int, CoopDevice>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(dev);
+  if (it != cache->end()) return it->second;
+  CoopDevice d;
+  int coop = 0;
+  if (cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&d.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+          cudaSuccess) {
+    d.ok = coop != 0 && d.sms >= 1;
+  } else {
+    (void)cudaGetLastError();
+  }
+  (*cache)[dev] = d;
+  return d;
+}
+
+// Blocks of kernel fn resident per multiprocessor with smem bytes of dynamic shared memory
+// (0 on any error). fn's dynamic shared memory limit is raised to smem first, never lowered,
+// so every plan made so far stays launchable; both cached per device and kernel.
+inline int ResidentBlocks(int dev, const void* fn, size_t smem) {
+  static std::mutex mu;
+  static auto* limit = new std::map<std::pair<int, const void*>, size_t>();
+  static auto* resident = new std::map<std::tuple<int, const void*, size_t>, int>();
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, fn, smem);
+  auto it = resident->find(key);
+  if (it != resident->end()) return it->second;
+  size_t& lim = (*limit)[{dev, fn}];
+  int per_sm = 0;
+  if (smem > lim) {
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    lim = smem;
+  }
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  (*resident)[key] = per_sm;
+  return per_sm;
+}
+
 // The plan of a persistent kernel on the current device: U units per block, so that every
 // block is resident at once; each block keeps rows_per_unit·U rows of R (r_bytes_per_unit
 // bytes per unit) and batch_bytes of the batch in shared memory; fn_of(rb, cb) is the kernel
-// for rb rows per warp and a batch tile of cb. Any failing CUDA query means no plan.
+// for rb rows per warp and a batch tile of cb. Any failing CUDA query means no plan. The
+// device's properties and the kernels' occupancy are queried once (CoopDeviceProps,
+// ResidentBlocks): a plan costs one cudaGetDevice after the first.
 template <typename FnOf>
 PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_per_unit,
                             size_t batch_bytes, FnOf fn_of) {
   PersistentPlan pl;
-  int dev = 0, sms = 0, coop = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-          cudaSuccess) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
     (void)cudaGetLastError();
     return pl;
   }
-  if (!coop || sms < 1) return pl;
-  const I64 U = (s.N + sms - 1) / sms;
+  const CoopDevice d = CoopDeviceProps(dev);
+  if (!d.ok) return pl;
+  const I64 U = (s.N + d.sms - 1) / d.sms;
   const I64 blocks = (s.N + U - 1) / U;
   const size_t smem = Align16(r_bytes_per_unit * U) + batch_bytes;
-  if (smem > static_cast<size_t>(optin)) return pl;
+  if (smem > static_cast<size_t>(d.optin)) return pl;
   // Four rows per warp only when every warp gets four.
   const int rb = rows_per_unit * U >= 4 * kWarps ? 4 : 1;
   const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
   const void* fn = reinterpret_cast<const void*>(fn_of(rb, cb));
-  int per_sm = 0;
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
-          cudaSuccess) {
-    (void)cudaGetLastError();
-    return pl;
-  }
-  if (static_cast<I64>(per_sm) * sms < blocks) return pl;
+  if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
   pl.ok = true;
   pl.blocks = static_cast<int>(blocks);
   pl.threads = kPThreads;
