@@ -21,7 +21,6 @@ tools/gpu_session.sh on a GPU machine (docs/GPU.md)."""
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -29,21 +28,20 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TESTS = os.path.join(REPO, "tests", "gpu")
+sys.path.insert(0, GPU_TESTS)
+import cuda_engine as ce  # noqa: E402
 
 
 def _build(out, cxxflags=""):
-    if shutil.which(os.environ.get("CXX", "g++")) is None:
-        pytest.skip("no C++ compiler to build the CUDA emulation")
-    env = dict(os.environ, TF_RNN_OPS_CUDA_EMU_OUT=out, TF_RNN_OPS_CUDA_EMU_CXXFLAGS=cxxflags)
-    r = subprocess.run(["bash", os.path.join(REPO, "tools", "build_cuda_emu.sh")], cwd=REPO,
-                       env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"build_cuda_emu.sh failed:\n{r.stdout}\n{r.stderr}"
-    return out
+    try:
+        return ce.build_emulation(out, cxxflags)
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")
 def emulated_engine():
-    return _build(os.path.join(REPO, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so"))
+    return _build(ce.EMULATED_SO)
 
 
 def _run_checks(script, so, *args, env_extra=None):

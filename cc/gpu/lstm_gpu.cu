@@ -85,15 +85,11 @@ GpuStatus ZeroPeepholeGrads(const GpuContext& g, const LstmBwdArgs<T>& a, I64 H)
   return Zero(g, a.wco_grad, H);
 }
 
-RnnSpec BlockSpec(const LstmCellSpec& c, I64 steps, I64 N, I64 I, I64 H) {
-  return LstmBlockRnnSpec(c, steps, N, I, H);
-}
-
 }  // namespace
 
 int64_t LstmFwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, int elem_bytes) {
   Carver cv(nullptr);
-  const RnnSpec s = BlockSpec(LstmCellSpec(), T_, N, I, H);
+  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, N, I, H);
   switch (elem_bytes) {
     case 2: CarveBlockFwd<__half>(s, cv); break;
     case 8: CarveBlockFwd<double>(s, cv); break;
@@ -104,7 +100,7 @@ int64_t LstmFwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, in
 
 int64_t LstmBwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, int elem_bytes) {
   Carver cv(nullptr);
-  const RnnSpec s = BlockSpec(LstmCellSpec(), T_, N, I, H);
+  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, N, I, H);
   switch (elem_bytes) {
     case 2: CarveBlockBwd<__half>(s, cv); break;
     case 8: CarveBlockBwd<double>(s, cv); break;
@@ -121,7 +117,7 @@ GpuStatus LstmForwardGpu(const GpuContext& g, const LstmCellSpec& c, const LstmF
                                            LstmFwdWorkspaceBytesGpu(T_, N, I, H, sizeof(T)),
                                            workspace));
   if (L > 0 && N > 0) {
-    const RnnSpec s = BlockSpec(c, L, N, I, H);
+    const RnnSpec s = LstmBlockRnnSpec(c, L, N, I, H);
     Carver cv(workspace);
     BlockFwdBufs<T> w = CarveBlockFwd<T>(s, cv);
     TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.br, G));
@@ -144,10 +140,10 @@ GpuStatus LstmForwardGpu(const GpuContext& g, const LstmCellSpec& c, const LstmF
     TFRNN_GPU_RETURN_IF_ERROR(LayerForwardGpu<T>(g, s, 0, ly, a.x, ra, nullptr, L, a.h,
                                                  w.layer));
   }
-  // Steps past seq_len_max: all seven outputs are zero.
-  const I64 start = std::min(L, T_) * NH, tail = (T_ - std::min(L, T_)) * NH;
+  // Steps past seq_len_max (0 <= seq_len_max <= T, checked by the C API): all seven outputs
+  // are zero.
   T* const outs[] = {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h};
-  for (T* out : outs) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, out + start, tail));
+  for (T* out : outs) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, out + L * NH, (T_ - L) * NH));
   return GpuStatus::Ok();
 }
 
@@ -170,7 +166,7 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& c, const Lstm
     TFRNN_GPU_RETURN_IF_ERROR(Zero(g, a.b_grad, G));
     return ZeroPeepholeGrads(g, a, H);
   }
-  RnnSpec s = BlockSpec(c, L, N, I, H);
+  RnnSpec s = LstmBlockRnnSpec(c, L, N, I, H);
   s.exact_clip_grad = a.exact_clip_grad;
   Carver cv(workspace);
   BlockBwdBufs<T> w = CarveBlockBwd<T>(s, cv);

@@ -72,7 +72,8 @@ __global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I6
     const A hp = Ld(hprev + row * Hs + j);
     const A m = mask != nullptr ? Ld(mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j)
                                 : A(1);
-    const A dpr = ActGrad(act_r, rg, d * hp * m + (g_r != nullptr ? Ld(g_r + row * N + j) : A(0)));
+    const A gr = g_r != nullptr ? Ld(g_r + row * N + j) : A(0);  // r's output gradient
+    const A dpr = ActGrad(act_r, rg, d * hp * m + gr);
     dh[b * Hs + j] += d * rg * m;
     St(dhr_cur + b * KN + pr * N + j, dpr);
     St(dhr + row * KN + pr * N + j, dpr);

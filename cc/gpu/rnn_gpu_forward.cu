@@ -90,12 +90,12 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
           true, (pseudo % s.D) * KN, ly.acts);
       TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
     }
-  } else if (ly.gx != nullptr) {  // the block face: W·x in Acc, W [in, K·N]
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.gx,
-                                    false));
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.acts,
-                                    false));
+    // Into the acts rows, or for the block face into gx (Acc); W [in, K·N] with weights_xw.
+    const bool tw = !s.weights_xw;
+    TFRNN_GPU_RETURN_IF_ERROR(
+        ly.gx != nullptr ? GemmT(g, false, tw, TB, KN, ly.in, xin, ly.W, ly.gx, false)
+                         : GemmT(g, false, tw, TB, KN, ly.in, xin, ly.W, ly.acts, false));
   } else if (TB * KN > 0) {
     TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, N,
         false, 0, ly.acts);

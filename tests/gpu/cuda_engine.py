@@ -125,6 +125,22 @@ class EngineError(RuntimeError):
         self.message = message
 
 
+def build_emulation(out=EMULATED_SO, cxxflags=""):
+    """Builds the CUDA emulation (tools/build_cuda_emu.sh) into `out` and returns `out`.
+    Raises FileNotFoundError when there is no C++ compiler, RuntimeError with the build's
+    output when the build fails."""
+    import shutil
+    import subprocess
+    if shutil.which(os.environ.get("CXX", "g++")) is None:
+        raise FileNotFoundError("no C++ compiler to build the CUDA emulation")
+    env = dict(os.environ, TF_RNN_OPS_CUDA_EMU_OUT=out, TF_RNN_OPS_CUDA_EMU_CXXFLAGS=cxxflags)
+    r = subprocess.run(["bash", os.path.join(REPO_ROOT, "tools", "build_cuda_emu.sh")],
+                       cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError(f"build_cuda_emu.sh failed:\n{r.stdout}\n{r.stderr}")
+    return out
+
+
 def so_path():
     emulated = os.environ.get("TF_RNN_OPS_CUDA_EMULATED", "") == "1"
     return os.environ.get("TF_RNN_OPS_CUDA_ENGINE", EMULATED_SO if emulated else DEFAULT_SO)
