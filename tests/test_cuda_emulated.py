@@ -4,8 +4,8 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
 
 - CPU-vs-CUDA parity (tests/gpu/cpu_parity.py): the CPU engine (verified against stock
   TensorFlow and float64 references) and the CUDA engine's code on the same inputs, forward and
-  backward, float32 and float64, dropout masks bit-equal. numpy only. Twice: with the
-  persistent forward kernel where the engine picks it, and with the per-step path only.
+  backward, float32 and float64, dropout masks bit-equal. numpy only. On each of the
+  engine's paths (PATHS): the persistent kernels, the per-step path, the cluster kernels.
 - the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed: vs PyTorch's
   RNNs (cuDNN's stand-in on CPU), vs the float64 reference (half, bfloat16, float, double), the
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
@@ -59,43 +59,66 @@ def _run_checks(script, so, *args, env_extra=None):
     return counts, out
 
 
-@pytest.mark.parametrize("persistent", ["1", "0"], ids=["persistent", "per_step"])
-def test_cpu_engine_parity(emulated_engine, persistent):
-    # "1": the persistent forward and (opt-in) backward kernels where the engine picks them
-    # (small batch; every thread a fiber of a cooperative launch), "0": the per-step path
-    # everywhere (TFRNN_CUDA_PERSISTENT=0).
-    counts, out = _run_checks("cpu_parity.py", emulated_engine,
-                              env_extra=dict(TFRNN_CUDA_PERSISTENT=persistent,
-                                             TFRNN_CUDA_PERSISTENT_BWD=persistent))
+# The engine's paths, by environment: the persistent forward and (opt-in) backward kernels
+# where the engine picks them (small batch; every thread a fiber of a cooperative launch); the
+# per-step path everywhere; the (opt-in) cluster kernels with clusters of 2 blocks (two clusters
+# on the emulated device, so the batch is split between them) and of 4 (one cluster).
+PATHS = {
+    "persistent": dict(TFRNN_CUDA_PERSISTENT="1", TFRNN_CUDA_PERSISTENT_BWD="1"),
+    "per_step": dict(TFRNN_CUDA_PERSISTENT="0"),
+    "cluster2": dict(TFRNN_CUDA_CLUSTER="1", TFRNN_CUDA_CLUSTER_SIZE="2", TFRNN_CUDA_TRACE="1"),
+    "cluster4": dict(TFRNN_CUDA_CLUSTER="1", TFRNN_CUDA_CLUSTER_SIZE="4", TFRNN_CUDA_TRACE="1"),
+}
+
+
+def _check_ran(path, out):
+    """With TFRNN_CUDA_TRACE=1 the engine names the kernel of every layer: the cluster kernels
+    must have run both ways (not only the fallback paths)."""
+    size = PATHS[path].get("TFRNN_CUDA_CLUSTER_SIZE")
+    if size is None:
+        return
+    for d in ("forward", "backward"):
+        assert re.search(rf"tfrnn_cuda {d} .*: cluster .*cluster={size} ", out), (
+            f"no {d} layer ran on the cluster kernel ({path})")
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_cpu_engine_parity(emulated_engine, path):
+    counts, out = _run_checks("cpu_parity.py", emulated_engine, env_extra=PATHS[path])
+    _check_ran(path, out)
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
     assert counts["PASS"] >= 22, out  # 9 cases x 2 dtypes + 4 dropout-mask checks
 
 
-def test_gpu_checks(emulated_engine):
+@pytest.mark.parametrize("path", ["persistent", "cluster2"])
+def test_gpu_checks(emulated_engine, path):
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
-    counts, out = _run_checks("run_gpu_checks.py", emulated_engine)
+    counts, out = _run_checks("run_gpu_checks.py", emulated_engine, env_extra=PATHS[path])
+    _check_ran(path, out)
     assert counts["PASS"] >= 100, out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
     assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)
 
 
-def test_cpu_engine_parity_sanitized():
+@pytest.mark.parametrize("path", ["persistent", "cluster2"])
+def test_cpu_engine_parity_sanitized(path):
     """cpu_parity on an ASan + UBSan build (numpy only; the sanitizer runtimes preloaded)."""
     libs = []
     for name in ("libasan.so", "libubsan.so"):
         r = subprocess.run([os.environ.get("CXX", "g++"), f"-print-file-name={name}"],
                            capture_output=True, text=True)
-        path = r.stdout.strip()
-        if r.returncode != 0 or not os.path.isabs(path) or not os.path.exists(path):
+        lib = r.stdout.strip()
+        if r.returncode != 0 or not os.path.isabs(lib) or not os.path.exists(lib):
             pytest.skip(f"no {name} for this compiler")
-        libs.append(path)
+        libs.append(lib)
     so = _build(os.path.join(REPO, "build", "cuda_emu_asan", "_tfrnn_engine_cuda_emu.so"),
                 "-fsanitize=address,undefined -fno-sanitize-recover=undefined "
                 "-fno-omit-frame-pointer")
     counts, out = _run_checks("cpu_parity.py", so, env_extra=dict(
-        LD_PRELOAD=" ".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"))
+        PATHS[path], LD_PRELOAD=" ".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"))
+    _check_ran(path, out)
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
     assert counts["PASS"] >= 22, out

@@ -32,7 +32,7 @@ GENCODE+=("-gencode" "arch=compute_$last,code=compute_$last")   # PTX for newer 
 
 SRCS=(cc/gpu/cublas_loader.cc cc/gpu/rnn_gpu_validate.cc cc/gpu/c_api.cc
       cc/gpu/rnn_gpu_forward.cu cc/gpu/rnn_gpu_persistent.cu cc/gpu/rnn_gpu_persistent_bwd.cu
-      cc/gpu/rnn_gpu_backward.cu
+      cc/gpu/rnn_gpu_cluster.cu cc/gpu/rnn_gpu_backward.cu
       cc/gpu/transpose.cu
       cc/gpu/lstm_gpu.cu cc/gpu/gru_gpu.cu)
 HDRS=(cc/engine/types.h cc/gpu/*.h cc/gpu/*.cuh)

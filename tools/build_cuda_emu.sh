@@ -15,9 +15,10 @@ mkdir -p "$OBJ" "$(dirname "$OUT")"
 SRCS=(cc/gpu/cublas_loader.cc cc/gpu/rnn_gpu_validate.cc cc/gpu/c_api.cc
       cc/gpu/rnn_gpu_forward.cu cc/gpu/rnn_gpu_backward.cu cc/gpu/transpose.cu
       cc/gpu/lstm_gpu.cu cc/gpu/gru_gpu.cu cc/gpu/rnn_gpu_persistent.cu
-      cc/gpu/rnn_gpu_persistent_bwd.cu)
+      cc/gpu/rnn_gpu_persistent_bwd.cu cc/gpu/rnn_gpu_cluster.cu)
 HDRS=(cc/engine/types.h cc/gpu/*.h cc/gpu/*.cuh cc/gpu/emu/*.h "$0")
 FLAGS=(-std=c++17 -O1 -g -fPIC -fvisibility=hidden -Wall -Werror -Wno-unknown-pragmas -DTFRNN_CUDA_EMULATE=1
+       -U_FORTIFY_SOURCE  # the fibers' _longjmp between stacks (cuda_emu_coop.h)
        -I"$ROOT/cc/gpu/emu" -I"$ROOT" ${TF_RNN_OPS_CUDA_EMU_CXXFLAGS:-})
 start=$(date +%s)
 objs=()

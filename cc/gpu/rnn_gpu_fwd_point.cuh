@@ -17,7 +17,8 @@ struct FwdStep {
   int mode;
   bool proj;
   LayerPtrs<T> ly;
-  const A* hr;      // [B, K·N] R·h_rec (no bias)
+  const A* hr;      // R·h_rec (no bias): [B, K·N], or hr[b·hr_ld + k·hr_kst + j] with hr_ld > 0
+  I64 hr_ld = 0, hr_kst = 0;
   const T* h_cur;   // [B, Hs] h entering the step
   const T* h_rec;   // [B, Hs] h entering the recurrent product (h_cur, or h_cur ⊙ mask)
   T* h_next;        // [B, Hs] (without projection)
@@ -52,13 +53,14 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   }
   const I64 row = tau * p.B + b;
   T* g = p.ly.acts + row * KN + j;
-  const A* r = p.hr + b * KN + j;
+  const I64 hks = p.hr_ld > 0 ? p.hr_kst : N;
+  const A* r = p.hr + b * (p.hr_ld > 0 ? p.hr_ld : KN) + j;
   const T* bw = p.ly.bW + j;
   const T* br = p.ly.bR + j;
   // W·x of gate block k: in the acts rows, or in gx (the block face, Acc).
   const A* gxa = p.ly.gx != nullptr ? p.ly.gx + row * KN + j : nullptr;
   auto wx = [&](I64 k) { return gxa != nullptr ? gxa[k * N] : Ld(g + k * N); };
-  auto pre = [&](I64 k) { return wx(k) + r[k * N] + Ld(bw + k * N) + Ld(br + k * N); };
+  auto pre = [&](I64 k) { return wx(k) + r[k * hks] + Ld(bw + k * N) + Ld(br + k * N); };
   // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
   if (!p.proj && p.phase != 2 && p.ly.hprev != nullptr) {
     p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
@@ -122,7 +124,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       if (p.phase == 2) {
         nx = wx(pn) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
       } else {
-        const A hrn = r[pn * N] + Ld(br + pn * N);
+        const A hrn = r[pn * hks] + Ld(br + pn * N);
         St(p.ly.aux + row * N + j, hrn);
         nx = wx(pn) + Ld(bw + pn * N) + rg * hrn;
       }

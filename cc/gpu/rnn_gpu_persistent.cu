@@ -98,18 +98,30 @@ KernelFn<T> KernelOf(int rb, int cb) {
 }  // namespace
 
 template <typename T>
-PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
+PersistentPlan ChooseFwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return PersistentPlan();
   if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return PersistentPlan();
+  if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
+    const PersistentPlan c = PlanClusterFwd<T>(s);
+    if (c.ok) return c;
+  }
   if (!PersistentSize(s)) return PersistentPlan();
   const I64 K = RnnK(s), Hs = RnnHs(s);
   return PlanOnDevice(s, K, sizeof(T) * K * Hs, sizeof(AccOf<T>) * s.B * Hs, &KernelOf<T>);
 }
 
 template <typename T>
+PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
+  return Traced("forward", s, ChooseFwdPlan<T>(s));
+}
+
+template <typename T>
 GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p,
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr) {
+  if (plan.cluster > 0) {
+    return ClusterFwd<T>(g, plan, p, R, mask, mask_per_step, steps, h_cur, h_next);
+  }
   PersistentArgs pa{R, mask, mask_per_step, steps, plan.units, h_cur, h_next, hr};
   return LaunchPersistent(g, plan, KernelOf<T>(plan.rows_per_warp, plan.batch_tile), p, pa);
 }

@@ -32,6 +32,10 @@ struct PersistentPlan {
   int rows_per_warp = 1;  // RB: rows of R per warp at a time (1 or 4)
   int batch_tile = 1;     // CB: batch rows per register tile (1 or 8)
   size_t smem = 0;    // dynamic shared memory bytes per block
+  // Thread-block clusters (rnn_gpu_cluster.cu): cluster > 0 blocks per cluster, each cluster
+  // running `group` batch rows; else one cooperative grid.
+  int cluster = 0;
+  I64 group = 0;
 };
 
 // Whether (and how) the persistent forward runs layer `s` with storage type T on the current
@@ -65,6 +69,25 @@ PersistentPlan PlanPersistentBwd(const RnnSpec& s);
 template <typename T>
 GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p,
                         const T* R, I64 steps, T* d0, T* d1);
+
+// The cluster kernels (rnn_gpu_cluster.cu; Hopper thread-block clusters): the persistent
+// kernels' work split the other way round. Batch rows are independent, so each cluster of
+// C blocks runs `group` rows of the batch on its own, with a copy of R spread over its blocks'
+// shared memory; h (forward) or dhr (backward) goes to every block of the cluster through
+// distributed shared memory, and the step barrier is the cluster's, not the grid's. Opt-in
+// (TFRNN_CUDA_CLUSTER=1; TFRNN_CUDA_CLUSTER_SIZE=C forces the size) until a GPU session has
+// measured them. PlanPersistentFwd/Bwd return their plans (cluster > 0) when on and possible;
+// PersistentFwd/Bwd launch them.
+template <typename T>
+PersistentPlan PlanClusterFwd(const RnnSpec& s);
+template <typename T>
+PersistentPlan PlanClusterBwd(const RnnSpec& s);
+template <typename T>
+GpuStatus ClusterFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p, const T* R,
+                     const T* mask, bool mask_per_step, I64 steps, T* h_cur, T* h_next);
+template <typename T>
+GpuStatus ClusterBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p, const T* R,
+                     I64 steps, T* d_last);
 
 }  // namespace gpu
 }  // namespace tfrnn

@@ -4,6 +4,7 @@
 #ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_KERNELS_CUH_
 #define TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_KERNELS_CUH_
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -47,9 +48,10 @@ __device__ __forceinline__ unsigned char* DynamicSmem() {
 // emit(b, r, Σ_c rs[r·len + c] · vs[b·len + c]) for every r < rows, b < B (from one lane):
 // warps take RB rows at a time, lanes stride over c, CB batch rows per register tile (RB + CB
 // shared-memory loads per RB·CB multiply-adds), then a warp reduction.
-template <typename T, int RB, int CB, typename Emit>
-__device__ __forceinline__ void WarpDots(const T* rs, const AccOf<T>* vs, I64 rows, I64 len,
-                                         I64 B, Emit emit) {
+// vs holds T or Acc values.
+template <typename T, int RB, int CB, typename V, typename Emit>
+__device__ __forceinline__ void WarpDots(const T* rs, const V* vs, I64 rows, I64 len, I64 B,
+                                         Emit emit) {
   using A = AccOf<T>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (I64 r0 = warp * RB; r0 < rows; r0 += kWarps * RB) {
@@ -65,7 +67,7 @@ __device__ __forceinline__ void WarpDots(const T* rs, const AccOf<T>* vs, I64 ro
 #pragma unroll
         for (int a = 0; a < RB; ++a) w[a] = r0 + a < rows ? Ld(rs + (r0 + a) * len + c) : A(0);
 #pragma unroll
-        for (int q = 0; q < CB; ++q) h[q] = b0 + q < B ? vs[(b0 + q) * len + c] : A(0);
+        for (int q = 0; q < CB; ++q) h[q] = b0 + q < B ? A(Ld(vs + (b0 + q) * len + c)) : A(0);
 #pragma unroll
         for (int a = 0; a < RB; ++a) {
 #pragma unroll
@@ -92,6 +94,24 @@ inline bool EnvIs(const char* name, const char* value) {
   return e != nullptr && std::strcmp(e, value) == 0;
 }
 
+// With TFRNN_CUDA_TRACE=1, one line on stderr per plan: which kernel runs a layer (the tests
+// and the benchmark check which path ran).
+inline PersistentPlan Traced(const char* dir, const RnnSpec& s, const PersistentPlan& p) {
+  if (!EnvIs("TFRNN_CUDA_TRACE", "1")) return p;
+  if (!p.ok) {
+    std::fprintf(stderr, "tfrnn_cuda %s B=%lld N=%lld: per-step\n", dir,
+                 static_cast<long long>(s.B), static_cast<long long>(s.N));
+  } else {
+    std::fprintf(stderr,
+                 "tfrnn_cuda %s B=%lld N=%lld: %s blocks=%d cluster=%d group=%lld units=%lld "
+                 "smem=%zu\n",
+                 dir, static_cast<long long>(s.B), static_cast<long long>(s.N),
+                 p.cluster > 0 ? "cluster" : "persistent", p.blocks, p.cluster,
+                 static_cast<long long>(p.group), static_cast<long long>(p.units), p.smem);
+  }
+  return p;
+}
+
 // Whether a layer's step is small enough for the persistent kernels: where the forward beat
 // the per-step path on an H100 (session 14, bench/gpu_bench.py), B·Hs up to 16·256, or one or
 // two rows up to Hs = 1024. Beyond, the step's product is large enough for cuBLAS to beat the
@@ -105,12 +125,15 @@ inline bool PersistentSize(const RnnSpec& s) {
 // What the plans need of a device, queried once per device (the values never change).
 struct CoopDevice {
   bool ok = false;  // every query succeeded and the device can run cooperative launches
-  int sms = 0, optin = 0;
+  int sms = 0, optin = 0, major = 0;
 };
+inline std::mutex& PlanMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
 inline CoopDevice CoopDeviceProps(int dev) {
-  static std::mutex mu;
   static auto* cache = new std::map<int, CoopDevice>();
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(PlanMutex());
   auto it = cache->find(dev);
   if (it != cache->end()) return it->second;
   CoopDevice d;
@@ -118,7 +141,8 @@ inline CoopDevice CoopDeviceProps(int dev) {
   if (cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&d.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
-          cudaSuccess) {
+          cudaSuccess &&
+      cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess) {
     d.ok = coop != 0 && d.sms >= 1;
   } else {
     (void)cudaGetLastError();
@@ -127,27 +151,31 @@ inline CoopDevice CoopDeviceProps(int dev) {
   return d;
 }
 
-// Blocks of kernel fn resident per multiprocessor with smem bytes of dynamic shared memory
-// (0 on any error). fn's dynamic shared memory limit is raised to smem first, never lowered,
-// so every plan made so far stays launchable; both cached per device and kernel.
-inline int ResidentBlocks(int dev, const void* fn, size_t smem) {
-  static std::mutex mu;
+// Raises kernel fn's dynamic shared memory limit to smem (never lowers it, so every plan made
+// so far stays launchable); false on an error. Call with PlanMutex() held.
+inline bool RaiseSmemLimit(int dev, const void* fn, size_t smem) {
   static auto* limit = new std::map<std::pair<int, const void*>, size_t>();
+  size_t& lim = (*limit)[{dev, fn}];
+  if (smem <= lim) return true;
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  lim = smem;
+  return true;
+}
+
+// Blocks of kernel fn resident per multiprocessor with smem bytes of dynamic shared memory
+// (0 on any error), cached per device, kernel and size.
+inline int ResidentBlocks(int dev, const void* fn, size_t smem) {
   static auto* resident = new std::map<std::tuple<int, const void*, size_t>, int>();
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(PlanMutex());
   const auto key = std::make_tuple(dev, fn, smem);
   auto it = resident->find(key);
   if (it != resident->end()) return it->second;
-  size_t& lim = (*limit)[{dev, fn}];
   int per_sm = 0;
-  if (smem > lim) {
-    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    lim = smem;
-  }
+  if (!RaiseSmemLimit(dev, fn, smem)) return 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem) !=
       cudaSuccess) {
     (void)cudaGetLastError();
@@ -155,6 +183,55 @@ inline int ResidentBlocks(int dev, const void* fn, size_t smem) {
   }
   (*resident)[key] = per_sm;
   return per_sm;
+}
+
+// A launch configuration of kernel fn in clusters of `cluster` blocks (x) of kPThreads threads.
+struct ClusterConfig {
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg;
+  ClusterConfig(int blocks, int cluster, size_t smem, cudaStream_t stream) {
+    std::memset(attr, 0, sizeof(attr));
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg = cudaLaunchConfig_t{};
+    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+    cfg.blockDim = dim3(kPThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+};
+
+// Clusters of `cluster` blocks of kernel fn (smem bytes each) resident at once on device dev
+// (0 on any error or where clusters of that size cannot run), cached per device, kernel,
+// cluster size and smem. Clusters of more than 8 blocks (non-portable; up to 16 on an H100)
+// are allowed on the kernel first.
+template <typename Fn>
+int ActiveClusters(int dev, Fn* fn, int cluster, size_t smem) {
+  static auto* active = new std::map<std::tuple<int, const void*, int, size_t>, int>();
+  std::lock_guard<std::mutex> lock(PlanMutex());
+  const void* key_fn = reinterpret_cast<const void*>(fn);
+  const auto key = std::make_tuple(dev, key_fn, cluster, smem);
+  auto it = active->find(key);
+  if (it != active->end()) return it->second;
+  int n = 0;
+  if (!RaiseSmemLimit(dev, key_fn, smem)) return 0;
+  if (cluster > 8 && cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+                         cudaSuccess) {
+    (void)cudaGetLastError();
+    (*active)[key] = 0;
+    return 0;
+  }
+  ClusterConfig c(cluster, cluster, smem, nullptr);
+  if (cudaOccupancyMaxActiveClusters(&n, fn, &c.cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  (*active)[key] = n;
+  return n;
 }
 
 // The plan of a persistent kernel on the current device: U units per block, so that every
@@ -207,6 +284,15 @@ GpuStatus LaunchPersistent(const GpuContext& g, const PersistentPlan& plan, void
                                                dim3(plan.blocks), dim3(plan.threads), args,
                                                plan.smem, g.stream));
 #endif
+  return GpuStatus::Ok();
+}
+
+// Launches kernel fn(p, pa) as planned in clusters of plan.cluster blocks.
+template <typename P, typename PA>
+GpuStatus LaunchClusters(const GpuContext& g, const PersistentPlan& plan, void (*fn)(P, PA),
+                         P p, PA pa) {
+  ClusterConfig c(plan.blocks, plan.cluster, plan.smem, g.stream);
+  TFRNN_CUDA_CHECK(cudaLaunchKernelEx(&c.cfg, fn, p, pa));
   return GpuStatus::Ok();
 }
 

@@ -225,6 +225,9 @@ CASES = [
                                        has_mask=True, lengths="var")),
     ("lstm-peephole-maskperstep", dict(mode="lstm", D=2, peephole=True, has_mask=True,
                                        mask_per_step=True)),
+    # Odd sizes: clusters of 4 blocks leave one block without units, clusters of 2 split the
+    # batch 2 + 1 (the cluster kernels).
+    ("gru-N5-B3-var", dict(mode="gru", N=5, B=3, lengths="var")),
     ("lstm-L3-D2-dropout0.3", dict(mode="lstm", L=3, D=2, dropout=0.3, seed=7)),
     ("gru-L2-D1-dropout0.5-var", dict(mode="gru", L=2, D=1, dropout=0.5, seed=3,
                                       lengths="var")),

@@ -10,7 +10,8 @@
 // engine's grid-stride kernels, whose threads never communicate. Kernels whose threads do
 // (shared memory, __syncthreads, warp shuffles, grid barriers: the persistent kernel) run
 // through a cooperative launch, every thread a fiber (cuda_emu_coop.h). The emulated device
-// has 4 multiprocessors. cublasGemmEx is a plain loop in the compute type.
+// has 4 multiprocessors, compute capability 9 and thread-block clusters of up to 4 blocks
+// (cudaLaunchKernelEx, cuda_emu_coop.h). cublasGemmEx is a plain loop in the compute type.
 //
 // What it cannot find: races, memory coalescing, launch limits, anything of real hardware.
 // Those stay for tools/gpu_session.sh on a GPU machine.
@@ -67,10 +68,33 @@ enum cudaDeviceAttr : int {
   cudaDevAttrMaxSharedMemoryPerBlock = 8,
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrCooperativeLaunch = 95,
+  cudaDevAttrComputeCapabilityMajor = 75,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 enum cudaFuncAttribute : int {
   cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+  cudaFuncAttributeNonPortableClusterSizeAllowed = 11,
+};
+// Launch configurations (cudaLaunchKernelEx): only the cluster dimension is emulated.
+enum cudaLaunchAttributeID : int {
+  cudaLaunchAttributeClusterDimension = 4,
+};
+union cudaLaunchAttributeValue {
+  struct {
+    unsigned x, y, z;
+  } clusterDim;
+  char pad[64];
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim, blockDim;
+  size_t dynamicSmemBytes = 0;
+  struct CUstream_st* stream = nullptr;
+  cudaLaunchAttribute* attrs = nullptr;
+  unsigned numAttrs = 0;
 };
 enum cudaDataType_t : int {
   CUDA_R_32F = 0,
@@ -152,6 +176,7 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
     // A small device: a cooperative launch runs every thread as a fiber (cuda_emu_coop.h).
     case cudaDevAttrMultiProcessorCount: *v = 4; break;
     case cudaDevAttrCooperativeLaunch: *v = 1; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;  // thread-block clusters
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; break;
     default: return cudaErrorInvalidValue;

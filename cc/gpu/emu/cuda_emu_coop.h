@@ -6,11 +6,24 @@
 // divergent __syncthreads, a shuffle outside a full warp, an early return before grid.sync)
 // is a deadlock on a GPU; here it stops the process with a message.
 //
+// A launch with a cluster dimension (cudaLaunchKernelEx) runs the same way, with cluster
+// barriers (cooperative_groups::this_cluster().sync()) and distributed shared memory
+// (map_shared_rank: another block's buffer of the same cluster). The documented rules of
+// distributed shared memory are checked: no access before the first cluster barrier (the
+// other block may not have started), none to a block that has exited, none outside the
+// dynamic shared memory; a grid barrier outside a cooperative launch fails too.
+//
+// Switching: a fiber starts with swapcontext and is switched with _setjmp/_longjmp afterwards
+// (swapcontext saves and restores the signal mask, a system call per switch, and a warp
+// shuffle is two switches of every thread). Under AddressSanitizer every switch is a
+// swapcontext, which it follows.
+//
 // Deterministic: fibers run in a fixed order (block, then thread), each until its next
 // barrier. Races between threads that a real GPU could expose are not.
 #ifndef TF_RNN_OPS_CC_GPU_EMU_CUDA_EMU_COOP_H_
 #define TF_RNN_OPS_CC_GPU_EMU_CUDA_EMU_COOP_H_
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cstdio>
@@ -25,34 +38,71 @@
 namespace tfrnn {
 namespace emu {
 
-enum Scope { kNoBarrier = 0, kWarp = 1, kBlock = 2, kGrid = 3 };
+enum Scope { kNoBarrier = 0, kWarp = 1, kBlock = 2, kCluster = 3, kGrid = 4 };
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TFRNN_EMU_SWAPCONTEXT_ONLY 1
+#else
+#define TFRNN_EMU_SWAPCONTEXT_ONLY 0
+#endif
 
 struct Fiber {
   ucontext_t ctx;
+  jmp_buf jb;
+  bool started = false;
   std::unique_ptr<char[]> stack;
   uint3 bid, tid;
   unsigned block = 0, linear = 0;  // block index, thread index within the block
   Scope waiting = kNoBarrier;
   bool done = false;
+  unsigned cluster_syncs = 0;  // cluster barriers passed
 };
 
 struct CoopRun {
   ucontext_t sched;
+  jmp_buf sched_jb;
   std::vector<Fiber> fibers;
   dim3 grid, block;
   unsigned threads_per_block = 0;
+  unsigned cluster = 1;       // blocks per cluster
+  bool cooperative = true;    // grid barriers allowed
+  size_t smem_bytes = 0;
   std::vector<std::vector<unsigned char>> smem;  // per block
+  std::vector<unsigned> live;                    // threads not yet exited, per block
   std::vector<uint64_t> slots;                   // one shuffle slot per thread
   std::function<void()> body;
   Fiber* cur = nullptr;
 };
 inline thread_local CoopRun* coop = nullptr;
 
+// Scheduler to fiber fb, until it yields.
+inline void Resume(CoopRun& run, Fiber& fb) {
+  if (TFRNN_EMU_SWAPCONTEXT_ONLY) {
+    swapcontext(&run.sched, &fb.ctx);
+    return;
+  }
+  if (_setjmp(run.sched_jb) != 0) return;
+  if (fb.started) _longjmp(fb.jb, 1);
+  fb.started = true;
+  swapcontext(&run.sched, &fb.ctx);
+}
+
+// The running fiber back to the scheduler (done: for good).
+inline void Yield(CoopRun& run, bool done) {
+  if (TFRNN_EMU_SWAPCONTEXT_ONLY) {
+    swapcontext(&run.cur->ctx, &run.sched);
+    return;
+  }
+  if (done) _longjmp(run.sched_jb, 1);
+  if (_setjmp(run.cur->jb) == 0) _longjmp(run.sched_jb, 1);
+}
+
 inline void FiberMain() {
   CoopRun* run = coop;
   run->body();
   run->cur->done = true;
-  swapcontext(&run->cur->ctx, &run->sched);
+  --run->live[run->cur->block];
+  Yield(*run, true);
 }
 
 inline void Fail(const char* what) {
@@ -64,8 +114,10 @@ inline void Fail(const char* what) {
 inline void Barrier(Scope scope) {
   CoopRun* run = coop;
   if (run == nullptr) Fail("a barrier outside a cooperative launch (use one for this kernel)");
+  if (scope == kGrid && !run->cooperative) Fail("a grid barrier outside a cooperative launch");
   run->cur->waiting = scope;
-  swapcontext(&run->cur->ctx, &run->sched);
+  Yield(*run, false);
+  if (scope == kCluster) ++run->cur->cluster_syncs;
 }
 
 // Releases the barriers every member of which has arrived; false if none could be.
@@ -91,22 +143,37 @@ inline bool ReleaseBarriers(CoopRun& run) {
     }
     release(b * tpb, tpb, kBlock);
   }
+  for (unsigned c = 0; c * run.cluster < nb; ++c) {
+    release(c * run.cluster * tpb, run.cluster * tpb, kCluster);
+  }
   release(0, static_cast<unsigned>(run.fibers.size()), kGrid);
   return released;
 }
 
+// The largest cluster the emulated device runs (its multiprocessor count).
+constexpr unsigned kMaxCluster = 4;
+
 // Runs f(args...) on every thread of the grid as fibers; dynamic shared memory of smem_bytes
-// per block.
+// per block; clusters of `cluster` consecutive blocks (x only); grid barriers only when
+// `cooperative`.
 template <typename F, typename... Args>
-cudaError_t LaunchCooperative(F f, dim3 grid, dim3 block, size_t smem_bytes, Args... args) {
+cudaError_t LaunchFibers(F f, dim3 grid, dim3 block, size_t smem_bytes, unsigned cluster,
+                         bool cooperative, Args... args) {
   const unsigned nb = grid.x * grid.y * grid.z, tpb = block.x * block.y * block.z;
   if (nb == 0 || tpb == 0 || tpb > 1024) return cudaErrorInvalidConfiguration;
+  if (cluster == 0 || cluster > kMaxCluster || grid.y * grid.z != 1 || grid.x % cluster != 0) {
+    return cudaErrorInvalidConfiguration;
+  }
   if (coop != nullptr) Fail("nested cooperative launch");
   constexpr size_t kStack = 256 * 1024;
   CoopRun run;
   run.grid = grid;
   run.block = block;
   run.threads_per_block = tpb;
+  run.cluster = cluster;
+  run.cooperative = cooperative;
+  run.smem_bytes = smem_bytes;
+  run.live.assign(nb, tpb);
   run.smem.assign(nb, std::vector<unsigned char>(smem_bytes + 16));
   run.slots.assign(static_cast<size_t>(nb) * tpb, 0);
   run.fibers.resize(static_cast<size_t>(nb) * tpb);
@@ -139,7 +206,7 @@ cudaError_t LaunchCooperative(F f, dim3 grid, dim3 block, size_t smem_bytes, Arg
       run.cur = &fb;
       blockIdx = fb.bid;
       threadIdx = fb.tid;
-      swapcontext(&run.sched, &fb.ctx);
+      Resume(run, fb);
       ran = true;
     }
     if (all_done) break;
@@ -149,11 +216,41 @@ cudaError_t LaunchCooperative(F f, dim3 grid, dim3 block, size_t smem_bytes, Arg
   return cudaSuccess;
 }
 
-// This block's dynamic shared memory (16-byte aligned).
+template <typename F, typename... Args>
+cudaError_t LaunchCooperative(F f, dim3 grid, dim3 block, size_t smem_bytes, Args... args) {
+  return LaunchFibers(f, grid, block, smem_bytes, 1, true, args...);
+}
+
+// Block `block`'s dynamic shared memory (16-byte aligned).
+inline unsigned char* SmemOf(unsigned block) {
+  unsigned char* p = coop->smem[block].data();
+  return p + (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16;
+}
+
+// This block's dynamic shared memory.
 inline unsigned char* DynamicSmem() {
   if (coop == nullptr) Fail("dynamic shared memory outside a cooperative launch");
-  unsigned char* p = coop->smem[coop->cur->block].data();
-  return p + (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16;
+  return SmemOf(coop->cur->block);
+}
+
+// The address in block `rank` of this cluster that corresponds to `addr` in this block's
+// dynamic shared memory.
+inline void* MapSharedRank(const void* addr, unsigned rank) {
+  CoopRun* run = coop;
+  if (run == nullptr) Fail("distributed shared memory outside a launch with clusters");
+  const unsigned char* mine = SmemOf(run->cur->block);
+  const unsigned char* a = static_cast<const unsigned char*>(addr);
+  if (a < mine || a >= mine + run->smem_bytes) {
+    Fail("map_shared_rank of an address outside this block's dynamic shared memory");
+  }
+  if (rank >= run->cluster) Fail("map_shared_rank to a rank outside the cluster");
+  if (run->cur->cluster_syncs == 0) {
+    Fail("distributed shared memory before the first cluster barrier (the block may not have "
+         "started)");
+  }
+  const unsigned target = run->cur->block / run->cluster * run->cluster + rank;
+  if (run->live[target] == 0) Fail("distributed shared memory of a block that has exited");
+  return SmemOf(target) + (a - mine);
 }
 
 }  // namespace emu
@@ -187,6 +284,50 @@ struct grid_group {
   void sync() { tfrnn::emu::Barrier(tfrnn::emu::kGrid); }
 };
 inline grid_group this_grid() { return grid_group(); }
+struct cluster_group {
+  void sync() const { tfrnn::emu::Barrier(tfrnn::emu::kCluster); }
+  unsigned num_blocks() const { return tfrnn::emu::coop->cluster; }
+  unsigned block_rank() const {
+    return tfrnn::emu::coop->cur->block % tfrnn::emu::coop->cluster;
+  }
+  template <typename T>
+  T* map_shared_rank(T* addr, unsigned rank) const {
+    return static_cast<T*>(tfrnn::emu::MapSharedRank(addr, rank));
+  }
+};
+inline cluster_group this_cluster() { return cluster_group(); }
 }  // namespace cooperative_groups
+
+// A launch with a configuration: clusters of the configured size (1 without the attribute).
+template <typename... P, typename... Args>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* cfg, void (*f)(P...), Args&&... args) {
+  unsigned cluster = 1;
+  for (unsigned i = 0; i < cfg->numAttrs; ++i) {
+    if (cfg->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+      const auto& d = cfg->attrs[i].val.clusterDim;
+      if (d.y != 1 || d.z != 1) return cudaErrorInvalidConfiguration;
+      cluster = d.x;
+    }
+  }
+  return tfrnn::emu::LaunchFibers(f, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, cluster,
+                                  false, static_cast<P>(args)...);
+}
+
+// Clusters of the configured size resident at once: the emulated device's 4 multiprocessors,
+// one block each.
+template <typename F>
+cudaError_t cudaOccupancyMaxActiveClusters(int* n, F, const cudaLaunchConfig_t* cfg) {
+  unsigned cluster = 1;
+  for (unsigned i = 0; i < cfg->numAttrs; ++i) {
+    if (cfg->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+      cluster = cfg->attrs[i].val.clusterDim.x;
+    }
+  }
+  if (cluster == 0) return cudaErrorInvalidValue;
+  *n = cfg->dynamicSmemBytes <= 227 * 1024 && cluster <= tfrnn::emu::kMaxCluster
+           ? static_cast<int>(tfrnn::emu::kMaxCluster / cluster)
+           : 0;
+  return cudaSuccess;
+}
 
 #endif  // TF_RNN_OPS_CC_GPU_EMU_CUDA_EMU_COOP_H_

@@ -1,0 +1,310 @@
+// The cluster kernels (rnn_gpu_persistent.cuh says what and when): every forward or backward
+// step of one (layer, direction) in one launch of thread-block clusters (compute capability
+// 9.0, Hopper), for the recurrences that are latency-bound at small batch.
+//
+// Batch rows never interact in a recurrence, so the batch is split between clusters: cluster q
+// runs rows [q·G, q·G + G) on its own, and no barrier spans more than one cluster. Within a
+// cluster of C blocks, block `rank` owns units [rank·U, rank·U + U) and keeps its slice of R in
+// shared memory for the whole sequence (the forward: its K·U rows of R; the backward: its U
+// columns, as rows of Rᵀ). Per step the block
+//   1. computes its rows of the recurrent product from the step's vector in its own shared
+//      memory (forward h_{t-1} ⊙ mask, backward dhr_{t+1}; WarpDots, as the grid kernels),
+//   2. runs the per-step kernels' pointwise code (FwdPoint / BwdPoint) for its units, which
+//      writes the next vector's entries of its units into its own shared memory,
+//   3. stores those entries into every other block of the cluster (distributed shared memory)
+//      and waits at the cluster barrier (release/acquire: the stores are visible after it).
+// The vectors are double-buffered, so one barrier per step suffices: a block writing step t+1's
+// entries into a peer has passed the barrier that the peer reached after its last read of
+// that buffer (step t-1). The first cluster barrier comes before any remote store (every block
+// of the cluster has started); no remote store follows the last one. The last step writes its
+// vector to global memory (h after the last step; step 0's dhr for dL/dh0), as the grid kernels.
+// No atomics; the result is the same every run.
+#include <cooperative_groups.h>
+
+#include "cc/gpu/rnn_gpu_persistent.cuh"
+#include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
+
+// Cluster barriers and distributed shared memory need sm_90; the sm_80 build gets empty kernel
+// bodies, which the plans never launch (they require compute capability 9).
+#if defined(TFRNN_CUDA_EMULATE) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define TFRNN_CLUSTER_BODY 1
+#else
+#define TFRNN_CLUSTER_BODY 0
+#endif
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+struct ClusterArgs {
+  const void* R;     // [K·N, Hs]
+  const void* mask;  // recurrent mask (forward) or null
+  bool mask_per_step;
+  I64 steps, units, group;
+  const void* v_in;  // forward: h entering step 0 [B, Hs]
+  void* v_out;       // the last step's vector: forward h [B, Hs], backward dhr [B, K·N]
+};
+
+// Shared memory of one block, in this order: the slice of R, the two step vectors, then (the
+// forward) hr and the masked h.
+struct ClusterSmem {
+  size_t r, vec, hr, hm;
+  __host__ __device__ size_t Bytes() const { return r + 2 * vec + hr + hm; }
+};
+template <typename T>
+__host__ __device__ ClusterSmem FwdSmem(I64 K, I64 U, I64 Hs, I64 G, bool mask) {
+  return {Align16(sizeof(T) * K * U * Hs), Align16(sizeof(T) * G * Hs),
+          Align16(sizeof(AccOf<T>) * G * K * U), mask ? Align16(sizeof(T) * G * Hs) : 0};
+}
+template <typename T>
+__host__ __device__ ClusterSmem BwdSmem(I64 K, I64 U, I64 N, I64 G) {
+  return {Align16(sizeof(T) * U * K * N), Align16(sizeof(T) * G * K * N), 0, 0};
+}
+
+#if TFRNN_CLUSTER_BODY
+// Stores this block's value `v` at `local` (an address in its shared memory) into every other
+// block of the cluster.
+template <typename T>
+__device__ __forceinline__ void Broadcast(const cg::cluster_group& cluster, T* local, T v) {
+  const unsigned C = cluster.num_blocks(), rank = cluster.block_rank();
+  for (unsigned q = 0; q < C; ++q) {
+    if (q != rank) *cluster.map_shared_rank(local, q) = v;
+  }
+}
+#endif
+
+template <typename T, int RB, int CB>
+__global__ void __launch_bounds__(kPThreads) ClusterFwdKernel(FwdStep<T> p, ClusterArgs ca) {
+#if TFRNN_CLUSTER_BODY
+  using A = AccOf<T>;
+  cg::cluster_group cluster = cg::this_cluster();
+  const I64 C = cluster.num_blocks(), rank = cluster.block_rank();
+  const I64 N = p.N, Hs = p.Hs, K = p.K, U = ca.units, G = ca.group;
+  const I64 j0 = rank * U;
+  const I64 un = j0 >= N ? 0 : (N - j0 < U ? N - j0 : U);
+  const I64 b0 = static_cast<I64>(blockIdx.x) / C * G;
+  const I64 bg = p.B - b0 < G ? p.B - b0 : G;
+  const I64 rows = K * un;
+  const T* mask = static_cast<const T*>(ca.mask);
+  const ClusterSmem sz = FwdSmem<T>(K, U, Hs, G, mask != nullptr);
+  unsigned char* smem = DynamicSmem();
+  T* rs = reinterpret_cast<T*>(smem);                                       // [K·un, Hs]
+  T* hb[2] = {reinterpret_cast<T*>(smem + sz.r),                            // [G, Hs] each
+              reinterpret_cast<T*>(smem + sz.r + sz.vec)};
+  A* hr = reinterpret_cast<A*>(smem + sz.r + 2 * sz.vec);                   // [G, K, U]
+  T* hm = reinterpret_cast<T*>(smem + sz.r + 2 * sz.vec + sz.hr);           // [G, Hs]
+  const T* R = static_cast<const T*>(ca.R);
+  for (I64 i = threadIdx.x; i < rows * Hs; i += blockDim.x) {
+    const I64 r = i / Hs, c = i % Hs;
+    rs[i] = R[((r / un) * N + j0 + r % un) * Hs + c];
+  }
+  const T* h_in = static_cast<const T*>(ca.v_in);
+  for (I64 i = threadIdx.x; i < bg * Hs; i += blockDim.x) hb[0][i] = h_in[b0 * Hs + i];
+  cluster.sync();  // every block has started, and its R and h_0 are in place
+  // FwdPoint indexes hr, h_cur and h_next by the batch row b and unit j of the whole layer.
+  p.hr = hr - b0 * K * U - j0;
+  p.hr_ld = K * U;
+  p.hr_kst = U;
+  for (I64 st = 0; st < ca.steps; ++st) {
+    T* hc = hb[st & 1];
+    T* hn = hb[(st + 1) & 1];
+    const bool last = st + 1 == ca.steps;
+    // (1) hr = R (this block's rows) · h_rec, h_rec = h_{t-1} (⊙ mask) of the group's rows.
+    const T* hv = hc;
+    if (mask != nullptr) {
+      for (I64 i = threadIdx.x; i < bg * Hs; i += blockDim.x) {
+        const I64 b = b0 + i / Hs, tau = p.sm.Tau(b, st);
+        St(hm + i, tau < 0 ? A(0)
+                           : Ld(hc + i) * Ld(mask + ((ca.mask_per_step ? tau * p.B : 0) + b) *
+                                                        p.yst + p.ly.dcol + i % Hs));
+      }
+      __syncthreads();
+      hv = hm;
+    }
+    WarpDots<T, RB, CB>(rs, hv, rows, Hs, bg, [&](I64 bl, I64 r, A v) {
+      hr[bl * K * U + (r / un) * U + r % un] = v;
+    });
+    __syncthreads();  // hr of this block's units is complete
+    // (2) the pointwise step of this block's units, h into hn (the last step: global memory),
+    // (3) h of its units into every other block.
+    p.step = st;
+    p.h_cur = hc - b0 * Hs;
+    p.h_rec = p.h_cur;
+    p.h_next = last ? static_cast<T*>(ca.v_out) : hn - b0 * Hs;
+    for (I64 i = threadIdx.x; i < bg * un; i += blockDim.x) {
+      const I64 bl = i / un, j = j0 + i % un;
+      FwdPoint(p, b0 + bl, j);
+      if (!last) Broadcast(cluster, hn + bl * Hs + j, hn[bl * Hs + j]);
+    }
+    if (!last) cluster.sync();
+  }
+#else
+  (void)p;
+  (void)ca;
+#endif
+}
+
+template <typename T, int RB, int CB>
+__global__ void __launch_bounds__(kPThreads) ClusterBwdKernel(BwdStep<T> p, ClusterArgs ca) {
+#if TFRNN_CLUSTER_BODY
+  using A = AccOf<T>;
+  cg::cluster_group cluster = cg::this_cluster();
+  const I64 C = cluster.num_blocks(), rank = cluster.block_rank();
+  const I64 N = p.N, Hs = p.Hs, KN = p.K * p.N, U = ca.units, G = ca.group;
+  const I64 j0 = rank * U;
+  const I64 un = j0 >= N ? 0 : (N - j0 < U ? N - j0 : U);
+  const I64 b0 = static_cast<I64>(blockIdx.x) / C * G;
+  const I64 bg = p.B - b0 < G ? p.B - b0 : G;
+  const ClusterSmem sz = BwdSmem<T>(p.K, U, N, G);
+  unsigned char* smem = DynamicSmem();
+  T* rt = reinterpret_cast<T*>(smem);                                       // [un, K·N]
+  T* db[2] = {reinterpret_cast<T*>(smem + sz.r),                            // [G, K·N] each
+              reinterpret_cast<T*>(smem + sz.r + sz.vec)};
+  const T* R = static_cast<const T*>(ca.R);
+  for (I64 i = threadIdx.x; i < un * KN; i += blockDim.x) {
+    const I64 u = i / KN, k = i % KN;
+    rt[i] = R[k * Hs + j0 + u];
+  }
+  cluster.sync();  // every block has started, and its slice of R is in place
+  for (I64 it = 0; it < ca.steps; ++it) {
+    T* cur = db[it & 1];
+    const T* later = db[(it + 1) & 1];
+    const bool last = it + 1 == ca.steps;
+    if (it > 0) {
+      // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
+      WarpDots<T, RB, CB>(rt, later, un, KN, bg, [&](I64 bl, I64 u, A v) {
+        p.dh[(b0 + bl) * Hs + j0 + u] += v;
+      });
+      __syncthreads();  // the carries of this block's units are complete
+    }
+    // (2) the pointwise step of this block's units, dhr into cur (the last step, step 0:
+    // global memory), (3) dhr of its units into every other block.
+    p.step = ca.steps - 1 - it;
+    p.dhr_cur = last ? static_cast<T*>(ca.v_out) : cur - b0 * KN;
+    for (I64 i = threadIdx.x; i < bg * un; i += blockDim.x) {
+      const I64 bl = i / un, j = j0 + i % un;
+      BwdPoint(p, b0 + bl, j);
+      if (!last) {
+        for (I64 k = 0; k < p.K; ++k) {
+          T* e = cur + bl * KN + k * N + j;
+          Broadcast(cluster, e, *e);
+        }
+      }
+    }
+    if (!last) cluster.sync();
+  }
+#else
+  (void)p;
+  (void)ca;
+#endif
+}
+
+template <typename T>
+using ClusterFwdFn = void (*)(FwdStep<T>, ClusterArgs);
+template <typename T>
+using ClusterBwdFn = void (*)(BwdStep<T>, ClusterArgs);
+
+template <typename T>
+ClusterFwdFn<T> ClusterFwdOf(int rb, int cb) {
+  if (rb == 4) return cb == 8 ? &ClusterFwdKernel<T, 4, 8> : &ClusterFwdKernel<T, 4, 1>;
+  return cb == 8 ? &ClusterFwdKernel<T, 1, 8> : &ClusterFwdKernel<T, 1, 1>;
+}
+template <typename T>
+ClusterBwdFn<T> ClusterBwdOf(int rb, int cb) {
+  if (rb == 4) return cb == 8 ? &ClusterBwdKernel<T, 4, 8> : &ClusterBwdKernel<T, 4, 1>;
+  return cb == 8 ? &ClusterBwdKernel<T, 1, 8> : &ClusterBwdKernel<T, 1, 1>;
+}
+
+// The plan of a cluster kernel on the current device. For each cluster size C (2 to 16, or
+// TFRNN_CUDA_CLUSTER_SIZE): U = ⌈N/C⌉ units per block, as many clusters as can be resident at
+// once (G = ⌈B/clusters⌉ rows each), if a block's shared memory (bytes(U, G)) fits; of those,
+// the least work per block and step (U·G), the smaller C on a tie. rows_per_unit: rows of the
+// block's dot products per unit (forward K, backward 1).
+template <typename Bytes, typename FnOf>
+PersistentPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, FnOf fn_of) {
+  PersistentPlan best;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return best;
+  }
+  const CoopDevice d = CoopDeviceProps(dev);
+  if (!d.ok || d.major < 9 || s.B < 1 || s.N < 1) return best;
+  const char* forced = std::getenv("TFRNN_CUDA_CLUSTER_SIZE");
+  const int only = forced != nullptr ? std::atoi(forced) : 0;
+  for (int C : {2, 4, 8, 16}) {
+    if ((only > 0 && C != only) || C > s.N) continue;
+    const I64 U = (s.N + C - 1) / C;
+    const int rb = rows_per_unit * U >= 4 * kWarps ? 4 : 1;
+    if (bytes(U, 1) > static_cast<size_t>(d.optin)) continue;
+    const int first = ActiveClusters(dev, fn_of(rb, 1), C, bytes(U, 1));
+    if (first < 1) continue;
+    const I64 G = (s.B + first - 1) / first;
+    const size_t smem = bytes(U, G);
+    if (smem > static_cast<size_t>(d.optin)) continue;
+    const int cb = G >= 4 ? 8 : 1;
+    const I64 clusters = (s.B + G - 1) / G;
+    if (ActiveClusters(dev, fn_of(rb, cb), C, smem) < clusters) continue;
+    if (best.ok && U * G >= best.units * best.group) continue;
+    best.ok = true;
+    best.blocks = static_cast<int>(clusters * C);
+    best.threads = kPThreads;
+    best.units = U;
+    best.rows_per_warp = rb;
+    best.batch_tile = cb;
+    best.smem = smem;
+    best.cluster = C;
+    best.group = G;
+  }
+  return best;
+}
+
+}  // namespace
+
+template <typename T>
+PersistentPlan PlanClusterFwd(const RnnSpec& s) {
+  const I64 K = RnnK(s), Hs = RnnHs(s);
+  const bool mask = s.has_mask;
+  return PlanClusters(
+      s, K, [&](I64 U, I64 G) { return FwdSmem<T>(K, U, Hs, G, mask).Bytes(); },
+      &ClusterFwdOf<T>);
+}
+
+template <typename T>
+PersistentPlan PlanClusterBwd(const RnnSpec& s) {
+  const I64 K = RnnK(s), N = s.N;
+  return PlanClusters(
+      s, 1, [&](I64 U, I64 G) { return BwdSmem<T>(K, U, N, G).Bytes(); }, &ClusterBwdOf<T>);
+}
+
+template <typename T>
+GpuStatus ClusterFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p, const T* R,
+                     const T* mask, bool mask_per_step, I64 steps, T* h_cur, T* h_next) {
+  // The h after the last step goes where the grid kernel leaves it (rnn_gpu_persistent.cuh).
+  ClusterArgs ca{R, mask, mask_per_step, steps, plan.units, plan.group, h_cur,
+                 steps % 2 == 1 ? h_next : h_cur};
+  return LaunchClusters(g, plan, ClusterFwdOf<T>(plan.rows_per_warp, plan.batch_tile), p, ca);
+}
+
+template <typename T>
+GpuStatus ClusterBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p, const T* R,
+                     I64 steps, T* d_last) {
+  ClusterArgs ca{R, nullptr, false, steps, plan.units, plan.group, nullptr, d_last};
+  return LaunchClusters(g, plan, ClusterBwdOf<T>(plan.rows_per_warp, plan.batch_tile), p, ca);
+}
+
+#define TFRNN_INSTANTIATE_CLUSTER(T)                                                          \
+  template PersistentPlan PlanClusterFwd<T>(const RnnSpec&);                                  \
+  template PersistentPlan PlanClusterBwd<T>(const RnnSpec&);                                  \
+  template GpuStatus ClusterFwd<T>(const GpuContext&, const PersistentPlan&, FwdStep<T>,      \
+                                   const T*, const T*, bool, I64, T*, T*);                    \
+  template GpuStatus ClusterBwd<T>(const GpuContext&, const PersistentPlan&, BwdStep<T>,      \
+                                   const T*, I64, T*);
+TFRNN_INSTANTIATE_CLUSTER(__half)
+TFRNN_INSTANTIATE_CLUSTER(__nv_bfloat16)
+TFRNN_INSTANTIATE_CLUSTER(float)
+TFRNN_INSTANTIATE_CLUSTER(double)
+#undef TFRNN_INSTANTIATE_CLUSTER
+
+}  // namespace gpu
+}  // namespace tfrnn
