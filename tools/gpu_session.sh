@@ -2,16 +2,21 @@
 # Everything a GPU lease should run, in one command (tools/gpu_tests.sh is the plain test run):
 # build the CUDA engine for this GPU, the checks (tests/gpu, ours vs cuDNN and the float64
 # reference), the CPU-vs-GPU parity checks, compute-sanitizer (memcheck, racecheck) over one
-# small case per family, and bench/gpu_bench.py. checks_steps reruns the checks with the
-# persistent forward kernel off (TFRNN_CUDA_PERSISTENT=0), so both forward paths are tested;
-# checks_pbwd and bench_pbwd run the checks and the benchmark with the (opt-in) persistent
-# backward kernel on (TFRNN_CUDA_PERSISTENT_BWD=1), to compare with bench.
+# small case per family, and bench/gpu_bench.py. The engine's paths are chosen by environment
+# (docs/GPU.md): checks_steps reruns the checks on the per-step path (TFRNN_CUDA_PERSISTENT=0),
+# checks_pbwd with the opt-in persistent backward (TFRNN_CUDA_PERSISTENT_BWD=1), and the
+# *_cluster stages with the opt-in cluster kernels (TFRNN_CUDA_CLUSTER=1; Hopper). bench
+# times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
+# issue's small-batch sizes; ncu / ncu_cluster profile one persistent / cluster launch.
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
-# lines printed are summary.txt. The parity stage needs the CPU engines
+# lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them).
 #   tools/gpu_session.sh [stage ...]
-#     stages: build checks checks_steps checks_pbwd parity bench bench_pbwd memcheck racecheck
-#             ncu   (default: all but bench_pbwd and ncu)
+#     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
+#             memcheck memcheck_cluster racecheck racecheck_cluster bench bench_clusters
+#             ncu ncu_cluster
+#     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
+#      memcheck memcheck_cluster racecheck racecheck_cluster)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -20,8 +25,10 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps checks_pbwd parity bench memcheck
-                                   racecheck)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps checks_pbwd checks_cluster parity
+                                   parity_cluster memcheck memcheck_cluster racecheck
+                                   racecheck_cluster)
+CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 # One small case per family, for the sanitizers (run_gpu_checks.py filters).
@@ -54,20 +61,36 @@ for s in "${STAGES[@]}"; do
     checks_steps) TFRNN_CUDA_PERSISTENT=0 stage checks_steps 300 "$PY" tests/gpu/run_gpu_checks.py ;;
     # The same checks with the persistent backward kernel on where the engine can use it.
     checks_pbwd) TFRNN_CUDA_PERSISTENT_BWD=1 stage checks_pbwd 300 "$PY" tests/gpu/run_gpu_checks.py ;;
+    # The same checks on the cluster kernels where the engine can use them (it falls back to
+    # the other paths elsewhere; TFRNN_CUDA_TRACE=1 in parity_cluster shows which ran).
+    checks_cluster) stage checks_cluster 300 "${CLUSTER[@]}" "$PY" tests/gpu/run_gpu_checks.py ;;
     parity) stage parity 200 "$PY" tests/gpu/cpu_parity.py ;;
+    parity_cluster) stage parity_cluster 200 "${CLUSTER[@]}" TFRNN_CUDA_TRACE=1 \
+                      "$PY" tests/gpu/cpu_parity.py ;;
     memcheck) stage memcheck 240 compute-sanitizer --tool memcheck --leak-check no \
                 "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]}" ;;
+    memcheck_cluster) stage memcheck_cluster 240 "${CLUSTER[@]}" compute-sanitizer --tool memcheck \
+                        --leak-check no "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]}" ;;
     racecheck) stage racecheck 200 compute-sanitizer --tool racecheck \
                  "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
-    bench) stage bench 240 "$PY" bench/gpu_bench.py --iters 10 ;;
-    bench_pbwd) TFRNN_CUDA_PERSISTENT_BWD=1 stage bench_pbwd 240 "$PY" bench/gpu_bench.py --iters 10 ;;
+    racecheck_cluster) stage racecheck_cluster 200 "${CLUSTER[@]}" compute-sanitizer \
+                         --tool racecheck "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
+    # Every path against cuDNN: the default, per-step, persistent backward, cluster kernels.
+    bench) stage bench 500 "$PY" bench/gpu_bench.py --iters 10 ;;
+    bench_clusters) stage bench_clusters 400 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
+                      --hiddens 256,512 --variants auto,cluster2,cluster4,cluster8,cluster16 ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,
-    # N = 16, H = 256).
+    # N = 16, H = 256); ncu_cluster the same for the cluster forward kernel.
     ncu) stage ncu 150 ncu --kernel-name regex:PersistentFwd --launch-count 1 \
            --section SpeedOfLight --section Occupancy --section WarpStateStats \
            --section SchedulerStats --section MemoryWorkloadAnalysis \
            "$PY" bench/gpu_bench.py --modes lstm --dtypes float32 --batches 16 --hiddens 256 \
-           --iters 1 --repeats 1 --warmup 1 ;;
+           --iters 1 --repeats 1 --warmup 1 --variants auto ;;
+    ncu_cluster) stage ncu_cluster 150 ncu --kernel-name regex:ClusterFwd --launch-count 1 \
+           --section SpeedOfLight --section Occupancy --section WarpStateStats \
+           --section SchedulerStats --section MemoryWorkloadAnalysis \
+           "$PY" bench/gpu_bench.py --modes lstm --dtypes float32 --batches 16 --hiddens 256 \
+           --iters 1 --repeats 1 --warmup 1 --variants cluster ;;
     *) echo "gpu_session.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done
