@@ -71,6 +71,23 @@ __device__ __forceinline__ void Broadcast(const cg::cluster_group& cluster, T* l
     if (q != rank) *cluster.map_shared_rank(local, q) = v;
   }
 }
+
+// This block's part of the work: units [j0, j0 + un) (un may be 0) of batch rows
+// [b0, b0 + bg) of the cluster's group.
+struct ClusterPart {
+  I64 C, rank, j0, un, b0, bg;
+};
+__device__ __forceinline__ ClusterPart PartOf(const cg::cluster_group& cluster, I64 N, I64 B,
+                                              I64 U, I64 G) {
+  ClusterPart w;
+  w.C = cluster.num_blocks();
+  w.rank = cluster.block_rank();
+  w.j0 = w.rank * U;
+  w.un = w.j0 >= N ? 0 : (N - w.j0 < U ? N - w.j0 : U);
+  w.b0 = static_cast<I64>(blockIdx.x) / w.C * G;
+  w.bg = B - w.b0 < G ? B - w.b0 : G;
+  return w;
+}
 #endif
 
 template <typename T, int RB, int CB>
@@ -78,12 +95,9 @@ __global__ void __launch_bounds__(kPThreads) ClusterFwdKernel(FwdStep<T> p, Clus
 #if TFRNN_CLUSTER_BODY
   using A = AccOf<T>;
   cg::cluster_group cluster = cg::this_cluster();
-  const I64 C = cluster.num_blocks(), rank = cluster.block_rank();
   const I64 N = p.N, Hs = p.Hs, K = p.K, U = ca.units, G = ca.group;
-  const I64 j0 = rank * U;
-  const I64 un = j0 >= N ? 0 : (N - j0 < U ? N - j0 : U);
-  const I64 b0 = static_cast<I64>(blockIdx.x) / C * G;
-  const I64 bg = p.B - b0 < G ? p.B - b0 : G;
+  const ClusterPart w = PartOf(cluster, N, p.B, U, G);
+  const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg;
   const I64 rows = K * un;
   const T* mask = static_cast<const T*>(ca.mask);
   const ClusterSmem sz = FwdSmem<T>(K, U, Hs, G, mask != nullptr);
@@ -149,12 +163,9 @@ __global__ void __launch_bounds__(kPThreads) ClusterBwdKernel(BwdStep<T> p, Clus
 #if TFRNN_CLUSTER_BODY
   using A = AccOf<T>;
   cg::cluster_group cluster = cg::this_cluster();
-  const I64 C = cluster.num_blocks(), rank = cluster.block_rank();
   const I64 N = p.N, Hs = p.Hs, KN = p.K * p.N, U = ca.units, G = ca.group;
-  const I64 j0 = rank * U;
-  const I64 un = j0 >= N ? 0 : (N - j0 < U ? N - j0 : U);
-  const I64 b0 = static_cast<I64>(blockIdx.x) / C * G;
-  const I64 bg = p.B - b0 < G ? p.B - b0 : G;
+  const ClusterPart w = PartOf(cluster, N, p.B, U, G);
+  const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg;
   const ClusterSmem sz = BwdSmem<T>(p.K, U, N, G);
   unsigned char* smem = DynamicSmem();
   T* rt = reinterpret_cast<T*>(smem);                                       // [un, K·N]
@@ -224,11 +235,7 @@ template <typename Bytes, typename FnOf>
 PersistentPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, FnOf fn_of) {
   PersistentPlan best;
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return best;
-  }
-  const CoopDevice d = CoopDeviceProps(dev);
+  const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok || d.major < 9 || s.B < 1 || s.N < 1) return best;
   const char* forced = std::getenv("TFRNN_CUDA_CLUSTER_SIZE");
   const int only = forced != nullptr ? std::atoi(forced) : 0;

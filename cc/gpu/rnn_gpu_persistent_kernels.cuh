@@ -151,6 +151,15 @@ inline CoopDevice CoopDeviceProps(int dev) {
   return d;
 }
 
+// The current device (into *dev) and its properties (not ok on any error).
+inline CoopDevice CurrentCoopDevice(int* dev) {
+  if (cudaGetDevice(dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CoopDevice();
+  }
+  return CoopDeviceProps(*dev);
+}
+
 // Raises kernel fn's dynamic shared memory limit to smem (never lowers it, so every plan made
 // so far stays launchable); false on an error. Call with PlanMutex() held.
 inline bool RaiseSmemLimit(int dev, const void* fn, size_t smem) {
@@ -245,11 +254,7 @@ PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_
                             size_t batch_bytes, FnOf fn_of) {
   PersistentPlan pl;
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return pl;
-  }
-  const CoopDevice d = CoopDeviceProps(dev);
+  const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok) return pl;
   const I64 U = (s.N + d.sms - 1) / d.sms;
   const I64 blocks = (s.N + U - 1) / U;
