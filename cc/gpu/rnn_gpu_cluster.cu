@@ -253,15 +253,7 @@ PersistentPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, Fn
     const I64 clusters = (s.B + G - 1) / G;
     if (ActiveClusters(dev, fn_of(rb, cb), C, smem) < clusters) continue;
     if (best.ok && U * G >= best.units * best.group) continue;
-    best.ok = true;
-    best.blocks = static_cast<int>(clusters * C);
-    best.threads = kPThreads;
-    best.units = U;
-    best.rows_per_warp = rb;
-    best.batch_tile = cb;
-    best.smem = smem;
-    best.cluster = C;
-    best.group = G;
+    best = MakePlan(clusters * C, U, rb, cb, smem, C, G);
   }
   return best;
 }

@@ -243,6 +243,22 @@ int ActiveClusters(int dev, Fn* fn, int cluster, size_t smem) {
   return n;
 }
 
+// A plan that runs (cluster > 0: in clusters of `cluster` blocks, `group` batch rows each).
+inline PersistentPlan MakePlan(I64 blocks, I64 units, int rb, int cb, size_t smem,
+                               int cluster = 0, I64 group = 0) {
+  PersistentPlan pl;
+  pl.ok = true;
+  pl.blocks = static_cast<int>(blocks);
+  pl.threads = kPThreads;
+  pl.units = units;
+  pl.rows_per_warp = rb;
+  pl.batch_tile = cb;
+  pl.smem = smem;
+  pl.cluster = cluster;
+  pl.group = group;
+  return pl;
+}
+
 // The plan of a persistent kernel on the current device: U units per block, so that every
 // block is resident at once; each block keeps rows_per_unit·U rows of R (r_bytes_per_unit
 // bytes per unit) and batch_bytes of the batch in shared memory; fn_of(rb, cb) is the kernel
@@ -265,14 +281,7 @@ PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_
   const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
   const void* fn = reinterpret_cast<const void*>(fn_of(rb, cb));
   if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
-  pl.ok = true;
-  pl.blocks = static_cast<int>(blocks);
-  pl.threads = kPThreads;
-  pl.units = U;
-  pl.rows_per_warp = rb;
-  pl.batch_tile = cb;
-  pl.smem = smem;
-  return pl;
+  return MakePlan(blocks, U, rb, cb, smem);
 }
 
 // Launches kernel fn(p, pa) as planned (a cooperative launch: every block resident at once).
