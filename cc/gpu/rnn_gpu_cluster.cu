@@ -217,13 +217,11 @@ using ClusterBwdFn = void (*)(BwdStep<T>, ClusterArgs);
 
 template <typename T>
 ClusterFwdFn<T> ClusterFwdOf(int rb, int cb) {
-  if (rb == 4) return cb == 8 ? &ClusterFwdKernel<T, 4, 8> : &ClusterFwdKernel<T, 4, 1>;
-  return cb == 8 ? &ClusterFwdKernel<T, 1, 8> : &ClusterFwdKernel<T, 1, 1>;
+  return ByTile(rb, cb, [](auto r, auto c) { return &ClusterFwdKernel<T, r.value, c.value>; });
 }
 template <typename T>
 ClusterBwdFn<T> ClusterBwdOf(int rb, int cb) {
-  if (rb == 4) return cb == 8 ? &ClusterBwdKernel<T, 4, 8> : &ClusterBwdKernel<T, 4, 1>;
-  return cb == 8 ? &ClusterBwdKernel<T, 1, 8> : &ClusterBwdKernel<T, 1, 1>;
+  return ByTile(rb, cb, [](auto r, auto c) { return &ClusterBwdKernel<T, r.value, c.value>; });
 }
 
 // The plan of a cluster kernel on the current device. For each cluster size C (2 to 16, or
@@ -242,14 +240,14 @@ PersistentPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, Fn
   for (int C : {2, 4, 8, 16}) {
     if ((only > 0 && C != only) || C > s.N) continue;
     const I64 U = (s.N + C - 1) / C;
-    const int rb = rows_per_unit * U >= 4 * kWarps ? 4 : 1;
+    const int rb = RowsPerWarp(rows_per_unit * U);
     if (bytes(U, 1) > static_cast<size_t>(d.optin)) continue;
     const int first = ActiveClusters(dev, fn_of(rb, 1), C, bytes(U, 1));
     if (first < 1) continue;
     const I64 G = (s.B + first - 1) / first;
     const size_t smem = bytes(U, G);
     if (smem > static_cast<size_t>(d.optin)) continue;
-    const int cb = G >= 4 ? 8 : 1;
+    const int cb = BatchTile(G);
     const I64 clusters = (s.B + G - 1) / G;
     if (ActiveClusters(dev, fn_of(rb, cb), C, smem) < clusters) continue;
     if (best.ok && U * G >= best.units * best.group) continue;

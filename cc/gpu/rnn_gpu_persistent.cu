@@ -5,9 +5,6 @@
 
 #include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
 
-#include <cstdlib>
-#include <cstring>
-
 namespace tfrnn {
 namespace gpu {
 namespace {
@@ -91,11 +88,8 @@ using KernelFn = void (*)(FwdStep<T>, PersistentArgs);
 
 template <typename T>
 KernelFn<T> KernelOf(int rb, int cb) {
-  if (rb == 4) return cb == 8 ? &PersistentFwdKernel<T, 4, 8> : &PersistentFwdKernel<T, 4, 1>;
-  return cb == 8 ? &PersistentFwdKernel<T, 1, 8> : &PersistentFwdKernel<T, 1, 1>;
+  return ByTile(rb, cb, [](auto r, auto c) { return &PersistentFwdKernel<T, r.value, c.value>; });
 }
-
-}  // namespace
 
 template <typename T>
 PersistentPlan ChooseFwdPlan(const RnnSpec& s) {
@@ -109,6 +103,8 @@ PersistentPlan ChooseFwdPlan(const RnnSpec& s) {
   const I64 K = RnnK(s), Hs = RnnHs(s);
   return PlanOnDevice(s, K, sizeof(T) * K * Hs, sizeof(AccOf<T>) * s.B * Hs, &KernelOf<T>);
 }
+
+}  // namespace
 
 template <typename T>
 PersistentPlan PlanPersistentFwd(const RnnSpec& s) {

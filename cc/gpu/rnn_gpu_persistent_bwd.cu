@@ -64,11 +64,8 @@ using BwdKernelFn = void (*)(BwdStep<T>, PersistentBwdArgs);
 
 template <typename T>
 BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
-  if (rb == 4) return cb == 8 ? &PersistentBwdKernel<T, 4, 8> : &PersistentBwdKernel<T, 4, 1>;
-  return cb == 8 ? &PersistentBwdKernel<T, 1, 8> : &PersistentBwdKernel<T, 1, 1>;
+  return ByTile(rb, cb, [](auto r, auto c) { return &PersistentBwdKernel<T, r.value, c.value>; });
 }
-
-}  // namespace
 
 template <typename T>
 PersistentPlan ChooseBwdPlan(const RnnSpec& s) {
@@ -85,6 +82,8 @@ PersistentPlan ChooseBwdPlan(const RnnSpec& s) {
   const I64 KN = RnnK(s) * s.N;
   return PlanOnDevice(s, 1, sizeof(T) * KN, sizeof(AccOf<T>) * s.B * KN, &BwdKernelOf<T>);
 }
+
+}  // namespace
 
 template <typename T>
 PersistentPlan PlanPersistentBwd(const RnnSpec& s) {

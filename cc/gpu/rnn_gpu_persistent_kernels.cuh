@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "cc/gpu/rnn_gpu_persistent.cuh"
@@ -87,6 +88,23 @@ __device__ __forceinline__ void WarpDots(const T* rs, const V* vs, I64 rows, I64
       }
     }
   }
+}
+
+// WarpDots' register tile for `rows` rows of R per block and `batch` rows of the batch: four
+// rows per warp only when every warp gets four; a tile of 8 batch rows from four rows up (it
+// would waste most of itself on one or two).
+inline int RowsPerWarp(I64 rows) { return rows >= 4 * kWarps ? 4 : 1; }
+inline int BatchTile(I64 batch) { return batch >= 4 ? 8 : 1; }
+
+// make(RB, CB) for the tile (rb, cb), RB and CB as std::integral_constant: the kernel
+// instantiation of a tile, e.g. [](auto r, auto c) { return &Kernel<T, r.value, c.value>; }.
+template <typename Make>
+auto ByTile(int rb, int cb, Make make) {
+  using I1 = std::integral_constant<int, 1>;
+  using I4 = std::integral_constant<int, 4>;
+  using I8 = std::integral_constant<int, 8>;
+  if (rb == 4) return cb == 8 ? make(I4(), I8()) : make(I4(), I1());
+  return cb == 8 ? make(I1(), I8()) : make(I1(), I1());
 }
 
 inline bool EnvIs(const char* name, const char* value) {
@@ -276,9 +294,7 @@ PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_
   const I64 blocks = (s.N + U - 1) / U;
   const size_t smem = Align16(r_bytes_per_unit * U) + batch_bytes;
   if (smem > static_cast<size_t>(d.optin)) return pl;
-  // Four rows per warp only when every warp gets four.
-  const int rb = rows_per_unit * U >= 4 * kWarps ? 4 : 1;
-  const int cb = s.B >= 4 ? 8 : 1;  // a tile of 8 batch rows wastes most of it on one or two
+  const int rb = RowsPerWarp(rows_per_unit * U), cb = BatchTile(s.B);
   const void* fn = reinterpret_cast<const void*>(fn_of(rb, cb));
   if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
   return MakePlan(blocks, U, rb, cb, smem);

@@ -106,6 +106,8 @@ using cudaDataType = cudaDataType_t;
 
 namespace tfrnn {
 namespace emu {
+constexpr size_t kSmemOptin = 227 * 1024;  // dynamic shared memory per block, opted in
+
 // The error a launch left for cudaGetLastError (a bad configuration), cleared when read.
 inline thread_local cudaError_t last_error = cudaSuccess;
 
@@ -178,7 +180,7 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
     case cudaDevAttrCooperativeLaunch: *v = 1; break;
     case cudaDevAttrComputeCapabilityMajor: *v = 9; break;  // thread-block clusters
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = tfrnn::emu::kSmemOptin; break;
     default: return cudaErrorInvalidValue;
   }
   return cudaSuccess;

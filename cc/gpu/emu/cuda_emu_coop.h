@@ -298,33 +298,37 @@ struct cluster_group {
 inline cluster_group this_cluster() { return cluster_group(); }
 }  // namespace cooperative_groups
 
-// A launch with a configuration: clusters of the configured size (1 without the attribute).
-template <typename... P, typename... Args>
-cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* cfg, void (*f)(P...), Args&&... args) {
+namespace tfrnn {
+namespace emu {
+// The blocks per cluster of a launch configuration (1 without the attribute; 0 for a cluster
+// that is not along x only, which no launch accepts).
+inline unsigned ClusterOf(const cudaLaunchConfig_t* cfg) {
   unsigned cluster = 1;
   for (unsigned i = 0; i < cfg->numAttrs; ++i) {
     if (cfg->attrs[i].id == cudaLaunchAttributeClusterDimension) {
       const auto& d = cfg->attrs[i].val.clusterDim;
-      if (d.y != 1 || d.z != 1) return cudaErrorInvalidConfiguration;
-      cluster = d.x;
+      cluster = d.y == 1 && d.z == 1 ? d.x : 0;
     }
   }
-  return tfrnn::emu::LaunchFibers(f, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, cluster,
-                                  false, static_cast<P>(args)...);
+  return cluster;
+}
+}  // namespace emu
+}  // namespace tfrnn
+
+// A launch with a configuration: clusters of the configured size.
+template <typename... P, typename... Args>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* cfg, void (*f)(P...), Args&&... args) {
+  return tfrnn::emu::LaunchFibers(f, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
+                                  tfrnn::emu::ClusterOf(cfg), false, static_cast<P>(args)...);
 }
 
 // Clusters of the configured size resident at once: the emulated device's 4 multiprocessors,
 // one block each.
 template <typename F>
 cudaError_t cudaOccupancyMaxActiveClusters(int* n, F, const cudaLaunchConfig_t* cfg) {
-  unsigned cluster = 1;
-  for (unsigned i = 0; i < cfg->numAttrs; ++i) {
-    if (cfg->attrs[i].id == cudaLaunchAttributeClusterDimension) {
-      cluster = cfg->attrs[i].val.clusterDim.x;
-    }
-  }
+  const unsigned cluster = tfrnn::emu::ClusterOf(cfg);
   if (cluster == 0) return cudaErrorInvalidValue;
-  *n = cfg->dynamicSmemBytes <= 227 * 1024 && cluster <= tfrnn::emu::kMaxCluster
+  *n = cfg->dynamicSmemBytes <= tfrnn::emu::kSmemOptin && cluster <= tfrnn::emu::kMaxCluster
            ? static_cast<int>(tfrnn::emu::kMaxCluster / cluster)
            : 0;
   return cudaSuccess;
