@@ -18,12 +18,17 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   lstm_train_cudnn LSTM fwd+bwd: CudnnRNNV3 + CudnnRNNBackpropV3 (the op of the Keras layers;
                    no activation planes through the op boundary) vs torch nn.LSTM
   keras_lstm       training step (forward, loss, all gradients) of tf_rnn_ops.keras.LSTM
-                   (fused CudnnRNNV3)                             vs keras.layers.LSTM
+                   (fused TfRnn>KerasRNN) vs keras.layers.LSTM, plain and with jit_compile=True
   keras_gru        the same for GRU                               vs keras.layers.GRU
   keras_lstm_mask  keras_lstm with a left-padded mask (lengths T/2..T, pad_sequences' default)
   keras_lstm_rdrop keras_lstm with recurrent_dropout=0.25 (same seed both sides)
   keras_gru_rdrop  keras_gru with recurrent_dropout=0.25 (same seed both sides)
   keras_simple     the same training step for SimpleRNN (tanh)    vs keras.layers.SimpleRNN
+  keras_lstm_infer inference (training=False, whole sequence), LSTM; keras_gru_infer: GRU
+  keras_lstm_stream a stateful layer called on one step of batch N (T unused): the streaming
+                   step of a model served per time step; keras_gru_stream: GRU
+  (every keras_* benchmark: peers "keras", the stock layer in a tf.function, and "keras_xla",
+  the same with jit_compile=True; see keras_cases.py)
 
 Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch runs eagerly
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
@@ -54,21 +59,23 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_util as bu  # noqa: E402  (puts the repository root on sys.path)
+from keras_cases import KERAS_PEERS, KerasCases  # noqa: E402
 from bench_util import tf  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")  # each benchmark is its own tf.function: no retracing notes
 
 from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
+KERAS_BENCHES = ["keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop",
+                 "keras_gru_rdrop", "keras_simple", "keras_lstm_infer", "keras_gru_infer",
+                 "keras_lstm_stream", "keras_gru_stream"]
 BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_cell",
-           "gru_cell_grad", "lstm_train", "gru_train", "lstm_train_cudnn", "keras_lstm",
-           "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop", "keras_gru_rdrop", "keras_simple"]
+           "gru_cell_grad", "lstm_train", "gru_train", "lstm_train_cudnn"] + KERAS_BENCHES
 # Peers of each benchmark, in the order they are printed.
 PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
          "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
          "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "lstm_train_cudnn": ["torch"],
-         "keras_lstm": ["keras"], "keras_gru": ["keras"], "keras_lstm_mask": ["keras"],
-         "keras_lstm_rdrop": ["keras"], "keras_gru_rdrop": ["keras"], "keras_simple": ["keras"]}
+         **{b: list(KERAS_PEERS) for b in KERAS_BENCHES}}
 # Benchmarks whose peak memory is measured (the backward passes).
 BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
             "lstm_train_cudnn", "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop",
@@ -94,7 +101,7 @@ def _torch():
     return torch
 
 
-class Case:
+class Case(KerasCases):
     """Inputs of one (size, dtype); builds the callables of every benchmark lazily."""
 
     def __init__(self, size, dtype_name):
@@ -308,58 +315,17 @@ class Case:
             return x.grad
         return step
 
-    def _keras(self, kind, mask=False, **kw):
-        import keras
-        import tf_rnn_ops.keras as ours_keras
-        T, N, I, H = self.size
-        policy = "float32" if self.dtype_name == "float32" else "mixed_bfloat16"
-        x = tf.transpose(self.lstm["x"], [1, 0, 2])  # batch-major, as Keras wants
-        dy = tf.transpose(self.dh, [1, 0, 2])
-        m = None
-        if mask:  # left-padded: the last `length` steps of each row are valid
-            lengths = np.random.default_rng(5).integers(T // 2, T + 1, size=N)
-            m = tf.constant(np.arange(T)[None, :] >= (T - lengths)[:, None])
-        stock = getattr(keras.layers, kind)(H, return_sequences=True, dtype=policy, **kw)
-        mine = getattr(ours_keras, kind)(H, return_sequences=True, dtype=policy, **kw)
-        stock(x)
-        mine(x)
-        mine.set_weights(stock.get_weights())
-
-        def make(layer):
-            @tf.function
-            def step():
-                with tf.GradientTape() as tape:
-                    y = layer(x, mask=m, training=True)
-                    loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.cast(dy, tf.float32))
-                return tape.gradient(loss, layer.trainable_variables)
-            return step
-        return {"ours": lambda: make(mine), "keras": lambda: make(stock)}
-
-    def keras_lstm(self):
-        return self._keras("LSTM")
-
-    def keras_gru(self):
-        return self._keras("GRU")
-
-    def keras_lstm_mask(self):
-        return self._keras("LSTM", mask=True)
-
-    def keras_lstm_rdrop(self):
-        return self._keras("LSTM", recurrent_dropout=0.25, seed=3)
-
-    def keras_gru_rdrop(self):
-        return self._keras("GRU", recurrent_dropout=0.25, seed=3)
-
-    def keras_simple(self):
-        return self._keras("SimpleRNN")
-
 
 def flops(bench, size):
     T, N, I, H = size
     gates = 3 if "gru" in bench else 1 if "simple" in bench else 4
+    if bench.endswith("_stream"):
+        return bu.lstm_flops(1, N, I, H, gates)
     f = bu.lstm_flops(T, N, I, H, gates)
     if bench.endswith("_grad"):
         return 2 * f
+    if bench.endswith("_infer"):
+        return f
     if "_train" in bench or bench.startswith("keras_"):  # lstm_train_cudnn too
         return 3 * f
     return f

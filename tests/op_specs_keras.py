@@ -1,12 +1,16 @@
-"""Catalogue specs (op_specs.py) of the Keras layers' ops TfRnn>KerasRNN and KerasRNNBackprop:
-CudnnRNNV3 / CudnnRNNBackpropV3 plus recurrent_mask [B, D·K·N] and the Keras attrs. Internal ops
-(no raw_ops wrapper): called through the generated op functions."""
+"""Catalogue specs (op_specs.py) of the Keras layers' ops TfRnn>KerasRNN and KerasRNNBackprop
+(cc/ops/keras_rnn_ops.cc): one layer, batch-major, the Keras weights kernel [I, K·N],
+recurrent_kernel [N, K·N] and bias [K·N], optional sequence_lengths [B] and recurrent_mask
+[B, K·N] (both may be empty: none). Internal ops (no raw_ops wrapper): called through the
+generated op functions."""
 import tensorflow as tf
 
 import op_specs as S
 
-KERAS_ATTR_KEYS = ("activation", "recurrent_activation", "reset_after")
+KERAS_ATTR_KEYS = ("rnn_mode", "activation", "recurrent_activation", "reset_after")
 _ACTS = ("tanh", "sigmoid", "relu", "linear", "hard_sigmoid")
+_MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+KERAS_ATTRS = {"rnn_mode": "lstm"}
 
 
 def _gates(mode):
@@ -14,39 +18,38 @@ def _gates(mode):
 
 
 def _derive(dims, attrs):
-    d = S._cudnn_derive(dims, attrs)
+    d = dict(dims)
     d["K"] = _gates(attrs["rnn_mode"])
+    aux = 1 if attrs["rnn_mode"] in ("lstm", "gru") else 0
+    d["R"] = d["T"] * d["B"] * (d["K"] + aux + 1) * d["N"]   # float32 reserve elements
     return d
 
 
-def _space(backprop):
-    def space(draw, dims):
-        dims, attrs = S._cudnn_space("V3", backprop)(draw, dims)
-        attrs["num_proj"] = 0          # a recurrent mask needs one layer, no projection
-        attrs["activation"] = draw.sampled_from(_ACTS)
-        attrs["recurrent_activation"] = draw.sampled_from(_ACTS)
-        attrs["reset_after"] = draw.booleans()
-        return dict(dims, L=1), attrs
-    return space
+def _inputs():
+    return [S.Input("input", ("B", "T", "I")), S.Input("input_h", ("B", "N")),
+            S.Input("input_c", ("B", "N")), S.Input("kernel", ("I", "K*N")),
+            S.Input("recurrent_kernel", ("N", "K*N")), S.Input("bias", ("K*N",)),
+            S.Input("sequence_lengths", ("B",), "i32"),
+            S.Input("recurrent_mask", ("B", "K*N"))]
 
 
-def _attrs(attrs, backprop):
-    a = S._cudnn_fwd_attrs(attrs, "V3")
-    if backprop:
-        a.pop("is_training", None)
-    a.update({k: v for k, v in attrs.items() if k in KERAS_ATTR_KEYS})
-    return a
-
-
-def _mask(rng, dims, attrs, dtype):
-    d = _derive(dims, attrs)
-    return S._t(rng, (d["B"], d["D"] * d["K"] * d["N"]), dtype, lo=0.0, hi=2.0)
+def _space(draw, dims):
+    attrs = {"rnn_mode": draw.sampled_from(_MODES),
+             "activation": draw.sampled_from(_ACTS),
+             "recurrent_activation": draw.sampled_from(_ACTS),
+             "reset_after": draw.booleans()}
+    return dims, attrs
 
 
 def _fwd_kw(rng, dims, attrs, dtype):
-    kw = S._cudnn_fwd_kw(rng, dims, attrs, dtype, True)
-    kw["recurrent_mask"] = _mask(rng, dims, attrs, dtype)
-    return kw
+    d = _derive(dims, attrs)
+    B, T, I, N, KN = d["B"], d["T"], d["I"], d["N"], d["K"] * d["N"]
+    lengths = [T - (b % 2) if T > 0 else 0 for b in range(B)]
+    return dict(input=S._t(rng, (B, T, I), dtype), input_h=S._t(rng, (B, N), dtype),
+                input_c=S._t(rng, (B, N), dtype), kernel=S._t(rng, (I, KN), dtype),
+                recurrent_kernel=S._t(rng, (N, KN), dtype), bias=S._t(rng, (KN,), dtype),
+                sequence_lengths=tf.constant(lengths, tf.int32, shape=[B]),
+                recurrent_mask=S._t(rng, (B, KN), dtype, lo=0.0, hi=2.0))
 
 
 def _values(dims, attrs):
@@ -63,51 +66,51 @@ def _values(dims, attrs):
 
 
 def keras_specs():
-    base_dims = {"T": 4, "B": 2, "I": 5, "N": 3, "L": 1}
-    zero = {"T": True, "B": True, "I": True, "N": False, "L": False}
-    links = {"P": "INLD", "Hs": "N", "R": "TBINLD", "HR": "", "K": ""}
-    mask_in = S.Input("recurrent_mask", ("B", "D*K*N"))
+    base_dims = {"T": 4, "B": 2, "I": 5, "N": 3}
+    zero = {"T": True, "B": True, "I": True, "N": False}
+    links = {"K": "", "R": "TBN"}
+    free = frozenset({("input", 1)})          # the time axis: sequence_lengths stay valid
+    empty_ok = frozenset({"sequence_lengths"})   # [0]: every row has every step
     specs = []
 
     def fwd_call(kw, attrs):
-        return S.flatten(S._lib().tf_rnn_keras_rnn(**kw, **_attrs(attrs, False)))
+        return S.flatten(S._lib().tf_rnn_keras_rnn(**kw, **attrs))
 
     def fwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
-        x, h, c, y = S._cudnn_shapes(d, attrs, S._tm(attrs))
-        return [y, h, c if attrs["rnn_mode"] == "lstm" else (), None, None]
+        lstm = attrs["rnn_mode"] == "lstm"
+        return [(d["B"], d["T"], d["N"]), (d["B"], d["N"]), (d["B"], d["N"]) if lstm else (0,),
+                None]
 
     specs.append(S.OpSpec(
-        name="KerasRNN", inputs=S._cudnn_inputs(True, False) + [mask_in], call=fwd_call,
-        make=_fwd_kw, out_shapes=fwd_shapes, dims=dict(base_dims),
-        attrs=dict(S.CUDNN_ATTRS), derive=_derive, zero_ok=dict(zero),
-        free=frozenset({("input", 0)}), links=links, values=_values,
-        attr_space=_space(False), wrapper=False, nan_input="input"))
+        name="KerasRNN", inputs=_inputs(), call=fwd_call, make=_fwd_kw, out_shapes=fwd_shapes,
+        dims=dict(base_dims), attrs=dict(KERAS_ATTRS), derive=_derive, zero_ok=dict(zero),
+        free=free, empty_ok=empty_ok, links=links, values=_values, attr_space=_space,
+        wrapper=False, nan_input="input"))
 
     def bwd_make(rng, dims, attrs, dtype):
         kw = _fwd_kw(rng, dims, attrs, dtype)
-        fa = dict(_attrs(attrs, True), is_training=True)
-        y, hn, cn, reserve, host = S._lib().tf_rnn_keras_rnn(**kw, **fa)
-        kw.update(output=y, output_h=hn, output_c=cn, reserve_space=reserve, host_reserved=host,
-                  output_backprop=S._t(rng, y.shape, dtype),
+        y, hn, cn, reserve = S._lib().tf_rnn_keras_rnn(**kw, **attrs, is_training=True)
+        kw.update(output_backprop=S._t(rng, y.shape, dtype),
                   output_h_backprop=S._t(rng, hn.shape, dtype),
-                  output_c_backprop=S._t(rng, cn.shape, dtype))
+                  output_c_backprop=S._t(rng, hn.shape, dtype), reserve_space=reserve)
         return kw
 
     def bwd_call(kw, attrs):
-        return S.flatten(S._lib().tf_rnn_keras_rnn_backprop(**kw, **_attrs(attrs, True)))
+        return S.flatten(S._lib().tf_rnn_keras_rnn_backprop(**kw, **attrs))
 
     def bwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
-        x, h, c, y = S._cudnn_shapes(d, attrs, S._tm(attrs))
-        return [x, h, c if attrs["rnn_mode"] == "lstm" else None, (d["P"],)]
+        B, T, I, N, KN = d["B"], d["T"], d["I"], d["N"], d["K"] * d["N"]
+        return [(B, T, I), (B, N), (B, N), (I, KN), (N, KN), (KN,)]
 
-    ins = S._cudnn_inputs(True, True)
-    ins.insert(5, mask_in)
+    ins = _inputs() + [S.Input("output_backprop", ("B", "T", "N")),
+                       S.Input("output_h_backprop", ("B", "N")),
+                       S.Input("output_c_backprop", ("B", "N")),
+                       S.Input("reserve_space", ("R",))]
     specs.append(S.OpSpec(
         name="KerasRNNBackprop", inputs=ins, call=bwd_call, make=bwd_make,
-        out_shapes=bwd_shapes, dims=dict(base_dims), attrs=dict(S.CUDNN_ATTRS), derive=_derive,
-        zero_ok=dict(zero), free=frozenset({("host_reserved", 0), ("rank", "host_reserved")}),
-        empty_ok=frozenset({"host_reserved"}), links=links, values=_values,
-        attr_space=_space(True), wrapper=False, nan_input="input"))
+        out_shapes=bwd_shapes, dims=dict(base_dims), attrs=dict(KERAS_ATTRS), derive=_derive,
+        zero_ok=dict(zero), free=frozenset(), empty_ok=empty_ok, links=links, values=_values,
+        attr_space=_space, wrapper=False, nan_input="input"))
     return specs

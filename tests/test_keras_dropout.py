@@ -99,7 +99,7 @@ def test_input_dropout_one_mask_per_gate(kind, keras_calls):
     stock.use_cudnn = False  # stock Keras 3.15's cuDNN attempt breaks on the mask list
     _compare(stock, ours, _x(43), training=True)
     _compare(stock, ours, _x(43), training=False)
-    assert keras_calls == [kind]
+    assert keras_calls == [kind, kind]  # training (pre-projected) and inference
 
 
 ACTS = [("relu", "sigmoid"), ("linear", "hard_sigmoid"), ("sigmoid", "tanh"),
@@ -195,16 +195,18 @@ def test_saved_model_and_keras_round_trip(kind, tmp_path):
 
 # --- the op itself: bad inputs ----------------------------------------------------------------
 
-def _op_kw(mode="lstm", N=3, I_=2, L=1, mask_cols=None, preprojected=False, **extra):
+def _op_kw(mode="lstm", N=3, I_=2, mask_cols=None, preprojected=False, two_biases=False,
+           **extra):
     K_ = {"lstm": 4, "gru": 3, "rnn_tanh": 1}[mode]
     rng = _np_rng(70)
-    in_w = 0 if preprojected else I_
-    per_layer = K_ * N * in_w + K_ * N * N + 2 * K_ * N
-    params = per_layer + (L - 1) * (K_ * N * N + K_ * N * N + 2 * K_ * N)
     x_cols = K_ * N if preprojected else I_
-    kw = dict(input=tf.constant(rng.normal(size=(4, 2, x_cols)), tf.float32),  # time-major
-              input_h=tf.zeros([L, 2, N]), input_c=tf.zeros([L, 2, N]),
-              params=tf.constant(rng.normal(size=[params]) * 0.3, tf.float32),
+
+    def r(*shape):
+        return tf.constant(rng.normal(size=shape) * 0.3, tf.float32)
+    kw = dict(input=r(2, 4, x_cols),  # batch-major [B, T, I]
+              input_h=tf.zeros([2, N]), input_c=tf.zeros([2, N]),
+              kernel=tf.zeros([0, K_ * N]) if preprojected else r(I_, K_ * N),
+              recurrent_kernel=r(N, K_ * N), bias=r(2, K_ * N) if two_biases else r(K_ * N),
               sequence_lengths=tf.constant([2, 1], tf.int32),
               recurrent_mask=tf.ones([2, K_ * N if mask_cols is None else mask_cols]),
               rnn_mode=mode, preprojected=preprojected)
@@ -215,23 +217,34 @@ def _op_kw(mode="lstm", N=3, I_=2, L=1, mask_cols=None, preprojected=False, **ex
 def test_op_runs_and_bad_inputs_name_the_input():
     lib = load_library()
     out = lib.tf_rnn_keras_rnn(**_op_kw())
-    assert out[0].shape == (4, 2, 3)
+    assert out[0].shape == (2, 4, 3)
     lib.tf_rnn_keras_rnn(**_op_kw(recurrent_mask=tf.zeros([0])))           # no mask
+    lib.tf_rnn_keras_rnn(**_op_kw(sequence_lengths=tf.zeros([0], tf.int32)))  # full lengths
     lib.tf_rnn_keras_rnn(**_op_kw(mode="gru", preprojected=True, reset_after=False))
+    lib.tf_rnn_keras_rnn(**_op_kw(mode="gru", two_biases=True))
     cases = [
         (_op_kw(mask_cols=5), "recurrent_mask"),
         (_op_kw(recurrent_mask=tf.ones([3, 12])), "recurrent_mask"),
         (_op_kw(recurrent_mask=tf.ones([2, 12, 1])), "recurrent_mask"),
         (_op_kw(recurrent_mask=tf.ones([0, 0])), "recurrent_mask"),
-        (_op_kw(L=2), "recurrent_mask"),
-        (dict(_op_kw(), input=tf.ones([4, 2, 7]), preprojected=True), "input"),
+        (dict(_op_kw(), input=tf.ones([2, 4, 7]), preprojected=True), "input"),
         (_op_kw(sequence_lengths=tf.constant([5, 1], tf.int32)), "sequence_lengths"),
+        (_op_kw(sequence_lengths=tf.constant([1, 1, 1], tf.int32)), "sequence_lengths"),
+        (_op_kw(kernel=tf.ones([2, 11])), "kernel"),
+        (_op_kw(kernel=tf.ones([3, 12])), "kernel"),
+        (_op_kw(recurrent_kernel=tf.ones([3, 9])), "recurrent_kernel"),
+        (_op_kw(recurrent_kernel=tf.ones([12])), "recurrent_kernel"),
+        (_op_kw(bias=tf.ones([11])), "bias"),
+        (_op_kw(bias=tf.ones([3, 12])), "bias"),
+        (_op_kw(input_h=tf.zeros([3, 3])), "input_h"),
+        (_op_kw(input_c=tf.zeros([2, 4])), "input_c"),
+        (_op_kw(input=tf.ones([2, 4])), "input"),
     ]
     for kw, name in cases:
         with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=name):
             lib.tf_rnn_keras_rnn(**kw)
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError, TypeError)):
         lib.tf_rnn_keras_rnn(**_op_kw(activation="softplus"))
-    # An internal op: TensorFlow's own dtype check names the position (recurrent_mask is #5).
-    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="#5"):
+    # An internal op: TensorFlow's own dtype check names the position (recurrent_mask is #7).
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="#7"):
         lib.tf_rnn_keras_rnn(**_op_kw(recurrent_mask=tf.ones([2, 12], tf.float64)))

@@ -5,8 +5,8 @@ Every comparison builds a stock layer and ours, copies the weights with
 respect to the inputs and to every trainable weight (tf.GradientTape). Stock Keras runs its
 generic loop on this CPU-only host, so these also check that the fused op reproduces that
 loop's masking rules. Whether the fused op ran is checked by counting calls of
-``tf_rnn_ops.raw_ops.CudnnRNNV3`` (eager) or by looking for ``TfRnn>CudnnRNNV3`` in the traced
-graph (the configurations cuDNN cannot run go to ``TfRnn>KerasRNN``: test_keras_dropout.py).
+``tf_rnn_ops.keras._keras_rnn`` (eager and at trace time) or by looking for ``TfRnn>KerasRNN``
+in the traced graph.
 SavedModel / .keras reloads and tf.distribute run in fresh subprocesses.
 """
 import json
@@ -54,8 +54,8 @@ def count_calls(monkeypatch, owner, attr):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    """Counts eager and trace-time calls of raw_ops.CudnnRNNV3 made by the layers."""
-    return count_calls(monkeypatch, raw_ops, "CudnnRNNV3")
+    """Counts eager and trace-time calls of the fused op (TfRnn>KerasRNN) made by the layers."""
+    return count_calls(monkeypatch, K, "_keras_rnn")
 
 
 @pytest.fixture(autouse=True)
@@ -207,11 +207,11 @@ def test_gru_reset_after(reset_after, fused_calls):
     if reset_after:
         _compare(stock, ours, _x(3))
         assert fused_calls == ["gru"]
-    else:  # fused in TfRnn>KerasRNN (test_keras_dropout.py), not CudnnRNNV3
+    else:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             _compare(stock, ours, _x(3))
-        assert fused_calls == []
+        assert fused_calls == ["gru"]
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
@@ -253,7 +253,7 @@ def test_input_dropout_in_training(kind, fused_calls):
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_input_dropout_one_mask_per_gate_fused(kind, fused_calls):
     # implementation=1 draws a separate input mask per gate: the per-gate projections go to
-    # TfRnn>KerasRNN (pre-projected input) in training, CudnnRNNV3 runs inference.
+    # TfRnn>KerasRNN (pre-projected input) in training; inference takes x itself.
     # (Stock Keras 3.15 itself fails here in its cuDNN attempt: it broadcasts the list of
     # masks and gets InvalidArgumentError, not NotImplementedError; so use its plain loop.)
     stock, ours = _pair(kind, dropout=0.4, seed=7, implementation=1)
@@ -262,7 +262,7 @@ def test_input_dropout_one_mask_per_gate_fused(kind, fused_calls):
         warnings.simplefilter("error")
         _compare(stock, ours, _x(7), training=True)
     _compare(stock, ours, _x(7), training=False)
-    assert fused_calls == [kind]
+    assert fused_calls == [kind, kind]
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
@@ -272,8 +272,8 @@ def test_recurrent_dropout(kind, fused_calls):
     assert fused_calls == [kind]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _compare(stock, ours, _x(8), training=True)  # training: TfRnn>KerasRNN, per-gate masks
-    assert fused_calls == [kind]
+        _compare(stock, ours, _x(8), training=True)  # training: per-gate masks, fused too
+    assert fused_calls == [kind, kind]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,13 +399,13 @@ def test_fused_op_in_traced_graph():
     model = _stack(OURS, masking=False)
     fn = tf.function(lambda t: model(t, training=True))
     types = _op_types(fn.get_concrete_function(tf.TensorSpec([None, T, I])))
-    assert "TfRnn>CudnnRNNV3" in types
+    assert "TfRnn>KerasRNN" in types
     assert "While" not in types              # no per-step loop anywhere
     # With Masking (any mask: the fused op too), still no loop and no branch to one.
     model = _stack(OURS, masking=True)
     fn = tf.function(lambda t: model(t))
     types = _op_types(fn.get_concrete_function(tf.TensorSpec([None, T, I])))
-    assert "TfRnn>CudnnRNNV3" in types
+    assert "TfRnn>KerasRNN" in types
     assert not types & {"If", "While", "StatelessIf", "StatelessWhile"}, types
     # And its gradient uses the fused backward op.
     x = tf.constant(_x(15))
@@ -416,7 +416,7 @@ def test_fused_op_in_traced_graph():
             loss = tf.reduce_sum(model(t))
         return tape.gradient(loss, model.trainable_weights)
 
-    assert "TfRnn>CudnnRNNBackpropV3" in _op_types(grads.get_concrete_function(x))
+    assert "TfRnn>KerasRNNBackprop" in _op_types(grads.get_concrete_function(x))
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
@@ -556,7 +556,7 @@ def test_save_and_reload_in_fresh_process(tmp_path):
         for f in gd.library.function:
             ops |= {n.op for n in f.node_def}
         print(json.dumps(dict(kinds=kinds, err_keras=err_keras, err_sm=err_sm,
-                              fused="TfRnn>CudnnRNNV3" in ops)))
+                              fused="TfRnn>KerasRNN" in ops)))
     """, tmp_path)
     res = json.loads(out.strip().splitlines()[-1])
     assert "tf_rnn_ops.keras.LSTM" in res["kinds"] and "tf_rnn_ops.keras.GRU" in res["kinds"]
@@ -575,14 +575,13 @@ def test_mirrored_strategy_two_cpus_matches_single_device(tmp_path):
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         import keras
         import tf_rnn_ops.keras as K
-        from tf_rnn_ops import raw_ops
 
         calls = []
-        real = raw_ops.CudnnRNNV3
+        real = K._keras_rnn
         def counting(**kw):
             calls.append(kw["rnn_mode"])
             return real(**kw)
-        raw_ops.CudnnRNNV3 = counting
+        K._keras_rnn = counting
 
         rng = np.random.default_rng(0)
         x = rng.normal(size=(8, 6, 3)).astype("float32")

@@ -4,7 +4,7 @@ layers (same weights): outputs, states and gradients of inputs, initial states a
 Masks: left-padded (keras.utils.pad_sequences' default), holes in the middle, fully masked
 rows, all steps valid, right-padded; with go_backwards, zero_output_for_mask, return_state,
 Bidirectional, stateful. The layers run the fused op on every one of them (tf_rnn_ops/keras.py
-_compact): the traced graph has TfRnn>CudnnRNNV3 and no While or If.
+_compact): the traced graph has TfRnn>KerasRNN and no While or If.
 """
 import numpy as np
 import pytest
@@ -83,7 +83,7 @@ def test_traced_graph_has_fused_op_and_no_loop(kind):
     fn = tf.function(lambda x, m: ours(x, mask=m))
     concrete = fn.get_concrete_function(tf.constant(_x(23)), tf.constant(MASKS["left"]))
     types = _op_types(concrete)
-    assert "TfRnn>CudnnRNNV3" in types
+    assert "TfRnn>KerasRNN" in types
     assert not types & {"While", "StatelessWhile", "If", "StatelessIf"}, types
 
 

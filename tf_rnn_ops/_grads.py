@@ -126,16 +126,22 @@ def _cudnn_rnn_v3_grad(op, *grads):
     return list(out) + [None]
 
 
-_KERAS_ATTRS = ("activation", "recurrent_activation", "reset_after", "preprojected",
-                "num_proj", "time_major")
+_KERAS_ATTRS = ("rnn_mode", "activation", "recurrent_activation", "reset_after",
+                "preprojected")
 
 
 @tf.RegisterGradient("TfRnn>KerasRNN")
 def _keras_rnn_grad(op, *grads):
-    _check_training(op)
-    out = load_library().tf_rnn_keras_rnn_backprop(
-        **_cudnn_backprop_inputs(op, grads), sequence_lengths=op.inputs[4],
-        recurrent_mask=op.inputs[5], host_reserved=op.outputs[4],
-        **{k: op.get_attr(k) for k in _KERAS_ATTRS}, **_cudnn_common_attrs(op))
+    lib = load_library()
+    inputs = list(op.inputs)
+    attrs = {k: op.get_attr(k) for k in _KERAS_ATTRS}
+    reserve = op.outputs[3]
+    if not op.get_attr("is_training"):
+        # An inference call (no reserve): run the forward again with one, so that the
+        # gradient through it is exact.
+        reserve = lib.tf_rnn_keras_rnn(*inputs, is_training=True, **attrs)[3]
+    dy, dh, dc = _or_zeros(grads[:3], op.outputs[:3])
+    out = lib.tf_rnn_keras_rnn_backprop(*inputs, output_backprop=dy, output_h_backprop=dh,
+                                         output_c_backprop=dc, reserve_space=reserve, **attrs)
     # No gradient for the sequence lengths and the recurrent (dropout) mask.
     return list(out) + [None, None]

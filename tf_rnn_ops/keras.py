@@ -13,10 +13,12 @@ both directions. ``to_stock(model)`` returns a copy of a model with every one of
 stock layer (same config and weights), to deploy where tf_rnn_ops is not installed (TF
 Serving, TFLite).
 
-The sequence loop (``inner_loop``) runs in one fused CPU op with a registered gradient:
-``TfRnn>CudnnRNNV3`` for what cuDNN computes (``lstm``, ``gru`` with reset_after, ``rnn_tanh``
-/ ``rnn_relu`` for SimpleRNN), and ``TfRnn>KerasRNN`` (the same kernel and engine, plus what
-cuDNN lacks) for the rest:
+The sequence loop (``inner_loop``) runs in one fused CPU op with a registered gradient,
+``TfRnn>KerasRNN`` (cc/ops/keras_rnn_ops.cc): the stacked engine of the CudnnRNN ops, reading
+the cell's ``kernel``, ``recurrent_kernel`` and ``bias`` as Keras holds them (layout and gate
+order), so a call runs no conversion ops and the gradients arrive in the variables' layout.
+It computes what cuDNN does (``lstm``, ``gru`` with reset_after, ``rnn_tanh`` / ``rnn_relu``
+for SimpleRNN) and what cuDNN lacks:
 
 * recurrent dropout in training: the cell's own masks (``get_recurrent_dropout_mask``, drawn
   by the stock ``RNN.call``, so a stock layer and ours with the same ``seed`` draw the same
@@ -28,10 +30,13 @@ cuDNN lacks) for the rest:
   Keras's ``hard_sigmoid`` (relu6(x + 3) / 6);
 * GRU ``reset_after=False`` (the candidate multiplies ``r ⊙ h_prev`` by its recurrent kernel).
 
-The Keras weights are converted to the cuDNN params layout by differentiable TensorFlow ops,
-so gradients reach the Keras variables. The results equal the stock layer's generic
-(non-cuDNN) loop, which is what stock Keras runs on a CPU-only host, including its masked-step
-rules.
+A call with ``training`` off (``predict``, ``evaluate``, a streaming step) keeps no training
+reserve; differentiating through such a call still gives exact gradients (the registered
+gradient runs the forward again with one). A call of a few steps of a small batch (a
+streaming step) runs its products on the weights in place, without packing them. The results
+equal the stock layer's generic (non-cuDNN) loop, which is what stock Keras runs on a CPU-only
+host, including its masked-step rules. Integer inputs are cast to the compute dtype, as the
+stock layer's product with its float kernel does.
 
 Any mask runs fused: left-padded (``keras.utils.pad_sequences``' default), right-padded, holes,
 fully masked rows, with ``go_backwards`` and ``Bidirectional``. A masked step keeps the state,
@@ -49,7 +54,7 @@ Otherwise (a custom activation) the layer runs the stock Keras loop
 (``keras.layers.RNN.inner_loop``) and gives the stock results, warning once per layer class and
 reason (``UserWarning``), except ``use_cudnn=False``, which asks for the stock loop. With
 ``use_cudnn=True`` an unsupported configuration raises ``ValueError`` instead, as stock Keras
-does. The ops have no XLA kernel, so the layers set ``supports_jit = False``.
+does. The op has no XLA kernel, so the layers set ``supports_jit = False``.
 """
 import threading
 import warnings
@@ -57,7 +62,6 @@ import warnings
 import keras
 import tensorflow as tf
 
-from tf_rnn_ops import raw_ops
 from tf_rnn_ops._loader import load_library
 
 __all__ = ["LSTM", "GRU", "SimpleRNN", "to_stock"]
@@ -109,26 +113,6 @@ def _value(v):
     return v.value if isinstance(v, keras.Variable) else v
 
 
-def _gates_matrix(kernel, gates, order):
-    """[in, G*N] Keras kernel -> flat G matrices [N, in] row-major, in gate order `order`."""
-    rows = tf.shape(kernel)[0]
-    k = tf.reshape(kernel, [rows, gates, -1])           # [in, G, N]
-    if order is not None:
-        k = tf.gather(k, order, axis=1)
-    return tf.reshape(tf.transpose(k, [1, 2, 0]), [-1])  # [G, N, in]
-
-
-def _gates_vector(bias, gates, order):
-    if order is None:
-        return tf.reshape(bias, [-1])
-    return tf.reshape(tf.gather(tf.reshape(bias, [gates, -1]), order, axis=0), [-1])
-
-
-# The configurations CudnnRNNV3 computes; the others run TfRnn>KerasRNN.
-_CUDNN_EXTRAS = dict(activation="tanh", recurrent_activation="sigmoid", reset_after=True,
-                     preprojected=False)
-
-
 def _keras_rnn(**kw):
     """TfRnn>KerasRNN (one place, so that tests can count the layers' calls)."""
     return load_library().tf_rnn_keras_rnn(**kw)
@@ -151,8 +135,7 @@ class _FusedRNNMixin:
     """Replaces the stock layers' inner_loop with one fused op where it is exact."""
 
     _RNN_MODE = None   # "lstm" or "gru"
-    _GATES = None      # 4 or 3
-    _ORDER = None      # Keras gate order -> cuDNN gate order (None: same)
+    _GATES = None      # 4, 3 or 1
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -188,54 +171,47 @@ class _FusedRNNMixin:
         act = self.cell.activation
         return "rnn_tanh" if act in _TANH else "rnn_relu" if act in _RELU else None
 
-    def _params(self, dtype, input_matrices=True):
-        """The Keras weights in the cuDNN params layout (without the input matrices when the
-        input is pre-projected)."""
-        cell = self.cell
-        recurrent = tf.cast(_value(cell.recurrent_kernel), dtype)
-        n = cell.units
-        g, order = self._GATES, self._ORDER
-        if cell.use_bias:
-            bias = tf.cast(_value(cell.bias), dtype)
-            if self._RNN_MODE == "gru" and cell.reset_after:  # [2, 3N]: (input, recurrent)
-                b_in, b_rec = bias[0], bias[1]
-            else:                         # one bias: the input bias, recurrent bias zero
-                b_in, b_rec = bias, tf.zeros([g * n], dtype)
-            biases = [_gates_vector(b_in, g, order), _gates_vector(b_rec, g, order)]
-        else:
-            biases = [tf.zeros([2 * g * n], dtype)]
-        weights = [_gates_matrix(recurrent, g, order)]
-        if input_matrices:
-            kernel = tf.cast(_value(cell.kernel), dtype)
-            weights.insert(0, _gates_matrix(kernel, g, order))
-        return tf.concat(weights + biases, axis=0)
-
-    def _engine_order(self, per_gate):
-        """A list in Keras gate order -> the same list in the op's gate-block order."""
-        return list(per_gate) if self._ORDER is None else [per_gate[k] for k in self._ORDER]
-
     def _recurrent_mask(self, h0, dtype):
         """Keras's recurrent dropout masks (the cell's own, drawn by the stock RNN.call) as the
-        op's recurrent_mask [B, K·N], one mask per gate block; a SimpleRNN cell has one."""
+        op's recurrent_mask [B, K·N], one mask per gate block in Keras's gate order; a
+        SimpleRNN cell has one."""
         masks = self.cell.get_recurrent_dropout_mask(h0)
         if not isinstance(masks, (list, tuple)):
             masks = [masks] * self._GATES
-        return tf.concat([tf.cast(m, dtype) for m in self._engine_order(masks)], axis=1)
+        return tf.concat([tf.cast(m, dtype) for m in masks], axis=1)
 
     def _preprojected(self, sequences, dp_masks, dtype):
         """implementation=1 input dropout: gate k's projection (x ⊙ mask_k) · kernel_k outside
-        the op (then TfRnn>KerasRNN's preprojected input), [B, T, K·N] in the op's order."""
+        the op (then TfRnn>KerasRNN's preprojected input), [B, T, K·N] in Keras's gate order."""
         kernel = tf.cast(_value(self.cell.kernel), dtype)
         n = self.cell.units
         parts = [tf.einsum("bti,in->btn", sequences * tf.expand_dims(tf.cast(m, dtype), 1),
                            kernel[:, k * n:(k + 1) * n]) for k, m in enumerate(dp_masks)]
-        return tf.concat(self._engine_order(parts), axis=-1)
+        return tf.concat(parts, axis=-1)
+
+    def _weights(self, dtype, preprojected):
+        """kernel, recurrent_kernel and bias as the cell holds them (the op reads Keras's
+        layout and gate order): no conversion, only the policy's cast."""
+        cell = self.cell
+        kn = self._GATES * cell.units
+        recurrent = tf.cast(_value(cell.recurrent_kernel), dtype)
+        if preprojected:
+            kernel = tf.zeros([0, kn], dtype)
+        else:
+            kernel = tf.cast(_value(cell.kernel), dtype)
+        bias = tf.cast(_value(cell.bias), dtype) if cell.use_bias else tf.zeros([kn], dtype)
+        return kernel, recurrent, bias
 
     def _fused_loop(self, sequences, initial_state, mask, training):
         cell = self.cell
+        if not sequences.dtype.is_floating:
+            # Integer features: stock Keras multiplies them by the float kernel, whose product
+            # is in the compute dtype.
+            sequences = tf.cast(sequences, self.compute_dtype)
         dtype = sequences.dtype
+        on = _is_on(training)
         preprojected = False
-        if _is_on(training) and 0.0 < cell.dropout < 1.0:
+        if on and 0.0 < cell.dropout < 1.0:
             # The same input mask at every step, as the stock loop (and stock cuDNN) apply it;
             # implementation=1 draws one per gate.
             dp_mask = cell.get_dropout_mask(sequences[:, 0, :])
@@ -244,43 +220,35 @@ class _FusedRNNMixin:
                 preprojected = True
             else:
                 sequences = sequences * tf.expand_dims(tf.cast(dp_mask, dtype), 1)
-        if _is_on(training) and 0.0 < cell.recurrent_dropout < 1.0:
+        if on and 0.0 < cell.recurrent_dropout < 1.0:
             rec_mask = self._recurrent_mask(initial_state[0], dtype)
         else:
-            rec_mask = None
+            rec_mask = tf.zeros([0], dtype)
 
         # Processing order: go_backwards reverses the steps (and the mask) first; the outputs
         # stay in processing order, as the stock loop returns them.
         x = tf.reverse(sequences, [1]) if self.go_backwards else sequences
         if mask is None:
-            shape = tf.shape(x)
-            lengths = tf.fill([shape[0]], shape[1])
+            lengths = tf.zeros([0], tf.int32)   # every row has every step
         else:
             mask = tf.cast(mask, tf.bool)
             if self.go_backwards:
                 mask = tf.reverse(mask, [1])
             x, lengths, idx = _compact(x, mask)
-        h0 = tf.expand_dims(tf.cast(initial_state[0], dtype), 1)     # [B, 1, N]
         lstm = self._RNN_MODE == "lstm"
-        c0 = tf.expand_dims(tf.cast(initial_state[1], dtype), 1) if lstm else tf.zeros([], dtype)
+        h0 = tf.cast(initial_state[0], dtype)
+        c0 = tf.cast(initial_state[1], dtype) if lstm else tf.zeros([0], dtype)
+        kernel, recurrent, bias = self._weights(dtype, preprojected)
         gates = self._RNN_MODE is not None
-        kw = dict(input=x, input_h=h0, input_c=c0,
-                  params=self._params(dtype, input_matrices=not preprojected),
-                  sequence_lengths=tf.cast(lengths, tf.int32), rnn_mode=self._rnn_mode(),
-                  input_mode="linear_input", direction="unidirectional", is_training=True,
-                  time_major=False)
-        extras = dict(
+        out, h, c, _ = _keras_rnn(
+            input=x, input_h=h0, input_c=c0, kernel=kernel, recurrent_kernel=recurrent,
+            bias=bias, sequence_lengths=tf.cast(lengths, tf.int32), recurrent_mask=rec_mask,
+            rnn_mode=self._rnn_mode(),
             activation=_ACT_NAMES[cell.activation] if gates else "tanh",
             recurrent_activation=_ACT_NAMES[cell.recurrent_activation] if gates else "sigmoid",
-            reset_after=bool(getattr(cell, "reset_after", True)), preprojected=preprojected)
-        if rec_mask is None and extras == _CUDNN_EXTRAS:
-            out, h, c, _, _ = raw_ops.CudnnRNNV3(**kw)   # what cuDNN computes
-        else:
-            if rec_mask is None:
-                rec_mask = tf.zeros([0], dtype)
-            out, h, c, _, _ = _keras_rnn(**kw, recurrent_mask=rec_mask, **extras)
-        h = tf.squeeze(h, 1)
-        states = [h, tf.squeeze(c, 1)] if lstm else [h]
+            reset_after=bool(getattr(cell, "reset_after", True)), preprojected=preprojected,
+            is_training=on)
+        states = [h, c] if lstm else [h]
 
         if mask is None:
             last = h
@@ -331,40 +299,35 @@ class _FusedRNNMixin:
 class LSTM(_FusedRNNMixin, keras.layers.LSTM):
     """``keras.layers.LSTM`` whose sequence loop runs in one fused op (see module doc).
 
-    Keras LSTM gates are i, f, c, o, the cuDNN order; the Keras bias becomes the cuDNN input
-    bias and the recurrent bias is zero.
+    Keras LSTM gates are i, f, c, o; the Keras bias is the input bias (no recurrent bias).
     """
 
     _RNN_MODE = "lstm"
     _GATES = 4
-    _ORDER = None
 
 
 @keras.saving.register_keras_serializable(package="tf_rnn_ops")
 class GRU(_FusedRNNMixin, keras.layers.GRU):
     """``keras.layers.GRU`` whose sequence loop runs in one fused op (see module doc).
 
-    Keras GRU gates are z, r, h; cuDNN's are r, z, h. With ``reset_after=True`` the Keras bias
-    ``[2, 3N]`` is (input bias, recurrent bias); with ``reset_after=False`` it is ``[3N]``, the
-    input bias (TfRnn>KerasRNN's reset-before candidate has no recurrent bias to add).
+    Keras GRU gates are z, r, h (the op reads them in that order). With ``reset_after=True``
+    the Keras bias ``[2, 3N]`` is (input bias, recurrent bias); with ``reset_after=False`` it
+    is ``[3N]``, the input bias (the reset-before candidate has no recurrent bias to add).
     """
 
     _RNN_MODE = "gru"
     _GATES = 3
-    _ORDER = [1, 0, 2]
 
 
 @keras.saving.register_keras_serializable(package="tf_rnn_ops")
 class SimpleRNN(_FusedRNNMixin, keras.layers.SimpleRNN):
     """``keras.layers.SimpleRNN`` whose sequence loop runs in one fused op (see module doc): ``rnn_tanh`` for ``activation='tanh'``, ``rnn_relu`` for ``'relu'``.
 
-    h_t = act(x_t · kernel + bias + h_{t-1} · recurrent_kernel): the Keras bias becomes the
-    cuDNN input bias and the recurrent bias is zero.
+    h_t = act(x_t · kernel + bias + h_{t-1} · recurrent_kernel).
     """
 
     _RNN_MODE = None   # from the activation (_rnn_mode)
     _GATES = 1
-    _ORDER = None
 
 
 from tf_rnn_ops._to_stock import to_stock  # noqa: E402  (needs the classes above)

@@ -22,7 +22,7 @@ class HostPool {
 };
 
 // Bump when the table or any struct in types.h changes.
-constexpr int kEngineApiVersion = 8;
+constexpr int kEngineApiVersion = 9;
 
 struct EngineApi {
   int version;

@@ -251,14 +251,17 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // FwdChainPipelined). Step s reads time row s of every sequence unless a reversed direction
   // has sequences shorter than T (then steps and time rows differ per sequence).
   const Index steps = sm.MaxSteps(B);
-  const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj &&
+  // Few steps of few rows (types.h RnnStepsUnpacked), every sequence full length, no mask or
+  // projection: the products on the weights in place, no packing.
+  const bool unpacked = !proj && !s.has_mask && sm.AllFull(B) && RnnStepsUnpacked(steps, B);
+  const bool pipelined = !unpacked && (!sm.reverse || sm.AllFull(B)) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
                          FwdChainPipelined(steps, B, N, d.numThreads());
   // Small weights (types.h RnnFusesInput), every sequence full length, no mask or projection,
   // not gru (whose candidate keeps R·h apart): per step and unit block one packed product
   // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of
   // the input projection.
-  const bool fused = !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
+  const bool fused = !unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
                      !s.preprojected &&
                      steps > 1 && ly.in == ly.in_cols && sm.AllFull(B) &&
                      RnnFusesInput(ly.in, Hs, KN, b16);
@@ -275,6 +278,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   } else if (pipelined) {
     // below, in chunks of steps ahead of the chain; time rows no sequence reaches: zeros
     Zero(d, ly.gx + steps * B * KN, (s.T - steps) * B * KN);
+  } else if (unpacked && ly.in > 0) {
+    SmallGemm<A>(d, false, !s.weights_xw, TB, KN, ly.in, xin, ly.in_cols, ly.W,
+                 s.weights_xw ? KN : ly.in, ly.gx, KN, false);
   } else if (ly.in > 0 || ly.in_cols == 0) {
     GemmB16<A>(d, b16, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.gx, false);
   } else {
@@ -293,7 +299,34 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
   const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
   const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
-  if (!proj) {
+  if (unpacked) {
+    // Per step: hr = h·R on R in place, then the pointwise pass (which reads the step's W·x
+    // in gx), on the calling thread unless the step is large (ForUnitBlocks); a reset-before
+    // gru step puts the candidate's product R_n·(r ⊙ h) into hr between its two phases.
+    A* hb[2] = {h_cur, h_next};
+    const Index ldr = s.weights_xw ? KN : Hs;
+    const int pn = s.gate_pos[2];
+    for (Index st = 0; st < steps; ++st) {
+      A* hp = hb[st % 2];
+      A* hn = hb[1 - st % 2];
+      SmallGemm<A>(d, false, !s.weights_xw, B, KN, Hs, hp, Hs, ly.R, ldr, hr, KN, false);
+      auto pointwise = [&](int phase) {
+        ForUnitBlocks(d, N, B * N, [&](Index j0, Index len) {
+          FwdBlock<A>(s, sm, ly, st, j0, len, hr, hp, hp, hn, c, hh_step, ylayer, peep, phase);
+        });
+      };
+      if (reset_before) {
+        pointwise(1);
+        const A* rn = ly.R + (s.weights_xw ? pn * N : pn * N * Hs);
+        SmallGemm<A>(d, false, !s.weights_xw, B, N, Hs, hh_step, N, rn, ldr, hr + pn * N, KN,
+                     false);
+        pointwise(2);
+      } else {
+        pointwise(0);
+      }
+    }
+    h_cur = hb[steps % 2];
+  } else if (!proj) {
     // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h] (weights_xw:
     // R[h, k·N + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
     // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's).
@@ -433,7 +466,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         } else {
           const Index row = tau * B + b;
           std::copy_n(h_next + b * Hs, Hs, ylayer + row * yst + ly.dcol);
-          std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
+          if (ly.hprev != nullptr) std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
         }
       }
       std::swap(h_cur, h_next);
@@ -487,8 +520,9 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
     Zero(d, ylayer, TB * ycols);
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
-      LayerForward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve), xin, a,
-                      ylayer, ws);
+      Layer<A> ly = MakeLayer<A>(s, pseudo, a.params, reserve, nullptr, a.weights);
+      if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
+      LayerForward<A>(d, s, pseudo, ly, xin, a, ylayer, ws);
     }
     if (l + 1 < s.L && RnnHasMask(s)) {
       A* mask = reserve + RnnMaskOffset(s, l);

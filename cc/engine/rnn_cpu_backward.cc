@@ -217,9 +217,14 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
   const int pr = s.gate_pos[0], pn = s.gate_pos[2];
   if (ly.R != nullptr) {
     Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
-    Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
     Eigen::Map<MatRM<A>, 0, OStride> drh(w.dhm + j0, B, len, OStride(Hs));
-    drh.noalias() = dpn * rn;
+    if (s.weights_xw) {  // R_n is R's columns [pn·N, (pn+1)·N), stored [Hs, K·N]
+      Eigen::Map<const MatRM<A>, 0, OStride> rnt(ly.R + j0 * KN + pn * N, len, N, OStride(KN));
+      drh.noalias() = dpn * rnt.transpose();
+    } else {
+      Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
+      drh.noalias() = dpn * rn;
+    }
   }
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
@@ -297,6 +302,22 @@ void WeightGrad(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n
   } else {
     GemmB16<A>(d, b16, true, false, KN, m, n, dg, X, dM, acc);
   }
+}
+
+// weights_xw: the gradient of the columns [c0, c0 + len) of M [m, KN] alone (one gate's
+// block), dM[:, c0:c0+len] = Xᵀ·dg with dg at column c0 of rows of stride KN, in column
+// panels on the pool.
+template <typename A>
+void WeightGradCols(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n,
+                    const A* dg, const A* X, A* dM, Index c0, Index len) {
+  constexpr Index kCols = 64;
+  const Index panels = (len + kCols - 1) / kCols;
+  ParallelFor(d, panels, 2.0 * m * n * kCols, [&](Index p0, Index p1) {
+    for (Index p = p0; p < p1; ++p) {
+      const Index a = p * kCols, w = std::min(kCols, len - a);
+      WeightGradPanel<A>(s, b16, m, w, n, dg + a, X, dM, c0 + a, false);
+    }
+  });
 }
 
 // The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
@@ -430,15 +451,20 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     // With per-gate masks (mask_gates) each gate's rows are packed on their own: the step
     // multiplies gate k's dhr by R_k and adds the result ⊙ mask_k to dh.
     const Index zk0 = reset_before ? s.gate_pos[2] * N : 0, zk1 = reset_before ? zk0 + N : 0;
-    const bool gate_masks = RnnGateMasks(s);
+    // With weights_xw a reset-before gru packs per gate too (its candidate's block left out).
+    const bool gate_masks = RnnGateMasks(s), per_gate = gate_masks || (reset_before && s.weights_xw);
     if (steps > 0) {
       ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
-          if (gate_masks) {  // one packed [N, len] block per gate, at k·N·len
+          if (per_gate) {  // one packed [N, len] block per gate, at k·N·len
             for (Index k = 0; k < K; ++k) {
-              packed::PackRowMajor<A>(N, len, ly.R + k * N * Hs + j0, Hs,
-                                      w.rpack + j0 * KN + k * N * len, 0, 0, b16);
+              A* dst = w.rpack + j0 * KN + k * N * len;
+              if (s.weights_xw) {
+                packed::PackColMajor<A>(N, len, ly.R + j0 * KN + k * N, KN, dst, b16);
+              } else {
+                packed::PackRowMajor<A>(N, len, ly.R + k * N * Hs + j0, Hs, dst, 0, 0, b16);
+              }
             }
           } else if (s.weights_xw) {
             packed::PackColMajor<A>(KN, len, ly.R + j0 * KN, KN, w.rpack + j0 * KN, b16);
@@ -481,6 +507,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                               Hs, false, b16);
               AddMasked<A>(s, sm, a.mask, a.mask_per_step, MaskCol(s, ly.dcol, k), st + 1, j0,
                            len, w.dhm, w.dh);
+            }
+          } else if (per_gate) {
+            for (Index k = 0; k < K; ++k) {
+              if (k == s.gate_pos[2]) continue;  // reset-before: GruResetBwd
+              packed::Gemm<A>(B, N, len, wl.dhr_prev + k * N, KN, rp + k * N * len, w.dh + j0,
+                              Hs, true, b16);
             }
           } else if (s.has_mask) {
             packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dhm + j0, Hs, false, b16);
@@ -563,8 +595,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     for (Index k = 0; k < K; ++k) {
       if (reset_before && k == s.gate_pos[2]) continue;  // below
       const A* hrec = masked_hprev(k);
-      GemmB16<A>(d, b16, true, false, N, Hs, TB, gate_columns(k), hrec, ly.dR + k * N * Hs,
-                 false);
+      if (s.weights_xw) {
+        WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + k * N, hrec, ly.dR, k * N, N);
+      } else {
+        GemmB16<A>(d, b16, true, false, N, Hs, TB, gate_columns(k), hrec, ly.dR + k * N * Hs,
+                   false);
+      }
     }
   } else if (s.has_mask) {
     WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false);
@@ -575,7 +611,11 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   }
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
     const Index pn = s.gate_pos[2];
-    Gemm<A>(d, true, false, N, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * N * Hs, false);
+    if (s.weights_xw) {
+      WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + pn * N, ly.aux, ly.dR, pn * N, N);
+    } else {
+      Gemm<A>(d, true, false, N, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * N * Hs, false);
+    }
   }
   if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, ly.dP, false);
   ColumnSum<A>(d, w.dgx, TB, KN, ly.dbW);
@@ -687,7 +727,9 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
     A* din = l == 0 ? a.dx : din_buf;
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
-      LayerBackward<A>(d, s, pseudo, MakeLayer<A>(s, pseudo, a.params, reserve, a.dparams),
+      LayerBackward<A>(d, s, pseudo,
+                       MakeLayer<A>(s, pseudo, a.params, reserve, a.dparams, a.weights,
+                                    a.dweights),
                        xin, dyl, a, din, dd > 0, w);
     }
     if (l > 0) {

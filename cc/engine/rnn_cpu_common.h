@@ -64,19 +64,35 @@ struct Layer {
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };
 
+// The layer of pseudo-layer `pseudo`: its weights in params (or, given weights.R, the
+// separate tensors of RnnWeights, with their gradients in dweights), its activations in the
+// reserve.
 template <typename A>
 Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve,
-                   A* dparams = nullptr) {
+                   A* dparams = nullptr, const RnnWeights<A>& weights = {},
+                   const RnnWeightGrads<A>& dweights = {}) {
   Layer<A> ly;
   const Index l = pseudo / s.D, KN = RnnK(s) * s.N;
   ly.in = RnnInWidth(s, l);
   ly.in_cols = RnnInCols(s, l);
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
-  ly.W = params + po.w;
-  ly.R = params + po.r;
-  ly.Pm = params + po.p;
-  ly.bW = params + po.bw;
-  ly.bR = params + po.br;
+  if (weights.R != nullptr) {
+    ly.W = weights.W;
+    ly.R = weights.R;
+    ly.bW = weights.bW;
+    ly.bR = weights.bR;
+    ly.dW = dweights.dW;
+    ly.dR = dweights.dR;
+    ly.dbW = dweights.dbW;
+    ly.dbR = dweights.dbR;
+    dparams = nullptr;
+  } else {
+    ly.W = params + po.w;
+    ly.R = params + po.r;
+    ly.Pm = params + po.p;
+    ly.bW = params + po.bw;
+    ly.bR = params + po.br;
+  }
   const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
   ly.gx = reserve + ro.acts;
   for (Index k = 0; k < RnnK(s); ++k) ly.act[k] = ly.gx + k * s.N;

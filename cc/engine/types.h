@@ -105,6 +105,14 @@ inline bool FwdChainPipelined(Index steps, Index batch, Index units, int threads
   return threads > 1 && steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096;
 }
 
+// Few steps of few rows (a streaming call: one step of a small batch): each step's products
+// run on the weights in place (SmallGemm), the pointwise pass on the calling thread, instead of
+// packing R for the step chain first (LayerForward, rnn_cpu.cc): packing R reads and writes
+// all of it, which costs more than a step's product of a few rows.
+inline bool RnnStepsUnpacked(Index steps, Index batch) {
+  return steps > 0 && batch <= 32 && steps * batch <= 32;
+}
+
 // The backward's step chain runs on one thread while the others compute the weight, bias and
 // input gradients over the finished steps (LayerBackward, rnn_cpu_backward.cc) when the batch
 // is small: a step of a chain of up to 64 rows gains little from splitting across cores, and
@@ -304,6 +312,20 @@ inline Index RnnMaskOffset(const RnnSpec& s, Index l) {
 }
 inline Index RnnReserveSize(const RnnSpec& s) { return RnnNextInOffset(s, s.L - 1); }
 
+// One layer and direction's weights given as separate tensors instead of the params buffer
+// (the Keras face, cc/kernels/keras_rnn_kernels.cc): W [I, K·N] and R [Hs, K·N] with
+// spec.weights_xw (else [K·N, I] and [K·N, Hs]), the input and recurrent biases [K·N] (bR is
+// read: pass zeros for none). Null R: the weights are in params.
+template <typename A>
+struct RnnWeights {
+  const A *W = nullptr, *R = nullptr, *bW = nullptr, *bR = nullptr;
+};
+// Their gradients, laid out as the weights (dbR null: no recurrent bias).
+template <typename A>
+struct RnnWeightGrads {
+  A *dW = nullptr, *dR = nullptr, *dbW = nullptr, *dbR = nullptr;
+};
+
 template <typename A>
 struct RnnFwdArgs {
   const int* lengths = nullptr;  // [B] in [0, T], or null (every sequence has T steps)
@@ -318,6 +340,7 @@ struct RnnFwdArgs {
   const A* peephole = nullptr;   // [L·D, K·N] in block order (spec.peephole)
   const A* mask = nullptr;       // [T or 1, B, D·Hs] (spec.has_mask; D·K·Hs with mask_gates)
   bool mask_per_step = false;    // mask is [T, B, D·Hs] (else [B, D·Hs] for every step)
+  RnnWeights<A> weights;         // L == D == 1: the weights (then params is not read)
 };
 
 template <typename A>
@@ -341,6 +364,8 @@ struct RnnBwdArgs {
   // gate activations (logical order i, f, c', o) and of tanh(c), [T, B, N] each, or null.
   const A* dact[4] = {nullptr, nullptr, nullptr, nullptr};
   const A* dco = nullptr;
+  RnnWeights<A> weights;      // as in RnnFwdArgs
+  RnnWeightGrads<A> dweights;  // with weights: their gradients (then dparams is not written)
 };
 
 // Small weights: the forward's per-step product is [x_t, h_{t-1}] · [W; R] with both packed

@@ -16,7 +16,6 @@
 
 #ifndef TFRNN_CUDNN_OP_PREFIX
 #define TFRNN_CUDNN_OP_PREFIX "TfRnn>"
-#define TFRNN_KERAS_OPS 1  // TfRnn>KerasRNN(Backprop): only in the TfRnn> build
 #endif
 
 namespace tfrnn {
@@ -282,23 +281,6 @@ absl::Status ValidateBackward(OpKernelContext* ctx, const FwdInputs& in, BwdInpu
   if (in.spec.mode != RnnMode::kLstm) return absl::OkStatus();
   return same_shape("output_c", b->output_c, "output_c_backprop", b->dcn, in.c_shape,
                     absl::StrCat("the shape of input_c ", in.c_shape.DebugString()));
-}
-
-// dst[j, i, :] = src[i, j, :] for src [d0, d1, c].
-template <typename A>
-void SwapMajor(const CpuDevice& d, const A* src, A* dst, Index d0, Index d1, Index c) {
-  if (d0 * d1 * c == 0) return;
-  Eigen::TensorMap<Eigen::Tensor<const A, 3, Eigen::RowMajor, Index>> in(src, d0, d1, c);
-  Eigen::TensorMap<Eigen::Tensor<A, 3, Eigen::RowMajor, Index>> out(dst, d1, d0, c);
-  Eigen::array<Index, 3> perm = {1, 0, 2};
-  out.device(d) = in.shuffle(perm);
-}
-
-// The engine's pointer for a T tensor holding compute-type elements (our reserve_space).
-template <typename T, typename A>
-int64_t ReserveElementsOfT(int64_t n_a) {
-  return (n_a * static_cast<int64_t>(sizeof(A)) + static_cast<int64_t>(sizeof(T)) - 1) /
-         static_cast<int64_t>(sizeof(T));
 }
 
 // What the forward and backward kernels share: the family's attrs, the Keras op's extras and
@@ -696,21 +678,6 @@ TFRNN_REGISTER_CUDNN(float)
 TFRNN_REGISTER_CUDNN(double)
 #undef TFRNN_REGISTER_CUDNN
 
-#ifdef TFRNN_KERAS_OPS
-// The Keras layers' op: CudnnRNNV3 plus keras_rnn_extras.h (version 4: V3's inputs and outputs).
-#define TFRNN_REGISTER_KERAS(T)                                                               \
-  REGISTER_KERNEL_BUILDER(                                                                    \
-      Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),                       \
-      Versioned<CudnnRnnForwardOp, T, 4>);                                                         \
-  REGISTER_KERNEL_BUILDER(                                                                    \
-      Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),               \
-      Versioned<CudnnRnnBackwardOp, T, 4>);
-TFRNN_REGISTER_KERAS(Eigen::half)
-TFRNN_REGISTER_KERAS(Eigen::bfloat16)
-TFRNN_REGISTER_KERAS(float)
-TFRNN_REGISTER_KERAS(double)
-#undef TFRNN_REGISTER_KERAS
-#endif
 
 #ifdef TFRNN_WITH_CUDA
 #include "cc/kernels/cudnn_rnn_gpu_kernels.inc"  // GPU kernels (TfRnn> names only)

@@ -1,6 +1,6 @@
-// What TfRnn>KerasRNN / KerasRNNBackprop (the Keras layers' op, cc/ops/cudnn_rnn_ops.cc) add to
-// CudnnRNNV3 / CudnnRNNBackpropV3: the Keras activations, GRU reset_after = false, pre-projected
-// input, and the per-gate recurrent mask (Keras recurrent dropout), applied to the RnnSpec.
+// What TfRnn>KerasRNN / KerasRNNBackprop (the Keras layers' ops, cc/ops/keras_rnn_ops.cc) add
+// to the cuDNN semantics: the Keras activations, GRU reset_after = false, pre-projected input,
+// and the per-gate recurrent mask (Keras recurrent dropout), applied to the RnnSpec.
 #ifndef TF_RNN_OPS_CC_KERNELS_KERAS_RNN_EXTRAS_H_
 #define TF_RNN_OPS_CC_KERNELS_KERAS_RNN_EXTRAS_H_
 
@@ -65,12 +65,11 @@ struct KerasExtras {
     }
     if (preprojected) {
       const int64_t per = s->D * RnnK(*s);
-      if (s->skip_input || s->I % per != 0 || s->I / per != s->N) {
+      if (s->I % per != 0 || s->I / per != s->N) {
         return absl::InvalidArgumentError(absl::StrCat(
-            op, ": with preprojected the input must hold the input projections, last dimension "
-                "dir * gates * num_units = ",
-            s->D, " * ", RnnK(*s), " * ", s->N, " (and input_mode linear_input), got input ",
-            x_shape));
+            op, ": with preprojected the input must hold the input projections, last "
+                "dimension gates * units = ",
+            RnnK(*s), " * ", s->N, ", got input ", x_shape));
       }
       s->preprojected = true;
     }
@@ -88,8 +87,8 @@ struct KerasExtras {
     const int64_t cols = s->D * RnnK(*s) * s->N;
     if (m->dims() != 2 || m->dim_size(0) != s->B || m->dim_size(1) != cols) {
       return absl::InvalidArgumentError(absl::StrCat(
-          op, ": recurrent_mask must have shape [batch, dir * gates * num_units] = [", s->B, ", ",
-          cols, "] or [0] (no mask), got ", ShapeStr(*m)));
+          op, ": recurrent_mask must have shape [batch, gates * units] = [", s->B, ", ", cols,
+          "] or [0] (no mask), got ", ShapeStr(*m)));
     }
     if (s->L != 1 || s->P != 0) {
       return absl::InvalidArgumentError(absl::StrCat(

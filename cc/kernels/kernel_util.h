@@ -219,6 +219,23 @@ class ComputeBridge {
   std::vector<std::pair<A*, Tensor*>> pending_;
 };
 
+// dst[j, i, :] = src[i, j, :] for src [d0, d1, c] (batch-major <-> time-major).
+template <typename A>
+void SwapMajor(const CpuDevice& d, const A* src, A* dst, Index d0, Index d1, Index c) {
+  if (d0 * d1 * c == 0) return;
+  Eigen::TensorMap<Eigen::Tensor<const A, 3, Eigen::RowMajor, Index>> in(src, d0, d1, c);
+  Eigen::TensorMap<Eigen::Tensor<A, 3, Eigen::RowMajor, Index>> out(dst, d1, d0, c);
+  Eigen::array<Index, 3> perm = {1, 0, 2};
+  out.device(d) = in.shuffle(perm);
+}
+
+// Elements of a T tensor that holds n_a elements of the compute type A (a reserve_space).
+template <typename T, typename A>
+int64_t ReserveElementsOfT(int64_t n_a) {
+  return (n_a * static_cast<int64_t>(sizeof(A)) + static_cast<int64_t>(sizeof(T)) - 1) /
+         static_cast<int64_t>(sizeof(T));
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_KERNELS_KERNEL_UTIL_H_

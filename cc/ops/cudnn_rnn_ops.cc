@@ -207,55 +207,6 @@ REGISTER_OP("TfRnn>CudnnRNNBackpropV3")
     .Attr("time_major: bool = true")
     .SetShapeFn([](InferenceContext* c) { return BackpropShape(c, true); });
 
-// The Keras layers' op (tf_rnn_ops.keras, not a stock op): CudnnRNNV3 plus what the Keras
-// LSTM/GRU/SimpleRNN cells compute and cuDNN does not. recurrent_mask: [batch, dir · K ·
-// num_units] (K = 4 lstm, 3 gru, 1 rnn; gate block k of direction d at (d·K + k)·num_units,
-// blocks in the params' gate order) multiplies h_prev for gate k's recurrent product (Keras's
-// recurrent dropout, one mask per gate), or [0] for none; needs num_layers 1 and no
-// projection. activation / recurrent_activation (lstm, gru): the cell input and h's
-// activation / the gates' (hard_sigmoid is Keras's relu6(x + 3) / 6). reset_after = false: the
-// gru candidate is act(W·x + b_W + R_h·(r ⊙ h) + b_R). preprojected: input holds the input
-// projections [.., dir · K · num_units] and params have no input matrices.
-constexpr char kKerasAct[] =
-    "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoid'}";
-#define TFRNN_KERAS_ATTRS                                                        \
-  .Attr(absl::StrCat("activation: ", kKerasAct, " = 'tanh'"))                     \
-      .Attr(absl::StrCat("recurrent_activation: ", kKerasAct, " = 'sigmoid'"))    \
-      .Attr("reset_after: bool = true")                                           \
-      .Attr("preprojected: bool = false")
-
-absl::Status KerasShape(InferenceContext* c, bool backprop) {
-  ShapeHandle unused;
-  TFRNN_SHAPE_CHECK(c->WithRankAtMost(c->input(5), 2, &unused), "recurrent_mask");
-  return backprop ? BackpropShape(c, true) : ForwardShape(c, true);
-}
-
-REGISTER_OP("TfRnn>KerasRNN")
-    TFRNN_CUDNN_STATE_INPUTS
-    .Input("sequence_lengths: int32")
-    .Input("recurrent_mask: T")
-    TFRNN_CUDNN_FWD_OUTPUTS
-    .Output("host_reserved: int8")
-    TFRNN_CUDNN_COMMON_ATTRS
-    .Attr("num_proj: int = 0")
-    .Attr("is_training: bool = true")
-    .Attr("time_major: bool = true")
-    TFRNN_KERAS_ATTRS
-    .SetShapeFn([](InferenceContext* c) { return KerasShape(c, false); });
-
-REGISTER_OP("TfRnn>KerasRNNBackprop")
-    TFRNN_CUDNN_STATE_INPUTS
-    .Input("sequence_lengths: int32")
-    .Input("recurrent_mask: T")
-    TFRNN_CUDNN_BWD_INPUTS
-    .Input("host_reserved: int8")
-    TFRNN_CUDNN_BWD_OUTPUTS
-    TFRNN_CUDNN_COMMON_ATTRS
-    .Attr("num_proj: int = 0")
-    .Attr("time_major: bool = true")
-    TFRNN_KERAS_ATTRS
-    .SetShapeFn([](InferenceContext* c) { return KerasShape(c, true); });
-
 REGISTER_OP("TfRnn>CudnnRNNParamsToCanonical")
     TFRNN_CUDNN_SIZE_INPUTS
     .Input("params: T")

@@ -1,0 +1,332 @@
+// CPU kernels of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop; shapes and
+// layouts in cc/ops/keras_rnn_ops.cc): validate -> describe (RnnSpec, one layer and direction,
+// weights_xw: the pre-activations are x·kernel + h·recurrent_kernel in Keras gate order) ->
+// the stacked engine, reading and writing the Keras tensors in place (RnnWeights).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cc/kernels/engine_loader.h"
+#include "cc/kernels/keras_rnn_extras.h"
+#include "cc/kernels/kernel_util.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+
+struct KerasInputs {
+  const Tensor *x, *h0, *c0, *kernel, *rkernel, *bias, *lengths, *mask = nullptr;
+  RnnSpec spec;
+  bool two_biases = false;  // bias is [2, K·units]: input and recurrent
+};
+
+// Block index of each logical gate (lstm i, f, c', o; gru r, z, n) in Keras's gate order.
+void KerasGateOrder(RnnSpec* s) {
+  if (s->mode == RnnMode::kGru) {  // Keras z, r, h
+    s->gate_pos[0] = 1;
+    s->gate_pos[1] = 0;
+    s->gate_pos[2] = 2;
+  }
+}
+
+absl::Status ValidateKeras(OpKernelContext* ctx, RnnMode mode, const KerasExtras& kx,
+                           KerasInputs* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInput(ctx, "input", &in->x));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "input_h", &in->h0));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "input_c", &in->c0));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "kernel", &in->kernel));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_kernel", &in->rkernel));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "bias", &in->bias));
+  TF_RETURN_IF_ERROR(GetInput(ctx, "sequence_lengths", &in->lengths));
+  const bool lstm = mode == RnnMode::kLstm;
+  TF_RETURN_IF_ERROR(CheckRank(op, "input", *in->x, 3, "[batch, time, input_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "input_h", *in->h0, 2, "[batch, units]"));
+  if (lstm) TF_RETURN_IF_ERROR(CheckRank(op, "input_c", *in->c0, 2, "[batch, units]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "kernel", *in->kernel, 2, "[input_size, gates * units]"));
+  TF_RETURN_IF_ERROR(
+      CheckRank(op, "recurrent_kernel", *in->rkernel, 2, "[units, gates * units]"));
+  if (in->bias->dims() != 1 && in->bias->dims() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": bias must be rank 1 [gates * units] or rank 2 [2, gates * units], "
+                         "got shape ", ShapeStr(*in->bias)));
+  }
+  TF_RETURN_IF_ERROR(CheckRank(op, "sequence_lengths", *in->lengths, 1, "[batch] or [0]"));
+
+  RnnSpec& s = in->spec;
+  s.mode = mode;
+  s.B = in->x->dim_size(0);
+  s.T = in->x->dim_size(1);
+  s.I = in->x->dim_size(2);
+  s.N = in->h0->dim_size(1);
+  s.weights_xw = true;
+  KerasGateOrder(&s);
+  if (s.N == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": input_h must have units > 0, got shape ", ShapeStr(*in->h0)));
+  }
+  TF_RETURN_IF_ERROR(CheckRnnSizes(op, s,
+                                   absl::StrCat("input ", ShapeStr(*in->x), ", input_h ",
+                                                ShapeStr(*in->h0))));
+  if (in->h0->dim_size(0) != s.B) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": input_h has batch size ",
+                                                   in->h0->dim_size(0), " but input has ", s.B,
+                                                   " (input_h shape ", ShapeStr(*in->h0),
+                                                   ", input shape ", ShapeStr(*in->x), ")"));
+  }
+  if (lstm && in->c0->shape() != in->h0->shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": input_c must have the shape of input_h ", ShapeStr(*in->h0), ", got ",
+        ShapeStr(*in->c0)));
+  }
+  TF_RETURN_IF_ERROR(kx.Apply(op, ShapeStr(*in->x), &s));
+  const int64_t KN = RnnK(s) * s.N, in_rows = s.preprojected ? 0 : s.I;
+  TF_RETURN_IF_ERROR(CheckShape(op, "kernel", *in->kernel, {in_rows, KN},
+                                s.preprojected ? "[0, gates * units] (preprojected input)"
+                                               : "[input_size, gates * units]"));
+  TF_RETURN_IF_ERROR(
+      CheckShape(op, "recurrent_kernel", *in->rkernel, {s.N, KN}, "[units, gates * units]"));
+  in->two_biases = in->bias->dims() == 2;
+  TF_RETURN_IF_ERROR(in->two_biases
+                         ? CheckShape(op, "bias", *in->bias, {2, KN}, "[2, gates * units]")
+                         : CheckShape(op, "bias", *in->bias, {KN}, "[gates * units]"));
+  const int64_t nlen = in->lengths->dim_size(0);
+  if (nlen != 0 && nlen != s.B) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": sequence_lengths must have shape [", s.B, "] (batch) or [0], got ",
+        ShapeStr(*in->lengths)));
+  }
+  if (nlen == 0) {
+    in->lengths = nullptr;
+  } else {
+    auto len = in->lengths->flat<int32_t>();
+    for (int64_t b = 0; b < s.B; ++b) {
+      if (len(b) < 0 || len(b) > s.T) {
+        return absl::InvalidArgumentError(absl::StrCat(op, ": sequence_lengths[", b, "] = ",
+                                                       len(b), " is outside [0, time = ", s.T,
+                                                       "]"));
+      }
+    }
+  }
+  return kx.Mask(ctx, &s, &in->mask);
+}
+
+// The engine's view of the Keras tensors: W, R in place (weights_xw), the input bias, and the
+// recurrent bias (bias's second row, else `zeros`).
+template <typename A>
+RnnWeights<A> KerasWeights(const KerasInputs& in, const A* kernel, const A* rkernel,
+                           const A* bias, const A* zeros) {
+  const int64_t KN = RnnK(in.spec) * in.spec.N;
+  RnnWeights<A> w;
+  w.W = kernel;
+  w.R = rkernel;
+  w.bW = bias;
+  w.bR = in.two_biases ? bias + KN : zeros;
+  return w;
+}
+
+// Batch-major [B, T, c] <-> the engine's time-major [T, B, c]: the same memory when T or B is
+// 1 (no copy).
+inline bool SameMajor(const RnnSpec& s) { return s.T == 1 || s.B == 1; }
+
+class KerasRnnOpBase : public OpKernel {
+ public:
+  explicit KerasRnnOpBase(OpKernelConstruction* c) : OpKernel(c) {
+    std::string mode;
+    OP_REQUIRES_OK(c, c->GetAttr("rnn_mode", &mode));
+    mode_ = mode == "lstm" ? RnnMode::kLstm
+            : mode == "gru" ? RnnMode::kGru
+            : mode == "rnn_tanh" ? RnnMode::kTanh
+                                 : RnnMode::kRelu;
+    OP_REQUIRES_OK(c, kx_.Read(c));
+    if (c->HasAttr("is_training")) OP_REQUIRES_OK(c, c->GetAttr("is_training", &training_));
+  }
+
+ protected:
+  static const int* Lengths(const KerasInputs& in, std::vector<int>* store) {
+    if (in.lengths == nullptr) return nullptr;
+    auto len = in.lengths->flat<int32_t>();
+    store->assign(len.data(), len.data() + in.spec.B);
+    return store->data();
+  }
+
+  RnnMode mode_ = RnnMode::kLstm;
+  KerasExtras kx_;
+  bool training_ = true;
+};
+
+template <typename T>
+class KerasRnnForwardOp : public KerasRnnOpBase {
+ public:
+  using A = typename ComputeType<T>::type;
+  using KerasRnnOpBase::KerasRnnOpBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    KerasInputs in;
+    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, mode_, kx_, &in));
+    RnnSpec& s = in.spec;
+    s.training = training_;
+    const bool lstm = s.mode == RnnMode::kLstm;
+    const int64_t KN = RnnK(s) * s.N, reserve_a = RnnReserveSize(s);
+    Tensor *output, *output_h, *output_c, *reserve;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({s.B, s.T, s.N}), &output));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.h0->shape(), &output_h));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            2, lstm ? in.h0->shape() : TensorShape({0}), &output_c));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            3, TensorShape({training_ ? ReserveElementsOfT<T, A>(reserve_a) : 0}),
+                            &reserve));
+    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+    std::vector<int> lengths;
+    RnnFwdArgs<A> a;
+    a.lengths = Lengths(in, &lengths);
+    // The engine leaves the reserve rows past each sequence's length unwritten.
+    if (training_ && std::any_of(lengths.begin(), lengths.end(), [&](int n) { return n < s.T; })) {
+      Zero<T>(dev, reserve->flat<T>().data(), reserve->NumElements());
+    }
+
+    ComputeBridge<T> br(ctx);
+    const A* x = br.In(*in.x);
+    a.h0 = br.In(*in.h0);
+    a.c0 = lstm ? br.In(*in.c0) : nullptr;
+    A* zeros = in.two_biases ? nullptr : br.Scratch(KN);
+    if (zeros != nullptr) std::fill_n(zeros, KN, A(0));
+    a.weights = KerasWeights<A>(in, br.In(*in.kernel), br.In(*in.rkernel), br.In(*in.bias),
+                                zeros);
+    if (in.mask != nullptr) a.mask = br.In(*in.mask);
+    A* y = br.Out(output);
+    a.hn = br.Out(output_h);
+    a.cn = lstm ? br.Out(output_c) : nullptr;
+    if (SameMajor(s)) {
+      a.x = x;
+      a.y = y;
+    } else {
+      A* xt = br.Scratch(s.T * s.B * s.I);
+      a.y = br.Scratch(s.T * s.B * s.N);
+      if (xt != nullptr) SwapMajor<A>(dev, x, xt, s.B, s.T, s.I);
+      a.x = xt;
+    }
+    a.reserve = training_ ? reinterpret_cast<A*>(reserve->flat<T>().data())
+                          : br.Scratch(reserve_a);
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<T>(s)));
+    OP_REQUIRES_OK(ctx, br.status());
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<T>(s), a, ws);
+    if (!SameMajor(s)) SwapMajor<A>(dev, a.y, y, s.T, s.B, s.N);
+    br.Finish();
+  }
+};
+
+template <typename T>
+class KerasRnnBackwardOp : public KerasRnnOpBase {
+ public:
+  using A = typename ComputeType<T>::type;
+  using KerasRnnOpBase::KerasRnnOpBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    const std::string op = type_string();
+    KerasInputs in;
+    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, mode_, kx_, &in));
+    const RnnSpec& s = in.spec;
+    const bool lstm = s.mode == RnnMode::kLstm;
+    const int64_t KN = RnnK(s) * s.N;
+    const Tensor *dy, *dhn, *dcn, *reserve;
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_backprop", &dy));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_h_backprop", &dhn));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_c_backprop", &dcn));
+    OP_REQUIRES_OK(ctx, GetInput(ctx, "reserve_space", &reserve));
+    OP_REQUIRES_OK(ctx, CheckShape(op, "output_backprop", *dy, {s.B, s.T, s.N},
+                                   "[batch, time, units]"));
+    OP_REQUIRES_OK(ctx, CheckShape(op, "output_h_backprop", *dhn, {s.B, s.N}, "[batch, units]"));
+    if (lstm) {
+      OP_REQUIRES_OK(ctx,
+                     CheckShape(op, "output_c_backprop", *dcn, {s.B, s.N}, "[batch, units]"));
+    }
+    const int64_t reserve_t = ReserveElementsOfT<T, A>(RnnReserveSize(s));
+    OP_REQUIRES(ctx, reserve->dims() == 1 && reserve->NumElements() == reserve_t,
+                absl::InvalidArgumentError(absl::StrCat(
+                    op, ": reserve_space must have shape [", reserve_t, "], got ",
+                    ShapeStr(*reserve),
+                    ": pass the reserve_space output of the matching forward op run with "
+                    "is_training=True and the same attrs, sequence lengths and shapes")));
+
+    Tensor *dx, *dh0, *dc0, *dkernel, *drkernel, *dbias;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.x->shape(), &dx));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.h0->shape(), &dh0));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, in.c0->shape(), &dc0));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, in.kernel->shape(), &dkernel));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, in.rkernel->shape(), &drkernel));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, in.bias->shape(), &dbias));
+    if (!lstm) dc0->flat<T>().setZero();
+
+    ComputeBridge<T> br(ctx);
+    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+    RnnBwdArgs<A> a;
+    std::vector<int> lengths;
+    a.lengths = Lengths(in, &lengths);
+    const A* x = br.In(*in.x);
+    const A* dyv = br.In(*dy);
+    a.h0 = br.In(*in.h0);
+    a.c0 = lstm ? br.In(*in.c0) : nullptr;
+    A* zeros = in.two_biases ? nullptr : br.Scratch(KN);
+    if (zeros != nullptr) std::fill_n(zeros, KN, A(0));
+    a.weights = KerasWeights<A>(in, br.In(*in.kernel), br.In(*in.rkernel), br.In(*in.bias),
+                                zeros);
+    if (in.mask != nullptr) a.mask = br.In(*in.mask);
+    a.reserve = reinterpret_cast<const A*>(reserve->flat<T>().data());
+    a.dhn = br.In(*dhn);
+    a.dcn = lstm ? br.In(*dcn) : nullptr;
+    A* dxv = br.Out(dx);
+    a.dh0 = br.Out(dh0);
+    a.dc0 = lstm ? br.Out(dc0) : nullptr;
+    A* db = br.Out(dbias);
+    a.dweights.dW = br.Out(dkernel);
+    a.dweights.dR = br.Out(drkernel);
+    a.dweights.dbW = db;
+    a.dweights.dbR = in.two_biases ? db + KN : nullptr;
+    if (SameMajor(s)) {
+      a.x = x;
+      a.dy = dyv;
+      a.dx = dxv;
+    } else {
+      A* xt = br.Scratch(s.T * s.B * s.I);
+      A* dyt = br.Scratch(s.T * s.B * s.N);
+      a.dx = br.Scratch(s.T * s.B * s.I);
+      if (xt != nullptr && dyt != nullptr) {
+        SwapMajor<A>(dev, x, xt, s.B, s.T, s.I);
+        SwapMajor<A>(dev, dyv, dyt, s.B, s.T, s.N);
+      }
+      a.x = xt;
+      a.dy = dyt;
+    }
+    A* ws = br.Scratch(RnnBwdWorkspaceSize(s));
+    OP_REQUIRES_OK(ctx, br.status());
+    const EngineApi* engine;
+    OP_REQUIRES_OK(ctx, GetEngine(&engine));
+    TfHostPool pool(ctx);
+    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<T>(s), a, ws);
+    if (!SameMajor(s)) SwapMajor<A>(dev, a.dx, dxv, s.T, s.B, s.I);
+    br.Finish();
+  }
+};
+
+#define TFRNN_REGISTER_KERAS(T)                                                                \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),    \
+                          KerasRnnForwardOp<T>);                                               \
+  REGISTER_KERNEL_BUILDER(                                                                     \
+      Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),                \
+      KerasRnnBackwardOp<T>);
+TFRNN_REGISTER_KERAS(Eigen::half)
+TFRNN_REGISTER_KERAS(Eigen::bfloat16)
+TFRNN_REGISTER_KERAS(float)
+TFRNN_REGISTER_KERAS(double)
+#undef TFRNN_REGISTER_KERAS
+
+}  // namespace
+}  // namespace tfrnn
