@@ -183,7 +183,9 @@ def lstm_block_specs():
     specs = []
     dims_cell = {"B": 2, "I": 3, "H": 5}
     dims_seq = {"T": 4, "B": 2, "I": 3, "H": 5}
-    zero_cell = {"B": False, "I": True, "H": False}
+    # batch_size or cell_size 0: an empty (or zero) result, as in stock, except LSTMBlockCell,
+    # which stock rejects ("cs_prev_tensor is empty").
+    zero_cell = {"B": True, "I": True, "H": True}
     zero_seq = dict(zero_cell, T=True)
 
     def add(name, seq, grad, out_shapes, attrs, call=None, exact=False, wrapper=True):
@@ -193,6 +195,8 @@ def lstm_block_specs():
                    free=frozenset({("x", 0)}) if seq and not grad else frozenset(),
                    values=_slm_values if seq else None, attr_space=_lstm_space(seq),
                    wrapper=wrapper, nan_input="x" if not grad else "cs_prev")
+        if name == "LSTMBlockCell":
+            s.zero_ok.update(B=False, H=False)
         s.make = _lstm_make(s)
         specs.append(s)
 
@@ -231,7 +235,7 @@ def gru_specs():
     def add(name, acts, out_shapes, call, wrapper=True):
         s = OpSpec(name=name, inputs=params + [Input(n, ("B", "H")) for n in acts], call=call,
                    make=None, out_shapes=out_shapes, dims={"B": 2, "I": 3, "H": 4},
-                   zero_ok={"B": False, "I": True, "H": False}, wrapper=wrapper,
+                   zero_ok={"B": True, "I": True, "H": True}, wrapper=wrapper,
                    attr_space=lambda draw, dims: (dims, {}),
                    nan_input="x" if not acts else "h_prev")
 
@@ -775,3 +779,39 @@ def opaque_outputs(spec, dims, attrs):
 def names_message(message, names):
     """True if the message names one of `names` (regexes allowed) as a word."""
     return any(re.search(rf"(?<![\w]){n}(?![\w])", message) for n in names)
+
+
+def first_named(spec, message):
+    """The input of `spec` that `message` names first (as a word), or None."""
+    hits = [(m.start(), inp.name) for inp in spec.inputs
+            for m in [re.search(rf"(?<![\w]){inp.name}(?![\w])", message)] if m]
+    return min(hits)[1] if hits else None
+
+
+def expected_first(spec, name, axes=None):
+    """The inputs an error about a change to `name` (on `axes`, default all) may name first:
+    `name` itself, and, when `name` is the first input whose shape carries one of the changed
+    sizes (it sets that size, e.g. x sets batch_size), the later inputs that repeat it. Inputs
+    are checked in op order against the sizes the inputs before them set, so an error never
+    names an earlier input or an unrelated one."""
+    inp = spec.input(name)
+    if inp.shape is None:
+        return {name}
+    axes = range(len(inp.shape)) if axes is None else axes
+    k = spec.inputs.index(inp)
+    earlier = set()
+    for other in spec.inputs[:k]:
+        for e in other.shape or ():
+            earlier |= spec.symbols(e)
+    sets = set()
+    for a in axes:
+        sets |= spec.symbols(inp.shape[a]) - earlier
+    later = {o.name for o in spec.inputs[k + 1:] if o.shape is not None and
+             any(spec.symbols(e) & sets for e in o.shape)}
+    return {name} | later
+
+
+def first_with(spec, symbol):
+    """The first input (in op order) whose shape carries `symbol`, or None."""
+    return next((i.name for i in spec.inputs if i.shape is not None and
+                 any(symbol in spec.symbols(e) for e in i.shape)), None)

@@ -92,7 +92,19 @@ def _run(spec, kw, attrs):
         return None, e
 
 
-def _judge(spec, cid, expect, names, outs, err, dims, attrs):
+def _first(spec, mut):
+    """The inputs the error about a shape mutation may name first (S.expected_first); None
+    for value and list cases."""
+    if mut[0] in ("rank_up", "rank_down", "empty", "huge"):
+        return S.expected_first(spec, mut[1])
+    if mut[0] == "resize":
+        return S.expected_first(spec, mut[1], [mut[2]])
+    return None
+
+
+def _judge(spec, cid, expect, names, outs, err, dims, attrs, first=None):
+    """None if the call behaved as expected, else a message. `first`: the inputs the error
+    message may name first (issue #37: the first input that is wrong as the user sees it)."""
     if expect == "error":
         if err is None:
             return f"{cid}: no error (outputs {[tuple(o.shape) for o in outs]})"
@@ -100,6 +112,9 @@ def _judge(spec, cid, expect, names, outs, err, dims, attrs):
             return f"{cid}: {type(err).__name__} instead of InvalidArgumentError: {err}"
         if not S.names_message(err.message, names):
             return f"{cid}: message names none of {sorted(names)}: {err.message!r}"
+        if first is not None and S.first_named(spec, err.message) not in first:
+            return (f"{cid}: message names {S.first_named(spec, err.message)!r} first, not one "
+                    f"of {sorted(first)}: {err.message!r}")
         return None
     if err is not None:
         return f"{cid}: valid call failed: {type(err).__name__}: {err}"
@@ -124,7 +139,8 @@ def test_catalogue(ours, spec):
         kw, attrs, dims = S.base_call(spec, rng)
         kw, attrs = S.apply_mutation(spec, kw, attrs, dims, mut, rng)
         outs, err = _run(spec, kw, attrs)
-        f = _judge(spec, cid, expect, names, outs, err, _dims_after(spec, mut, dims), attrs)
+        f = _judge(spec, cid, expect, names, outs, err, _dims_after(spec, mut, dims), attrs,
+                   _first(spec, mut))
         n += 1
         if f:
             failures.append(f)
@@ -177,7 +193,11 @@ def test_zero_size_dimensions(ours, spec):
         names = {i.name for i in spec.inputs if i.shape is not None and
                  any(sym in spec.symbols(e) for e in i.shape)} | _canon_names(spec) | {
             "num_layers", "num_units", "input_size"}
-        f = _judge(spec, f"{sym}=0", "ok" if ok else "error", names, outs, err, dims, attrs)
+        # The first input carrying the size (sizes given as scalar values: not checked).
+        scalar_sizes = any(i.shape == () and i.kind == "i32" for i in spec.inputs)
+        first = None if scalar_sizes else S.first_with(spec, sym)
+        f = _judge(spec, f"{sym}=0", "ok" if ok else "error", names, outs, err, dims, attrs,
+                   None if first is None else {first})
         if f:
             failures.append(f)
         if ok and err is None:
@@ -331,17 +351,25 @@ def test_mps_hidden_size_whose_multiples_overflow(ours):
 # Valid empty inputs against stock TensorFlow and against their meaning
 # ---------------------------------------------------------------------------------------------
 
-STOCK_ZERO = [("LSTMBlockCell", "I"), ("LSTMBlockCellGrad", "I"), ("BlockLSTM", "T"),
-              ("BlockLSTM", "I"), ("BlockLSTMV2", "T"), ("BlockLSTMV2", "I"),
-              ("BlockLSTMGrad", "T"), ("BlockLSTMGrad", "I"), ("BlockLSTMGradV2", "T"),
-              ("BlockLSTMGradV2", "I"), ("GRUBlockCell", "I"), ("GRUBlockCellGrad", "I")]
+STOCK_ZERO = [(op, sym) for op in ("LSTMBlockCellGrad", "BlockLSTM", "BlockLSTMV2",
+                                    "BlockLSTMGrad", "BlockLSTMGradV2", "GRUBlockCell",
+                                    "GRUBlockCellGrad")
+              for sym in ("T", "B", "I", "H") if sym != "T" or op.startswith("Block")]
+STOCK_ZERO += [("LSTMBlockCell", "I")]
+# Outputs stock leaves uninitialised there (stock allocates them and computes nothing):
+# ours are zero, the gradient of an empty sum.
+STOCK_UNINITIALISED = {(op, "B"): {3} for op in ("BlockLSTMGrad", "BlockLSTMGradV2")}
+STOCK_UNINITIALISED.update({(op, "H"): {0} for op in ("BlockLSTMGrad", "BlockLSTMGradV2",
+                                                      "GRUBlockCellGrad")})
 
 
 @pytest.mark.parametrize("op,sym", STOCK_ZERO, ids=[f"{o}-{s}=0" for o, s in STOCK_ZERO])
 def test_zero_size_matches_stock(ours, op, sym):
-    """Zero timelen / input_size: same shapes and values as stock tf.raw_ops (float32).
-    BlockLSTM's outputs are compared where stock defines them (all of them at T=0; with
-    I=0 every step is computed)."""
+    """Zero timelen / batch_size / input_size / cell_size, where stock computes a result: the
+    same shapes and values as stock tf.raw_ops (float32). BlockLSTM's outputs are compared
+    where stock defines them (all of them at T=0; with I=0 every step is computed); outputs
+    stock leaves uninitialised (w_grad at batch_size 0, x_grad / d_x at cell_size 0) must be
+    zero."""
     spec = S.by_id(op)
     rng = np.random.default_rng(U.seed_for(op + sym))
     dims = dict(spec.dims, **{sym: 0})
@@ -351,7 +379,9 @@ def test_zero_size_matches_stock(ours, op, sym):
     assert len(ours_out) == len(stock_out)
     for k, (a, b) in enumerate(zip(ours_out, stock_out)):
         assert tuple(a.shape) == tuple(b.shape), f"output {k}: {a.shape} vs stock {b.shape}"
-        np.testing.assert_allclose(U.to_numpy(a), U.to_numpy(b), rtol=2e-5, atol=2e-6,
+        want = np.zeros(b.shape) if k in STOCK_UNINITIALISED.get((op, sym), ()) else \
+            U.to_numpy(b)
+        np.testing.assert_allclose(U.to_numpy(a), want, rtol=2e-5, atol=2e-6,
                                    err_msg=f"{op} {sym}=0 output {k}")
 
 

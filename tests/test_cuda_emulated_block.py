@@ -118,7 +118,7 @@ def test_lstm_block(eng, case):
                                          **{k: _ptr(v) for k, v in grads.items()}),
                          ws.ctypes.data, bws, 0)
 
-    if N == 0:  # the TF ops reject an empty batch (as stock does); the engine computes nothing
+    if N == 0:  # the engine computes nothing (the TF ops return zeros without calling it)
         for k in ("w_grad", "b_grad", "wci_grad", "wcf_grad", "wco_grad"):
             assert np.all(grads[k] == 0), k
         return
@@ -196,7 +196,7 @@ def test_gru_cell(eng, case):
                                              **{k: _ptr(v) for k, v in grads.items()}),
                              ws.ctypes.data, bws, 0)
 
-    if N == 0:  # the TF ops reject an empty batch; the engine must just run
+    if N == 0:  # the engine must just run (the TF ops return without calling it)
         return
     t = lambda a: tf.constant(a.astype(np.float64), dtype=tdt)  # noqa: E731
     ins_t = dict(x=t(x), h_prev=t(h_prev), w_ru=t(w_ru), w_c=t(w_c), b_ru=t(b_ru), b_c=t(b_c))

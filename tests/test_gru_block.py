@@ -519,10 +519,6 @@ def _cast(name, dtype):
     return lambda args, rng: dict(args, **{name: tf.cast(args[name], dtype)})
 
 
-def _empty_batch(op):
-    return lambda args, rng: _valid_args(op, rng, B=0)
-
-
 def _catalogue():
     cases = []
 
@@ -551,7 +547,6 @@ def _catalogue():
                 add(op, f"{n}-batch+1", _resize(n, 0, 1), _word(n))
                 add(op, f"{n}-cells+1", _resize(n, 1, 1), _word(n))
                 add(op, f"{n}-cells-1", _resize(n, 1, -1), _word(n))
-        add(op, "empty-batch", _empty_batch(op), _word("x"))
         for n in names[1:]:                 # x is float32; the offending input is not
             add(op, f"dtype-{n}-float64", _cast(n, F64), _word(n))
         add(op, "dtype-h_prev-float16", _cast("h_prev", F16), _word("h_prev"))

@@ -59,6 +59,7 @@ import dataclasses
 import tensorflow as tf
 
 from tf_rnn_ops._loader import load_library
+from tf_rnn_ops.raw_ops import _ALLOWED, _dtype, _invalid, _is_tensor
 
 ACTIVATIONS = ("none", "relu", "tanh", "sigmoid", "hard_sigmoid")
 
@@ -95,27 +96,22 @@ class LSTMDescriptor(_Descriptor):
     activation: str = "tanh"
 
 
-_ALLOWED = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
-
-
-def _invalid(op, message):
-    return tf.errors.InvalidArgumentError(None, None, f"TfRnn>{op}: {message}")
-
-
 def _source(op, source):
-    """source as a tensor; its dtype is the op's T (InvalidArgumentError if not allowed)."""
+    """source as a tensor; its (base) dtype is the op's T (InvalidArgumentError if not
+    allowed)."""
     source = tf.convert_to_tensor(source)
-    if source.dtype not in _ALLOWED:
-        raise _invalid(op, f"input 'source' has dtype {source.dtype.name}; T must be one of "
+    if _dtype(source) not in _ALLOWED:
+        raise _invalid(op, f"input 'source' has dtype {_dtype(source).name}; T must be one of "
                            "half, bfloat16, float32, float64")
     return source
 
 
 def _operand(op, name, x, dtype):
-    """x as a tensor of dtype; a tensor of another dtype is an InvalidArgumentError naming it."""
-    if isinstance(x, (tf.Tensor, tf.Variable)):
-        if x.dtype != dtype:
-            raise _invalid(op, f"input '{name}' has dtype {x.dtype.name} but 'source' has "
+    """x as a tensor of dtype; a tensor of another dtype is an InvalidArgumentError naming it
+    (a reference counts as its base dtype)."""
+    if _is_tensor(x):
+        if _dtype(x) != dtype:
+            raise _invalid(op, f"input '{name}' has dtype {_dtype(x).name} but 'source' has "
                                f"{dtype.name}; all of them must have one dtype T")
         return x
     return tf.convert_to_tensor(x, dtype=dtype)
@@ -131,7 +127,7 @@ def lstm(source, recurrent_weight, input_weight=None, bias=None, init_state=None
     d = descriptor or LSTMDescriptor()
     op = "LSTM"
     source = _source(op, source)
-    dt = source.dtype
+    dt = _dtype(source)
     state, cell, z = load_library().tf_rnn_lstm(
         source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
         input_weight=_opt(input_weight, dt, op, "input_weight"),
@@ -153,7 +149,7 @@ def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_outp
     d = descriptor or LSTMDescriptor()
     op = "LSTMGradients"
     source = _source(op, source)
-    dt = source.dtype
+    dt = _dtype(source)
     out = load_library().tf_rnn_lstm_gradients(
         source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
         source_gradient=_operand(op, "source_gradient", source_gradient, dt),
@@ -237,7 +233,7 @@ def gru(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
     d = descriptor or GRUDescriptor()
     op = "GRU"
     source = _source(op, source)
-    dt = source.dtype
+    dt = _dtype(source)
     state, z = load_library().tf_rnn_gru(
         source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
         input_weight=_opt(input_weight, dt, op, "input_weight"),
@@ -256,7 +252,7 @@ def gru_gradients(source, recurrent_weight, source_gradient, z_state, output_fwd
     d = descriptor or GRUDescriptor()
     op = "GRUGradients"
     source = _source(op, source)
-    dt = source.dtype
+    dt = _dtype(source)
     out = load_library().tf_rnn_gru_gradients(
         source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
         source_gradient=_operand(op, "source_gradient", source_gradient, dt),

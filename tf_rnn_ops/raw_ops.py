@@ -87,22 +87,32 @@ def _invalid(op, message):
 _ALLOWED = frozenset((tf.float16, tf.bfloat16, tf.float32, tf.float64))
 
 
+def _dtype(t):
+    """The dtype of a tensor or variable; a reference (a graph-mode variable made with
+    use_resource=False, or the result of tf.compat.v1.assign) counts as its base dtype, as
+    stock op wrappers take it."""
+    return t.dtype.base_dtype
+
+
+def _is_tensor(value):
+    return isinstance(value, (tf.Tensor, tf.Variable))
+
+
 def _same_dtype(op, **tensors):
     """Converts tensors of attr T and checks they share one dtype; names the first mismatch."""
     # Fast path: all already tensors of one allowed dtype.
-    if all(isinstance(t, (tf.Tensor, tf.Variable)) for t in tensors.values()):
-        dtypes = {t.dtype for t in tensors.values()}
+    if all(_is_tensor(t) for t in tensors.values()):
+        dtypes = {_dtype(t) for t in tensors.values()}
         if len(dtypes) == 1 and next(iter(dtypes)) in _ALLOWED:
             return tensors
     out, first = {}, None
     for name, value in tensors.items():
-        t = value if isinstance(value, (tf.Tensor, tf.Variable)) else None
-        if t is None:
-            t = tf.convert_to_tensor(value, dtype=first[1] if first else None)
+        t = value if _is_tensor(value) else tf.convert_to_tensor(
+            value, dtype=first[1] if first else None)
         if first is None:
-            first = (name, t.dtype)
-        elif t.dtype != first[1]:
-            raise _invalid(op, f"input '{name}' has dtype {t.dtype.name} but '{first[0]}' has "
+            first = (name, _dtype(t))
+        elif _dtype(t) != first[1]:
+            raise _invalid(op, f"input '{name}' has dtype {_dtype(t).name} but '{first[0]}' has "
                                f"{first[1].name}; all of them must have one dtype T")
         out[name] = t
     if first[1] not in _ALLOWED:
@@ -114,9 +124,9 @@ def _same_dtype(op, **tensors):
 def _of_dtype(op, name, value, dtype):
     """An integer input: a tensor must have `dtype` (else InvalidArgumentError naming it);
     anything else is converted to it."""
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        if value.dtype != dtype:
-            raise _invalid(op, f"input '{name}' must be {dtype.name}, got {value.dtype.name}")
+    if _is_tensor(value):
+        if _dtype(value) != dtype:
+            raise _invalid(op, f"input '{name}' must be {dtype.name}, got {_dtype(value).name}")
         return value
     return tf.convert_to_tensor(value, dtype=dtype)
 
@@ -332,15 +342,15 @@ def _canonical_lists(op, weights, biases, same_length):
                                "parameter)")
         out = []
         for k, v in enumerate(values):
-            t = v if isinstance(v, (tf.Tensor, tf.Variable)) else tf.convert_to_tensor(
+            t = v if _is_tensor(v) else tf.convert_to_tensor(
                 v, dtype=first[1] if first else None)
             if first is None:
-                first = (f"{name}[{k}]", t.dtype)
-                if t.dtype not in _ALLOWED:
-                    raise _invalid(op, f"{name}[{k}] has dtype {t.dtype.name}; T must be one of "
+                first = (f"{name}[{k}]", _dtype(t))
+                if first[1] not in _ALLOWED:
+                    raise _invalid(op, f"{name}[{k}] has dtype {first[1].name}; T must be one of "
                                        "half, bfloat16, float32, float64")
-            elif t.dtype != first[1]:
-                raise _invalid(op, f"{name}[{k}] has dtype {t.dtype.name} but {first[0]} has "
+            elif _dtype(t) != first[1]:
+                raise _invalid(op, f"{name}[{k}] has dtype {_dtype(t).name} but {first[0]} has "
                                    f"{first[1].name}; all of them must have one dtype T")
             out.append(t)
         lists[name] = out

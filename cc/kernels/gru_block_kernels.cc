@@ -15,6 +15,8 @@ using ::tensorflow::OpKernelConstruction;
 
 struct GruInputs {
   int64_t N = 0, I = 0, H = 0;
+  // batch_size or cell_size 0: every output is empty or zero.
+  bool empty() const { return N == 0 || H == 0; }
   const Tensor *x, *h_prev, *w_ru, *w_c, *b_ru, *b_c;
   const Tensor *r = nullptr, *u = nullptr, *c = nullptr, *d_h = nullptr;
   const Tensor *r_grad = nullptr, *u_grad = nullptr, *c_grad = nullptr;
@@ -45,23 +47,24 @@ absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, GruInputs*
   for (auto& p : acts) {
     TF_RETURN_IF_ERROR(CheckRank(op, p.first, **p.second, 2, "[batch_size, cell_size]"));
   }
-  const int64_t N = in->x->dim_size(0), I = in->x->dim_size(1), H = in->h_prev->dim_size(1);
-  if (N == 0) {
+  // Sizes, input by input, each against the sizes the inputs before it set (x: batch_size,
+  // input_size; h_prev: cell_size), so that a message names the first input that is wrong.
+  // batch_size or cell_size 0 is valid, as in stock: an empty (or zero) result.
+  const int64_t N = in->x->dim_size(0), I = in->x->dim_size(1);
+  TF_RETURN_IF_ERROR(
+      CheckCounts(op, {N, I, Count(N) * I}, absl::StrCat("x ", ShapeStr(*in->x))));
+  if (in->h_prev->dim_size(0) != N) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": x has an empty batch dimension (batch_size = 0), shape ", ShapeStr(*in->x)));
+        op, ": h_prev must have shape [batch_size, cell_size] with batch_size = ", N,
+        " (from x ", ShapeStr(*in->x), "), got ", ShapeStr(*in->h_prev)));
   }
-  if (H == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": h_prev must have cell_size > 0, got shape ", ShapeStr(*in->h_prev)));
-  }
+  const int64_t H = in->h_prev->dim_size(1);
   TF_RETURN_IF_ERROR(CheckCounts(
-      op,
-      {N, I, H, Count(N) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(N) * H * Count(4)},
-      absl::StrCat("x ", ShapeStr(*in->x), ", h_prev ", ShapeStr(*in->h_prev))));
+      op, {H, Count(N) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(N) * H * Count(4)},
+      absl::StrCat("h_prev ", ShapeStr(*in->h_prev), ", x ", ShapeStr(*in->x))));
   in->N = N;
   in->I = I;
   in->H = H;
-  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", *in->h_prev, {N, H}, "[batch_size, cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "w_ru", *in->w_ru, {I + H, 2 * H},
                                 "[input_size + cell_size, 2 * cell_size]"));
   TF_RETURN_IF_ERROR(
@@ -98,6 +101,7 @@ class GruCellOp : public OpKernel {
     for (int k = 0; k < 4; ++k) {
       OP_REQUIRES_OK(ctx, ctx->allocate_output(k, TensorShape({in.N, in.H}), &outs[k]));
     }
+    if (in.empty()) return;  // the outputs have no elements
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
     GruCellFwdArgs<A> a;
@@ -131,6 +135,7 @@ class GruCellGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({in.N, in.H}), &d_h_prev));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({in.N, in.H}), &d_c_bar));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({in.N, 2 * in.H}), &d_rbub));
+    if (in.empty()) return SetZero<T>({d_x, d_h_prev, d_c_bar, d_rbub});
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
     GruCellBwdArgs<A> a;

@@ -64,6 +64,13 @@ inline absl::Status CheckShape(const std::string& op, const char* name, const Te
                                                  ShapeStr(t)));
 }
 
+// Zeros every element of the outputs (host memory): the result of a block op whose problem is
+// empty (batch_size or cell_size 0), where no step computes anything.
+template <typename T>
+void SetZero(std::initializer_list<Tensor*> outs) {
+  for (Tensor* t : outs) t->flat<T>().setZero();
+}
+
 // ---- Sizes: one overflow rule for every family ----------------------------------------------
 // No dimension and no element count of any tensor, buffer or workspace that a kernel derives
 // from its inputs may exceed kMaxElements (2^50). Counts are computed with Count, which

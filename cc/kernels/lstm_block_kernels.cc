@@ -18,6 +18,9 @@ enum class Face { kCell, kCellGrad, kSeq, kSeqGrad, kSeqGradExact };
 
 struct LstmBlockInputs {
   int64_t T = 1, N = 0, I = 0, H = 0, seq_len_max = 1;
+  // batch_size or cell_size 0 (valid for every op of the family but LSTMBlockCell): every
+  // output is empty or zero, no step computes anything.
+  bool empty() const { return N == 0 || H == 0; }
   const Tensor *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco, *b;
   const Tensor *i = nullptr, *cs = nullptr, *f = nullptr, *o = nullptr, *ci = nullptr,
                *co = nullptr, *h = nullptr, *cs_grad = nullptr, *h_grad = nullptr;
@@ -78,31 +81,40 @@ absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlockInputs*
   TF_RETURN_IF_ERROR(CheckRank(op, "b", *in->b, 1, "[4 * cell_size]"));
   for (auto& a : acts) TF_RETURN_IF_ERROR(CheckRank(op, a.first, **a.second, seq ? 3 : 2, seq_layout));
 
-  // 2. Sizes.
+  // 2. Sizes, input by input, each against the sizes the inputs before it set (x: timelen,
+  //    batch_size, input_size; cs_prev: cell_size, as in stock), so that a message names the
+  //    first input that is wrong. Counts are checked before any arithmetic on them.
   const Tensor& x = *in->x;
-  in->T = seq ? x.dim_size(0) : 1;
-  in->N = x.dim_size(seq ? 1 : 0);
-  in->I = x.dim_size(seq ? 2 : 1);
-  if (in->N == 0) {
+  const int64_t T = seq ? x.dim_size(0) : 1, N = x.dim_size(seq ? 1 : 0),
+                I = x.dim_size(seq ? 2 : 1);
+  TF_RETURN_IF_ERROR(
+      CheckCounts(op, {T, N, I, Count(T) * N * I}, absl::StrCat("x ", ShapeStr(x))));
+  // Stock LSTMBlockCell rejects an empty batch or cell ("cs_prev_tensor is empty"); the other
+  // ops of the family compute an empty (or zero) result.
+  if (face == Face::kCell && N == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": x has an empty batch dimension (batch_size = 0), shape ", ShapeStr(x)));
   }
-  const int64_t g = in->w->dim_size(1);
-  if (g == 0 || g % 4 != 0) {
+  if (in->cs_prev->dim_size(0) != N) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": w must have 4 * cell_size columns with cell_size > 0, got shape ",
-        ShapeStr(*in->w)));
+        op, ": cs_prev must have shape [batch_size, cell_size] with batch_size = ", N,
+        " (from x ", ShapeStr(x), "), got ", ShapeStr(*in->cs_prev)));
   }
-  const int64_t N = in->N, I = in->I, H = g / 4, T = in->T;
-  in->H = H;
+  const int64_t H = in->cs_prev->dim_size(1);
+  if (face == Face::kCell && H == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": cs_prev is empty (cell_size = 0), shape ", ShapeStr(*in->cs_prev)));
+  }
   TF_RETURN_IF_ERROR(CheckCounts(
-      op,
-      {T, N, I, H, Count(T) * N * I, Count(T) * N * H * Count(4), (Count(I) + H) * H * Count(4)},
-      absl::StrCat("x ", ShapeStr(x), ", w ", ShapeStr(*in->w))));
+      op, {H, Count(T) * N * H * Count(4), (Count(I) + H) * H * Count(4)},
+      absl::StrCat("cs_prev ", ShapeStr(*in->cs_prev), ", x ", ShapeStr(x))));
+  in->T = T;
+  in->N = N;
+  in->I = I;
+  in->H = H;
+  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", *in->h_prev, {N, H}, "[batch_size, cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "w", *in->w, {I + H, 4 * H},
                                 "[input_size + cell_size, 4 * cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "cs_prev", *in->cs_prev, {N, H}, "[batch_size, cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", *in->h_prev, {N, H}, "[batch_size, cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "wci", *in->wci, {H}, "[cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "wcf", *in->wcf, {H}, "[cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "wco", *in->wco, {H}, "[cell_size]"));
@@ -184,6 +196,7 @@ class LstmForwardOp : public OpKernel {
         kSeq ? TensorShape({in.T, in.N, in.H}) : TensorShape({in.N, in.H});
     Tensor* outs[7];
     for (int k = 0; k < 7; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, out_shape, &outs[k]));
+    if (in.empty()) return;  // the outputs have no elements
 
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
@@ -226,6 +239,7 @@ class LstmCellGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({in.H}), &wci_grad));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({in.H}), &wcf_grad));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({in.H}), &wco_grad));
+    if (in.empty()) return SetZero<T>({cs_prev_grad, dicfo, wci_grad, wcf_grad, wco_grad});
 
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;
@@ -280,6 +294,9 @@ class LstmSeqGradOp : public OpKernel {
         TensorShape({in.H}),             TensorShape({in.H}),
         TensorShape({in.H}),             TensorShape({4 * in.H})};
     for (int k = 0; k < 8; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shapes[k], &outs[k]));
+    if (in.empty()) {
+      return SetZero<T>({outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6], outs[7]});
+    }
 
     ComputeBridge<T> br(ctx);
     using A = typename ComputeBridge<T>::A;

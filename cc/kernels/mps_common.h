@@ -92,9 +92,9 @@ inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K, int64_t D
   const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
   const int64_t X = in->source->dim_size(2);
   // Dimensions first (so that K * H etc. below cannot overflow); the engine's counts last.
-  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X, Count(H) * Count(K * D)},
-                                 absl::StrCat("source ", ShapeStr(*in->source),
-                                              ", recurrent_weight ", ShapeStr(*in->R))));
+  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X}, absl::StrCat("source ", ShapeStr(*in->source))));
+  TF_RETURN_IF_ERROR(CheckCounts(op, {Count(H) * Count(K * D)},
+                                 absl::StrCat("recurrent_weight ", ShapeStr(*in->R))));
   const int64_t KH = K * H;
   if (D == 2) {
     TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, KH, H}, r_layout.c_str()));

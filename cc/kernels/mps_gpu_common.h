@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -124,6 +125,14 @@ class GpuTemps {
   absl::Status status_;
   std::deque<tensorflow::Tensor> temps_;
 };
+
+// Zeros every byte of the outputs (device memory): the GPU form of kernel_util.h's SetZero.
+inline absl::Status ZeroGpu(const MpsGpu& g, std::initializer_list<tensorflow::Tensor*> outs) {
+  for (tensorflow::Tensor* t : outs) {
+    TF_RETURN_IF_ERROR(g.Zero(const_cast<char*>(t->tensor_data().data()), t->TotalBytes()));
+  }
+  return absl::OkStatus();
+}
 
 // Packs MPSGraph's operands (device; absent = null = zeros) into the engine's params layout
 // and h0/c0 [D, B, H] (c0 for lstm): per direction d, W rows [d·K·H, (d+1)·K·H), R [D, K·H, H],
