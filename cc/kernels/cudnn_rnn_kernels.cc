@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cc/kernels/engine_loader.h"
-#include "cc/kernels/keras_rnn_extras.h"
 #include "cc/kernels/kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -124,13 +123,12 @@ absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) 
 // Inputs of the forward and backward ops, validated (ranks, then sizes, then values).
 struct FwdInputs {
   const Tensor *input, *input_h, *input_c, *params, *lengths = nullptr;
-  const Tensor* rec_mask = nullptr;  // KerasRNN's recurrent_mask, when given
   RnnSpec spec;
   TensorShape out_shape, c_shape;
 };
 
 absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3,
-                             const KerasExtras& kx, FwdInputs* in) {
+                             FwdInputs* in) {
   const std::string op = ctx->op_kernel().type_string();
   TF_RETURN_IF_ERROR(GetInput(ctx, "input", &in->input));
   TF_RETURN_IF_ERROR(GetInput(ctx, "input_h", &in->input_h));
@@ -210,7 +208,6 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
         " (input shape ", ShapeStr(*in->input), ") and num_units ", s.N));
   }
   s.skip_input = at.Skip(s.I, s.N);
-  TF_RETURN_IF_ERROR(kx.Apply(op, ShapeStr(*in->input), &s));
   s.training = at.is_training;
   s.dropout = at.dropout;
   s.seed = (static_cast<unsigned long long>(at.seed) << 32) ^
@@ -241,7 +238,6 @@ absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3
       }
     }
   }
-  TF_RETURN_IF_ERROR(kx.Mask(ctx, &s, &in->rec_mask));
   const int64_t out_depth = s.D * RnnHs(s);
   in->out_shape = tm ? TensorShape({s.T, s.B, out_depth}) : TensorShape({s.B, s.T, out_depth});
   return absl::OkStatus();
@@ -283,13 +279,12 @@ absl::Status ValidateBackward(OpKernelContext* ctx, const FwdInputs& in, BwdInpu
                     absl::StrCat("the shape of input_c ", in.c_shape.DebugString()));
 }
 
-// What the forward and backward kernels share: the family's attrs, the Keras op's extras and
-// the op version (1-3: CudnnRNN(Backprop)[V2|V3], 4: KerasRNN(Backprop)).
+// What the forward and backward kernels share: the family's attrs and the op version (1-3:
+// CudnnRNN(Backprop)[V2|V3]).
 class CudnnRnnOpBase : public OpKernel {
  public:
   CudnnRnnOpBase(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
     OP_REQUIRES_OK(c, at_.Read(c));
-    OP_REQUIRES_OK(c, kx_.Read(c));
   }
 
  protected:
@@ -302,7 +297,6 @@ class CudnnRnnOpBase : public OpKernel {
   }
 
   CudnnAttrs at_;
-  KerasExtras kx_;
   int version_;
 };
 
@@ -321,7 +315,7 @@ class CudnnRnnForwardOp : public CudnnRnnOpBase {
 
   void Compute(OpKernelContext* ctx) override {
     FwdInputs in;
-    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, kx_, &in));
+    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, &in));
     const RnnSpec& s = in.spec;
     Tensor *output, *output_h, *output_c, *reserve;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.out_shape, &output));
@@ -359,7 +353,6 @@ class CudnnRnnForwardOp : public CudnnRnnOpBase {
     a.h0 = br.In(*in.input_h);
     a.c0 = lstm ? br.In(*in.input_c) : nullptr;
     a.params = br.In(*in.params);
-    if (in.rec_mask != nullptr) a.mask = br.In(*in.rec_mask);
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
     a.cn = lstm ? br.Out(output_c) : nullptr;
@@ -397,7 +390,7 @@ class CudnnRnnBackwardOp : public CudnnRnnOpBase {
   void Compute(OpKernelContext* ctx) override {
     const std::string op = type_string();
     FwdInputs in;
-    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, kx_, &in));
+    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, version_ >= 3, &in));
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     BwdInputs b;
@@ -430,7 +423,6 @@ class CudnnRnnBackwardOp : public CudnnRnnOpBase {
     a.h0 = br.In(*in.input_h);
     a.c0 = lstm ? br.In(*in.input_c) : nullptr;
     a.params = br.In(*in.params);
-    if (in.rec_mask != nullptr) a.mask = br.In(*in.rec_mask);
     a.reserve = reinterpret_cast<const A*>(reserve->flat<T>().data());
     a.dhn = br.In(*dhn);
     a.dcn = lstm ? br.In(*dcn) : nullptr;

@@ -70,8 +70,8 @@ absl::Status ValidateKeras(OpKernelContext* ctx, RnnMode mode, const KerasExtras
         absl::StrCat(op, ": input_h must have units > 0, got shape ", ShapeStr(*in->h0)));
   }
   TF_RETURN_IF_ERROR(CheckRnnSizes(op, s,
-                                   absl::StrCat("input ", ShapeStr(*in->x), ", input_h ",
-                                                ShapeStr(*in->h0))));
+                                   absl::StrCat("input_h ", ShapeStr(*in->h0), ", input ",
+                                                ShapeStr(*in->x))));
   if (in->h0->dim_size(0) != s.B) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": input_h has batch size ",
                                                    in->h0->dim_size(0), " but input has ", s.B,
