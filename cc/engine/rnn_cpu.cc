@@ -251,9 +251,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // FwdChainPipelined). Step s reads time row s of every sequence unless a reversed direction
   // has sequences shorter than T (then steps and time rows differ per sequence).
   const Index steps = sm.MaxSteps(B);
-  // Few steps of few rows (types.h RnnStepsUnpacked), every sequence full length, no mask or
-  // projection: the products on the weights in place, no packing.
-  const bool unpacked = !proj && !s.has_mask && sm.AllFull(B) && RnnStepsUnpacked(steps, B);
+  // Few steps of few rows, no mask or projection (types.h RnnFwdUnpacked): the products on
+  // the weights in place, no packing. (A row past its length keeps its state in FwdBlock.)
+  const bool unpacked = RnnFwdUnpacked(s) && steps > 0;
   const bool pipelined = !unpacked && (!sm.reverse || sm.AllFull(B)) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
                          FwdChainPipelined(steps, B, N, d.numThreads());

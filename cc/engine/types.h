@@ -368,6 +368,12 @@ struct RnnBwdArgs {
   RnnWeightGrads<A> dweights;  // with weights: their gradients (then dparams is not written)
 };
 
+// The forward of `s` runs its products on the weights in place (RnnStepsUnpacked) (no projection or recurrent mask): its workspace then
+// holds no packed weights, and stays under glibc's mmap threshold (128 KiB) for a streaming
+// step, where an mmap'd scratch costs a page fault per page on every call.
+inline bool RnnFwdUnpacked(const RnnSpec& s) {
+  return s.P == 0 && !s.has_mask && RnnStepsUnpacked(s.T, s.B);
+}
 // Small weights: the forward's per-step product is [x_t, h_{t-1}] · [W; R] with both packed
 // once (LayerForward, rnn_cpu.cc), into the step's pre-activation rows. A separate input
 // projection's result makes a round trip through memory (written, read back, read again by the
@@ -382,6 +388,7 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KN, bool bf16 = false) {
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
   const Index gate_masks = RnnGateMasks(s) ? 2 * (K - 1) * B * Hs : 0;
+  if (RnnFwdUnpacked(s)) return 4 * B * Hs + B * N + B * K * N + B * N;
   Index wx = 0;  // W packed beside R (RnnFusesInput), for the widest layer input that fuses
   for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
     if (RnnFusesInput(in, Hs, K * N, s.bf16) && K * N * in > wx) wx = K * N * in;
