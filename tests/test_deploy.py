@@ -2,7 +2,7 @@
 ``.keras`` files loaded in a process that cannot import tf_rnn_ops.
 
 ``to_stock`` models are compared with the originals: layer classes, configs, weights, and the
-outputs, which the original computes with the fused ``TfRnn>CudnnRNNV3`` op and the copy with
+outputs, which the original computes with the fused ``TfRnn>KerasRNN`` op and the copy with
 the stock Keras loop (counted: the copy must not call our op). The files are loaded by one
 child process whose working directory and PYTHONPATH do not contain the repository, which
 checks first that ``tf_rnn_ops`` cannot be found there.
@@ -106,17 +106,17 @@ def _ours(model):
 
 @pytest.fixture
 def op_calls(monkeypatch):
-    """Calls of raw_ops.CudnnRNNV3 (eager and at trace time); `forbid[0] = True` makes a call
-    an error."""
+    """Calls of the layers' fused op TfRnn>KerasRNN (eager and at trace time); `forbid[0] =
+    True` makes a call an error."""
     calls, forbid = [], [False]
-    real = raw_ops.CudnnRNNV3
+    real = K._keras_rnn  # noqa: SLF001
 
     def counting(**kw):
-        assert not forbid[0], "the stock copy called TfRnn>CudnnRNNV3"
+        assert not forbid[0], "the stock copy called TfRnn>KerasRNN"
         calls.append(kw["rnn_mode"])
         return real(**kw)
 
-    monkeypatch.setattr(raw_ops, "CudnnRNNV3", counting)
+    monkeypatch.setattr(K, "_keras_rnn", counting)
     return calls, forbid
 
 
@@ -309,7 +309,7 @@ def test_tflite_runs_the_stock_copy_with_builtin_ops():
 
 def test_tflite_cannot_convert_our_ops():
     model = _randomize(sequential_model(), seed=8)
-    with pytest.raises(Exception, match=r"TfRnn>CudnnRNNV3"):
+    with pytest.raises(Exception, match=r"TfRnn>KerasRNN"):
         _converter(model).convert()
 
 

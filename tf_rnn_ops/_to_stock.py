@@ -1,7 +1,7 @@
 """``to_stock``: the same Keras model with every tf_rnn_ops layer replaced by the stock layer.
 
 A model that contains ``tf_rnn_ops.keras.LSTM`` / ``GRU`` / ``SimpleRNN`` runs
-``TfRnn>CudnnRNNV3``, which only a process that has imported ``tf_rnn_ops`` can run: TF
+``TfRnn>KerasRNN``, which only a process that has imported ``tf_rnn_ops`` can run: TF
 Serving, TFLite and plain TensorFlow installs cannot. Our layers are subclasses of the stock
 ones with the same config and the same weights, so the deployable model is the same model
 with the stock classes:
