@@ -1,10 +1,10 @@
 """float32 accuracy of the gradients that are sums over all T·B rows (issue #37): the bias
-gradients and the peephole gradients. Summed row after row in float32, their error grew with
-T·B (about 4x stock's at T·B in the thousands); they are summed in double now (SumAcc in
-cc/engine/cpu_device.h). Errors are measured against float64 references of the same float32
-inputs: stock tf.raw_ops in float32 for the block ops, and for CudnnRNN, which stock cannot run
-on CPU, the weight gradients of the same call (GEMMs over the same rows).
-docs/DIFFERENCES.md quotes the measured errors.
+gradients and the peephole gradients. A float32 accumulator's error grows with T·B (about 4x
+stock's at T·B in the thousands); ours sum in double (SumAcc in cc/engine/cpu_device.h).
+Errors are measured against float64 references of the same float32 inputs: stock tf.raw_ops in
+float32 for the block ops, and for CudnnRNN, which stock cannot run on CPU, the weight
+gradients of the same call (GEMMs over the same rows). docs/DIFFERENCES.md quotes the measured
+errors.
 """
 
 import numpy as np

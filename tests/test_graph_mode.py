@@ -135,7 +135,7 @@ def test_bad_inputs_in_a_graph(ours, spec):
             failures.append(f"{cid}: no error in a graph")
             continue
         message = err.message if isinstance(err, tf.errors.OpError) else str(err)
-        first = C._first(spec, mut) if mut[0] != "zero" else None
+        first = S.first_for(spec, mut) if mut[0] != "zero" else None
         if first is not None and S.first_named(spec, message) not in first:
             failures.append(f"{cid}: {when} error names {S.first_named(spec, message)!r} "
                             f"first, not one of {sorted(first)}: {message[:300]!r}")
