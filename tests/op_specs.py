@@ -811,6 +811,16 @@ def expected_first(spec, name, axes=None):
     return {name} | later
 
 
+def first_for(spec, mut):
+    """The inputs an error about a shape mutation (see apply_mutation) may name first
+    (expected_first); None for value and list cases."""
+    if mut[0] in ("rank_up", "rank_down", "empty", "huge"):
+        return expected_first(spec, mut[1])
+    if mut[0] == "resize":
+        return expected_first(spec, mut[1], [mut[2]])
+    return None
+
+
 def first_with(spec, symbol):
     """The first input (in op order) whose shape carries `symbol`, or None."""
     return next((i.name for i in spec.inputs if i.shape is not None and

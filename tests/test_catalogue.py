@@ -8,7 +8,9 @@ sequence_lengths, num_layers, num_units, input_size, params sizes beyond int32, 
 of the wrong length, bad attrs).
 
 A bad input must raise tf.errors.InvalidArgumentError whose message names the input (or one of
-the inputs its size is compared with). Everything runs in this process: a crash kills pytest
+the inputs its size is compared with), and names first the first input that is wrong as the user
+sees it (S.expected_first: inputs are checked in op order against the sizes the earlier ones
+set; issue #37). Everything runs in this process: a crash kills pytest
 and fails the suite. The fuzzer (test_fuzz.py) explores the same space randomly, in a child
 process.
 """
@@ -92,16 +94,6 @@ def _run(spec, kw, attrs):
         return None, e
 
 
-def _first(spec, mut):
-    """The inputs the error about a shape mutation may name first (S.expected_first); None
-    for value and list cases."""
-    if mut[0] in ("rank_up", "rank_down", "empty", "huge"):
-        return S.expected_first(spec, mut[1])
-    if mut[0] == "resize":
-        return S.expected_first(spec, mut[1], [mut[2]])
-    return None
-
-
 def _judge(spec, cid, expect, names, outs, err, dims, attrs, first=None):
     """None if the call behaved as expected, else a message. `first`: the inputs the error
     message may name first (issue #37: the first input that is wrong as the user sees it)."""
@@ -140,7 +132,7 @@ def test_catalogue(ours, spec):
         kw, attrs = S.apply_mutation(spec, kw, attrs, dims, mut, rng)
         outs, err = _run(spec, kw, attrs)
         f = _judge(spec, cid, expect, names, outs, err, _dims_after(spec, mut, dims), attrs,
-                   _first(spec, mut))
+                   S.first_for(spec, mut))
         n += 1
         if f:
             failures.append(f)

@@ -38,7 +38,8 @@ CHECK = textwrap.dedent("""
 
 
 def _run(args, env=None, cwd=None, timeout=600):
-    full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    full_env.update(env or {})
     return subprocess.run(args, env=full_env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -109,6 +110,37 @@ def test_report_quick_runs_and_passes():
     for name in ["BlockLSTM ", "BlockLSTMV2", "BlockLSTMGrad ", "BlockLSTMGradV2",
                  "LSTMBlockCell ", "LSTMBlockCellGrad", "GRUBlockCell ", "GRUBlockCellGrad"]:
         assert name in p.stdout
+
+
+def test_report_first_screen_shows_no_failure():
+    """The main job's first screen (issue #37): no NumPy RuntimeWarning and no error-level log
+    line before the table. TF_ENABLE_ONEDNN_OPTS=1 makes stock TensorFlow log "oneDNN supports
+    DT_HALF only on platforms with AVX-512" at error level on a CPU without AVX-512 FP16 (its
+    default turns oneDNN on only on newer CPUs); the report's half rows used to print it."""
+    p = _run([sys.executable, "-m", "tf_rnn_ops.report", "--quick"], cwd=ROOT,
+             env={"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert "RuntimeWarning" not in out
+    assert "oneDNN supports DT_HALF" not in out
+    assert not [line for line in out.splitlines() if line[:1] in "EF" and line[1:5].isdigit()]
+
+
+def test_report_error_ignores_stock_uninitialised_tail():
+    """Stock BlockLSTM's i, f, o, ci, co past seq_len_max are uninitialised memory; a
+    signalling NaN there must not reach a float64 cast (NumPy: "invalid value encountered in
+    cast")."""
+    import warnings
+
+    import numpy as np
+    from tf_rnn_ops.report import _max_err
+    stock = np.ones((4, 2), np.float32)
+    stock[3] = np.array([0x7F800001] * 2, np.uint32).view(np.float32)   # signalling NaN
+    ours = np.ones((4, 2), np.float32)
+    ours[3] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _max_err([stock], [ours], slm=3) == 0.0
 
 
 @pytest.mark.skipif(shutil.which("bazel") is None or not os.path.exists(

@@ -341,19 +341,26 @@ inline int SideHelpers(const CpuDevice& d, double macs, double side_per_chain) {
   return std::min({d.numThreads() - 1, 7, want});
 }
 
+// The accumulator of the sums over T·B rows (bias and peephole gradients): double, so that a
+// float32 sum of thousands of rows is rounded once, at the end (a float accumulator's error
+// grows with the number of rows; stock's per-step batch reductions grow with T).
+using SumAcc = Eigen::Array<double, Eigen::Dynamic, 1>;
+
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into
-// chunks across the pool; each chunk is summed row by row (contiguous, vectorised), so the
-// result does not depend on the number of threads.
+// chunks across the pool; each chunk is summed row by row (contiguous, vectorised) into a
+// SumAcc, so the result does not depend on the number of threads.
 template <typename A>
 void ColumnSum(const CpuDevice& d, const A* in, Index rows, Index cols, A* out) {
   constexpr Index kChunk = 256;
   const Index chunks = (cols + kChunk - 1) / kChunk;
   ParallelFor(d, chunks, static_cast<double>(rows) * kChunk, [&](Index c0, Index c1) {
+    SumAcc acc(kChunk);
     for (Index c = c0; c < c1; ++c) {
       const Index j0 = c * kChunk, len = std::min(kChunk, cols - j0);
-      Vec<A> acc(out + j0, len);
-      acc.setZero();
-      for (Index r = 0; r < rows; ++r) acc += CVec<A>(in + r * cols + j0, len);
+      auto a = acc.head(len);
+      a.setZero();
+      for (Index r = 0; r < rows; ++r) a += CVec<A>(in + r * cols + j0, len).template cast<double>();
+      Vec<A>(out + j0, len) = a.template cast<A>();
     }
   });
 }

@@ -346,6 +346,8 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
       packed::PackRowMajor<A>(KN, in, ly.W, in, wpack.data(), 0, 0, true);
     }
   }
+  // The bias gradients' column sums, over all chunks, rounded to A at the end (SumAcc).
+  SumAcc sum_w = SumAcc::Zero(KN), sum_r = SumAcc::Zero(ly.dbR != nullptr ? KN : 0);
   ChainWithChunkGrads(
       d, steps, B, KN,
       SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
@@ -360,13 +362,15 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
           WeightGradPanel<A>(s, b16, Hs, len, n, w.dhr + (r0 + r) * KN + c0, hp, ly.dR, c0,
                              !first || r > 0, same);
         });
-        auto column_sums = [&](A* db, const A* g) {
-          Vec<A> v(db + c0, len);
+        auto column_sums = [&](SumAcc& acc, const A* g) {
+          auto v = acc.segment(c0, len);
           if (first) v.setZero();
-          for (Index r = 0; r < rows; ++r) v += CVec<A>(g + (r0 + r) * KN + c0, len);
+          for (Index r = 0; r < rows; ++r) {
+            v += CVec<A>(g + (r0 + r) * KN + c0, len).template cast<double>();
+          }
         };
-        column_sums(ly.dbW, w.dgx);
-        if (ly.dbR != nullptr) column_sums(ly.dbR, w.dhr);
+        column_sums(sum_w, w.dgx);
+        if (ly.dbR != nullptr) column_sums(sum_r, w.dhr);
       },
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
@@ -378,6 +382,8 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
         GemmB16Serial<A>(b16, false, xw, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, xw ? KN : in,
                          din + r0 * in, in, accumulate_din);
       });
+  Vec<A>(ly.dbW, KN) = sum_w.template cast<A>();
+  if (ly.dbR != nullptr) Vec<A>(ly.dbR, KN) = sum_r.template cast<A>();
 }
 
 // Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev (peephole_o_new: o's with
@@ -392,7 +398,8 @@ void PeepholeGrads(const CpuDevice& d, const RnnSpec& s, const StepMap& sm, cons
   ParallelFor(d, chunks, static_cast<double>(s.T * B) * kChunk * 8, [&](Index c0, Index c1) {
     for (Index ch = c0; ch < c1; ++ch) {
       const Index j0 = ch * kChunk, len = std::min(kChunk, N - j0);
-      for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len).setZero();
+      Eigen::Array<double, Eigen::Dynamic, Eigen::Dynamic> acc =
+          Eigen::Array<double, Eigen::Dynamic, Eigen::Dynamic>::Zero(len, K);  // SumAcc per gate
       for (Index b = 0; b < B; ++b) {
         for (Index st = 0; st < sm.Len(b); ++st) {
           const Index tau = sm.Tau(b, st), row = tau * B + b;
@@ -400,11 +407,12 @@ void PeepholeGrads(const CpuDevice& d, const RnnSpec& s, const StepMap& sm, cons
           CVec<A> cprev(cp + j0, len), cnew(ly.aux + row * N + j0, len);
           const A* dg = dgx + row * KN;
           for (Index k = 0; k < K; ++k) {
-            Vec<A>(dp + k * N + j0, len) +=
-                CVec<A>(dg + k * N + j0, len) * (k == o_new ? cnew : cprev);
+            acc.col(k) += (CVec<A>(dg + k * N + j0, len) * (k == o_new ? cnew : cprev))
+                              .template cast<double>();
           }
         }
       }
+      for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len) = acc.col(k).template cast<A>();
     }
   });
 }

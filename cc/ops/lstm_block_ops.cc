@@ -78,6 +78,14 @@ absl::Status MergeActivations(InferenceContext* c, int first, int count, bool se
 absl::Status CellShape(InferenceContext* c) {
   LstmShapeDims d;
   TF_RETURN_IF_ERROR(MergeLstmParams(c, 0, 2, &d));
+  // As its kernel (and stock's), LSTMBlockCell rejects an empty batch or cell; the other ops
+  // of the family compute an empty result.
+  if (c->ValueKnown(d.B) && c->Value(d.B) == 0) {
+    return Named(absl::InvalidArgumentError("empty batch dimension (batch_size = 0)"), "x");
+  }
+  if (c->ValueKnown(d.H) && c->Value(d.H) == 0) {
+    return Named(absl::InvalidArgumentError("empty (cell_size = 0)"), "cs_prev");
+  }
   ShapeHandle out = c->Matrix(d.B, d.H);
   for (int k = 0; k < 7; ++k) c->set_output(k, out);
   return absl::OkStatus();

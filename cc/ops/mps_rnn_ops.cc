@@ -52,7 +52,8 @@ absl::Status ForwardShape(InferenceContext* c, int gates, bool lstm) {
   return absl::OkStatus();
 }
 
-// The gradients op: source_grad and recurrent_weight_grad have the shapes of inputs 0 and 1;
+// The gradients op: source and recurrent_weight checked as in the forward; source_grad and
+// recurrent_weight_grad have the shapes of inputs 0 and 1;
 // each optional gradient list has the shape of its operand's list. `lists` names the optional
 // input lists in input order (after the 5 fixed inputs), `grads` those with a gradient output,
 // in output order.
@@ -60,6 +61,10 @@ absl::Status GradShape(InferenceContext* c, std::initializer_list<const char*> l
                        std::initializer_list<const char*> grads) {
   ShapeHandle src;
   TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &src), "source");
+  bool bidirectional;
+  TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
+  DimensionHandle H;
+  TF_RETURN_IF_ERROR(Hidden(c, bidirectional ? 2 : 1, &H));  // the forward's rank checks
   c->set_output(0, c->input(0));
   c->set_output(1, c->input(1));
   std::map<std::string, std::pair<int, int>> at;  // list name -> (first input, length)

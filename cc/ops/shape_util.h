@@ -8,11 +8,11 @@
 
 namespace tfrnn {
 
-// Prefixes a shape-inference error with the input it concerns, so that graph-mode errors name
-// the offending input like the kernels' errors do.
+// Prefixes a shape-inference error with the input it concerns ("wci: Shape must be rank 1
+// ..."), so that graph-mode errors name the offending input first, like the kernels' errors.
 inline absl::Status Named(absl::Status s, const char* input) {
   if (s.ok()) return s;
-  return absl::InvalidArgumentError(absl::StrCat("input '", input, "': ", s.message()));
+  return absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message()));
 }
 
 }  // namespace tfrnn
