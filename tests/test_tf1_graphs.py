@@ -8,9 +8,10 @@ so must ours.
   CudnnRNNCanonicalToParams(V2) and the MPS optional operands) runs in a graph whose every
   input is a reference variable, with the result of the same call in eager mode;
 * an optimizer step per family (LSTM block, GRU block, CudnnRNN with its params/canonical
-  converters, MPS LSTM/GRU): the gradient ``compute_gradients`` gives and the step
-  ``apply_gradients`` takes on reference variables, against float64 references (NumPy, or
-  eager float64 TensorFlow ops differentiated by GradientTape).
+  converters, MPS LSTM/GRU, the Keras layers' KerasRNN): the gradient ``compute_gradients``
+  gives and the step ``apply_gradients`` takes on reference variables, against float64
+  references (NumPy, eager float64 TensorFlow ops differentiated by GradientTape, or the stock
+  Keras layer in float64).
 """
 
 import numpy as np
@@ -240,3 +241,39 @@ def test_tf1_optimizer_step_mps(ours, rng, family):
     for name, w in zip(names, want):
         if name in grads:
             _check(grads[name], w, name)
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_tf1_optimizer_step_keras_rnn(ours, rng, mode):
+    """The Keras layers' op (TfRnn>KerasRNN, Keras's weight layout; internal, called through
+    the generated op function) with kernel, recurrent_kernel and bias in reference variables:
+    the step's gradient against the stock Keras layer in float64 with the same weights."""
+    import keras
+    from tf_rnn_ops._loader import load_library
+    B, T, I, N = 3, 4, 5, 4
+    cls = keras.layers.LSTM if mode == "lstm" else keras.layers.GRU
+    layer = cls(N, return_sequences=True, dtype="float64")
+    layer.build((B, T, I))
+    values = {w.path.split("/")[-1]: _f32(0.4 * rng.normal(size=w.shape)) for w in layer.weights}
+    assert set(values) == {"kernel", "recurrent_kernel", "bias"}
+    x = _f32(rng.normal(size=(B, T, I)))
+    cot = _f32(rng.normal(size=(B, T, N)))
+
+    def build(v):
+        zeros = tf.zeros([B, N])
+        out = load_library().tf_rnn_keras_rnn(
+            input=x, input_h=zeros, input_c=zeros if mode == "lstm" else tf.zeros([0]),
+            kernel=v["kernel"], recurrent_kernel=v["recurrent_kernel"], bias=v["bias"],
+            sequence_lengths=tf.zeros([0], tf.int32), recurrent_mask=tf.zeros([0]),
+            rnn_mode=mode)[0]
+        return tf.reduce_sum(out * cot)
+
+    loss, grads, _ = _optimizer_step(values, build)
+    layer.set_weights([np.float64(values[w.path.split("/")[-1]]) for w in layer.weights])
+    with tf.GradientTape() as tape:
+        loss_ref = tf.reduce_sum(layer(np.float64(x)) * np.float64(cot))
+    want = tape.gradient(loss_ref, layer.trainable_weights)
+    _check(loss, loss_ref.numpy(), "loss")
+    for w, g in zip(layer.trainable_weights, want):
+        name = w.path.split("/")[-1]
+        _check(grads[name], g.numpy(), name)
