@@ -115,17 +115,24 @@ absl::Status ValidateKeras(OpKernelContext* ctx, RnnMode mode, const KerasExtras
   return kx.Mask(ctx, &s, &in->mask);
 }
 
-// The engine's view of the Keras tensors: W, R in place (weights_xw), the input bias, and the
-// recurrent bias (bias's second row, else `zeros`).
-template <typename A>
-RnnWeights<A> KerasWeights(const KerasInputs& in, const A* kernel, const A* rkernel,
-                           const A* bias, const A* zeros) {
+// The engine's view of the Keras tensors (through the bridge: converted for half/bf16): W, R
+// in place (weights_xw), the input bias, and the recurrent bias (bias's second row, else zeros).
+template <typename T>
+RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
+                                                       ComputeBridge<T>* br) {
+  using A = typename ComputeType<T>::type;
   const int64_t KN = RnnK(in.spec) * in.spec.N;
   RnnWeights<A> w;
-  w.W = kernel;
-  w.R = rkernel;
-  w.bW = bias;
-  w.bR = in.two_biases ? bias + KN : zeros;
+  w.W = br->In(*in.kernel);
+  w.R = br->In(*in.rkernel);
+  w.bW = br->In(*in.bias);
+  if (in.two_biases) {
+    w.bR = w.bW != nullptr ? w.bW + KN : nullptr;
+  } else {
+    A* zeros = br->Scratch(KN);
+    if (zeros != nullptr) std::fill_n(zeros, KN, A(0));
+    w.bR = zeros;
+  }
   return w;
 }
 
@@ -171,7 +178,7 @@ class KerasRnnForwardOp : public KerasRnnOpBase {
     RnnSpec& s = in.spec;
     s.training = training_;
     const bool lstm = s.mode == RnnMode::kLstm;
-    const int64_t KN = RnnK(s) * s.N, reserve_a = RnnReserveSize(s);
+    const int64_t reserve_a = RnnReserveSize(s);
     Tensor *output, *output_h, *output_c, *reserve;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({s.B, s.T, s.N}), &output));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.h0->shape(), &output_h));
@@ -193,10 +200,7 @@ class KerasRnnForwardOp : public KerasRnnOpBase {
     const A* x = br.In(*in.x);
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    A* zeros = in.two_biases ? nullptr : br.Scratch(KN);
-    if (zeros != nullptr) std::fill_n(zeros, KN, A(0));
-    a.weights = KerasWeights<A>(in, br.In(*in.kernel), br.In(*in.rkernel), br.In(*in.bias),
-                                zeros);
+    a.weights = KerasWeights<T>(in, &br);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
@@ -274,10 +278,7 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
     const A* dyv = br.In(*dy);
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    A* zeros = in.two_biases ? nullptr : br.Scratch(KN);
-    if (zeros != nullptr) std::fill_n(zeros, KN, A(0));
-    a.weights = KerasWeights<A>(in, br.In(*in.kernel), br.In(*in.rkernel), br.In(*in.bias),
-                                zeros);
+    a.weights = KerasWeights<T>(in, &br);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
     a.reserve = reinterpret_cast<const A*>(reserve->flat<T>().data());
     a.dhn = br.In(*dhn);
