@@ -5,6 +5,7 @@ tested by tests/gpu (tools/gpu_tests.sh on a GPU machine)."""
 
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -40,7 +41,7 @@ def test_exports_the_c_api_only():
     eng = _engine()
     for name in cuda_engine.EXPORTED:
         assert hasattr(eng.lib, name), name
-    assert eng.api_version() == cuda_engine.API_VERSION == 3
+    assert eng.api_version() == cuda_engine.API_VERSION == 4
     # Internal symbols (and the static CUDA runtime's) stay hidden.
     with pytest.raises(AttributeError):
         eng.lib.cudaMalloc  # noqa: B018
@@ -162,20 +163,34 @@ def test_loads_next_to_the_op_library_without_tf_symbols():
     assert out.stdout.strip() == "0"
 
 
-def test_python_spec_mirrors_the_c_struct():
-    """cuda_engine.Spec (ctypes) has the fields of TfRnnCudaSpec in cc/gpu/c_api.h, in order,
-    and API_VERSION is the header's (no GPU or built library needed)."""
+def test_python_spec_mirrors_the_c_struct(tmp_path):
+    """cuda_engine.Spec (ctypes, parsed from cc/engine/rnn_spec_fields.h) lays out every member
+    where a C compiler puts TfRnnCudaSpec's (cc/gpu/c_api.h), and API_VERSION is the header's
+    (no GPU or built library needed)."""
+    import ctypes
     import re
     hdr = open(os.path.join(cuda_engine.REPO_ROOT, "cc", "gpu", "c_api.h")).read()
     ver = re.search(r"#define TFRNN_CUDA_API_VERSION (\d+)", hdr)
     assert int(ver.group(1)) == cuda_engine.API_VERSION
-    body = re.search(r"typedef struct \{(.*?)\} TfRnnCudaSpec;", hdr, re.S).group(1)
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    names = []
-    for decl in body.split(";"):
-        decl = decl.strip()
-        if not decl:
-            continue
-        for part in decl.split(None, 1)[1].split(","):
-            names.append(re.sub(r"\[.*\]", "", part).strip())
-    assert names == [f[0] for f in cuda_engine.Spec._fields_]
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "layout.c"
+    src.write_text(
+        "#include <stddef.h>\n#include <stdio.h>\n#include \"cc/gpu/c_api.h\"\n"
+        "#define F(t, name, c, i, lo, hi, w) "
+        "printf(\"%s %zu\\n\", #name, offsetof(TfRnnCudaSpec, name));\n"
+        "#define A(t, name, c, n, i, lo, hi, w) "
+        "printf(\"%s %zu\\n\", #name, offsetof(TfRnnCudaSpec, name));\n"
+        "int main(void) {\n  printf(\"dtype %zu\\n\", offsetof(TfRnnCudaSpec, dtype));\n"
+        "  TFRNN_RNN_SPEC_FIELDS(F, A)\n"
+        "  printf(\"sizeof %zu\\n\", sizeof(TfRnnCudaSpec));\n  return 0;\n}\n")
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c99", "-Wall", "-Werror", "-I", cuda_engine.REPO_ROOT, str(src),
+                    "-o", str(exe)], check=True, capture_output=True, text=True)
+    c_layout = subprocess.run([str(exe)], check=True, capture_output=True,
+                              text=True).stdout.split("\n")
+    py_layout = [f"{name} {getattr(cuda_engine.Spec, name).offset}"
+                 for name, _ in cuda_engine.Spec._fields_]
+    py_layout.append(f"sizeof {ctypes.sizeof(cuda_engine.Spec)}")
+    assert [l for l in c_layout if l] == py_layout

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "cc/engine/types.h"
+#include "cc/engine/workspace.h"
 
 namespace tfrnn {
 

@@ -5,6 +5,7 @@
 
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
+#include "cc/engine/workspace.h"
 
 namespace tfrnn {
 

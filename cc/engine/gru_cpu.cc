@@ -34,10 +34,12 @@ template <typename A>
 void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
   const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
   const RnnSpec s = GruBlockRnnSpec(N, I, H);
-  A* gx = ws;           // [N, 3H] [x, h_prev]·w_ru, then x·w_c + (r ⊙ h_prev)·w_c[I:]
-  A* rh = gx + N * G;   // [N, H]  r ⊙ h_prev (also the engine's aux plane)
-  A* bw = rh + N * H;   // [3H]    [b_ru, b_c]
-  A* br = bw + G;       // [3H]    zeros
+  Carver<A> cv(ws);
+  const GruCellFwdScratch<A> w = CarveGruCellFwd(N, H, &cv);
+  A* gx = w.gx;
+  A* rh = w.rh;
+  A* bw = w.bw;
+  A* br = w.br;
   std::copy_n(a.b_ru, 2 * H, bw);
   std::copy_n(a.b_c, H, bw + 2 * H);
   std::fill_n(br, G, A(0));
@@ -63,12 +65,12 @@ template <typename A>
 void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
   const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
   const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  Carver<A> cv(ws);
+  const GruCellBwdScratch<A> scratch = CarveGruCellBwd(N, H, &cv);
   BwdBufs<A> w{};
-  w.dgx = ws;              // [N, 3H] the gate gradients [d_r_bar, d_u_bar, d_c_bar]
-  // [N, 3H] the engine's recurrent-product gradients (one step: the step's rows are the
-  // layer's rows, one buffer)
-  w.dhr = w.dhr_cur = w.dgx + N * G;
-  w.dhm = w.dhr_cur + N * G;  // [N, H] d_hr = dL/d(r ⊙ h_prev)
+  w.dgx = scratch.dgx;
+  w.dhr = w.dhr_cur = scratch.dhr;  // one step: the step's rows are the layer's rows
+  w.dhm = scratch.dhm;
   w.dh = a.d_h_prev;          // dL/dh_prev: the pointwise terms, then the products
   std::fill_n(a.d_h_prev, N * H, A(0));
   const Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, a.h_prev);

@@ -58,15 +58,11 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& c, const LstmFwdArgs<A>
   const Index T = a.T, N = a.N, I = a.I, H = a.H, L = a.seq_len_max, G = 4 * H, NH = N * H;
   if (L > 0) {
     const RnnSpec s = LstmBlockRnnSpec(c, L, N, I, H);
-    A* p = workspace;
-    auto take = [&p](Index n) {
-      A* q = p;
-      p += n;
-      return q;
-    };
-    A* gx = take(L * N * G);
-    A* peep = take(G);
-    A* br = take(G);
+    Carver<A> cv(workspace);
+    const LstmFwdScratch<A> w = CarveLstmFwd(L, N, I, H, c.bf16, &cv);
+    A* gx = w.gx;
+    A* peep = w.peep;
+    A* br = w.br;
     std::fill_n(br, G, A(0));
     std::fill_n(br + s.gate_pos[1] * H, H, static_cast<A>(c.forget_bias));
     if (c.use_peephole) PackPeephole<A>(s, a.wci, a.wcf, a.wco, peep);
@@ -84,7 +80,7 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& c, const LstmFwdArgs<A>
       // pointwise pass, whose final states are the outputs h and cs themselves.
       ra.hn = a.h;
       ra.cn = a.cs;
-      A* xh = take(N * (I + H));
+      A* xh = w.xh;
       for (Index n = 0; n < N; ++n) {
         std::copy_n(a.x + n * I, I, xh + n * (I + H));
         std::copy_n(a.h_prev + n * H, H, xh + n * (I + H) + I);
@@ -92,9 +88,9 @@ void LstmForward(const CpuDevice& d, const LstmCellSpec& c, const LstmFwdArgs<A>
       SmallGemm<A>(d, false, false, N, G, I + H, xh, I + H, a.w, G, gx, G, false);
       StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h);
     } else {
-      ra.hn = take(NH);
-      ra.cn = take(NH);
-      LayerForward<A>(d, s, 0, ly, a.x, ra, a.h, p);
+      ra.hn = w.hn;
+      ra.cn = w.cn;
+      LayerForward<A>(d, s, 0, ly, a.x, ra, a.h, w.ws);
     }
   }
   // Steps past seq_len_max: all seven outputs are zero.
@@ -116,11 +112,12 @@ void LstmBackward(const CpuDevice& d, const LstmCellSpec& c, const LstmBwdArgs<A
   }
   RnnSpec s = LstmBlockRnnSpec(c, L, N, I, H);
   s.exact_clip_grad = a.exact_clip_grad;
-  A* p = nullptr;
-  const BwdBufs<A> w = CarveBwdBufs<A>(s, workspace, &p);
-  A* peep = p;
-  A* dpeep = peep + G;
-  A* zeros = dpeep + G;  // the final-state gradients: [N, H] x 2
+  Carver<A> cv(workspace);
+  const LstmBwdScratch<A> scratch = CarveLstmBwd(L, N, H, &cv);
+  const BwdBufs<A>& w = scratch.layer;
+  A* peep = scratch.peep;
+  A* dpeep = scratch.dpeep;
+  A* zeros = scratch.zeros;  // the final-state gradients: [N, H] x 2
   Zero(d, zeros, 2 * NH);
   if (c.use_peephole) PackPeephole<A>(s, a.wci, a.wcf, a.wco, peep);
   Layer<A> ly = BlockLayer<A>(s, a.w, nullptr, nullptr, nullptr, a.i, a.f, a.ci, a.o, a.cs, a.co);

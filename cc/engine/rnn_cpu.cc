@@ -233,16 +233,16 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
-  A* h_cur = ws;
-  A* h_next = h_cur + B * Hs;
-  // h ⊙ mask: two buffers (step parity) of GM masked copies [B, Hs], one per gate block with
-  // mask_gates.
-  const Index GM = RnnGateMasks(s) ? K : 1;
-  A* h_masked = h_next + B * Hs;
-  A* c = h_masked + 2 * GM * B * Hs;
-  A* hr = c + B * N;
-  A* hh_step = hr + B * KN;
-  A* rpack = hh_step + B * N;  // R packed per unit block (below)
+  Carver<A> cv(ws);
+  const RnnFwdScratch<A> w = CarveRnnFwd(s, &cv);
+  A* h_cur = w.h_cur;
+  A* h_next = w.h_next;
+  const Index GM = RnnGateMasks(s) ? K : 1;  // masked copies of h per step (workspace.h)
+  A* h_masked = w.h_masked;
+  A* c = w.c;
+  A* hr = w.hr;
+  A* hh_step = w.hh_step;
+  A* rpack = w.rpack;  // R packed per unit block (below)
   const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
   const Index d_idx = pseudo % s.D;
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;

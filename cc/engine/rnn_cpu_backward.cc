@@ -664,49 +664,17 @@ void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
   if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, a.c0, w.dgx, a.dpeephole);
 }
 
-template <typename A>
-BwdBufs<A> CarveBwdBufs(const RnnSpec& s, A* ws, A** end) {
-  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
-  A* p = ws;
-  auto take = [&p](Index n) {
-    A* q = p;
-    p += n;
-    return q;
-  };
-  BwdBufs<A> w;
-  w.dgx = take(TB * KN);
-  w.dhr = s.mode == RnnMode::kGru ? take(TB * KN) : w.dgx;
-  w.dhr_prev = take(B * KN);
-  w.dhr_cur = take(B * KN);
-  w.dh = take(B * Hs);
-  w.dc = take(B * N);
-  w.dhtot = take(TB * s.P);
-  w.dhh = take(B * N);
-  w.dtot = take(B * Hs);
-  w.dhm = take(B * Hs);
-  w.hrec = take(s.has_mask ? TB * Hs : 0);
-  w.gather = take(RnnBwdGathers(s) ? TB * N : 0);
-  w.rpack = take(KN * Hs);
-  *end = p;
-  return w;
-}
-
 }  // namespace rnn_cpu
 
 template <typename A>
 void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A* ws) {
   const Index TB = s.T * s.B, B = s.B, Hs = RnnHs(s), ycols = s.D * Hs;
-  // Carve the workspace (RnnBwdWorkspaceSize lists the same pieces).
-  A* p = nullptr;
-  const BwdBufs<A> w = CarveBwdBufs<A>(s, ws, &p);
-  auto take = [&p](Index n) {
-    A* q = p;
-    p += n;
-    return q;
-  };
-  A* dy_buf = take(TB * ycols);
-  A* din_buf = take(TB * ycols);
-  A* x_masked = p;
+  Carver<A> cv(ws);
+  const RnnBwdScratch<A> scratch = CarveRnnBwd(s, &cv);
+  const BwdBufs<A>& w = scratch.layer;
+  A* dy_buf = scratch.dy_buf;
+  A* din_buf = scratch.din_buf;
+  A* x_masked = scratch.x_masked;
   // Layer 0's input with padding rows zeroed, so that values past a sequence's length (which
   // the forward never read) cannot reach the weight gradient as NaN·0.
   const A* x0 = a.x;
@@ -759,11 +727,10 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
   template void rnn_cpu::LayerBackward<A>(const CpuDevice&, const RnnSpec&, Index,             \
                                           const rnn_cpu::Layer<A>&, const A*, const A*,        \
                                           const RnnBwdArgs<A>&, A*, bool,                      \
-                                          const rnn_cpu::BwdBufs<A>&);                         \
+                                          const BwdBufs<A>&);                                  \
   template void rnn_cpu::StepBackward<A>(const CpuDevice&, const RnnSpec&,                     \
                                          const rnn_cpu::Layer<A>&, const RnnBwdArgs<A>&,       \
-                                         const A*, const rnn_cpu::BwdBufs<A>&, int);           \
-  template rnn_cpu::BwdBufs<A> rnn_cpu::CarveBwdBufs<A>(const RnnSpec&, A*, A**);
+                                         const A*, const BwdBufs<A>&, int);
 TFRNN_INSTANTIATE_RNN_BWD(float)
 TFRNN_INSTANTIATE_RNN_BWD(double)
 #undef TFRNN_INSTANTIATE_RNN_BWD

@@ -8,6 +8,7 @@
 
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
+#include "cc/engine/workspace.h"
 
 namespace tfrnn {
 namespace rnn_cpu {
@@ -209,23 +210,6 @@ void ForUnitBlocks(const CpuDevice& d, Index N, Index elems, Fn&& fn) {
     for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, N - blk * U));
   });
 }
-
-// Buffers of one layer's backward, carved from RnnLayerBwdScratch(s) elements at ws (*end:
-// past them).
-template <typename A>
-struct BwdBufs {
-  A *dgx, *dhr;          // [TB, KN] (dhr == dgx except for gru)
-  A *dhr_prev, *dhr_cur;  // [B, KN]
-  A *dh, *dc;             // [B, Hs], [B, N]
-  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
-  A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
-  A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
-  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
-  A* gather;              // [TB, N] (reset-before gru; per-gate masks)
-};
-
-template <typename A>
-BwdBufs<A> CarveBwdBufs(const RnnSpec& s, A* ws, A** end);
 
 // One (layer, direction) of the forward: ylayer [T, B, D·Hs] receives h, a.hn / a.cn the final
 // states of pseudo-layer `pseudo`; ws has RnnFwdWorkspaceSize(s) elements (rnn_cpu.cc).

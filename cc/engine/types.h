@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <initializer_list>
 
+#include "cc/engine/rnn_spec_fields.h"
+
 namespace tfrnn {
 
 using Index = std::ptrdiff_t;
@@ -116,8 +118,7 @@ inline bool RnnStepsUnpacked(Index steps, Index batch) {
 // The backward's step chain runs on one thread while the others compute the weight, bias and
 // input gradients over the finished steps (LayerBackward, rnn_cpu_backward.cc) when the batch
 // is small: a step of a chain of up to 64 rows gains little from splitting across cores, and
-// the GEMMs beside it keep the other cores busy (LSTM engine A/B on 2 cores: backward
-// 200x16x64x128 8.3 -> 4.7 ms, 100x64x256x256 -13 %, 50x32x128x512 unchanged).
+// the GEMMs beside it keep the other cores busy.
 inline bool BwdChainPipelined(Index steps, Index batch, int threads) {
   return threads > 1 && steps > 1 && batch > 0 && batch <= 64;
 }
@@ -140,9 +141,6 @@ struct GruCellFwdArgs {
   A *r = nullptr, *u = nullptr, *c = nullptr, *h = nullptr;  // [N, H] each
 };
 
-// (gru_cpu.cc: the pre-activations [N, 3H], r ⊙ h_prev [N, H], the biases [3H] x 2.)
-inline Index GruCellFwdWorkspaceSize(Index N, Index H) { return 4 * N * H + 6 * H; }
-
 // Backward of one GRU step (GRUBlockCellGrad):
 //     d_c_bar = (d_h ⊙ (1-u) + g_c) ⊙ (1 - c²)
 //     d_u_bar = (d_h ⊙ (h_prev - c) + g_u) ⊙ u(1-u)
@@ -164,69 +162,39 @@ struct GruCellBwdArgs {
   A* d_r_bar_u_bar = nullptr;  // [N, 2H]
 };
 
-// (gru_cpu.cc: the gate gradients [N, 3H] x 2, dL/d(r ⊙ h_prev) [N, H].)
-inline Index GruCellBwdWorkspaceSize(Index N, Index H) { return 7 * N * H; }
-
 
 // ---------------------------------------------------------------------------------------------
 // cuDNN-style stacked RNN (the CudnnRNN family): lstm, gru (reset after the recurrent product),
 // rnn_tanh, rnn_relu; layers, directions, per-sequence lengths, projection, dropout between
 // layers. See rnn.h for the equations and the reserve layout.
-enum class RnnMode : int { kLstm = 0, kGru = 1, kTanh = 2, kRelu = 3 };
-
-// Gate activations (MPSGraph's enum order, then Keras's). kHardSigmoid is MPS's
-// clamp(0.2·x + 0.5, 0, 1), kKerasHardSigmoid Keras 3's relu6(x + 3) / 6 = clamp(x/6 + 0.5, 0, 1).
-enum class RnnAct : int {
-  kNone = 0,
-  kRelu = 1,
-  kTanh = 2,
-  kSigmoid = 3,
-  kHardSigmoid = 4,
-  kKerasHardSigmoid = 5
-};
+#define TFRNN_ENUM_ITEM(name, spelling) k##name,
+#define TFRNN_COUNT_ONE(...) +1
+enum class RnnMode : int { TFRNN_RNN_MODES(TFRNN_ENUM_ITEM) };
+// Gate activations. kHardSigmoid is MPS's clamp(0.2·x + 0.5, 0, 1), kKerasHardSigmoid Keras 3's
+// relu6(x + 3) / 6 = clamp(x/6 + 0.5, 0, 1).
+enum class RnnAct : int { TFRNN_RNN_ACTS(TFRNN_ENUM_ITEM) };
+constexpr int kRnnModeCount = 0 TFRNN_RNN_MODES(TFRNN_COUNT_ONE);
+constexpr int kRnnActCount = 0 TFRNN_RNN_ACTS(TFRNN_COUNT_ONE);
+#undef TFRNN_ENUM_ITEM
 
 inline int RnnGates(RnnMode m) {
   return m == RnnMode::kLstm ? 4 : m == RnnMode::kGru ? 3 : 1;
 }
 
+// The problem description of the stacked-RNN engine: one member per line of
+// TFRNN_RNN_SPEC_FIELDS (rnn_spec_fields.h, which documents each), with its default.
 struct RnnSpec {
-  RnnMode mode = RnnMode::kLstm;
-  Index T = 0, B = 0, I = 0;  // time steps, batch, input size
-  Index N = 0;                // num_units
-  Index P = 0;                // num_proj (lstm only), 0 = none
-  Index L = 1, D = 1;         // layers, directions (1 or 2)
-  bool skip_input = false;    // layer 0 feeds x to every gate as-is (I == N)
-  bool training = true;       // false: no dropout (the reserve is scratch)
-  float dropout = 0.f;        // between layers, training only
-  unsigned long long seed = 0;
-  // LSTM generalisations (defaults = cuDNN). Logical gates i, f, c (cell input), o:
-  int gate_pos[4] = {0, 1, 2, 3};  // block index of each logical gate within a K·N row
-  RnnAct gate_act[4] = {RnnAct::kSigmoid, RnnAct::kSigmoid, RnnAct::kTanh, RnnAct::kSigmoid};
-  RnnAct cell_act = RnnAct::kTanh;  // h = o ⊙ cell_act(c)
-  bool peephole = false;    // lstm: every gate's pre-activation += p ⊙ c_prev (MPSGraph)
-  bool has_mask = false;    // h_prev ⊙ mask enters the recurrent product (not the gru blend)
-  bool mask_gates = false;  // has_mask: one mask per gate block k (Keras recurrent dropout):
-                            // R_k multiplies h_prev ⊙ mask_k; the mask has D·K·Hs columns,
-                            // gate block k of direction d at (d·K + k)·Hs (L == 1, P == 0)
-  bool preprojected = false;  // layer 0 has no W: x holds W·x, [T, B, D·K·N], direction d
-                              // reading columns [d·K·N, (d+1)·K·N)
-  bool reverse = false;     // unidirectional only: run each sequence from its end
-  // GRU generalisations (defaults = cuDNN). Logical gates r (reset), z (update), n (candidate)
-  // use gate_pos[0..2] and gate_act[0..2].
-  bool gru_reset_before = false;  // n = act(W·x + b_W + R_n·(r ⊙ h) + b_R) (MPSGraph's
-                                  // resetAfter = NO) instead of act(W·x + b_W + r ⊙ (R_n·h + b_R))
-  bool gru_z_new = false;  // h = z ⊙ n + (1-z) ⊙ h_prev instead of (1-z) ⊙ n + z ⊙ h_prev
-  // LSTM block-op generalisations (the LSTM block ops run on this engine: lstm_cpu.cc; their
-  // forget_bias is a recurrent bias).
-  float cell_clip = 0.f;         // c = clip(f ⊙ c_prev + i ⊙ c', ±cell_clip); <= 0: none
-  bool exact_clip_grad = false;  // backward: no gradient through a clipped c (else
-                                 // straight-through, stock's *Grad ops)
-  bool peephole_o_new = false;   // peephole: o's term uses the new c (BlockLSTM), the other
-                                 // gates c_prev; else every gate c_prev (MPSGraph)
-  bool weights_xw = false;  // W is [in, K·N] and R [Hs, K·N] (pre-activations x·W + h·R, the
-                            // block ops' w), not [K·N, in] and [K·N, Hs]
-  bool bf16 = false;  // a bfloat16 op: products may round their operands to bf16 (bf16_gemm.h)
+#define TFRNN_SPEC_MEMBER(type, name, c_type, init, lo, hi, what) type name = init;
+#define TFRNN_SPEC_ARRAY_MEMBER(type, name, c_type, n, init, lo, hi, what) type name[n] = init;
+  TFRNN_RNN_SPEC_FIELDS(TFRNN_SPEC_MEMBER, TFRNN_SPEC_ARRAY_MEMBER)
+#undef TFRNN_SPEC_MEMBER
+#undef TFRNN_SPEC_ARRAY_MEMBER
 };
+// A field added to the list changes both engines' binary interface: bump kEngineApiVersion
+// (engine_api.h) and TFRNN_CUDA_API_VERSION (cc/gpu/c_api.h), then this count.
+constexpr int kRnnSpecFieldCount = 0 TFRNN_RNN_SPEC_FIELDS(TFRNN_COUNT_ONE, TFRNN_COUNT_ONE);
+static_assert(kRnnSpecFieldCount == 27, "RnnSpec fields changed: bump the engine API versions");
+#undef TFRNN_COUNT_ONE
 
 inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }
 // One recurrent mask per gate block in use (has_mask with mask_gates).
@@ -368,49 +336,23 @@ struct RnnBwdArgs {
   RnnWeightGrads<A> dweights;  // with weights: their gradients (then dparams is not written)
 };
 
-// The forward of `s` runs its products on the weights in place (RnnStepsUnpacked) (no projection or recurrent mask): its workspace then
-// holds no packed weights, and stays under glibc's mmap threshold (128 KiB) for a streaming
-// step, where an mmap'd scratch costs a page fault per page on every call.
+// The forward of `s` runs its products on the weights in place (RnnStepsUnpacked; no
+// projection or recurrent mask): its workspace (CarveRnnFwd, workspace.h) then holds no packed
+// weights, and stays under glibc's mmap threshold (128 KiB) for a streaming step, where an
+// mmap'd scratch costs a page fault per page on every call.
 inline bool RnnFwdUnpacked(const RnnSpec& s) {
   return s.P == 0 && !s.has_mask && RnnStepsUnpacked(s.T, s.B);
 }
 // Small weights: the forward's per-step product is [x_t, h_{t-1}] · [W; R] with both packed
 // once (LayerForward, rnn_cpu.cc), into the step's pre-activation rows. A separate input
 // projection's result makes a round trip through memory (written, read back, read again by the
-// pointwise pass) that cost more than the GEMM at small batch; the block's packed weights stay
-// in its core's L2. With bf16 products (a bfloat16 op: the spec's bf16; the engine passes
+// pointwise pass) that costs more than the GEMM at small batch; the block's packed weights
+// stay in its core's L2. With bf16 products (a bfloat16 op: the spec's bf16; the engine passes
 // whether its products take it) the packed weights are pairs of bf16, half the bytes, so twice
-// the elements fit: bf16 LSTM forward 100x64x256x256 on 2 cores 28.6 -> 25.5 ms (engine_bench,
-// medians of 4 interleaved runs), the block face's 40 -> 26 ms.
+// the elements fit.
 inline bool RnnFusesInput(Index in, Index Hs, Index KN, bool bf16 = false) {
   return in > 0 && (in + Hs) * KN <= (Index(1) << (bf16 ? 19 : 18));
 }
-inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  const Index gate_masks = RnnGateMasks(s) ? 2 * (K - 1) * B * Hs : 0;
-  if (RnnFwdUnpacked(s)) return 4 * B * Hs + B * N + B * K * N + B * N;
-  Index wx = 0;  // W packed beside R (RnnFusesInput), for the widest layer input that fuses
-  for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
-    if (RnnFusesInput(in, Hs, K * N, s.bf16) && K * N * in > wx) wx = K * N * in;
-  }
-  return 4 * B * Hs + B * N + B * K * N + B * N + K * N * Hs  // + R packed (packed_gemm.h)
-         + wx + gate_masks;
-}
-// Scratch of one layer's backward (rnn_cpu_backward.cc CarveBwdBufs lists the same pieces).
-inline Index RnnLayerBwdScratch(const RnnSpec& s) {
-  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s);
-  const Index masked = s.has_mask ? TB * Hs : 0;  // h_prev ⊙ mask of every row
-  const Index gather = RnnBwdGathers(s) ? TB * N : 0;
-  const Index dhr = s.mode == RnnMode::kGru ? TB * K * N : 0;  // else dhr is dgx
-  return TB * K * N + dhr + 2 * B * K * N + 3 * B * Hs + 2 * B * N + TB * s.P + masked +
-         gather + K * N * Hs;  // + R packed
-}
-inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
-  const Index TB = s.T * s.B, Hs = RnnHs(s);
-  const Index maxin = s.I > s.D * Hs ? s.I : s.D * Hs;
-  return RnnLayerBwdScratch(s) + 2 * TB * s.D * Hs + TB * maxin;
-}
-
 // The LSTM block ops (LstmForward / LstmBackward, lstm_cpu.cc) as one layer of this engine:
 // T = seq_len_max steps, B = N rows, N = H units, the block ops' w as x·W + h·R.
 inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I, Index H) {
@@ -452,26 +394,6 @@ void SetLstmBlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, co
   ly->act_ld = s.N;
   ly->aux = const_cast<A*>(cs);
   ly->co = const_cast<A*>(co);
-}
-
-// Scratch of LstmForward: the input projection [L·N, 4H], the peephole vector and recurrent
-// bias [4H] x 2, for a single step the rows [x, h_prev] [N, I + H], and for more than one
-// step the final states [N, H] x 2 and the layer's forward scratch. (A single step is kept
-// small: a scratch over glibc's mmap threshold, 128 KiB, costs page faults on every call.)
-inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H,
-                                  bool bf16 = false) {
-  const Index base = seq_len_max * N * 4 * H + 8 * H;
-  if (seq_len_max <= 1) return base + N * (I + H);  // a single step's [x, h_prev] rows
-  LstmCellSpec c;
-  c.bf16 = bf16;
-  const RnnSpec s = LstmBlockRnnSpec(c, seq_len_max, N, I, H);
-  return base + 2 * N * H + RnnFwdWorkspaceSize(s);
-}
-// Scratch of LstmBackward: the layer's backward scratch, the peephole vector and its gradient
-// [4H] x 2, zero final-state gradients [N, H] x 2.
-inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, 0, H);
-  return RnnLayerBwdScratch(s) + 8 * H + 2 * N * H;
 }
 
 // The engine spec of the GRU block cell (GRUBlockCell(Grad), gru_cpu.cc): one step of a

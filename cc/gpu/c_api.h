@@ -17,11 +17,13 @@
 
 #include <stdint.h>
 
+#include "cc/engine/rnn_spec_fields.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define TFRNN_CUDA_API_VERSION 3
+#define TFRNN_CUDA_API_VERSION 4
 
 #define TFRNN_CUDA_OK 0
 #define TFRNN_CUDA_INVALID_ARGUMENT 1
@@ -35,28 +37,18 @@ extern "C" {
 #define TFRNN_CUDA_FLOAT 2
 #define TFRNN_CUDA_DOUBLE 3
 
+/* The stacked-RNN problem: dtype, then one member per line of TFRNN_RNN_SPEC_FIELDS
+ * (cc/engine/rnn_spec_fields.h documents each; enums as int32_t in the order of
+ * TFRNN_RNN_MODES and TFRNN_RNN_ACTS, flags as int32_t 0/1). Every field reaches the engine;
+ * the engine rejects the options it has no CUDA path for. */
+#define TFRNN_CUDA_SPEC_MEMBER(type, name, c_type, init, lo, hi, what) c_type name;
+#define TFRNN_CUDA_SPEC_ARRAY_MEMBER(type, name, c_type, n, init, lo, hi, what) c_type name[n];
 typedef struct {
-  int32_t mode;          /* 0 lstm, 1 gru, 2 rnn_tanh, 3 rnn_relu */
-  int32_t dtype;         /* TFRNN_CUDA_HALF .. TFRNN_CUDA_DOUBLE */
-  int64_t T, B, I, N, P, L, D;
-  int32_t skip_input;    /* layer 0 has no W; x (I == N) feeds every gate */
-  int32_t training;      /* 0: no dropout */
-  double dropout;        /* between layers, training only */
-  uint64_t seed;
-  /* MPSGraph-style LSTM options (cuDNN defaults: {0,1,2,3}, {3,3,2,3}, 2, 0...); has_mask
-   * for lstm and gru, peephole for lstm. */
-  int32_t gate_pos[4];   /* block of logical gates i, f, c, o within a K*N row */
-  int32_t gate_act[4];   /* 0 none, 1 relu, 2 tanh, 3 sigmoid, 4 hard sigmoid */
-  int32_t cell_act;
-  int32_t peephole;
-  int32_t has_mask;
-  int32_t preprojected;
-  int32_t reverse;
-  /* MPSGraph-style GRU options (API version 2; cuDNN defaults 0, 0). gate_pos[0..2] and
-   * gate_act[0..2] are the r, z, n gates' blocks and activations for gru (gate_pos[3] = 3). */
-  int32_t gru_reset_before; /* n = act(W x + bW + R_n (r * h) + bR) */
-  int32_t gru_z_new;        /* h = z * n + (1 - z) * h_prev */
+  int32_t dtype; /* TFRNN_CUDA_HALF .. TFRNN_CUDA_DOUBLE */
+  TFRNN_RNN_SPEC_FIELDS(TFRNN_CUDA_SPEC_MEMBER, TFRNN_CUDA_SPEC_ARRAY_MEMBER)
 } TfRnnCudaSpec;
+#undef TFRNN_CUDA_SPEC_MEMBER
+#undef TFRNN_CUDA_SPEC_ARRAY_MEMBER
 
 typedef struct {
   const int32_t* lengths;      /* host [B] in [0, T], or NULL (all T) */
@@ -96,8 +88,8 @@ typedef struct {
   void* dpeephole;             /* [L*D, K*N] (spec.peephole) */
 } TfRnnCudaBwdArgs;
 
-/* The LSTM block engine (BlockLSTM / BlockLSTMV2 and their gradients; equations in
- * cc/engine/lstm.h), API version 2. Time-major, dense, row-major:
+/* The LSTM block ops (BlockLSTM / BlockLSTMV2 and their gradients; equations in
+ * cc/engine/lstm.h), a face of the stacked CUDA engine (lstm_gpu.cu). Time-major, dense, row-major:
  *   x [T, N, I]; cs_prev, h_prev [N, H]; w [I+H, 4H]; wci, wcf, wco [H]; b [4H];
  *   i, cs, f, o, ci, co, h [T, N, H] (steps >= seq_len_max are written as zeros). */
 typedef struct {

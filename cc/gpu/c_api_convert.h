@@ -1,7 +1,7 @@
-// The C API's structs (c_api.h) as the engine's C++ types (cc/engine/types.h), and the checks
-// of a call's lengths and pointers: shared by the CUDA engine's C API (c_api.cc) and the CPU
-// engine's test shim (tests/gpu/cpu_engine_shim.cc). No CUDA here. The spec itself is checked
-// by each caller (the CUDA engine's ValidateRnnSpec, the shim's own checks).
+// The C API's structs (c_api.h) as the engine's C++ types (cc/engine/types.h) and back, and
+// the checks of a call's lengths and pointers: shared by the CUDA engine's C API (c_api.cc),
+// the GPU op kernels (cc/kernels) and the CPU engine's test shim (tests/gpu/cpu_engine_shim.cc).
+// No CUDA here. The spec itself is checked by RnnSpecProblem (cc/engine/rnn_spec_check.h).
 #ifndef TF_RNN_OPS_CC_GPU_C_API_CONVERT_H_
 #define TF_RNN_OPS_CC_GPU_C_API_CONVERT_H_
 
@@ -13,33 +13,28 @@
 
 namespace tfrnn {
 
+// Field by field, as TFRNN_RNN_SPEC_FIELDS lists them (every field both ways).
+#define TFRNN_FROM_C(type, name, c_type, init, lo, hi, what) s.name = static_cast<type>(in.name);
+#define TFRNN_FROM_C_ARRAY(type, name, c_type, n, init, lo, hi, what) \
+  for (int q = 0; q < n; ++q) s.name[q] = static_cast<type>(in.name[q]);
+#define TFRNN_TO_C(type, name, c_type, init, lo, hi, what) c.name = static_cast<c_type>(s.name);
+#define TFRNN_TO_C_ARRAY(type, name, c_type, n, init, lo, hi, what) \
+  for (int q = 0; q < n; ++q) c.name[q] = static_cast<c_type>(s.name[q]);
 inline RnnSpec RnnSpecOf(const TfRnnCudaSpec& in) {
   RnnSpec s;
-  s.mode = static_cast<RnnMode>(in.mode);
-  s.T = in.T;
-  s.B = in.B;
-  s.I = in.I;
-  s.N = in.N;
-  s.P = in.P;
-  s.L = in.L;
-  s.D = in.D;
-  s.skip_input = in.skip_input != 0;
-  s.training = in.training != 0;
-  s.dropout = static_cast<float>(in.dropout);
-  s.seed = in.seed;
-  for (int q = 0; q < 4; ++q) {
-    s.gate_pos[q] = in.gate_pos[q];
-    s.gate_act[q] = static_cast<RnnAct>(in.gate_act[q]);
-  }
-  s.cell_act = static_cast<RnnAct>(in.cell_act);
-  s.peephole = in.peephole != 0;
-  s.has_mask = in.has_mask != 0;
-  s.preprojected = in.preprojected != 0;
-  s.reverse = in.reverse != 0;
-  s.gru_reset_before = in.gru_reset_before != 0;
-  s.gru_z_new = in.gru_z_new != 0;
+  TFRNN_RNN_SPEC_FIELDS(TFRNN_FROM_C, TFRNN_FROM_C_ARRAY)
   return s;
 }
+inline TfRnnCudaSpec CudaSpecOf(const RnnSpec& s, int32_t dtype) {
+  TfRnnCudaSpec c{};
+  c.dtype = dtype;
+  TFRNN_RNN_SPEC_FIELDS(TFRNN_TO_C, TFRNN_TO_C_ARRAY)
+  return c;
+}
+#undef TFRNN_FROM_C
+#undef TFRNN_FROM_C_ARRAY
+#undef TFRNN_TO_C
+#undef TFRNN_TO_C_ARRAY
 
 template <typename T>
 RnnFwdArgs<T> RnnFwdArgsOf(const TfRnnCudaFwdArgs& in) {

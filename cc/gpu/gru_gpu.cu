@@ -103,23 +103,15 @@ void SetCellSpec(const RnnSpec& s, S* p) {
 
 int64_t GruCellFwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes) {
   (void)I;
-  Carver cv(nullptr);
-  switch (elem_bytes) {
-    case 2: CarveCellFwd<__half>(N, H, cv); break;
-    case 8: CarveCellFwd<double>(N, H, cv); break;
-    default: CarveCellFwd<float>(N, H, cv); break;
-  }
-  return cv.bytes();
+  return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
+    CarveCellFwd<typename decltype(t)::type>(N, H, cv);
+  });
 }
 
 int64_t GruCellBwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes) {
-  Carver cv(nullptr);
-  switch (elem_bytes) {
-    case 2: CarveCellBwd<__half>(N, I, H, cv); break;
-    case 8: CarveCellBwd<double>(N, I, H, cv); break;
-    default: CarveCellBwd<float>(N, I, H, cv); break;
-  }
-  return cv.bytes();
+  return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
+    CarveCellBwd<typename decltype(t)::type>(N, I, H, cv);
+  });
 }
 
 template <typename T>

@@ -88,25 +88,17 @@ GpuStatus ZeroPeepholeGrads(const GpuContext& g, const LstmBwdArgs<T>& a, I64 H)
 }  // namespace
 
 int64_t LstmFwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, int elem_bytes) {
-  Carver cv(nullptr);
   const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, N, I, H);
-  switch (elem_bytes) {
-    case 2: CarveBlockFwd<__half>(s, cv); break;
-    case 8: CarveBlockFwd<double>(s, cv); break;
-    default: CarveBlockFwd<float>(s, cv); break;
-  }
-  return cv.bytes();
+  return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
+    CarveBlockFwd<typename decltype(t)::type>(s, cv);
+  });
 }
 
 int64_t LstmBwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, int elem_bytes) {
-  Carver cv(nullptr);
   const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, N, I, H);
-  switch (elem_bytes) {
-    case 2: CarveBlockBwd<__half>(s, cv); break;
-    case 8: CarveBlockBwd<double>(s, cv); break;
-    default: CarveBlockBwd<float>(s, cv); break;
-  }
-  return cv.bytes();
+  return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
+    CarveBlockBwd<typename decltype(t)::type>(s, cv);
+  });
 }
 
 template <typename T>

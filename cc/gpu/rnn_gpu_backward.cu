@@ -424,13 +424,9 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
 }
 
 int64_t RnnBwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes) {
-  Carver cv(nullptr);
-  switch (elem_bytes) {
-    case 2: CarveBwd<__half>(s, cv); break;
-    case 8: CarveBwd<double>(s, cv); break;
-    default: CarveBwd<float>(s, cv); break;
-  }
-  return cv.bytes();
+  return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
+    CarveBwd<typename decltype(t)::type>(s, cv);
+  });
 }
 
 template <typename T>

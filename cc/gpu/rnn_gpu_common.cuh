@@ -270,6 +270,23 @@ class Carver {
   I64 off_ = 0;
 };
 
+// The bytes of a carve walk for elements of elem_bytes bytes (2: half or bfloat16, 4, 8):
+// carve(TypeTag<T>(), cv) on a counting Carver.
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+template <typename F>
+I64 CountedBytes(int elem_bytes, F carve) {
+  Carver cv(nullptr);
+  switch (elem_bytes) {
+    case 2: carve(TypeTag<__half>(), cv); break;
+    case 8: carve(TypeTag<double>(), cv); break;
+    default: carve(TypeTag<float>(), cv); break;
+  }
+  return cv.bytes();
+}
+
 // InvalidArgument unless a workspace of `have` bytes at ws holds the `need` bytes of `what`.
 inline GpuStatus CheckWorkspace(const char* what, int64_t have, int64_t need, const void* ws) {
   if (have < need || (need > 0 && ws == nullptr)) {

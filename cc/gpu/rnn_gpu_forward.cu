@@ -193,13 +193,9 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
 }
 
 int64_t RnnFwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes) {
-  Carver cv(nullptr);
-  switch (elem_bytes) {
-    case 2: CarveFwd<__half>(s, cv); break;
-    case 8: CarveFwd<double>(s, cv); break;
-    default: CarveFwd<float>(s, cv); break;
-  }
-  return cv.bytes();
+  return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
+    CarveFwd<typename decltype(t)::type>(s, cv);
+  });
 }
 
 template <typename T>

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "cc/engine/types.h"
+#include "cc/gpu/c_api_convert.h"
 #include "cc/kernels/cuda_engine_loader.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -28,35 +29,8 @@ constexpr int CudaDtypeOf() {
                                                    : TFRNN_CUDA_DOUBLE;
 }
 
-// Every RnnSpec field (the MPSGraph options included).
-inline TfRnnCudaSpec ToCudaSpecAll(const RnnSpec& s, int dtype) {
-  TfRnnCudaSpec c{};
-  c.mode = static_cast<int32_t>(s.mode);
-  c.dtype = dtype;
-  c.T = s.T;
-  c.B = s.B;
-  c.I = s.I;
-  c.N = s.N;
-  c.P = s.P;
-  c.L = s.L;
-  c.D = s.D;
-  c.skip_input = s.skip_input;
-  c.training = s.training;
-  c.dropout = s.dropout;
-  c.seed = s.seed;
-  for (int q = 0; q < 4; ++q) {
-    c.gate_pos[q] = s.gate_pos[q];
-    c.gate_act[q] = static_cast<int32_t>(s.gate_act[q]);
-  }
-  c.cell_act = static_cast<int32_t>(s.cell_act);
-  c.peephole = s.peephole;
-  c.has_mask = s.has_mask;
-  c.preprojected = s.preprojected;
-  c.reverse = s.reverse;
-  c.gru_reset_before = s.gru_reset_before;
-  c.gru_z_new = s.gru_z_new;
-  return c;
-}
+// Every RnnSpec field (the MPSGraph options included), as the C API takes it.
+inline TfRnnCudaSpec ToCudaSpecAll(const RnnSpec& s, int dtype) { return CudaSpecOf(s, dtype); }
 
 template <typename T>
 const void* DevPtr(const tensorflow::Tensor& t) {

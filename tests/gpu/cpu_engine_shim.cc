@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cc/engine/engine_api.h"
+#include "cc/engine/rnn_spec_check.h"
 #include "cc/gpu/c_api.h"
 #include "cc/gpu/c_api_convert.h"
 
@@ -95,23 +96,16 @@ HostPool& Pool() {
 }
 
 // TfRnnCudaSpec -> RnnSpec (RnnSpecOf, as the CUDA C API), with the spec checks
-// the engine itself does not make (the TF kernels make them before calling it).
+// the engine itself does not make (RnnSpecProblem; the TF kernels check before calling it).
 bool ToSpec(const TfRnnCudaSpec* in, RnnSpec* s) {
   if (in == nullptr) return Bad("spec is NULL");
   if (in->dtype != TFRNN_CUDA_FLOAT && in->dtype != TFRNN_CUDA_DOUBLE) {
     return Bad("the CPU shim takes dtype 2 (float) or 3 (double), got " +
                std::to_string(in->dtype));
   }
-  if (in->mode < 0 || in->mode > 3 || in->T < 0 || in->B < 0 || in->I < 0 || in->N < 1 ||
-      in->P < 0 || in->L < 1 || (in->D != 1 && in->D != 2) || (in->P > 0 && in->mode != 0) ||
-      (in->skip_input && in->I != in->N) || !(in->dropout >= 0.0 && in->dropout <= 1.0)) {
-    return Bad("invalid RNN spec (mode, sizes, P, skip_input or dropout)");
-  }
   *s = RnnSpecOf(*in);
-  if (s->preprojected && s->I != s->D * RnnK(*s) * s->N) {
-    return Bad("preprojected input needs I == D*K*N");
-  }
-  return true;
+  const std::string m = RnnSpecProblem(*s);
+  return m.empty() || Bad("invalid RNN spec: " + m);
 }
 
 // The engine's forward or backward (overloaded on the C args type).

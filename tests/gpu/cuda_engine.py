@@ -13,11 +13,9 @@ DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
 # The CPU emulation build of the same sources (tools/build_cuda_emu.sh).
 EMULATED_SO = os.path.join(REPO_ROOT, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so")
 
-API_VERSION = 3  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h (Spec below mirrors its struct)
-MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
+API_VERSION = 4  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
-ACTS = {"none": 0, "relu": 1, "tanh": 2, "sigmoid": 3, "hard_sigmoid": 4}
 STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABLE",
           4: "CUBLAS_ERROR", 5: "INTERNAL"}
 EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_device_count",
@@ -30,15 +28,36 @@ EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_devic
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 
 
+_FIELDS_H = os.path.join(REPO_ROOT, "cc", "engine", "rnn_spec_fields.h")
+_C_TYPES = {"int32_t": _i32, "int64_t": _i64, "uint64_t": _u64, "double": ctypes.c_double}
+
+
+def _spec_lists(path=_FIELDS_H):
+    """The lists of cc/engine/rnn_spec_fields.h: the mode and activation spellings in enum
+    order, and TfRnnCudaSpec's members (dtype first, then one per field line)."""
+    import re
+    text = re.sub(r"/\*.*?\*/", " ", open(path).read(), flags=re.S).replace("\\\n", " ")
+
+    def body(name):
+        return re.search(r"#define " + name + r"\([^)]*\)(.*)", text).group(1)
+
+    def spellings(name):
+        return {sp: i for i, sp in enumerate(re.findall(r'X\(\w+, "(\w+)"\)', body(name)))}
+
+    fields = [("dtype", _i32)]
+    for kind, args in re.findall(r"\b([FA])\((\w[^,]*,\s*\w+,\s*\w+(?:,\s*\d+)?)",
+                                 body("TFRNN_RNN_SPEC_FIELDS")):
+        parts = [a.strip() for a in args.split(",")]
+        c_type = _C_TYPES[parts[2]]
+        fields.append((parts[1], c_type * int(parts[3]) if kind == "A" else c_type))
+    return spellings("TFRNN_RNN_MODES"), spellings("TFRNN_RNN_ACTS"), fields
+
+
+MODES, ACTS, _SPEC_FIELDS = _spec_lists()
+
+
 class Spec(ctypes.Structure):
-    _fields_ = [("mode", _i32), ("dtype", _i32),
-                ("T", _i64), ("B", _i64), ("I", _i64), ("N", _i64), ("P", _i64), ("L", _i64),
-                ("D", _i64),
-                ("skip_input", _i32), ("training", _i32), ("dropout", ctypes.c_double),
-                ("seed", _u64),
-                ("gate_pos", _i32 * 4), ("gate_act", _i32 * 4), ("cell_act", _i32),
-                ("peephole", _i32), ("has_mask", _i32), ("preprojected", _i32),
-                ("reverse", _i32), ("gru_reset_before", _i32), ("gru_z_new", _i32)]
+    _fields_ = _SPEC_FIELDS
 
 
 class FwdArgs(ctypes.Structure):

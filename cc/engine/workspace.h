@@ -1,0 +1,228 @@
+// The CPU engine's workspaces. Each entry point lays out its scratch by one walk (Carve*),
+// and the workspace size a caller allocates is that same walk run with no base: a Carver
+// without a base only counts. Sizes are in elements of the compute type. No Eigen here.
+#ifndef TF_RNN_OPS_CC_ENGINE_WORKSPACE_H_
+#define TF_RNN_OPS_CC_ENGINE_WORKSPACE_H_
+
+#include "cc/engine/types.h"
+
+namespace tfrnn {
+
+// Consecutive pieces of a workspace; with a null base, pieces are null and only counted.
+template <typename A>
+class Carver {
+ public:
+  explicit Carver(A* base) : base_(base) {}
+  A* Take(Index n) {
+    A* p = base_ != nullptr ? base_ + used_ : nullptr;
+    used_ += n;
+    return p;
+  }
+  Index used() const { return used_; }
+
+ private:
+  A* base_;
+  Index used_ = 0;
+};
+
+// The size of a walk: `carve(&cv)` on a counting Carver.
+template <typename F>
+Index CountedSize(F carve) {
+  Carver<float> cv(nullptr);
+  carve(&cv);
+  return cv.used();
+}
+
+// ---- the stacked engine (rnn_cpu.cc, rnn_cpu_backward.cc) ----------------------------------
+
+// Scratch of one (layer, direction) of the forward (LayerForward), shared by every layer.
+template <typename A>
+struct RnnFwdScratch {
+  A *h_cur, *h_next;  // [B, Hs] each
+  A* h_masked;        // h ⊙ mask, two buffers (step parity) of GM copies [B, Hs], GM = K with
+                      // per-gate masks, else 1
+  A* c;               // [B, N] the cell state (lstm)
+  A* hr;              // [B, K·N] a step's recurrent product
+  A* hh_step;         // [B, N] unprojected h / r ⊙ h of a step
+  A* rpack;           // R packed per unit block, with W beside it when the input fuses
+                      // (RnnFusesInput) (null when the products run unpacked)
+};
+template <typename A>
+RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
+  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N;
+  const bool unpacked = RnnFwdUnpacked(s);
+  const Index GM = RnnGateMasks(s) ? K : 1;
+  RnnFwdScratch<A> w;
+  w.h_cur = cv->Take(B * Hs);
+  w.h_next = cv->Take(B * Hs);
+  w.h_masked = cv->Take(2 * GM * B * Hs);
+  w.c = cv->Take(B * N);
+  w.hr = cv->Take(B * KN);
+  w.hh_step = cv->Take(B * N);
+  w.rpack = nullptr;
+  if (!unpacked) {
+    Index wx = 0;  // W packed beside R, for the widest layer input that fuses
+    for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
+      if (RnnFusesInput(in, Hs, KN, s.bf16) && KN * in > wx) wx = KN * in;
+    }
+    w.rpack = cv->Take(KN * Hs + wx);
+  }
+  return w;
+}
+inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
+  return CountedSize([&](Carver<float>* cv) { CarveRnnFwd(s, cv); });
+}
+
+// Buffers of one layer's backward (LayerBackward, StepBackward).
+template <typename A>
+struct BwdBufs {
+  A *dgx, *dhr;           // [TB, KN] (dhr == dgx except for gru)
+  A *dhr_prev, *dhr_cur;  // [B, KN]
+  A *dh, *dc;             // [B, Hs], [B, N]
+  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
+  A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
+  A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
+  A* gather;              // [TB, N] (reset-before gru; per-gate masks)
+  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
+};
+template <typename A>
+BwdBufs<A> CarveLayerBwd(const RnnSpec& s, Carver<A>* cv) {
+  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  BwdBufs<A> w;
+  w.dgx = cv->Take(TB * KN);
+  w.dhr = s.mode == RnnMode::kGru ? cv->Take(TB * KN) : w.dgx;
+  w.dhr_prev = cv->Take(B * KN);
+  w.dhr_cur = cv->Take(B * KN);
+  w.dh = cv->Take(B * Hs);
+  w.dc = cv->Take(B * N);
+  w.dhtot = cv->Take(TB * s.P);
+  w.dhh = cv->Take(B * N);
+  w.dtot = cv->Take(B * Hs);
+  w.dhm = cv->Take(B * Hs);
+  w.hrec = cv->Take(s.has_mask ? TB * Hs : 0);
+  w.gather = cv->Take(RnnBwdGathers(s) ? TB * N : 0);
+  w.rpack = cv->Take(KN * Hs);
+  return w;
+}
+
+// Scratch of the whole backward (RnnBackward): the layers' buffers, the gradient of a layer's
+// output and of its input [T, B, D·Hs] each, and layer 0's input with padding rows zeroed.
+template <typename A>
+struct RnnBwdScratch {
+  BwdBufs<A> layer;
+  A *dy_buf, *din_buf;
+  A* x_masked;  // [T, B, max(I, D·Hs)]
+};
+template <typename A>
+RnnBwdScratch<A> CarveRnnBwd(const RnnSpec& s, Carver<A>* cv) {
+  const Index TB = s.T * s.B, ycols = s.D * RnnHs(s);
+  RnnBwdScratch<A> w;
+  w.layer = CarveLayerBwd(s, cv);
+  w.dy_buf = cv->Take(TB * ycols);
+  w.din_buf = cv->Take(TB * ycols);
+  w.x_masked = cv->Take(TB * (s.I > ycols ? s.I : ycols));
+  return w;
+}
+inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
+  return CountedSize([&](Carver<float>* cv) { CarveRnnBwd(s, cv); });
+}
+
+// ---- the LSTM block ops (lstm_cpu.cc) --------------------------------------------------------
+
+// Scratch of LstmForward over seq_len_max steps: the input projection [steps·N, 4H], the
+// peephole vector and the recurrent bias [4H] each; a single step's rows [x, h_prev]
+// [N, I + H] (kept small: a scratch over glibc's mmap threshold, 128 KiB, costs page faults
+// on every call); more steps: the final states [N, H] x 2 and the layer's forward scratch.
+template <typename A>
+struct LstmFwdScratch {
+  A *gx, *peep, *br;
+  A* xh;            // one step
+  A *hn, *cn, *ws;  // more steps (ws: RnnFwdWorkspaceSize of the layer)
+};
+template <typename A>
+LstmFwdScratch<A> CarveLstmFwd(Index seq_len_max, Index N, Index I, Index H, bool bf16,
+                               Carver<A>* cv) {
+  const Index G = 4 * H;
+  LstmFwdScratch<A> w{};
+  w.gx = cv->Take(seq_len_max * N * G);
+  w.peep = cv->Take(G);
+  w.br = cv->Take(G);
+  if (seq_len_max <= 1) {
+    w.xh = cv->Take(N * (I + H));
+  } else {
+    LstmCellSpec c;
+    c.bf16 = bf16;
+    w.hn = cv->Take(N * H);
+    w.cn = cv->Take(N * H);
+    w.ws = cv->Take(RnnFwdWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, N, I, H)));
+  }
+  return w;
+}
+inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H,
+                                  bool bf16 = false) {
+  return CountedSize([&](Carver<float>* cv) { CarveLstmFwd(seq_len_max, N, I, H, bf16, cv); });
+}
+
+// Scratch of LstmBackward: the layer's backward buffers, the peephole vector and its
+// gradient [4H] each, zero final-state gradients [N, H] x 2.
+template <typename A>
+struct LstmBwdScratch {
+  BwdBufs<A> layer;
+  A *peep, *dpeep, *zeros;
+};
+template <typename A>
+LstmBwdScratch<A> CarveLstmBwd(Index seq_len_max, Index N, Index H, Carver<A>* cv) {
+  LstmBwdScratch<A> w;
+  w.layer = CarveLayerBwd(LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, 0, H), cv);
+  w.peep = cv->Take(4 * H);
+  w.dpeep = cv->Take(4 * H);
+  w.zeros = cv->Take(2 * N * H);
+  return w;
+}
+inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveLstmBwd(seq_len_max, N, H, cv); });
+}
+
+// ---- the GRU block cell (gru_cpu.cc) ---------------------------------------------------------
+
+template <typename A>
+struct GruCellFwdScratch {
+  A* gx;  // [N, 3H] [x, h_prev]·w_ru, then x·w_c + (r ⊙ h_prev)·w_c[I:]
+  A* rh;  // [N, H] r ⊙ h_prev (also the engine's aux plane)
+  A* bw;  // [3H] [b_ru, b_c]
+  A* br;  // [3H] zeros
+};
+template <typename A>
+GruCellFwdScratch<A> CarveGruCellFwd(Index N, Index H, Carver<A>* cv) {
+  GruCellFwdScratch<A> w;
+  w.gx = cv->Take(N * 3 * H);
+  w.rh = cv->Take(N * H);
+  w.bw = cv->Take(3 * H);
+  w.br = cv->Take(3 * H);
+  return w;
+}
+inline Index GruCellFwdWorkspaceSize(Index N, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveGruCellFwd(N, H, cv); });
+}
+
+template <typename A>
+struct GruCellBwdScratch {
+  A* dgx;  // [N, 3H] the gate gradients [d_r_bar, d_u_bar, d_c_bar]
+  A* dhr;  // [N, 3H] the recurrent-product gradients (one step: the layer's rows)
+  A* dhm;  // [N, H] d_hr = dL/d(r ⊙ h_prev)
+};
+template <typename A>
+GruCellBwdScratch<A> CarveGruCellBwd(Index N, Index H, Carver<A>* cv) {
+  GruCellBwdScratch<A> w;
+  w.dgx = cv->Take(N * 3 * H);
+  w.dhr = cv->Take(N * 3 * H);
+  w.dhm = cv->Take(N * H);
+  return w;
+}
+inline Index GruCellBwdWorkspaceSize(Index N, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveGruCellBwd(N, H, cv); });
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_WORKSPACE_H_
