@@ -478,7 +478,7 @@ class CudnnRnnParamsSizeOp : public OpKernel {
   CudnnAttrs at_;
 };
 
-// Canonical regions of a spec, in the order of SEMANTICS.md §4.2.
+// Canonical regions of a spec, in the order of docs/SEMANTICS.md §4.2.
 struct Region {
   int64_t offset, rows, cols;
 };
