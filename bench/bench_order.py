@@ -1,6 +1,6 @@
 """One training step (CudnnRNNV3 + CudnnRNNBackpropV3 as a tf.function) against PyTorch's
 nn.LSTM / nn.GRU in one process, in two orders, to show how much the order of the timed calls
-moves the ratio (docs/PERFORMANCE.md, session 16):
+moves the ratio (docs/PERFORMANCE.md, "What the 1.2x target would take"):
 
     seq: every step of ours, then every step of PyTorch's;
     alt: the two alternate (a PyTorch step, then ours timed; ours, then PyTorch's timed).

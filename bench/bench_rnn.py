@@ -436,9 +436,9 @@ def run_timings(args):
                     rows[impl] = row
                 # Each turn starts with one untimed call. PyTorch's OpenMP workers spin for
                 # milliseconds after a call returns and take a core from whatever runs next
-                # (measured: ours lstm_train at 200x16x64x128 took 16.1 ms right after an
-                # nn.LSTM step, 11.4 ms back to back); in a training loop each framework runs
-                # back to back with itself, which the settling call restores.
+                # (ours lstm_train at 200x16x64x128 is about 40 % slower right after an nn.LSTM
+                # step, CHANGELOG.md); in a training loop each framework runs back to back with
+                # itself, which the settling call restores.
                 times = {impl: [] for impl in fns}
                 for _ in range(max(1, args.reps)):
                     for impl, fn in list(fns.items()):

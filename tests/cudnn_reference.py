@@ -1,5 +1,5 @@
-"""Float64 reference for the CudnnRNN op family (SEMANTICS.md §4), written with eager TensorFlow
-ops so that tf.GradientTape gives reference gradients.  Independent of tf_rnn_ops.
+"""Float64 reference for the CudnnRNN op family (docs/SEMANTICS.md §4), written with eager
+TensorFlow ops so that tf.GradientTape gives reference gradients.  Independent of tf_rnn_ops.
 
 Notation: T time steps, B batch, I input_size, N num_units, L num_layers, D directions (1 or 2),
 P num_proj (0 = none; lstm only), Hs = P or N (width of h), K gates (lstm 4 (i, f, c', o),

@@ -1,8 +1,8 @@
 """Independent float64 NumPy reference for the GRU block ops.
 
-Written from shared/docs/SEMANTICS.md §2.6, §2.7 (not from any kernel source).
+Written from docs/SEMANTICS.md §2.6, §2.7 (not from any kernel source).
 
-Notation: B batch, I input size, H cell size (SEMANTICS.md's C).
+Notation: B batch, I input size, H cell size (docs/SEMANTICS.md's C).
 ``w_ru`` is ``[I+H, 2H]`` and ``w_c`` is ``[I+H, H]``: rows 0..I-1 multiply x, rows I.. multiply
 h_prev (or h_prev ⊙ r for w_c).  Column blocks of ``r_u_bar = [x, h_prev]·w_ru + b_ru``:
 

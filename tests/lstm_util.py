@@ -41,7 +41,7 @@ TOL = {
 # Dtypes stock tf.raw_ops supports for these ops (CPU).
 STOCK_DTYPES = (tf.float16, tf.float32)
 
-# Gate layout of each op (SEMANTICS.md §2.1).
+# Gate layout of each op (docs/SEMANTICS.md §2.1).
 LAYOUT = {
     "LSTMBlockCell": ref.ICFO,
     "LSTMBlockCellGrad": ref.ICFO,

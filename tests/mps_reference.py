@@ -1,4 +1,4 @@
-"""Independent float64 reference for the MPSGraph-style LSTM (SEMANTICS.md §8).
+"""Independent float64 reference for the MPSGraph-style LSTM (docs/SEMANTICS.md §8).
 
 Written straight from the equations, with eager float64 TensorFlow ops and a Python loop over
 time, so that ``tf.GradientTape`` gives the true gradients (``reference_vjp``).

@@ -1,6 +1,6 @@
 """Independent float64 references for the LSTM block ops.
 
-Written from shared/docs/SEMANTICS.md §2 (not from any kernel source).  Two flavours:
+Written from docs/SEMANTICS.md §2 (not from any kernel source).  Two flavours:
 
 * NumPy, float64 (``lstm_cell_fwd``, ``block_lstm_fwd``, ``lstm_cell_grad``,
   ``lstm_cell_param_grads``, ``block_lstm_grad``).  The ``*_grad`` functions compute what the
@@ -9,7 +9,7 @@ Written from shared/docs/SEMANTICS.md §2 (not from any kernel source).  Two fla
   differentiable TF ops, so ``tf.GradientTape`` gives the TRUE gradient of the forward function
   (exact clip derivative via ``tf.clip_by_value``, gradients flow into all seven outputs).
 
-Notation (SEMANTICS.md): B batch, T time, I input size, C cell size.
+Notation (docs/SEMANTICS.md): B batch, T time, I input size, C cell size.
 ``w`` is ``[I+C, 4C]`` (rows 0..I-1 multiply x, rows I.. multiply h_prev), ``b`` is ``[4C]``.
 Gate column blocks of ``gates = [x, h_prev]·w + b``:
 

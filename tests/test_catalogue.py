@@ -302,7 +302,7 @@ def test_params_size_beyond_2_50(ours, num_layers, num_units, input_size):
 @pytest.mark.parametrize("v2", [False, True])
 def test_canonical_to_params_huge_num_layers_is_fast_error(ours, v2):
     """num_layers = 2^31 - 1 with a short list: an error naming the lists, computed without
-    listing 2^33 regions (which used to exhaust memory)."""
+    listing 2^33 regions (which would exhaust memory)."""
     w = [tf.zeros([3, 5])] * 4 + [tf.zeros([3, 3])] * 4
     b = [tf.zeros([3])] * 8
     op = ours.CudnnRNNCanonicalToParamsV2 if v2 else ours.CudnnRNNCanonicalToParams

@@ -1,4 +1,4 @@
-"""CudnnRNN op family, forward (SEMANTICS.md §1.2, §4).
+"""CudnnRNN op family, forward (docs/SEMANTICS.md §1.2, §4).
 
 * the float64 reference (tests/cudnn_reference.py) itself vs Keras 3 layers (LSTM,
   GRU(reset_after=True), SimpleRNN tanh/relu), stacked and reversed for multi-layer and
@@ -203,7 +203,7 @@ def test_reference_lengths_vs_keras_mask(rng, mode, direction):
 
 
 def test_reference_skip_input_gru_issue_8311():
-    """SEMANTICS §4.3: x=1, all params 0, skip input -> (1 - sigmoid(1)) * tanh(1)."""
+    """docs/SEMANTICS.md §4.3: x=1, all params 0, skip input -> (1 - sigmoid(1)) * tanh(1)."""
     kw = model_kw("gru", 1, 1, 1, input_mode="skip_input")
     n = cref.params_size(**kw)
     assert n == 3 * 1 + 6        # no input matrices
@@ -321,7 +321,7 @@ def test_forward_larger_float32(ours, rng):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_forward_output_shapes(ours, rng, mode):
-    """Output shapes (SEMANTICS §1.2); non-lstm input_c as a scalar 0 (Keras passes 0)."""
+    """Output shapes (docs/SEMANTICS.md §1.2); non-lstm input_c as a scalar 0 (Keras passes 0)."""
     for direction in DIRS:
         D = cref.num_dirs(direction)
         kw = model_kw(mode, 2, 3, 4, direction=direction)

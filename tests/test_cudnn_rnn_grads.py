@@ -1,4 +1,4 @@
-"""CudnnRNN op family, backward (SEMANTICS.md §1.2, §3.3, §4).
+"""CudnnRNN op family, backward (docs/SEMANTICS.md §1.2, §3.3, §4).
 
 * CudnnRNNBackprop, V2, V3 (fed with the matching forward's outputs, reserve_space and
   host_reserved) vs tf.GradientTape through the float64 reference: input, input_h, input_c and

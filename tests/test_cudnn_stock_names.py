@@ -1,6 +1,6 @@
 """tf_rnn_ops.register_cudnn_rnn_cpu_kernels(): CPU kernels under the *stock* CudnnRNN names.
 
-Stock TensorFlow has no CPU kernel for any Cudnn* op (SEMANTICS.md §5 #9), so a graph or a
+Stock TensorFlow has no CPU kernel for any Cudnn* op (docs/SEMANTICS.md §5 #9), so a graph or a
 SavedModel built with them fails on a CPU-only host. Each case runs in a fresh subprocess
 (kernel registration is process-wide) and is compared with the float64 reference.
 """

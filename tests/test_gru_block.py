@@ -4,8 +4,8 @@ TfRnn>GRUBlockCell.
 * forward and grad op vs stock tf.raw_ops (float32) and vs the float64 reference
   (tests/gru_reference.py) for float64, half and bfloat16 (stock: float32 only);
 * the reference itself vs stock and vs numeric differentiation;
-* the registered gradient (SEMANTICS.md §3.2: stock TF2 has none) is the TRUE gradient of all four
-  outputs r, u, c, h: float64 numeric gradients, eager and inside tf.function; for a loss on h
+* the registered gradient (docs/SEMANTICS.md §3.2: stock TF2 has none) is the TRUE gradient of all
+  four outputs r, u, c, h: float64 numeric gradients, eager and inside tf.function; for a loss on h
   only it equals the TF1 contrib composition (§2.7) built on stock GRUBlockCellGrad;
 * keras.layers.GRU(reset_after=False) equals a loop of our cells with the §2.6 weight mapping,
   outputs and gradients;

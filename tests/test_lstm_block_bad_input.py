@@ -2,7 +2,7 @@
 batch, out-of-range seq_len_max and wrong dtype raises tf.errors.InvalidArgumentError whose
 message names the offending input, and the process keeps working afterwards.
 
-Stock TF aborts the process on several of these (SEMANTICS.md §2.4, §2.8, §5 #4, #8); the one
+Stock TF aborts the process on several of these (docs/SEMANTICS.md §2.4, §2.8, §5 #4, #8); the one
 test that shows it runs stock in a subprocess.
 """
 
@@ -196,4 +196,4 @@ def test_stock_aborts_on_out_of_range_seq_len_max():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode != 0 and "SURVIVED" not in proc.stdout, (
-        "stock TF no longer aborts here; update SEMANTICS.md §5 #4")
+        "stock TF no longer aborts here; update docs/SEMANTICS.md §5 #4")

@@ -1,6 +1,6 @@
 """Registered gradients of TfRnn>LSTMBlockCell, TfRnn>BlockLSTM and TfRnn>BlockLSTMV2.
 
-Ours are the TRUE gradients of the forward function (unlike stock, SEMANTICS.md §3.1, §5):
+Ours are the TRUE gradients of the forward function (unlike stock, docs/SEMANTICS.md §3.1, §5):
 * BlockLSTMV2 uses the IFCO layout in backward (stock's registered gradient uses ICFO);
 * gradients flowing into all seven outputs (i, cs, f, o, ci, co, h) are used (stock: cs, h);
 * cell clipping has its exact derivative: zero through a clipped cell value (stock:

@@ -1,7 +1,7 @@
 """tf_rnn_ops LSTM block ops (LSTMBlockCell(Grad), BlockLSTM(Grad), BlockLSTMV2, BlockLSTMGradV2)
 against stock tf.raw_ops (float32, half) and the float64 reference (all dtypes).
 
-Intended differences from stock (SEMANTICS.md §2.4, §5), checked here:
+Intended differences from stock (docs/SEMANTICS.md §2.4, §5), checked here:
 * BlockLSTM(V2): all seven outputs are exactly zero for t >= seq_len_max (stock: only cs, h),
   so stock is compared for t < seq_len_max only.
 * LSTMBlockCellGrad with peephole is right in graph mode with temporary peephole weights

@@ -1,7 +1,8 @@
 """tf_rnn_ops.mps: MPSGraph-style LSTM (mps.lstm) and LSTMGradients (mps.lstm_gradients).
 
 Everything is checked against the independent float64 reference in tests/mps_reference.py
-(SEMANTICS.md §8), which is itself checked against keras.layers.LSTM / Bidirectional (float64):
+(docs/SEMANTICS.md §8), which is itself checked against keras.layers.LSTM / Bidirectional
+(float64):
 
 * forward outputs [state, cell?, z_state?] for pairwise-covering combinations of every
   descriptor field (every gate activation and `activation` through all five values, both gate

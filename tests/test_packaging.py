@@ -116,7 +116,7 @@ def test_report_first_screen_shows_no_failure():
     """The main job's first screen (issue #37): no NumPy RuntimeWarning and no error-level log
     line before the table. TF_ENABLE_ONEDNN_OPTS=1 makes stock TensorFlow log "oneDNN supports
     DT_HALF only on platforms with AVX-512" at error level on a CPU without AVX-512 FP16 (its
-    default turns oneDNN on only on newer CPUs); the report's half rows used to print it."""
+    default turns oneDNN on only on newer CPUs); the report's half rows must not print it."""
     p = _run([sys.executable, "-m", "tf_rnn_ops.report", "--quick"], cwd=ROOT,
              env={"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert p.returncode == 0, p.stdout + p.stderr

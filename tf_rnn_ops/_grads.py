@@ -1,6 +1,6 @@
 """Registered gradients of the forward ops (tf.GradientTape, tf.gradients, tf.function).
 
-Unlike stock TensorFlow (SEMANTICS.md §3, §5), these are the exact gradients of the forward
+Unlike stock TensorFlow (docs/SEMANTICS.md §3, §5), these are the exact gradients of the forward
 functions:
 * BlockLSTMV2 is differentiated in its own IFCO gate order (stock calls the ICFO BlockLSTMGrad);
 * gradients arriving at every output (i, cs, f, o, ci, co, h) are used (stock drops five);
@@ -68,7 +68,7 @@ def _gru_block_cell_grad(op, *grads):
     d_x, d_h_prev, d_c_bar, d_r_bar_u_bar = load_library().tf_rnn_gru_block_cell_grad_exact(
         x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c, r=r, u=u, c=c, d_h=g_h,
         r_grad=g_r, u_grad=g_u, c_grad=g_c)
-    # Weight and bias gradients (SEMANTICS.md §2.7): [x, h_prev]ᵀ·d_r_bar_u_bar,
+    # Weight and bias gradients (docs/SEMANTICS.md §2.7): [x, h_prev]ᵀ·d_r_bar_u_bar,
     # [x, h_prev ⊙ r]ᵀ·d_c_bar and the batch sums.
     x_h_prev = tf.concat([x, h_prev], 1)
     x_h_prev_r = tf.concat([x, h_prev * r], 1)
@@ -79,7 +79,7 @@ def _gru_block_cell_grad(op, *grads):
     return [d_x, d_h_prev, d_w_ru, d_w_c, d_b_ru, d_b_c]
 
 
-# --- cuDNN RNN family (SEMANTICS.md §3.3) ---------------------------------------------------
+# --- cuDNN RNN family (docs/SEMANTICS.md §3.3) ----------------------------------------------
 
 def _cudnn_common_attrs(op):
     return {k: op.get_attr(k) for k in ("dropout", "seed", "seed2", "rnn_mode", "input_mode",

@@ -34,7 +34,7 @@ def _median_time(fn, reps):
 def _max_err(a, b, slm=None):
     """Max abs error over all outputs, each relative to the largest stock magnitude. With
     `slm`, only steps t < slm: stock's i, f, o, ci, co past seq_len_max are uninitialised
-    memory (SEMANTICS.md §5 #5), cut off before any conversion (NumPy warns "invalid value
+    memory (docs/SEMANTICS.md §5 #5), cut off before any conversion (NumPy warns "invalid value
     encountered in cast" for a signalling NaN)."""
     err = 0.0
     for x, y in zip(a, b):

@@ -18,9 +18,9 @@ VPY="${TF_RNN_OPS_VENV:-$ROOT/.venv}/bin/python"
 grep -q '^build:asan' .bazelrc 2>/dev/null || {
   echo "asan_tests.sh: .bazelrc has no asan config; re-run ./configure.sh --no-build" >&2; exit 1; }
 
-# The best engine variant this CPU supports, as in normal use. Under ASan the AVX-512 engine
-# used to crash (SEGV) inside Eigen's AVX-512 GEMM micro-kernel in a float64 CudnnRNN forward
-# (tests/test_cudnn_rnn_grads.py numeric gradients). tools/eigen_avx512_asan_repro.cc shows the
+# The best engine variant this CPU supports, as in normal use. Under ASan, Eigen's AVX-512 GEMM
+# micro-kernel crashes (SEGV) in a float64 CudnnRNN forward (tests/test_cudnn_rnn_grads.py
+# numeric gradients) unless it is turned off. tools/eigen_avx512_asan_repro.cc shows the
 # cause without any of our code: GCC's sanitized build of that Eigen kernel loads outside its
 # packed buffers (guard-page fault); the -O1/-O2/-O3 builds without the sanitizer do not, and
 # with -DEIGEN_USE_AVX512_GEMM_KERNELS=0 the sanitized build is clean. configure.sh's asan

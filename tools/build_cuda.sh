@@ -2,7 +2,10 @@
 # Builds the TF-free CUDA engine tf_rnn_ops/_tfrnn_engine_cuda.so (cc/gpu/, C API in
 # cc/gpu/c_api.h) with nvcc alone: no TensorFlow, no Bazel, no cuBLAS at build time (cuBLAS is
 # opened at run time). Used by tools/build.sh when nvcc exists and by tools/gpu_tests.sh on the
-# GPU machines.
+# GPU machines. Compiles the sources listed in cc/gpu/SOURCES (the same list as
+# tools/build_cuda_emu.sh) into build/cuda/; an object is compiled again only when a file named in
+# its dependency file (nvcc -MMD) is newer, or the compiler or its flags changed
+# (tools/cuda_build_common.sh).
 # Environment:
 #   TF_RNN_OPS_NVCC         nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
 #   TF_RNN_OPS_CUDA_ARCHS   SM versions, e.g. "90" (default "80 90": sm_80, sm_90 and PTX for 90)
@@ -30,30 +33,22 @@ last=""
 for a in $ARCHS; do GENCODE+=("-gencode" "arch=compute_$a,code=sm_$a"); last="$a"; done
 GENCODE+=("-gencode" "arch=compute_$last,code=compute_$last")   # PTX for newer GPUs
 
-SRCS=(cc/gpu/cublas_loader.cc cc/gpu/rnn_gpu_validate.cc cc/gpu/c_api.cc
-      cc/gpu/rnn_gpu_forward.cu cc/gpu/rnn_gpu_persistent.cu cc/gpu/rnn_gpu_persistent_bwd.cu
-      cc/gpu/rnn_gpu_cluster.cu cc/gpu/rnn_gpu_backward.cu
-      cc/gpu/transpose.cu
-      cc/gpu/lstm_gpu.cu cc/gpu/gru_gpu.cu)
-HDRS=(cc/engine/types.h cc/gpu/*.h cc/gpu/*.cuh)
-stamp="$OBJ/flags"
-flags="$NVCC $ARCHS"
-[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$flags" ] || { rm -f "$OBJ"/*.o; echo "$flags" > "$stamp"; }
+. "$ROOT/tools/cuda_build_common.sh"
+cuda_sources
+cuda_compiler_id "$NVCC"
 
 start=$(date +%s)
 objs=()
-for src in "${SRCS[@]}"; do
+for src in "${CUDA_SRCS[@]}"; do
   obj="$OBJ/$(basename "$src").o"
   objs+=("$obj")
-  stale=0
-  [ -f "$obj" ] || stale=1
-  for dep in "$src" "${HDRS[@]}"; do [ "$dep" -nt "$obj" ] 2>/dev/null && stale=1; done
-  [ "$stale" = 1 ] || continue
-  echo "[build_cuda] compiling $src"
   lang=()
   case "$src" in *.cu) lang=("-x" "cu" "${GENCODE[@]}") ;; *) lang=("-x" "c++") ;; esac
-  "$NVCC" -std=c++17 -O3 -I"$ROOT" "${lang[@]}" -Xcompiler -fPIC,-fvisibility=hidden,-Wall \
-    -c "$src" -o "$obj"
+  cmd=("$NVCC" -std=c++17 -O3 -I"$ROOT" "${lang[@]}" -Xcompiler -fPIC,-fvisibility=hidden,-Wall
+       -MMD -MF "$obj.d" -c "$src" -o "$obj")
+  cuda_object_stale "$obj" "${cmd[@]}" || continue
+  echo "[build_cuda] compiling $src"
+  cuda_compile "$obj" "${cmd[@]}"
 done
 # Static CUDA runtime (no libcudart.so needed at run time), its symbols kept local.
 "$NVCC" -shared -cudart static -o "$OUT.tmp" "${objs[@]}" \

@@ -197,10 +197,9 @@ constexpr int kAccRegs = 2 * kRows;
 // panels of NP packets over the whole K, then the rest of the columns in panels of NP/2, NP/4
 // .. 1 packet, then column by column. With so few rows nothing reuses a panel of B, and what
 // counts is how B streams: a two-packet panel reads 128 bytes of each row of B, at B's row
-// stride (a new 4 KiB page per k for 1024 float columns), which the prefetchers do not follow
-// (one row times 512 × 1024 floats: 135 µs, 15 GB/s); a 16-packet panel reads a kilobyte per
-// row (29 µs, 72 GB/s; two rows with 8-packet panels 41 µs, four with 4-packet ones 43 µs
-// against 72 µs).
+// stride (a new 4 KiB page per k for 1024 float columns), which the prefetchers do not follow;
+// a 16-packet panel reads a kilobyte per row, and one row streams B about 5x as fast
+// (docs/PERFORMANCE.md, "The one-row products").
 template <typename A, int R, int NP>
 void WideRows(Index K, Index cols, const A* a, Index lda, const A* b, Index ldb, A* c,
               Index ldc, bool accumulate) {
@@ -335,16 +334,15 @@ void GemmB16Serial(bool use_bf16, bool ta, bool tb, Index m, Index n, Index k, c
 // C[m, n] (+)= op(A) · op(B) with leading dimensions lda, ldb, ldc (op(A) = A [m, k] or, with
 // ta, Aᵀ of A stored [k, m]; op(B) = B [k, n] or, with tb, Bᵀ of B stored [n, k]), for the
 // products of a single step: the tensor contraction of Gemm() (cpu_device.h) costs more in
-// set-up and packing than the arithmetic of a few rows (GRUBlockCellGrad at N = 1, H = 256
-// took 0.8 ms). Up to kSmallRows rows of A times an untransposed B run the register blocks
+// set-up and packing than the arithmetic of a few rows (docs/PERFORMANCE.md, "Single-step
+// ops"). Up to kSmallRows rows of A times an untransposed B run the register blocks
 // above on B in place (packed::GemmUnpacked); the rest Eigen's matrix product (GemmB16Serial
 // without bf16; a single row: its matrix-vector kernel). On the calling thread below
 // kSmallGemmMacs units of work per thread, else split into column blocks (multiples of 16)
 // that the caller and the pool threads claim in turn.
 constexpr double kSmallGemmMacs = double(1 << 20);
-// Up to 32 rows the register blocks on B in place beat Eigen's product (which packs both
-// operands): 114 against 93 GF/s at 32 × 128 · 128 × 256, 104 against 93 at 32 × 512 · 512 ×
-// 1024, equal at 64 rows.
+// Up to 32 rows the register blocks on B in place beat Eigen's product, which packs both
+// operands; at 64 rows the two are equal (docs/PERFORMANCE.md, "The one-row products").
 constexpr Index kSmallRows = 32;
 template <typename A>
 void SmallGemm(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const A* a,
@@ -372,8 +370,7 @@ void SmallGemm(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
   // Two column blocks per part, claimed in turn by the caller and the pool threads as they
   // start (StepLoop): a helper that wakes late leaves its blocks to the caller instead of
   // holding it at a barrier. An eager call finds the pool asleep, and waking it costs tens of
-  // µs here: LSTMBlockCell at N = 1, I = H = 256 (one product streaming 2 MiB of w) took 113
-  // µs eager split in two at a barrier (Eigen's parallelFor), 53 µs on one thread.
+  // µs, more than splitting a one-row product saves (docs/PERFORMANCE.md, "Waking the pool").
   const Index blocks = 2 * parts, width = ((n + blocks - 1) / blocks + 15) / 16 * 16;
   StepLoop(d, 1, (n + width - 1) / width, work / blocks,
            [&](Index, Index p) { block(p * width, std::min(n, (p + 1) * width)); });

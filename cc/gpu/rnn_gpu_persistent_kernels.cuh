@@ -130,9 +130,9 @@ inline PersistentPlan Traced(const char* dir, const RnnSpec& s, const Persistent
   return p;
 }
 
-// Whether a layer's step is small enough for the persistent kernels: where the forward beat
-// the per-step path on an H100 (session 14, bench/gpu_bench.py), B·Hs up to 16·256, or one or
-// two rows up to Hs = 1024. Beyond, the step's product is large enough for cuBLAS to beat the
+// Whether a layer's step is small enough for the persistent kernels: where the forward beats
+// the per-step path on an H100 (bench/gpu_bench.py, docs/GPU.md "Benchmark"), B·Hs up to
+// 16·256, or one or two rows up to Hs = 1024. Beyond, the step's product is large enough for cuBLAS to beat the
 // kernels' CUDA-core dot products.
 inline bool PersistentSize(const RnnSpec& s) {
   const I64 Hs = RnnHs(s);

@@ -340,8 +340,8 @@ class CudnnRnnForwardOp : public CudnnRnnOpBase {
     a.lengths = Lengths(in, &lengths);
     // The engine leaves the reserve rows past each sequence's length unwritten: zero the
     // reserve first (on the pool) when some sequence is shorter than T, so that the output
-    // never holds uninitialised memory. (Zeroing it on every call, as V3's lengths always
-    // came, cost 4-8 ms of a 70 ms LSTM training step at 100x64x256x256.)
+    // never holds uninitialised memory. Only then: V3 always has lengths, and zeroing the whole
+    // reserve on every call is a noticeable part of a training step (CHANGELOG.md).
     const bool short_seq =
         std::any_of(lengths.begin(), lengths.end(), [&](int n) { return n < s.T; });
     if (!s.training || short_seq) Zero<T>(dev, reserve->flat<T>().data(), reserve->NumElements());
@@ -478,7 +478,7 @@ class CudnnRnnParamsSizeOp : public OpKernel {
   CudnnAttrs at_;
 };
 
-// Canonical regions of a spec, in the order of SEMANTICS.md §4.2.
+// Canonical regions of a spec, in the order of docs/SEMANTICS.md §4.2.
 struct Region {
   int64_t offset, rows, cols;
 };

@@ -222,7 +222,7 @@ class LstmForwardOp : public OpKernel {
 };
 
 // LSTMBlockCellGrad. Outputs are always freshly allocated: never an input buffer reused
-// before it was read (the stock peephole bug, SEMANTICS.md §5 #2).
+// before it was read (the stock peephole bug, docs/SEMANTICS.md §5 #2).
 template <typename T>
 class LstmCellGradOp : public OpKernel {
  public:

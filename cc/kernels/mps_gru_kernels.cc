@@ -2,7 +2,7 @@
 // stacked-RNN engine with MPSGraph's gate orders ([z, r, o], or [r, z, o] with
 // reset_gate_first), per-gate activations, reset before or after the recurrent product (with
 // the secondary bias), flip_z, recurrent mask, optional input weight and reverse/bidirectional
-// layouts (SEMANTICS.md §8, docs/DIFFERENCES.md for the choices the header leaves open).
+// layouts (docs/SEMANTICS.md §8, docs/DIFFERENCES.md for the choices the header leaves open).
 // GRUGradients recomputes the forward activations from its operands.
 #include <string>
 

@@ -1,6 +1,6 @@
 // CPU kernels of the MPSGraph-style LSTM (TfRnn>LSTM, TfRnn>LSTMGradients): a face of the
 // stacked-RNN engine with MPSGraph's gate orders, per-gate activations, peephole on every gate,
-// recurrent mask, optional input weight and reverse/bidirectional layouts (SEMANTICS.md §8).
+// recurrent mask, optional input weight and reverse/bidirectional layouts (docs/SEMANTICS.md §8).
 // The weights are packed into the engine's params layout per call (O(weights), negligible
 // next to the sequence); LSTMGradients recomputes the forward activations from its operands.
 #include <string>

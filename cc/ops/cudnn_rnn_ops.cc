@@ -1,5 +1,5 @@
 // Op registrations for the cuDNN RNN family under TfRnn>: stock inputs, outputs, attrs and
-// defaults (SEMANTICS.md §1.2). Shape functions check ranks (backprop ops too, where stock
+// defaults (docs/SEMANTICS.md §1.2). Shape functions check ranks (backprop ops too, where stock
 // checks nothing) and name the input they reject. Unlike stock, the ops are not stateful:
 // their dropout masks are a pure function of (seed, seed2), so the result depends only on
 // the inputs and attrs.

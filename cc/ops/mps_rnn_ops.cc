@@ -1,5 +1,5 @@
 // Op registrations for the MPSGraph-style LSTM and GRU (Apple MPSGraph's LSTM / LSTMGradients
-// and GRU / GRUGradients as TensorFlow ops, SEMANTICS.md §8). Optional operands are list
+// and GRU / GRUGradients as TensorFlow ops, docs/SEMANTICS.md §8). Optional operands are list
 // inputs of length 0 (absent) or 1 (present); their length attrs are inferred from the call.
 #include <initializer_list>
 #include <map>
