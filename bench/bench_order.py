@@ -30,6 +30,7 @@ def main():
     T, N, I, H = (int(v) for v in args.size.split("x"))
     import tensorflow as tf
     import torch
+    from bench_util import cudnn_train_step
     from tf_rnn_ops import raw_ops as ours
     torch.set_num_threads(args.threads)
     dt, tdt = tf.as_dtype(args.dtype), getattr(torch, args.dtype)
@@ -42,14 +43,7 @@ def main():
     kw = dict(input=x, input_h=h0, input_c=c0 if args.mode == "lstm" else h0,
               params=mk(n, sc=1 / np.sqrt(I + H)), sequence_lengths=tf.fill([N], T),
               rnn_mode=args.mode)
-
-    @tf.function
-    def step():
-        y, hn, cn, reserve, host = ours.CudnnRNNV3(**kw, is_training=True)
-        return ours.CudnnRNNBackpropV3(
-            **kw, output=y, output_h=hn, output_c=cn, output_backprop=dh,
-            output_h_backprop=tf.zeros_like(hn), output_c_backprop=tf.zeros_like(cn),
-            reserve_space=reserve, host_reserved=host)
+    step = cudnn_train_step(ours, kw, dh)
 
     mod = getattr(torch.nn, args.mode.upper())(I, H).to(tdt)
     tx = (torch.randn(T, N, I) * 0.1).to(tdt).requires_grad_()

@@ -276,15 +276,7 @@ class Case(KerasCases):
             lengths = tf.fill([N], T)
             kw = dict(input=x, input_h=h0, input_c=c0, params=params, sequence_lengths=lengths,
                       rnn_mode=mode)
-
-            @tf.function
-            def step():
-                y, hn, cn, reserve, host = ours.CudnnRNNV3(**kw, is_training=True)
-                return ours.CudnnRNNBackpropV3(
-                    **kw, output=y, output_h=hn, output_c=cn, output_backprop=self.dh,
-                    output_h_backprop=tf.zeros_like(hn), output_c_backprop=tf.zeros_like(cn),
-                    reserve_space=reserve, host_reserved=host)
-            return step
+            return bu.cudnn_train_step(ours, kw, self.dh)
         return {"ours": make, "torch": lambda: self._torch_step(torch_kind)}
 
     def gru_train(self):

@@ -1,4 +1,5 @@
-"""Helpers shared by bench_rnn.py and profile_cudnn.py (timing, sizes, GEMM rate, memory).
+"""Helpers shared by bench_rnn.py, bench_order.py and profile_cudnn.py (timing, sizes, GEMM
+rate, memory, the cuDNN-op training step).
 
 Not a benchmark itself. The scripts in bench/ import it from their own directory.
 """
@@ -66,6 +67,20 @@ def median_ms(fn, reps, warmup=1):
     for _ in range(warmup):
         fn()
     return float(np.median([time_once_ms(fn) for _ in range(max(1, reps))]))
+
+
+def cudnn_train_step(ours, kw, output_backprop):
+    """One training step as a tf.function: ours.CudnnRNNV3 (is_training) on kw (its inputs and
+    attrs), then CudnnRNNBackpropV3 with output_backprop arriving at the output and nothing at
+    the final states."""
+    @tf.function
+    def step():
+        y, hn, cn, reserve, host = ours.CudnnRNNV3(**kw, is_training=True)
+        return ours.CudnnRNNBackpropV3(
+            **kw, output=y, output_h=hn, output_c=cn, output_backprop=output_backprop,
+            output_h_backprop=tf.zeros_like(hn), output_c_backprop=tf.zeros_like(cn),
+            reserve_space=reserve, host_reserved=host)
+    return step
 
 
 def lstm_flops(T, N, I, H, gates=4):

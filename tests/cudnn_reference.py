@@ -47,12 +47,18 @@ def resolve_input_mode(input_mode, input_size, num_units):
     return input_mode
 
 
+def _dims(mode, num_units, input_size, input_mode, direction, num_proj):
+    """K (gates), D (directions), N, P, Hs (the state's width: P if projected, else N) and
+    whether layer 0 skips the input matrices."""
+    K, D, N, P = num_gates(mode), num_dirs(direction), num_units, num_proj
+    skip = resolve_input_mode(input_mode, input_size, num_units) == "skip_input"
+    return K, D, N, P, (P if P else N), skip
+
+
 def layer_specs(*, mode, num_layers, num_units, input_size, input_mode="linear_input",
                 direction="unidirectional", num_proj=0):
     """One dict per pseudo-layer: K, N, in (0 for skip), in_logical, Hs, P, skip, layer, dir."""
-    K, D, N, P = num_gates(mode), num_dirs(direction), num_units, num_proj
-    Hs = P if P else N
-    skip0 = resolve_input_mode(input_mode, input_size, num_units) == "skip_input"
+    K, D, N, P, Hs, skip0 = _dims(mode, num_units, input_size, input_mode, direction, num_proj)
     specs = []
     for l in range(num_layers):
         in_logical = input_size if l == 0 else D * Hs
@@ -91,9 +97,7 @@ def params_size(**kw):
 def params_size_formula(*, mode, num_layers, num_units, input_size, input_mode="linear_input",
                         direction="unidirectional", num_proj=0):
     """The closed formula of the brief (independent of layer_specs), for cross-checking."""
-    K, D, N, P = num_gates(mode), num_dirs(direction), num_units, num_proj
-    Hs = P if P else N
-    skip = resolve_input_mode(input_mode, input_size, num_units) == "skip_input"
+    K, D, N, P, Hs, skip = _dims(mode, num_units, input_size, input_mode, direction, num_proj)
     total = 0
     for l in range(num_layers):
         in_l = (0 if skip else input_size) if l == 0 else D * Hs

@@ -126,23 +126,22 @@ def _mps(rng, kind, dtype, **over):
     """MPSGraph-style LSTM / GRU forward and gradients vs the float64 reference
     (tests/test_mps_lstm.py, tests/test_mps_gru.py)."""
     from tf_rnn_ops import mps
+    from mps_test_util import check_forward, check_gradients
     if kind == "lstm":
         import test_mps_lstm as M
         case = dict(forget_gate_last=False, input_gate_activation="sigmoid",
                     forget_gate_activation="sigmoid", cell_gate_activation="tanh",
                     output_gate_activation="sigmoid", activation="tanh", init_cell=True,
                     peephole=True)
-        check_grads = M._check_lstm_gradients
     else:
         import test_mps_gru as M
         case = dict(reset_gate_first=True, flip_z=False, update_gate_activation="sigmoid",
                     reset_gate_activation="sigmoid", output_gate_activation="tanh")
-        check_grads = M._check_gru_gradients
     case.update(size=MPS_SIZE, bidirectional=False, reverse=False, input_weight=True,
                 bias=True, init_state=True, mask=None, state_gradient=True)
     case.update(over)
-    M.test_forward(mps, rng, case, dtype)
-    check_grads(mps, rng, case, dtype)
+    check_forward(M.OP, mps, rng, case, dtype)
+    check_gradients(M.OP, mps, rng, case, dtype)
 
 
 def main():

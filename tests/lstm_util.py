@@ -289,6 +289,28 @@ def weighted_loss(outs, weights, only=None):
     return tf.add_n(total)
 
 
+class WeightedLossProblem:
+    """An op's inputs (``params``, float64 arrays by ``input_names``) and random loss weights
+    (``weights``, one per output): L = sum_k <weights_k, out_k>.  A subclass says how to call
+    the op: ``call(ours, inputs)`` -> its outputs."""
+    input_names = ()
+
+    def call(self, ours, inputs):
+        raise NotImplementedError
+
+    def xs(self, dtype):
+        return [to_tensor(self.params[n], dtype) for n in self.input_names]
+
+    def loss_of(self, outs, only=None):
+        """sum_k <weights_k, out_k> over all outputs (or only output `only`)."""
+        return weighted_loss(outs, self.weights, only)
+
+    def ours_loss(self, ours, only=None):
+        def f(*xs):
+            return self.loss_of(self.call(ours, dict(zip(self.input_names, xs))), only)
+        return f
+
+
 def numeric_grads(fn, arrays, delta):
     """Central differences of a float64 scalar fn(*arrays) w.r.t. each array."""
     grads = []

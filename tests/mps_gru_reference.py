@@ -25,12 +25,12 @@ h_final [N,DH]: the state after the last step each direction processed.
 hard_sigmoid is MPS's clamp(0.2·x + 0.5, 0, 1).
 """
 
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
-from mps_reference import ACTIVATION_NAMES, activate  # noqa: F401  (shared maths)
+from mps_ref_common import (ACTIVATION_NAMES, activate, check_recurrent_weight,  # noqa: F401
+                            descriptor, direction_inputs, f64, loss_value as _loss_value,
+                            vjp)
 
 ACT_FIELDS = ("update_gate_activation", "reset_gate_activation", "output_gate_activation")
 
@@ -41,21 +41,11 @@ OPERAND_NAMES = ("source", "recurrent_weight", "input_weight", "bias", "init_sta
                  "secondary_bias")
 
 
-@dataclasses.dataclass(frozen=True)
-class Desc:
-    """The fields of the GRU descriptor (same names and defaults as mps.GRUDescriptor)."""
-    reverse: bool = False
-    bidirectional: bool = False
-    training: bool = False
-    reset_gate_first: bool = False
-    reset_after: bool = False
-    flip_z: bool = False
-    update_gate_activation: str = "sigmoid"
-    reset_gate_activation: str = "sigmoid"
-    output_gate_activation: str = "tanh"
-
-    def kwargs(self):
-        return dataclasses.asdict(self)
+Desc = descriptor(
+    "The fields of the GRU descriptor (same names and defaults as mps.GRUDescriptor).",
+    reverse=False, bidirectional=False, training=False, reset_gate_first=False,
+    reset_after=False, flip_z=False, update_gate_activation="sigmoid",
+    reset_gate_activation="sigmoid", output_gate_activation="tanh")
 
 
 def gate_positions(reset_gate_first):
@@ -63,14 +53,6 @@ def gate_positions(reset_gate_first):
     if reset_gate_first:
         return {"r": 0, "z": 1, "o": 2}
     return {"z": 0, "r": 1, "o": 2}
-
-
-def _f64(a):
-    if a is None:
-        return None
-    if isinstance(a, (tf.Tensor, tf.Variable)):
-        return a if a.dtype == tf.float64 else tf.cast(a, tf.float64)
-    return tf.constant(np.asarray(a, dtype=np.float64))
 
 
 def _direction(xp, R, b2, h, mask_at, desc, backward, preacts):
@@ -117,45 +99,22 @@ def gru_forward(source, recurrent_weight, input_weight=None, bias=None, init_sta
                 mask=None, secondary_bias=None, desc=Desc()):
     """Returns a dict with state, z_state ([T,...]), h_final ([N, DH]) and preacts (a list of
     (activation name, pre-activation tensor) of every gate evaluation)."""
-    x = _f64(source)
-    R = _f64(recurrent_weight)
-    W, b = _f64(input_weight), _f64(bias)
-    h0, m, B2 = _f64(init_state), _f64(mask), _f64(secondary_bias)
+    x, R, W, b = f64(source), f64(recurrent_weight), f64(input_weight), f64(bias)
+    h0, m, B2 = f64(init_state), f64(mask), f64(secondary_bias)
     D = 2 if desc.bidirectional else 1
     H = R.shape[-1]
     G = 3 * H
     T, N = x.shape[0], x.shape[1]
-    assert R.shape == ((2, G, H) if D == 2 else (G, H)), R.shape
+    check_recurrent_weight(R, D, G, H)
     if B2 is not None:
         assert desc.reset_after, "secondary_bias requires reset_after"
         assert B2.shape == (D * H,), B2.shape
     outs = {"state": [], "z_state": [], "h_final": []}
     preacts = []
     for d in range(D):
-        Rd = R[d] if D == 2 else R
-        if W is not None:
-            assert W.shape == (D * G, x.shape[2]), W.shape
-            xp = tf.einsum("tni,gi->tng", x, W[d * G:(d + 1) * G])
-        else:
-            assert x.shape[2] == D * G, x.shape
-            xp = x[:, :, d * G:(d + 1) * G]
-        if b is not None:
-            assert b.shape == (D * G,), b.shape
-            xp = xp + b[d * G:(d + 1) * G]
-        cols = slice(d * H, (d + 1) * H)
+        Rd, xp, cols, h, mask_at, backward = direction_inputs(d, D, x, R, W, b, h0, m,
+                                                              desc.reverse)
         b2 = B2[cols] if B2 is not None else None
-        h = h0[:, cols] if h0 is not None else tf.zeros([N, H], tf.float64)
-        if m is None:
-            mask_at = lambda t: None  # noqa: E731
-        elif len(m.shape) == 2:
-            assert m.shape == (N, D * H), m.shape
-            md = m[:, cols]
-            mask_at = lambda t, md=md: md  # noqa: E731
-        else:
-            assert m.shape == (T, N, D * H), m.shape
-            md = m[:, :, cols]
-            mask_at = lambda t, md=md: md[t]  # noqa: E731
-        backward = (d == 1) or (D == 1 and desc.reverse)
         hs, zs, hf = _direction(xp, Rd, b2, h, mask_at, desc, backward, preacts)
         if T:
             outs["state"].append(tf.stack(hs))
@@ -195,26 +154,11 @@ def reference_vjp(operands, desc, state_cot=None, final_state_cot=None):
 
     operands: dict name -> array (None or absent = not given).  Returns (grads, names) in
     GRAD_ORDER (only the given operands)."""
-    given = {k: _f64(v) for k, v in operands.items() if v is not None}
-    names = [n for n in GRAD_ORDER if n in given]
-    with tf.GradientTape() as tape:
-        for n in names:
-            tape.watch(given[n])
-        r = gru_forward(desc=desc, **given)
-        loss = tf.constant(0.0, tf.float64)
-        for cot, key in ((state_cot, "state"), (final_state_cot, "h_final")):
-            if cot is not None:
-                loss = loss + tf.reduce_sum(_f64(cot) * r[key])
-    grads = tape.gradient(loss, [given[n] for n in names],
-                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return [g.numpy() for g in grads], names
+    return vjp(gru_forward, GRAD_ORDER, operands, desc,
+               {"state": state_cot, "h_final": final_state_cot})
 
 
 def loss_value(operands, desc, state_cot=None, final_state_cot=None):
     """The scalar L of reference_vjp (for numeric differentiation)."""
-    r = gru_forward(desc=desc, **{k: v for k, v in operands.items() if v is not None})
-    total = 0.0
-    for cot, key in ((state_cot, "state"), (final_state_cot, "h_final")):
-        if cot is not None:
-            total += float(np.sum(np.asarray(cot) * r[key].numpy()))
-    return total
+    return _loss_value(gru_forward, operands, desc,
+                       {"state": state_cot, "h_final": final_state_cot})

@@ -234,13 +234,7 @@ def test_reference_skip_input_equals_identity_linear(rng):
 
 def test_reference_params_size_examples():
     assert cref.params_size(**model_kw("lstm", 2, 5, 3)) == 440
-    for mode, L, N, I, im, d, P in itertools.product(MODES, (1, 2, 3), (1, 4), (2, 4),
-                                                     cref.INPUT_MODES, DIRS, (0, 2)):
-        if P and (mode != "lstm" or P >= N):
-            continue
-        if im == "skip_input" and I != N:
-            continue
-        kw = model_kw(mode, L, N, I, im, d, P)
+    for kw in _model_grid():
         assert cref.params_size(**kw) == cref.params_size_formula(**kw)
 
 
@@ -278,21 +272,35 @@ VERSIONS = ("", "V2", "V3")
 SHAPES = [(L, T, B) for L in (1, 2) for T in (1, 5) for B in (1, 3)] + [(3, 5, 3), (4, 2, 2)]
 
 
-@pytest.mark.parametrize("direction", DIRS)
-@pytest.mark.parametrize("input_mode,input_size", INPUT_CASES,
-                         ids=[f"{m}-I{i}" for m, i in INPUT_CASES])
-@pytest.mark.parametrize("mode", MODES)
-def test_forward_float64(ours, rng, mode, input_mode, input_size, direction):
-    for L, T, B in SHAPES:
+def over_models(input_cases):
+    """Parametrises a test over mode, (input_mode, input_size) in input_cases and direction."""
+    def decorate(test):
+        test = pytest.mark.parametrize("mode", MODES)(test)
+        test = pytest.mark.parametrize("input_mode,input_size", input_cases,
+                                       ids=[f"{m}-I{i}" for m, i in input_cases])(test)
+        return pytest.mark.parametrize("direction", DIRS)(test)
+    return decorate
+
+
+def model_runs(rng, shapes, mode, input_mode, input_size, direction):
+    """For each (num_layers, T, B) in shapes: the model kw (num_units 3), its random float64
+    inputs (x, h0, c0, params) and a label 'L.. T.. B..'."""
+    for L, T, B in shapes:
         kw = model_kw(mode, L, 3, input_size, input_mode, direction)
-        x, h0, c0, params = make_inputs(rng, kw, T, B)
+        yield kw, make_inputs(rng, kw, T, B), f"L{L} T{T} B{B}"
+
+
+@over_models(INPUT_CASES)
+def test_forward_float64(ours, rng, mode, input_mode, input_size, direction):
+    for kw, (x, h0, c0, params), where in model_runs(rng, SHAPES, mode, input_mode,
+                                                      input_size, direction):
         ref = ref_fwd(x, h0, c0, params, kw)
         for version in VERSIONS:
             outs = call_fwd(ours, version, x, h0, c0, params, kw, F64)
             assert len(outs) == (4 if version == "" else 5)
             for o in outs[:3]:
                 assert o.dtype == F64
-            assert_fwd(outs, ref, mode, FWD_TOL[F64], prefix=f"V{version} L{L} T{T} B{B}: ")
+            assert_fwd(outs, ref, mode, FWD_TOL[F64], prefix=f"V{version} {where}: ")
 
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["float32", "half", "bfloat16"])

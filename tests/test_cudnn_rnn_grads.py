@@ -107,21 +107,17 @@ INPUT_CASES = [("linear_input", 4), ("skip_input", 3), ("auto_select", 4)]
 SHAPES = [(1, 5, 3), (2, 1, 1), (2, 4, 3), (3, 3, 2)]
 
 
-@pytest.mark.parametrize("direction", DIRS)
-@pytest.mark.parametrize("input_mode,input_size", INPUT_CASES,
-                         ids=[f"{m}-I{i}" for m, i in INPUT_CASES])
-@pytest.mark.parametrize("mode", MODES)
+@C.over_models(INPUT_CASES)
 def test_backprop_float64(ours, rng, mode, input_mode, input_size, direction):
-    for L, T, B in SHAPES:
-        kw = C.model_kw(mode, L, 3, input_size, input_mode, direction)
-        x, h0, c0, params = C.make_inputs(rng, kw, T, B)
+    for kw, (x, h0, c0, params), where in C.model_runs(rng, SHAPES, mode, input_mode,
+                                                        input_size, direction):
         outs0 = C.call_fwd(ours, "", x, h0, c0, params, kw, F64)
         dy, dh, dc = upstream(rng, outs0, mode)
         _, want = ref_grads(x, h0, c0, params, kw, dy, dh, dc)
         for version in VERSIONS:
             outs = C.call_fwd(ours, version, x, h0, c0, params, kw, F64)
             got = call_backprop(ours, version, x, h0, c0, params, outs, dy, dh, dc, kw, F64)
-            assert_grads(got, want, mode, GRAD_TOL[F64], prefix=f"V{version} L{L} T{T} B{B}: ")
+            assert_grads(got, want, mode, GRAD_TOL[F64], prefix=f"V{version} {where}: ")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -280,24 +280,17 @@ def test_grad_op_uses_given_activations(ours, rng):
 # registered gradient of TfRnn>GRUBlockCell
 # ---------------------------------------------------------------------------------------------
 
-class Problem:
+class Problem(U.WeightedLossProblem):
     """Inputs and random loss weights for the four outputs: L = sum_k <W_k, out_k>."""
+    input_names = gref.INPUT_NAMES
 
     def __init__(self, rng, B=3, I=4, H=5):
         self.B, self.I, self.H = B, I, H
         self.params = make_params(rng, B, I, H)
         self.weights = [rng.normal(size=(B, H)) for _ in range(4)]
 
-    def xs(self, dtype):
-        return [U.to_tensor(self.params[n], dtype) for n in gref.INPUT_NAMES]
-
-    def loss_of(self, outs, only=None):
-        return U.weighted_loss(outs, self.weights, only)
-
-    def ours_loss(self, ours, only=None):
-        def f(*xs):
-            return self.loss_of(ours.GRUBlockCell(**dict(zip(gref.INPUT_NAMES, xs))), only)
-        return f
+    def call(self, ours, inputs):
+        return ours.GRUBlockCell(**inputs)
 
     def ref_grads(self, dtype=F64, only=None):
         """True gradient (reference) at the inputs rounded to dtype."""

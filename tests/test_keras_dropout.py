@@ -18,7 +18,7 @@ keras = pytest.importorskip("keras")
 import tf_rnn_ops.keras as K  # noqa: E402
 from tf_rnn_ops._loader import load_library  # noqa: E402
 from test_keras_layers import (B, I, T, _compare, _np_rng, _op_types, _randomize,  # noqa: E402
-                               _x, count_calls)
+                               _x, fused_calls, make_pair)  # noqa: F401  (fixture)
 from test_keras_masks import MASKS  # noqa: E402
 
 KINDS = {
@@ -26,12 +26,6 @@ KINDS = {
     "gru": (keras.layers.GRU, K.GRU, "gru"),
     "simple": (keras.layers.SimpleRNN, K.SimpleRNN, "rnn_tanh"),
 }
-
-
-@pytest.fixture
-def keras_calls(monkeypatch):
-    """The rnn_mode of every TfRnn>KerasRNN call the layers make (eager and at trace time)."""
-    return count_calls(monkeypatch, K, "_keras_rnn")
 
 
 @pytest.fixture(autouse=True)
@@ -45,12 +39,7 @@ def _no_fallback():
 
 def _pair(kind, units=5, input_shape=(B, T, I), **kw):
     stock_cls, ours_cls, _ = KINDS[kind]
-    stock, ours = stock_cls(units, **kw), ours_cls(units, **kw)
-    stock.build(input_shape)
-    ours.build(input_shape)
-    _randomize(stock, seed=units)
-    ours.set_weights(stock.get_weights())
-    return stock, ours
+    return make_pair(stock_cls, ours_cls, units, input_shape, units, **kw)
 
 
 def _states(kind, units=5):
@@ -71,10 +60,10 @@ RDROP_OPTS = [
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("opts", RDROP_OPTS,
                          ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
-def test_recurrent_dropout_in_training(kind, opts, keras_calls):
+def test_recurrent_dropout_in_training(kind, opts, fused_calls):
     stock, ours = _pair(kind, recurrent_dropout=0.4, seed=11, **opts)
     _compare(stock, ours, _x(41), training=True, initial_state=_states(kind))
-    assert keras_calls == [KINDS[kind][2]]
+    assert fused_calls == [KINDS[kind][2]]
     # The masks are the cell's: training differs from inference, which is cuDNN's op.
     def first(o):
         return np.asarray(o[0] if isinstance(o, (list, tuple)) else o)
@@ -84,22 +73,22 @@ def test_recurrent_dropout_in_training(kind, opts, keras_calls):
 
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("mask_name", ["left", "holes", "mixed"])
-def test_recurrent_dropout_with_masks(kind, mask_name, keras_calls):
+def test_recurrent_dropout_with_masks(kind, mask_name, fused_calls):
     stock, ours = _pair(kind, recurrent_dropout=0.3, dropout=0.2, seed=5,
                         return_sequences=True)
     _compare(stock, ours, _x(42), training=True, mask=tf.constant(MASKS[mask_name]))
-    assert keras_calls == [KINDS[kind][2]]
+    assert fused_calls == [KINDS[kind][2]]
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_input_dropout_one_mask_per_gate(kind, keras_calls):
+def test_input_dropout_one_mask_per_gate(kind, fused_calls):
     # implementation=1 without recurrent dropout: the per-gate input projections are computed
     # outside the op (preprojected input).
     stock, ours = _pair(kind, dropout=0.4, seed=7, implementation=1, return_sequences=True)
     stock.use_cudnn = False  # stock Keras 3.15's cuDNN attempt breaks on the mask list
     _compare(stock, ours, _x(43), training=True)
     _compare(stock, ours, _x(43), training=False)
-    assert keras_calls == [kind, kind]  # training (pre-projected) and inference
+    assert fused_calls == [kind, kind]  # training (pre-projected) and inference
 
 
 ACTS = [("relu", "sigmoid"), ("linear", "hard_sigmoid"), ("sigmoid", "tanh"),
@@ -108,11 +97,11 @@ ACTS = [("relu", "sigmoid"), ("linear", "hard_sigmoid"), ("sigmoid", "tanh"),
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("acts", ACTS, ids=lambda a: f"{a[0]}-{a[1]}")
-def test_activations(kind, acts, keras_calls):
+def test_activations(kind, acts, fused_calls):
     stock, ours = _pair(kind, activation=acts[0], recurrent_activation=acts[1],
                         return_sequences=True, return_state=True)
     _compare(stock, ours, _x(44), initial_state=_states(kind))
-    assert keras_calls == [kind]
+    assert fused_calls == [kind]
 
 
 def test_hard_sigmoid_is_keras_not_mps():
@@ -125,15 +114,15 @@ def test_hard_sigmoid_is_keras_not_mps():
 @pytest.mark.parametrize("opts", [dict(), dict(use_bias=False), dict(recurrent_dropout=0.3),
                                   dict(go_backwards=True, activation="relu")],
                          ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
-def test_gru_reset_before(opts, keras_calls):
+def test_gru_reset_before(opts, fused_calls):
     stock, ours = _pair("gru", reset_after=False, seed=9, return_sequences=True, **opts)
     _compare(stock, ours, _x(45), training=True, initial_state=_states("gru"))
     _compare(stock, ours, _x(46), mask=tf.constant(MASKS["left"]))
-    assert keras_calls == ["gru", "gru"]
+    assert fused_calls == ["gru", "gru"]
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_bidirectional_recurrent_dropout(kind, keras_calls):
+def test_bidirectional_recurrent_dropout(kind, fused_calls):
     def make(cls):
         return keras.layers.Bidirectional(cls(4, recurrent_dropout=0.3, seed=3,
                                               return_sequences=True))
@@ -143,12 +132,12 @@ def test_bidirectional_recurrent_dropout(kind, keras_calls):
     _randomize(stock, 12)
     ours.set_weights(stock.get_weights())
     _compare(stock, ours, _x(47), training=True, mask=tf.constant(MASKS["left"]))
-    assert keras_calls == [kind, kind]
+    assert fused_calls == [kind, kind]
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_mixed_precision(kind, policy, keras_calls):
+def test_mixed_precision(kind, policy, fused_calls):
     keras.mixed_precision.set_dtype_policy(policy)
     try:
         stock, ours = _pair(kind, recurrent_dropout=0.3, seed=4, return_sequences=True,
@@ -156,7 +145,7 @@ def test_mixed_precision(kind, policy, keras_calls):
         _compare(stock, ours, _x(48), dtype=policy.split("_")[1], training=True)
     finally:
         keras.mixed_precision.set_dtype_policy("float32")
-    assert keras_calls == [kind]
+    assert fused_calls == [kind]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

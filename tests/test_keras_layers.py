@@ -68,16 +68,23 @@ def _np_rng(seed):
     return np.random.default_rng(seed)
 
 
-def _pair(kind, input_shape=(B, T, I), units=5, build=True, **kw):
-    """A stock layer and ours with the same config, ours with the stock weights."""
-    stock = STOCK[kind](units, **kw)
-    ours = OURS[kind](units, **kw)
-    if build:
-        stock.build(input_shape)
-        ours.build(input_shape)
-        _randomize(stock, seed=units)
-        ours.set_weights(stock.get_weights())
+def make_pair(stock_cls, ours_cls, units, input_shape, weight_seed, **kw):
+    """A stock layer and ours with the same config (units, kw), built for input_shape: the stock
+    weights randomized (_randomize with weight_seed), ours with the stock weights."""
+    stock, ours = stock_cls(units, **kw), ours_cls(units, **kw)
+    stock.build(input_shape)
+    ours.build(input_shape)
+    _randomize(stock, seed=weight_seed)
+    ours.set_weights(stock.get_weights())
     return stock, ours
+
+
+def _pair(kind, input_shape=(B, T, I), units=5, build=True, **kw):
+    """A stock layer and ours with the same config, ours with the stock weights (unbuilt with
+    build=False)."""
+    if not build:
+        return STOCK[kind](units, **kw), OURS[kind](units, **kw)
+    return make_pair(STOCK[kind], OURS[kind], units, input_shape, units, **kw)
 
 
 def _randomize(layer, seed):

@@ -14,7 +14,7 @@ keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
 from test_keras_layers import (B, I, T, MASK_OPTS, _compare, _np_rng, _op_types,  # noqa: E402
-                               _randomize, _x, fused_calls)  # noqa: F401  (fixture)
+                               _randomize, _x, fused_calls, make_pair)  # noqa: F401
 
 # kind -> (stock class, our class, constructor kwargs, the op's rnn_mode)
 KINDS = {
@@ -27,12 +27,7 @@ KINDS = {
 
 def _pair(kind, units=5, input_shape=(B, T, I), **kw):
     stock_cls, ours_cls, base, _ = KINDS[kind]
-    stock, ours = stock_cls(units, **base, **kw), ours_cls(units, **base, **kw)
-    stock.build(input_shape)
-    ours.build(input_shape)
-    _randomize(stock, seed=units)
-    ours.set_weights(stock.get_weights())
-    return stock, ours
+    return make_pair(stock_cls, ours_cls, units, input_shape, units, **base, **kw)
 
 
 def _states(kind, units=5, batch=B):

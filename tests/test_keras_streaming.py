@@ -16,7 +16,7 @@ import tensorflow as tf
 keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
-from test_keras_layers import _assert_close, _compare, _randomize, count_calls  # noqa: E402
+from test_keras_layers import _assert_close, _compare, count_calls, make_pair  # noqa: E402
 
 LAYERS = {
     "lstm": (keras.layers.LSTM, K.LSTM, {}),
@@ -29,13 +29,7 @@ I = 3
 
 def _pair(kind, shape, units=5, **kw):
     stock_cls, ours_cls, extra = LAYERS[kind]
-    kw = dict(extra, **kw)
-    stock, ours = stock_cls(units, **kw), ours_cls(units, **kw)
-    stock.build(shape)
-    ours.build(shape)
-    _randomize(stock, seed=units + len(kind))
-    ours.set_weights(stock.get_weights())
-    return stock, ours
+    return make_pair(stock_cls, ours_cls, units, shape, units + len(kind), **dict(extra, **kw))
 
 
 def _x(seed, shape):

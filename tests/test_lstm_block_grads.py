@@ -52,8 +52,9 @@ def _cases(clip_kinds, slm_cases, peepholes=(False, True), ops=FWD_OPS):
     return out
 
 
-class Problem:
+class Problem(U.WeightedLossProblem):
     """Inputs, attrs and loss weights for one gradient test."""
+    input_names = U.PARAM_NAMES
 
     def __init__(self, rng, op, peep, clip_kind, slm_case, size=SIZE, margin=0.05):
         T, B, I, C = size
@@ -69,23 +70,12 @@ class Problem:
         self.weights = [rng.normal(size=oshape) for _ in range(7)]   # loss weights, 7 outputs
         self.attrs = U.fwd_attrs(op, self.fb, self.clip, peep)
 
-    def xs(self, dtype):
-        return [U.to_tensor(self.params[n], dtype) for n in U.PARAM_NAMES]
-
     def rounded(self, dtype):
         """Same problem with the inputs rounded to dtype (float64 arrays)."""
         return [U.round_to(self.params[n], dtype) for n in U.PARAM_NAMES]
 
-    def loss_of(self, outs, only=None):
-        """sum_k <weights_k, out_k> over all seven outputs (or only output `only`)."""
-        return U.weighted_loss(outs, self.weights, only)
-
-    def ours_loss(self, ours, only=None):
-        def f(*xs):
-            outs = U.call_fwd(ours, self.op, dict(zip(U.PARAM_NAMES, xs)), self.slm,
-                              **self.attrs)
-            return self.loss_of(outs, only)
-        return f
+    def call(self, ours, inputs):
+        return U.call_fwd(ours, self.op, inputs, self.slm, **self.attrs)
 
     def ref_loss(self, only=None, dtype=F64):
         # attrs as the kernel sees them (float32 attr, converted to dtype)

@@ -67,9 +67,12 @@ __all__ = ["LSTMDescriptor", "lstm", "lstm_gradients", "GRUDescriptor", "gru",
            "gru_gradients", "ACTIVATIONS"]
 
 
+@dataclasses.dataclass(frozen=True)
 class _Descriptor:
-    """What both descriptors do: every field ending in 'activation' names one of ACTIVATIONS,
-    and the fields are the op's attrs."""
+    """What both descriptors have: reverse and bidirectional first; every field ending in
+    'activation' names one of ACTIVATIONS; the fields are the op's attrs."""
+    reverse: bool = False
+    bidirectional: bool = False
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -84,8 +87,6 @@ class _Descriptor:
 @dataclasses.dataclass(frozen=True)
 class LSTMDescriptor(_Descriptor):
     """MPSGraphLSTMDescriptor: defaults as in MPSGraph."""
-    reverse: bool = False
-    bidirectional: bool = False
     produce_cell: bool = False
     training: bool = False
     forget_gate_last: bool = False
@@ -121,19 +122,34 @@ def _opt(x, dtype, op="LSTM", name="operand"):
     return [] if x is None else [_operand(op, name, x, dtype)]
 
 
+def _run(raw, op, source, recurrent_weight, descriptor, name, required=(), optional=()):
+    """What the four wrappers share: the raw op ``raw`` on source (its dtype is T),
+    recurrent_weight and the ``required`` operands (pairs name, value: tensors of dtype T), the
+    ``optional`` ones (pairs name, value or None: lists of 0 or 1 tensors of dtype T), with the
+    descriptor's fields as attrs.  Operands are converted (dtype errors raised) in that order."""
+    source = _source(op, source)
+    dt = _dtype(source)
+    inputs = {k: _operand(op, k, v, dt)
+              for k, v in (("recurrent_weight", recurrent_weight),) + tuple(required)}
+    inputs.update((k, _opt(v, dt, op, k)) for k, v in optional)
+    return getattr(load_library(), raw)(source=source, name=name, **inputs,
+                                        **descriptor.attrs())
+
+
+def _flat(out):
+    """A gradients op's outputs as one list: d_source, d_recurrent_weight, then each optional
+    operand's gradient group (0 or 1 tensors) in order."""
+    return [out[0], out[1]] + [g for group in out[2:] for g in group]
+
+
 def lstm(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
          init_cell=None, mask=None, peephole=None, descriptor=None, name=None):
     """MPSGraph.LSTM: returns [state] + [cell] (produce_cell) + [z_state] (training)."""
     d = descriptor or LSTMDescriptor()
-    op = "LSTM"
-    source = _source(op, source)
-    dt = _dtype(source)
-    state, cell, z = load_library().tf_rnn_lstm(
-        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
-        input_weight=_opt(input_weight, dt, op, "input_weight"),
-        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
-        init_cell=_opt(init_cell, dt, op, "init_cell"), mask=_opt(mask, dt, op, "mask"),
-        peephole=_opt(peephole, dt, op, "peephole"), name=name, **d.attrs())
+    state, cell, z = _run(
+        "tf_rnn_lstm", "LSTM", source, recurrent_weight, d, name,
+        optional=[("input_weight", input_weight), ("bias", bias), ("init_state", init_state),
+                  ("init_cell", init_cell), ("mask", mask), ("peephole", peephole)])
     return [state] + ([cell] if d.produce_cell else []) + ([z] if d.training else [])
 
 
@@ -146,27 +162,15 @@ def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_outp
 
     ``cell_output_gradient`` ([T, N, D·H], an extension) adds gradients arriving at the cell
     sequence output of a produce_cell forward."""
-    d = descriptor or LSTMDescriptor()
-    op = "LSTMGradients"
-    source = _source(op, source)
-    dt = _dtype(source)
-    out = load_library().tf_rnn_lstm_gradients(
-        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
-        source_gradient=_operand(op, "source_gradient", source_gradient, dt),
-        z_state=_operand(op, "z_state", z_state, dt),
-        cell_output_fwd=_operand(op, "cell_output_fwd", cell_output_fwd, dt),
-        state_gradient=_opt(state_gradient, dt, op, "state_gradient"),
-        cell_gradient=_opt(cell_gradient, dt, op, "cell_gradient"),
-        input_weight=_opt(input_weight, dt, op, "input_weight"),
-        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
-        init_cell=_opt(init_cell, dt, op, "init_cell"), mask=_opt(mask, dt, op, "mask"),
-        peephole=_opt(peephole, dt, op, "peephole"),
-        cell_output_gradient=_opt(cell_output_gradient, dt, op, "cell_output_gradient"),
-        name=name, **d.attrs())
-    flat = [out[0], out[1]]
-    for group in out[2:]:
-        flat.extend(group)
-    return flat
+    return _flat(_run(
+        "tf_rnn_lstm_gradients", "LSTMGradients", source, recurrent_weight,
+        descriptor or LSTMDescriptor(), name,
+        required=[("source_gradient", source_gradient), ("z_state", z_state),
+                  ("cell_output_fwd", cell_output_fwd)],
+        optional=[("state_gradient", state_gradient), ("cell_gradient", cell_gradient),
+                  ("input_weight", input_weight), ("bias", bias), ("init_state", init_state),
+                  ("init_cell", init_cell), ("mask", mask), ("peephole", peephole),
+                  ("cell_output_gradient", cell_output_gradient)]))
 
 
 def _grad_inputs(op, d_state, d_z, desc_cls, keys):
@@ -216,8 +220,6 @@ def _lstm_grad(op, d_state, d_cell, d_z):
 @dataclasses.dataclass(frozen=True)
 class GRUDescriptor(_Descriptor):
     """MPSGraphGRUDescriptor: defaults as in MPSGraph."""
-    reverse: bool = False
-    bidirectional: bool = False
     training: bool = False
     reset_gate_first: bool = False
     reset_after: bool = False
@@ -231,16 +233,10 @@ def gru(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
         secondary_bias=None, descriptor=None, name=None):
     """MPSGraph.GRU: returns [state] + [z_state] (training)."""
     d = descriptor or GRUDescriptor()
-    op = "GRU"
-    source = _source(op, source)
-    dt = _dtype(source)
-    state, z = load_library().tf_rnn_gru(
-        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
-        input_weight=_opt(input_weight, dt, op, "input_weight"),
-        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
-        mask=_opt(mask, dt, op, "mask"),
-        secondary_bias=_opt(secondary_bias, dt, op, "secondary_bias"), name=name,
-        **d.attrs())
+    state, z = _run(
+        "tf_rnn_gru", "GRU", source, recurrent_weight, d, name,
+        optional=[("input_weight", input_weight), ("bias", bias), ("init_state", init_state),
+                  ("mask", mask), ("secondary_bias", secondary_bias)])
     return [state] + ([z] if d.training else [])
 
 
@@ -249,25 +245,14 @@ def gru_gradients(source, recurrent_weight, source_gradient, z_state, output_fwd
                   mask=None, secondary_bias=None, descriptor=None, name=None):
     """MPSGraph.GRUGradients: returns the gradients of source, recurrent_weight, and of
     input_weight, bias, init_state, secondary_bias when given (in that order)."""
-    d = descriptor or GRUDescriptor()
-    op = "GRUGradients"
-    source = _source(op, source)
-    dt = _dtype(source)
-    out = load_library().tf_rnn_gru_gradients(
-        source=source, recurrent_weight=_operand(op, "recurrent_weight", recurrent_weight, dt),
-        source_gradient=_operand(op, "source_gradient", source_gradient, dt),
-        z_state=_operand(op, "z_state", z_state, dt),
-        output_fwd=_operand(op, "output_fwd", output_fwd, dt),
-        state_gradient=_opt(state_gradient, dt, op, "state_gradient"),
-        input_weight=_opt(input_weight, dt, op, "input_weight"),
-        bias=_opt(bias, dt, op, "bias"), init_state=_opt(init_state, dt, op, "init_state"),
-        mask=_opt(mask, dt, op, "mask"),
-        secondary_bias=_opt(secondary_bias, dt, op, "secondary_bias"), name=name,
-        **d.attrs())
-    flat = [out[0], out[1]]
-    for group in out[2:]:
-        flat.extend(group)
-    return flat
+    return _flat(_run(
+        "tf_rnn_gru_gradients", "GRUGradients", source, recurrent_weight,
+        descriptor or GRUDescriptor(), name,
+        required=[("source_gradient", source_gradient), ("z_state", z_state),
+                  ("output_fwd", output_fwd)],
+        optional=[("state_gradient", state_gradient), ("input_weight", input_weight),
+                  ("bias", bias), ("init_state", init_state), ("mask", mask),
+                  ("secondary_bias", secondary_bias)]))
 
 
 @tf.RegisterGradient("TfRnn>GRU")

@@ -234,12 +234,16 @@ class Engine:
         self._check(self.lib.tfrnn_cuda_cublas_library(ctypes.byref(name)))
         return name.value.decode()
 
+    def sizes_of(self, fn, n, spec):
+        """The n int64 sizes the query tfrnn_cuda_<fn> gives for spec."""
+        out = [_i64(0) for _ in range(n)]
+        self._check(getattr(self.lib, "tfrnn_cuda_" + fn)(ctypes.byref(spec),
+                                                          *[ctypes.byref(o) for o in out]))
+        return tuple(o.value for o in out)
+
     def sizes(self, spec):
         """(params_elems, reserve_elems, fwd_workspace_bytes, bwd_workspace_bytes)."""
-        out = [_i64(0) for _ in range(4)]
-        self._check(self.lib.tfrnn_cuda_rnn_sizes(ctypes.byref(spec),
-                                                  *[ctypes.byref(o) for o in out]))
-        return tuple(o.value for o in out)
+        return self.sizes_of("rnn_sizes", 4, spec)
 
     def param_offsets(self, spec, pseudo):
         """dict w, r, p, bw, br, end (elements) of pseudo-layer l*D + d."""
@@ -254,68 +258,54 @@ class Engine:
         arr = (_i32 * len(lengths))(*[int(v) for v in lengths])
         return arr, ctypes.cast(arr, ctypes.POINTER(_i32))
 
+    def call_raw(self, fn, args_type, spec, ptrs, workspace, workspace_bytes, stream,
+                 lengths=None):
+        """tfrnn_cuda_<fn> on spec and an args_type of ptrs (dict field -> int pointer,
+        missing: NULL) and of lengths (None: NULL)."""
+        keep, lp = self._lengths(lengths)
+        a = args_type()
+        if lp is not None:
+            a.lengths = lp
+        for k, v in ptrs.items():
+            setattr(a, k, v)
+        self._check(getattr(self.lib, "tfrnn_cuda_" + fn)(ctypes.byref(spec), ctypes.byref(a),
+                                                          workspace, workspace_bytes, stream))
+        del keep
+
     def forward_raw(self, spec, ptrs, workspace, workspace_bytes, stream, lengths=None):
         """ptrs: dict of FwdArgs field -> int pointer (missing: NULL)."""
-        keep, lp = self._lengths(lengths)
-        a = FwdArgs()
-        a.lengths = lp
-        for k, v in ptrs.items():
-            setattr(a, k, v)
-        self._check(self.lib.tfrnn_cuda_rnn_forward(ctypes.byref(spec), ctypes.byref(a),
-                                                    workspace, workspace_bytes, stream))
-        del keep
+        self.call_raw("rnn_forward", FwdArgs, spec, ptrs, workspace, workspace_bytes, stream,
+                      lengths)
 
     def backward_raw(self, spec, ptrs, workspace, workspace_bytes, stream, lengths=None):
-        keep, lp = self._lengths(lengths)
-        a = BwdArgs()
-        a.lengths = lp
-        for k, v in ptrs.items():
-            setattr(a, k, v)
-        self._check(self.lib.tfrnn_cuda_rnn_backward(ctypes.byref(spec), ctypes.byref(a),
-                                                     workspace, workspace_bytes, stream))
-        del keep
+        self.call_raw("rnn_backward", BwdArgs, spec, ptrs, workspace, workspace_bytes, stream,
+                      lengths)
 
 
-def _lstm_call(eng, fn, args_type, spec, ptrs, workspace, workspace_bytes, stream):
-    a = args_type()
-    for k, v in ptrs.items():
-        setattr(a, k, v)
-    eng._check(fn(ctypes.byref(spec), ctypes.byref(a), workspace, workspace_bytes, stream))
+def _block_sizes(name):
+    """(eng, spec) -> (fwd_workspace_bytes, bwd_workspace_bytes) of tfrnn_cuda_<name>_sizes."""
+    def sizes(eng, spec):
+        return eng.sizes_of(f"{name}_sizes", 2, spec)
+    sizes.__name__ = f"{name}_sizes"
+    return sizes
 
 
-def lstm_sizes(eng, spec):
-    """(fwd_workspace_bytes, bwd_workspace_bytes) of the LSTM block engine."""
-    out = [_i64(0), _i64(0)]
-    eng._check(eng.lib.tfrnn_cuda_lstm_sizes(ctypes.byref(spec), *[ctypes.byref(o) for o in out]))
-    return tuple(o.value for o in out)
+def _block_call(name, args_type):
+    """tfrnn_cuda_<name> on raw pointers: (eng, spec, ptrs, workspace, workspace_bytes,
+    stream), ptrs a dict of args_type's fields."""
+    def call(eng, spec, ptrs, workspace, workspace_bytes, stream):
+        eng.call_raw(name, args_type, spec, ptrs, workspace, workspace_bytes, stream)
+    call.__name__ = f"{name}_raw"
+    return call
 
 
-def lstm_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
-    _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_forward, LstmFwdArgs, spec, ptrs, workspace,
-               workspace_bytes, stream)
-
-
-def lstm_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
-    _lstm_call(eng, eng.lib.tfrnn_cuda_lstm_backward, LstmBwdArgs, spec, ptrs, workspace,
-               workspace_bytes, stream)
-
-
-def gru_cell_sizes(eng, spec):
-    """(fwd_workspace_bytes, bwd_workspace_bytes) of the GRU block cell."""
-    out = [_i64(0), _i64(0)]
-    eng._check(eng.lib.tfrnn_cuda_gru_cell_sizes(ctypes.byref(spec),
-                                                 *[ctypes.byref(o) for o in out]))
-    return tuple(o.value for o in out)
-
-
-def gru_cell_forward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
-    _lstm_call(eng, eng.lib.tfrnn_cuda_gru_cell_forward, GruCellFwdArgs, spec, ptrs, workspace,
-               workspace_bytes, stream)
-
-
-def gru_cell_backward_raw(eng, spec, ptrs, workspace, workspace_bytes, stream):
-    _lstm_call(eng, eng.lib.tfrnn_cuda_gru_cell_backward, GruCellBwdArgs, spec, ptrs, workspace,
-               workspace_bytes, stream)
+# The LSTM block engine and the GRU block cell.
+lstm_sizes = _block_sizes("lstm")
+lstm_forward_raw = _block_call("lstm_forward", LstmFwdArgs)
+lstm_backward_raw = _block_call("lstm_backward", LstmBwdArgs)
+gru_cell_sizes = _block_sizes("gru_cell")
+gru_cell_forward_raw = _block_call("gru_cell_forward", GruCellFwdArgs)
+gru_cell_backward_raw = _block_call("gru_cell_backward", GruCellBwdArgs)
 
 
 def param_layout(mode, *, L, D, I, N, P=0, skip_input=False):

@@ -355,35 +355,27 @@ def check_deterministic(case=None):
         assert torch.equal(runs[0][k], runs[1][k]), k
 
 
+def _expect_invalid_argument(text, fn, *args, **kwargs):
+    """fn(*args, **kwargs) fails with the engine's INVALID_ARGUMENT, its message naming text."""
+    try:
+        fn(*args, **kwargs)
+    except cuda_engine.EngineError as e:
+        assert e.code == 1 and text in e.message, e
+        return
+    raise AssertionError("no error")
+
+
 def check_bad_input(case=None):
     """Invalid specs and arguments give INVALID_ARGUMENT with a message, never a crash."""
     gc.engine()
     eng = gc.engine()
     torch = _torch()
     bad = cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, P=2)  # projection needs lstm
-    try:
-        eng.sizes(bad)
-        raise AssertionError("no error")
-    except cuda_engine.EngineError as e:
-        assert e.code == 1 and "projection" in e.message, e
+    _expect_invalid_argument("projection", eng.sizes, bad)
     spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
     x = torch.zeros(2, 2, 3, device=gc.device())
-    try:
-        eng.forward_raw(spec, dict(x=x.data_ptr()), None, 0, None)
-        raise AssertionError("no error")
-    except cuda_engine.EngineError as e:
-        assert e.code == 1 and "NULL" in e.message, e
-    try:
-        eng.forward_raw(spec, {k: x.data_ptr() for k in ("x", "h0", "c0", "params", "y", "hn",
-                                                        "cn", "reserve")},
-                        x.data_ptr(), 1, None, lengths=[3, 1])
-        raise AssertionError("no error")
-    except cuda_engine.EngineError as e:
-        assert e.code == 1 and "lengths[0]" in e.message, e
-    try:
-        eng.forward_raw(spec, {k: x.data_ptr() for k in ("x", "h0", "c0", "params", "y", "hn",
-                                                        "cn", "reserve")},
-                        x.data_ptr(), 1, None)
-        raise AssertionError("no error")
-    except cuda_engine.EngineError as e:
-        assert e.code == 1 and "workspace" in e.message, e
+    _expect_invalid_argument("NULL", eng.forward_raw, spec, dict(x=x.data_ptr()), None, 0, None)
+    every = {k: x.data_ptr() for k in ("x", "h0", "c0", "params", "y", "hn", "cn", "reserve")}
+    _expect_invalid_argument("lengths[0]", eng.forward_raw, spec, every, x.data_ptr(), 1, None,
+                             lengths=[3, 1])
+    _expect_invalid_argument("workspace", eng.forward_raw, spec, every, x.data_ptr(), 1, None)

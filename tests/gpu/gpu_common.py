@@ -50,6 +50,21 @@ def gpu_unavailable_reason():
     return None
 
 
+def pytest_face(module_name, *case_lists):
+    """What a pytest face of a check module (test_gpu_*.py) needs: the mark that skips its
+    tests where the GPU tests cannot run (its pytestmark); the module (it imports torch: None
+    then); the module's case lists named case_lists ([{}] then) and its case_id (str then)."""
+    import importlib
+
+    import pytest
+    reason = gpu_unavailable_reason()
+    mark = pytest.mark.skipif(reason is not None, reason=reason or "")
+    if reason is not None:
+        return (mark, None) + tuple([{}] for _ in case_lists) + (str,)
+    module = importlib.import_module(module_name)
+    return (mark, module) + tuple(getattr(module, n) for n in case_lists) + (module.case_id,)
+
+
 def device():
     """Where the engine's operands live: torch's CUDA device, or the CPU when emulated."""
     return torch_cuda().device("cpu" if emulated() else "cuda")

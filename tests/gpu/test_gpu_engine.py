@@ -2,29 +2,12 @@
 and cuDNN's real weight layout.  Every test skips where the engine .so or PyTorch with CUDA is
 missing (CPU CI); tools/gpu_tests.sh runs them on a GPU machine."""
 
-import os
-import sys
-
 import pytest
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+import gpu_common
 
-import gpu_common  # noqa: E402
-
-_REASON = gpu_common.gpu_unavailable_reason()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
-
-if _REASON is None:
-    import gpu_checks  # noqa: E402  (imports torch)
-    CUDNN_CASES = gpu_checks.CUDNN_CASES
-    REF_CASES = gpu_checks.REF_CASES
-    LAYOUT_CASES = gpu_checks.LAYOUT_CASES
-    case_id = gpu_checks.case_id
-else:
-    CUDNN_CASES = REF_CASES = LAYOUT_CASES = [{}]
-    case_id = str
+(pytestmark, gpu_checks, CUDNN_CASES, REF_CASES, LAYOUT_CASES,
+ case_id) = gpu_common.pytest_face("gpu_checks", "CUDNN_CASES", "REF_CASES", "LAYOUT_CASES")
 
 
 @pytest.mark.parametrize("case", CUDNN_CASES, ids=case_id)
