@@ -62,6 +62,33 @@ inline absl::Status CheckReserveSpace(const std::string& op, const Tensor& reser
       " run with is_training=True and the same attrs, sequence lengths and shapes"));
 }
 
+// A sequence input src [B, T, c] (batch-major) as the engine's time-major [T, B, c]: src itself
+// when time_major, else a scratch copy (null after a failed allocation).
+template <typename T>
+const typename ComputeType<T>::type* TimeMajorIn(const CpuDevice& dev, ComputeBridge<T>& br,
+                                                 const RnnSpec& s, bool time_major,
+                                                 const typename ComputeType<T>::type* src,
+                                                 int64_t c) {
+  if (time_major) return src;
+  auto* tm = br.Scratch(s.T * s.B * c);
+  if (tm != nullptr) SwapMajor(dev, src, tm, s.B, s.T, c);
+  return tm;
+}
+
+// A sequence output dst [T, B, c] or [B, T, c] as the engine's time-major buffer: dst itself
+// when time_major, else scratch that FromTimeMajor copies back after the engine ran.
+template <typename T>
+typename ComputeType<T>::type* TimeMajorOut(ComputeBridge<T>& br, const RnnSpec& s,
+                                            bool time_major, typename ComputeType<T>::type* dst,
+                                            int64_t c) {
+  return time_major ? dst : br.Scratch(s.T * s.B * c);
+}
+template <typename A>
+void FromTimeMajor(const CpuDevice& dev, const RnnSpec& s, bool time_major, const A* tm, A* dst,
+                   int64_t c) {
+  if (!time_major) SwapMajor<A>(dev, tm, dst, s.T, s.B, c);
+}
+
 // The engine's forward of `s` on x [T, B, I] into y [T, B, D·Hs] (time_major), or on x
 // [B, T, I] into y [B, T, D·Hs] through time-major scratch; a's other operands are the
 // caller's. Ends with the bridge's Finish.
@@ -73,19 +100,12 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
   using A = typename ComputeType<T>::type;
   const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
   const int64_t ycols = s.D * RnnHs(s);
-  if (time_major) {
-    a->x = x;
-    a->y = y;
-  } else {
-    A* xt = br.Scratch(s.T * s.B * s.I);
-    a->y = br.Scratch(s.T * s.B * ycols);
-    if (xt != nullptr) SwapMajor<A>(dev, x, xt, s.B, s.T, s.I);
-    a->x = xt;
-  }
+  a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
+  a->y = TimeMajorOut(br, s, time_major, y, ycols);
   A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<T>(s)));
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnFwd(engine)(pool, SpecFor<T>(s), *a, ws);
-    if (!time_major) SwapMajor<A>(dev, a->y, y, s.T, s.B, ycols);
+    FromTimeMajor<A>(dev, s, time_major, a->y, y, ycols);
   });
 }
 
@@ -99,26 +119,13 @@ absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rn
                             RnnBwdArgs<typename ComputeType<T>::type>* a) {
   using A = typename ComputeType<T>::type;
   const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
-  const int64_t ycols = s.D * RnnHs(s);
-  if (time_major) {
-    a->x = x;
-    a->dy = dy;
-    a->dx = dx;
-  } else {
-    A* xt = br.Scratch(s.T * s.B * s.I);
-    A* dyt = br.Scratch(s.T * s.B * ycols);
-    a->dx = br.Scratch(s.T * s.B * s.I);
-    if (xt != nullptr && dyt != nullptr) {
-      SwapMajor<A>(dev, x, xt, s.B, s.T, s.I);
-      SwapMajor<A>(dev, dy, dyt, s.B, s.T, ycols);
-    }
-    a->x = xt;
-    a->dy = dyt;
-  }
+  a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
+  a->dy = TimeMajorIn(dev, br, s, time_major, dy, s.D * RnnHs(s));
+  a->dx = TimeMajorOut(br, s, time_major, dx, s.I);
   A* ws = br.Scratch(RnnBwdWorkspaceSize(s));
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnBwd(engine)(pool, SpecFor<T>(s), *a, ws);
-    if (!time_major) SwapMajor<A>(dev, a->dx, dx, s.T, s.B, s.I);
+    FromTimeMajor<A>(dev, s, time_major, a->dx, dx, s.I);
   });
 }
 
