@@ -3,7 +3,7 @@
 each direction's inputs (projected source, recurrent weight, initial state, mask), and the
 tape gradient and value of a weighted sum of outputs.
 
-Written from the equations (SEMANTICS.md §8), like the references; it does not use tf_rnn_ops.
+Written from the equations (docs/SEMANTICS.md §8), like the references; it does not use tf_rnn_ops.
 """
 
 import dataclasses

@@ -7,23 +7,15 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "cc/kernels/engine_loader.h"
 #include "xla/stream_executor/stream.h"
 
 namespace tfrnn {
 namespace {
 
-std::string ThisLibraryDir() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&GetCudaEngine), &info) == 0 || info.dli_fname == nullptr) {
-    return ".";
-  }
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 absl::Status Load(CudaEngine* e) {
-  const std::string path = ThisLibraryDir() + "/_tfrnn_engine_cuda.so";
+  const std::string path =
+      LibraryDirOf(reinterpret_cast<const void*>(&GetCudaEngine)) + "/_tfrnn_engine_cuda.so";
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
     return absl::FailedPreconditionError(
@@ -41,19 +33,14 @@ absl::Status Load(CudaEngine* e) {
     *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(h, name));
     ok = ok && *fn != nullptr;
   };
-  sym("tfrnn_cuda_last_error", &e->last_error);
-  sym("tfrnn_cuda_rnn_sizes", &e->rnn_sizes);
-  sym("tfrnn_cuda_rnn_forward", &e->rnn_forward);
-  sym("tfrnn_cuda_rnn_backward", &e->rnn_backward);
-  sym("tfrnn_cuda_swap_major", &e->swap_major);
-  sym("tfrnn_cuda_copy", &e->copy);
-  sym("tfrnn_cuda_zero", &e->zero);
-  sym("tfrnn_cuda_lstm_sizes", &e->lstm_sizes);
-  sym("tfrnn_cuda_lstm_forward", &e->lstm_forward);
-  sym("tfrnn_cuda_lstm_backward", &e->lstm_backward);
-  sym("tfrnn_cuda_gru_cell_sizes", &e->gru_cell_sizes);
-  sym("tfrnn_cuda_gru_cell_forward", &e->gru_cell_forward);
-  sym("tfrnn_cuda_gru_cell_backward", &e->gru_cell_backward);
+  // Each CudaEngine field is the C API's function tfrnn_cuda_<field>.
+#define TFRNN_CUDA_SYM(field) sym("tfrnn_cuda_" #field, &e->field);
+  TFRNN_CUDA_SYM(last_error) TFRNN_CUDA_SYM(rnn_sizes) TFRNN_CUDA_SYM(rnn_forward)
+  TFRNN_CUDA_SYM(rnn_backward) TFRNN_CUDA_SYM(swap_major) TFRNN_CUDA_SYM(copy)
+  TFRNN_CUDA_SYM(zero) TFRNN_CUDA_SYM(lstm_sizes) TFRNN_CUDA_SYM(lstm_forward)
+  TFRNN_CUDA_SYM(lstm_backward) TFRNN_CUDA_SYM(gru_cell_sizes) TFRNN_CUDA_SYM(gru_cell_forward)
+  TFRNN_CUDA_SYM(gru_cell_backward)
+#undef TFRNN_CUDA_SYM
   if (!ok) {
     return absl::FailedPreconditionError(
         absl::StrCat("tf_rnn_ops: ", path, " lacks C API functions; rebuild it"));

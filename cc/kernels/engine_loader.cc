@@ -14,6 +14,15 @@
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace tfrnn {
+
+std::string LibraryDirOf(const void* symbol) {
+  Dl_info info;
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return ".";
+  std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 namespace {
 
 bool CpuHas(const std::string& isa) {
@@ -28,18 +37,9 @@ bool CpuHas(const std::string& isa) {
   return false;
 }
 
-std::string LibraryDir() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&GetEngine), &info) == 0 || info.dli_fname == nullptr) {
-    return ".";
-  }
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 absl::Status LoadVariant(const std::string& isa, const EngineApi** api) {
-  const std::string path = absl::StrCat(LibraryDir(), "/_tfrnn_engine_", isa, ".so");
+  const std::string path = absl::StrCat(LibraryDirOf(reinterpret_cast<const void*>(&GetEngine)),
+                                        "/_tfrnn_engine_", isa, ".so");
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     return absl::FailedPreconditionError(

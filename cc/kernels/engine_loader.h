@@ -3,11 +3,17 @@
 #ifndef TF_RNN_OPS_CC_KERNELS_ENGINE_LOADER_H_
 #define TF_RNN_OPS_CC_KERNELS_ENGINE_LOADER_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "cc/engine/engine_api.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
+
+// The folder of the shared object that holds `symbol` (the op library: the engines lie beside
+// it), or "." when it cannot be found.
+std::string LibraryDirOf(const void* symbol);
 
 // The engine for this process (loaded once). Fails with a clear status if no variant loads.
 absl::Status GetEngine(const EngineApi** api);

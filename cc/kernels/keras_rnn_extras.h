@@ -25,12 +25,7 @@ struct KerasExtras {
         {"relu", RnnAct::kRelu},
         {"linear", RnnAct::kNone},
         {"hard_sigmoid", RnnAct::kKerasHardSigmoid}};
-    for (const auto& a : kActs) {
-      if (name == a.first) {
-        *out = a.second;
-        return absl::OkStatus();
-      }
-    }
+    if (LookupName(kActs, name, out)) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": attr ", attr, " must be tanh, sigmoid, relu, linear or hard_sigmoid, got '", name,
         "'"));

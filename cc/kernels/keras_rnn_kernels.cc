@@ -9,14 +9,11 @@
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/keras_rnn_extras.h"
 #include "cc/kernels/kernel_util.h"
+#include "cc/kernels/rnn_kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
 namespace {
-
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 
 struct KerasInputs {
   const Tensor *x, *h0, *c0, *kernel, *rkernel, *bias, *lengths, *mask = nullptr;
@@ -36,13 +33,13 @@ void KerasGateOrder(RnnSpec* s) {
 absl::Status ValidateKeras(OpKernelContext* ctx, RnnMode mode, const KerasExtras& kx,
                            KerasInputs* in) {
   const std::string op = ctx->op_kernel().type_string();
-  TF_RETURN_IF_ERROR(GetInput(ctx, "input", &in->x));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "input_h", &in->h0));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "input_c", &in->c0));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "kernel", &in->kernel));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_kernel", &in->rkernel));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "bias", &in->bias));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "sequence_lengths", &in->lengths));
+  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"input", &in->x},
+                                     {"input_h", &in->h0},
+                                     {"input_c", &in->c0},
+                                     {"kernel", &in->kernel},
+                                     {"recurrent_kernel", &in->rkernel},
+                                     {"bias", &in->bias},
+                                     {"sequence_lengths", &in->lengths}}));
   const bool lstm = mode == RnnMode::kLstm;
   TF_RETURN_IF_ERROR(CheckRank(op, "input", *in->x, 3, "[batch, time, input_size]"));
   TF_RETURN_IF_ERROR(CheckRank(op, "input_h", *in->h0, 2, "[batch, units]"));
@@ -103,14 +100,7 @@ absl::Status ValidateKeras(OpKernelContext* ctx, RnnMode mode, const KerasExtras
   if (nlen == 0) {
     in->lengths = nullptr;
   } else {
-    auto len = in->lengths->flat<int32_t>();
-    for (int64_t b = 0; b < s.B; ++b) {
-      if (len(b) < 0 || len(b) > s.T) {
-        return absl::InvalidArgumentError(absl::StrCat(op, ": sequence_lengths[", b, "] = ",
-                                                       len(b), " is outside [0, time = ", s.T,
-                                                       "]"));
-      }
-    }
+    TF_RETURN_IF_ERROR(CheckSeqLengths(op, *in->lengths, s.B, s.T, "time"));
   }
   return kx.Mask(ctx, &s, &in->mask);
 }
@@ -145,20 +135,14 @@ class KerasRnnOpBase : public OpKernel {
   explicit KerasRnnOpBase(OpKernelConstruction* c) : OpKernel(c) {
     std::string mode;
     OP_REQUIRES_OK(c, c->GetAttr("rnn_mode", &mode));
-    mode_ = mode == "lstm" ? RnnMode::kLstm
-            : mode == "gru" ? RnnMode::kGru
-            : mode == "rnn_tanh" ? RnnMode::kTanh
-                                 : RnnMode::kRelu;
+    mode_ = ParseRnnMode(mode);
     OP_REQUIRES_OK(c, kx_.Read(c));
     if (c->HasAttr("is_training")) OP_REQUIRES_OK(c, c->GetAttr("is_training", &training_));
   }
 
  protected:
   static const int* Lengths(const KerasInputs& in, std::vector<int>* store) {
-    if (in.lengths == nullptr) return nullptr;
-    auto len = in.lengths->flat<int32_t>();
-    store->assign(len.data(), len.data() + in.spec.B);
-    return store->data();
+    return SeqLengths(in.lengths, in.spec.B, store);
   }
 
   RnnMode mode_ = RnnMode::kLstm;
@@ -187,13 +171,12 @@ class KerasRnnForwardOp : public KerasRnnOpBase {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             3, TensorShape({training_ ? ReserveElementsOfT<T, A>(reserve_a) : 0}),
                             &reserve));
-    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
     std::vector<int> lengths;
     RnnFwdArgs<A> a;
     a.lengths = Lengths(in, &lengths);
     // The engine leaves the reserve rows past each sequence's length unwritten.
-    if (training_ && std::any_of(lengths.begin(), lengths.end(), [&](int n) { return n < s.T; })) {
-      Zero<T>(dev, reserve->flat<T>().data(), reserve->NumElements());
+    if (training_ && AnyShorter(lengths, s.T)) {
+      Zero<T>(ctx->eigen_device<CpuDevice>(), reserve->flat<T>().data(), reserve->NumElements());
     }
 
     ComputeBridge<T> br(ctx);
@@ -205,25 +188,9 @@ class KerasRnnForwardOp : public KerasRnnOpBase {
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
     a.cn = lstm ? br.Out(output_c) : nullptr;
-    if (SameMajor(s)) {
-      a.x = x;
-      a.y = y;
-    } else {
-      A* xt = br.Scratch(s.T * s.B * s.I);
-      a.y = br.Scratch(s.T * s.B * s.N);
-      if (xt != nullptr) SwapMajor<A>(dev, x, xt, s.B, s.T, s.I);
-      a.x = xt;
-    }
     a.reserve = training_ ? reinterpret_cast<A*>(reserve->flat<T>().data())
                           : br.Scratch(reserve_a);
-    A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<T>(s)));
-    OP_REQUIRES_OK(ctx, br.status());
-    const EngineApi* engine;
-    OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    TfHostPool pool(ctx);
-    EngineFns<A>::RnnFwd(*engine)(pool, SpecFor<T>(s), a, ws);
-    if (!SameMajor(s)) SwapMajor<A>(dev, a.y, y, s.T, s.B, s.N);
-    br.Finish();
+    OP_REQUIRES_OK(ctx, RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a));
   }
 };
 
@@ -241,10 +208,10 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.N;
     const Tensor *dy, *dhn, *dcn, *reserve;
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_backprop", &dy));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_h_backprop", &dhn));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "output_c_backprop", &dcn));
-    OP_REQUIRES_OK(ctx, GetInput(ctx, "reserve_space", &reserve));
+    OP_REQUIRES_OK(ctx, GetInputs(ctx, {{"output_backprop", &dy},
+                                        {"output_h_backprop", &dhn},
+                                        {"output_c_backprop", &dcn},
+                                        {"reserve_space", &reserve}}));
     OP_REQUIRES_OK(ctx, CheckShape(op, "output_backprop", *dy, {s.B, s.T, s.N},
                                    "[batch, time, units]"));
     OP_REQUIRES_OK(ctx, CheckShape(op, "output_h_backprop", *dhn, {s.B, s.N}, "[batch, units]"));
@@ -252,13 +219,9 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
       OP_REQUIRES_OK(ctx,
                      CheckShape(op, "output_c_backprop", *dcn, {s.B, s.N}, "[batch, units]"));
     }
-    const int64_t reserve_t = ReserveElementsOfT<T, A>(RnnReserveSize(s));
-    OP_REQUIRES(ctx, reserve->dims() == 1 && reserve->NumElements() == reserve_t,
-                absl::InvalidArgumentError(absl::StrCat(
-                    op, ": reserve_space must have shape [", reserve_t, "], got ",
-                    ShapeStr(*reserve),
-                    ": pass the reserve_space output of the matching forward op run with "
-                    "is_training=True and the same attrs, sequence lengths and shapes")));
+    OP_REQUIRES_OK(ctx, CheckReserveSpace(op, *reserve,
+                                          ReserveElementsOfT<T, A>(RnnReserveSize(s)),
+                                          "forward op"));
 
     Tensor *dx, *dh0, *dc0, *dkernel, *drkernel, *dbias;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.x->shape(), &dx));
@@ -270,7 +233,6 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
     if (!lstm) dc0->flat<T>().setZero();
 
     ComputeBridge<T> br(ctx);
-    const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
     RnnBwdArgs<A> a;
     std::vector<int> lengths;
     a.lengths = Lengths(in, &lengths);
@@ -291,29 +253,7 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
     a.dweights.dR = br.Out(drkernel);
     a.dweights.dbW = db;
     a.dweights.dbR = in.two_biases ? db + KN : nullptr;
-    if (SameMajor(s)) {
-      a.x = x;
-      a.dy = dyv;
-      a.dx = dxv;
-    } else {
-      A* xt = br.Scratch(s.T * s.B * s.I);
-      A* dyt = br.Scratch(s.T * s.B * s.N);
-      a.dx = br.Scratch(s.T * s.B * s.I);
-      if (xt != nullptr && dyt != nullptr) {
-        SwapMajor<A>(dev, x, xt, s.B, s.T, s.I);
-        SwapMajor<A>(dev, dyv, dyt, s.B, s.T, s.N);
-      }
-      a.x = xt;
-      a.dy = dyt;
-    }
-    A* ws = br.Scratch(RnnBwdWorkspaceSize(s));
-    OP_REQUIRES_OK(ctx, br.status());
-    const EngineApi* engine;
-    OP_REQUIRES_OK(ctx, GetEngine(&engine));
-    TfHostPool pool(ctx);
-    EngineFns<A>::RnnBwd(*engine)(pool, SpecFor<T>(s), a, ws);
-    if (!SameMajor(s)) SwapMajor<A>(dev, a.dx, dxv, s.T, s.B, s.I);
-    br.Finish();
+    OP_REQUIRES_OK(ctx, RunRnnBackward<T>(ctx, br, s, SameMajor(s), x, dyv, dxv, &a));
   }
 };
 
@@ -323,10 +263,7 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
   REGISTER_KERNEL_BUILDER(                                                                     \
       Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),                \
       KerasRnnBackwardOp<T>);
-TFRNN_REGISTER_KERAS(Eigen::half)
-TFRNN_REGISTER_KERAS(Eigen::bfloat16)
-TFRNN_REGISTER_KERAS(float)
-TFRNN_REGISTER_KERAS(double)
+TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_KERAS)
 #undef TFRNN_REGISTER_KERAS
 
 }  // namespace

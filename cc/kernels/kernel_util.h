@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
+#include "cc/kernels/engine_loader.h"
 #include "cc/kernels/tf_compat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -25,9 +27,28 @@
 
 namespace tfrnn {
 
+// The TensorFlow names every kernel file uses.
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::DEVICE_GPU;
+using ::tensorflow::OpInputList;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
+using ::tensorflow::OpOutputList;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
+
+// The value of `name` in a table of (attr value, value) pairs; false if it is not listed.
+template <typename E, size_t N>
+bool LookupName(const std::pair<const char*, E> (&table)[N], const std::string& name, E* out) {
+  for (const auto& entry : table) {
+    if (name == entry.first) {
+      *out = entry.second;
+      return true;
+    }
+  }
+  return false;
+}
 
 inline std::string ShapeStr(const Tensor& t) {
   std::vector<int64_t> dims;
@@ -38,6 +59,13 @@ inline std::string ShapeStr(const Tensor& t) {
 // Looks up an input by its OpDef name.
 inline absl::Status GetInput(OpKernelContext* ctx, const char* name, const Tensor** t) {
   return ctx->input(name, t);
+}
+
+// Looks up inputs by their OpDef names, in order.
+inline absl::Status GetInputs(
+    OpKernelContext* ctx, std::initializer_list<std::pair<const char*, const Tensor**>> inputs) {
+  for (const auto& in : inputs) TF_RETURN_IF_ERROR(ctx->input(in.first, in.second));
+  return absl::OkStatus();
 }
 
 // `name` must have rank `rank`; `layout` describes the expected dims, e.g.
@@ -236,6 +264,19 @@ void SwapMajor(const CpuDevice& d, const A* src, A* dst, Index d0, Index d1, Ind
   out.device(d) = in.shuffle(perm);
 }
 
+// After a kernel's bridge allocations: runs `run(engine, pool)` on the engine with the op's
+// pool, then converts the computed outputs back (ComputeBridge::Finish).
+template <typename T, typename Run>
+absl::Status RunEngine(OpKernelContext* ctx, ComputeBridge<T>& br, Run run) {
+  TF_RETURN_IF_ERROR(br.status());
+  const EngineApi* engine;
+  TF_RETURN_IF_ERROR(GetEngine(&engine));
+  TfHostPool pool(ctx);
+  run(*engine, pool);
+  br.Finish();
+  return absl::OkStatus();
+}
+
 // Elements of a T tensor that holds n_a elements of the compute type A (a reserve_space).
 template <typename T, typename A>
 int64_t ReserveElementsOfT(int64_t n_a) {
@@ -244,5 +285,8 @@ int64_t ReserveElementsOfT(int64_t n_a) {
 }
 
 }  // namespace tfrnn
+
+// Expands REG(T) for each dtype the kernels are registered for.
+#define TFRNN_FOR_EACH_TYPE(REG) REG(Eigen::half) REG(Eigen::bfloat16) REG(float) REG(double)
 
 #endif  // TF_RNN_OPS_CC_KERNELS_KERNEL_UTIL_H_

@@ -1,229 +1,22 @@
-// Shared pieces of the MPSGraph-style kernels (TfRnn>LSTM/LSTMGradients, TfRnn>GRU/
-// GRUGradients): activation names, optional operands (list inputs of length 0 or 1), and the
-// packing of MPSGraph's per-direction operands into the stacked-RNN engine's arguments and of
-// the engine's results back into MPSGraph's layouts.
+// The CPU side of the MPSGraph-style kernels (TfRnn>LSTM/LSTMGradients, TfRnn>GRU/
+// GRUGradients): the packing of MPSGraph's per-direction operands into the stacked-RNN
+// engine's arguments and of the engine's results back into MPSGraph's layouts, and the
+// families' computations on the CPU engine (CpuMps, for the kernels of mps_rnn_face.h).
 #ifndef TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_
 #define TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
+#include "cc/kernels/mps_rnn_face.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
-
-inline absl::Status ParseMpsAct(const std::string& name, RnnAct* act) {
-  static const std::pair<const char*, RnnAct> kActs[] = {
-      {"none", RnnAct::kNone},
-      {"relu", RnnAct::kRelu},
-      {"tanh", RnnAct::kTanh},
-      {"sigmoid", RnnAct::kSigmoid},
-      {"hard_sigmoid", RnnAct::kHardSigmoid}};
-  for (const auto& a : kActs) {
-    if (name == a.first) {
-      *act = a.second;
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
-}
-
-inline absl::Status GetMpsAct(tensorflow::OpKernelConstruction* c, const char* attr,
-                              RnnAct* act) {
-  std::string a;
-  TF_RETURN_IF_ERROR(c->GetAttr(attr, &a));
-  absl::Status st = ParseMpsAct(a, act);
-  if (!st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attr ", attr, ": ", st.message(), " (none, relu, tanh, sigmoid or hard_sigmoid)"));
-  }
-  return st;
-}
-
-// An optional operand: a list input of length 0 or 1.
-inline absl::Status Optional(OpKernelContext* ctx, const char* name, const Tensor** t) {
-  tensorflow::OpInputList list;
-  TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
-  if (list.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(ctx->op_kernel().type_string(), ": ", name,
-                                                   " is optional: give 0 or 1 tensors, got ",
-                                                   list.size()));
-  }
-  *t = list.size() == 1 ? &list[0] : nullptr;
-  return absl::OkStatus();
-}
-
-// MPSGraph's operands of one call (absent = null). Per direction d, W holds rows
-// [d·K·H, (d+1)·K·H), R is [D, K·H, H], bias [D·K·H], states [B, D·H] with direction d in
-// columns [d·H, (d+1)·H), secondary bias (gru, reset after) [D·H].
-struct MpsOperands {
-  const Tensor *source = nullptr, *R = nullptr, *W = nullptr, *bias = nullptr,
-               *init_state = nullptr, *init_cell = nullptr, *mask = nullptr,
-               *peephole = nullptr, *bias2 = nullptr;
-  RnnSpec spec;
-  int64_t H = 0, D = 1;
-};
-
-// Validates the operands the MPSGraph LSTM (K = 4) and GRU (K = 3) share (read into `in`
-// beforehand; D from the descriptor): ranks first, then sizes (saturating counts before any
-// K·H arithmetic), then shapes of source, recurrent_weight, input_weight, bias, init_state,
-// init_cell and mask. Fills the spec's sizes; the caller adds its mode and options and ends
-// with CheckRnnSizes.
-inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K, int64_t D,
-                                      MpsOperands* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  const std::string kh = absl::StrCat(K, " * hidden");
-  in->D = D;
-  TF_RETURN_IF_ERROR(CheckRank(
-      op, "source", *in->source, 3,
-      absl::StrCat("[time, batch, input] (or [time, batch, dirs * ", kh, "])").c_str()));
-  const std::string r_layout = D == 2 ? absl::StrCat("[2, ", kh, ", hidden] (bidirectional)")
-                                      : absl::StrCat("[", kh, ", hidden] (unidirectional)");
-  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2, r_layout.c_str()));
-  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
-  in->H = H;
-  if (H == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
-  }
-  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
-  const int64_t X = in->source->dim_size(2);
-  // Dimensions first (so that K * H etc. below cannot overflow); the engine's counts last.
-  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X}, absl::StrCat("source ", ShapeStr(*in->source))));
-  TF_RETURN_IF_ERROR(CheckCounts(op, {Count(H) * Count(K * D)},
-                                 absl::StrCat("recurrent_weight ", ShapeStr(*in->R))));
-  const int64_t KH = K * H;
-  if (D == 2) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, KH, H}, r_layout.c_str()));
-  } else {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {KH, H}, r_layout.c_str()));
-  }
-  const std::string w_layout = absl::StrCat("[dirs * ", kh, ", input]");
-  if (in->W != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, w_layout.c_str()));
-    TF_RETURN_IF_ERROR(CheckShape(op, "input_weight", *in->W, {D * KH, X}, w_layout.c_str()));
-  } else if (X != D * KH) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": without input_weight, source must be projected already: shape [time, batch, ",
-        D * KH, "] (dirs * ", kh, "), got ", ShapeStr(*in->source)));
-  }
-  if (in->bias != nullptr) {
-    const std::string b_layout = absl::StrCat("[dirs * ", kh, "]");
-    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, b_layout.c_str()));
-    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * KH}, b_layout.c_str()));
-  }
-  for (auto p : {std::make_pair("init_state", in->init_state),
-                 std::make_pair("init_cell", in->init_cell)}) {
-    if (p.second == nullptr) continue;
-    TF_RETURN_IF_ERROR(CheckRank(op, p.first, *p.second, 2, "[batch, dirs * hidden]"));
-    TF_RETURN_IF_ERROR(CheckShape(op, p.first, *p.second, {B, D * H}, "[batch, dirs * hidden]"));
-  }
-  if (in->mask != nullptr) {
-    const Tensor& m = *in->mask;
-    const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
-                    (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
-                     m.dim_size(2) == D * H);
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": mask must have shape [batch, dirs * hidden] = [", B, ", ", D * H,
-                       "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
-                       "], got ", ShapeStr(m)));
-    }
-  }
-  RnnSpec& s = in->spec;
-  s.T = T;
-  s.B = B;
-  s.I = X;
-  s.N = H;
-  s.L = 1;
-  s.D = D;
-  s.preprojected = in->W == nullptr;
-  s.training = true;
-  s.has_mask = in->mask != nullptr;
-  return absl::OkStatus();
-}
-
-// The gradients ops' inputs beyond the forward's operands (LSTMGradients: cell_output_fwd,
-// cell_gradient, cell_output_gradient; GRUGradients: output_fwd), checked against the spec.
-// The forward is recomputed from the operands, so z_state and the forward output are only
-// checked (an empty tensor stands for "not kept").
-struct MpsGradInputs {
-  const Tensor *dy = nullptr, *z_state = nullptr, *fwd_out = nullptr;
-  const Tensor *dstate = nullptr, *dcell = nullptr, *dcseq = nullptr;
-};
-
-inline absl::Status ValidateMpsGrad(OpKernelContext* ctx, const RnnSpec& s, MpsGradInputs* g) {
-  const std::string op = ctx->op_kernel().type_string();
-  const bool lstm = s.mode == RnnMode::kLstm;
-  const int64_t T = s.T, B = s.B, H = s.N, D = s.D, K = RnnK(s);
-  const char* fwd_name = lstm ? "cell_output_fwd" : "output_fwd";
-  const char* seq = "[time, batch, dirs * hidden]";
-  const char* fin = "[batch, dirs * hidden]";
-  TF_RETURN_IF_ERROR(GetInput(ctx, "source_gradient", &g->dy));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "z_state", &g->z_state));
-  TF_RETURN_IF_ERROR(GetInput(ctx, fwd_name, &g->fwd_out));
-  TF_RETURN_IF_ERROR(Optional(ctx, "state_gradient", &g->dstate));
-  if (lstm) {
-    TF_RETURN_IF_ERROR(Optional(ctx, "cell_gradient", &g->dcell));
-    TF_RETURN_IF_ERROR(Optional(ctx, "cell_output_gradient", &g->dcseq));
-  }
-  TF_RETURN_IF_ERROR(CheckRank(op, "source_gradient", *g->dy, 3, seq));
-  TF_RETURN_IF_ERROR(CheckShape(op, "source_gradient", *g->dy, {T, B, D * H}, seq));
-  if (g->z_state->NumElements() != 0) {
-    const std::string layout = absl::StrCat("[time, batch, dirs * ", K, " * hidden]");
-    TF_RETURN_IF_ERROR(CheckShape(op, "z_state", *g->z_state, {T, B, D * K * H}, layout.c_str()));
-  }
-  if (g->fwd_out->NumElements() != 0) {
-    TF_RETURN_IF_ERROR(CheckShape(op, fwd_name, *g->fwd_out, {T, B, D * H}, seq));
-  }
-  if (g->dstate != nullptr) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "state_gradient", *g->dstate, {B, D * H}, fin));
-  }
-  if (g->dcell != nullptr) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "cell_gradient", *g->dcell, {B, D * H}, fin));
-  }
-  if (g->dcseq != nullptr) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "cell_output_gradient", *g->dcseq, {T, B, D * H}, seq));
-  }
-  return absl::OkStatus();
-}
-
-// The gradients ops' outputs: source and recurrent-weight gradients, and one gradient per
-// optional operand that was given (each a list of length 0 or 1, in MPSGraph's order).
-struct MpsGradOutputs {
-  Tensor *d_source = nullptr, *d_R = nullptr, *d_W = nullptr, *d_b = nullptr;
-  Tensor *d_p = nullptr, *d_s = nullptr, *d_c = nullptr, *d_b2 = nullptr;
-};
-
-inline absl::Status AllocateMpsGrad(OpKernelContext* ctx, const MpsOperands& in,
-                                    MpsGradOutputs* o) {
-  TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.source->shape(), &o->d_source));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.R->shape(), &o->d_R));
-  const bool lstm = in.spec.mode == RnnMode::kLstm;
-  struct Grad {
-    const char* list;
-    const Tensor* operand;
-    Tensor** out;
-  };
-  std::vector<Grad> grads = {{"input_weight_grad", in.W, &o->d_W},
-                             {"bias_grad", in.bias, &o->d_b}};
-  if (lstm) grads.push_back({"peephole_grad", in.peephole, &o->d_p});
-  grads.push_back({"init_state_grad", in.init_state, &o->d_s});
-  if (lstm) {
-    grads.push_back({"init_cell_grad", in.init_cell, &o->d_c});
-  } else {
-    grads.push_back({"secondary_bias_grad", in.bias2, &o->d_b2});
-  }
-  for (const Grad& g : grads) {
-    tensorflow::OpOutputList list;
-    TF_RETURN_IF_ERROR(ctx->output_list(g.list, &list));
-    if (g.operand != nullptr) TF_RETURN_IF_ERROR(list.allocate(0, g.operand->shape(), g.out));
-  }
-  return absl::OkStatus();
-}
+namespace mps {
 
 // Copies direction-major rows [D, B, H] to/from MPSGraph's [B, D·H] (zeros for null `from`).
 template <typename A>
@@ -300,22 +93,6 @@ struct MpsPacked {
   }
 };
 
-// The backward arguments that restate the forward's (operands, params, reserve, mask).
-template <typename A>
-RnnBwdArgs<A> BwdArgsOf(const RnnFwdArgs<A>& f) {
-  RnnBwdArgs<A> g;
-  g.lengths = f.lengths;
-  g.x = f.x;
-  g.h0 = f.h0;
-  g.c0 = f.c0;
-  g.params = f.params;
-  g.reserve = f.reserve;
-  g.peephole = f.peephole;
-  g.mask = f.mask;
-  g.mask_per_step = f.mask_per_step;
-  return g;
-}
-
 // The inverse of MpsPacked::Pack for gradients: the engine's dparams into MPSGraph's R [D,
 // K·H, H], W [D·K·H, I], bias [D·K·H] and secondary bias [D·H] layouts (null = not wanted).
 template <typename A>
@@ -330,17 +107,31 @@ void UnpackParamGrads(const RnnSpec& s, const A* dparams, A* dR, A* dW, A* db, A
   }
 }
 
-// Interleaves the per-direction gate activations [T·B, K·H] of the reserve into MPSGraph's
-// z_state [T, B, D·K·H].
-template <typename A>
-void ZStateFromReserve(const RnnSpec& s, const A* reserve, A* z) {
-  const int64_t KN = RnnK(s) * s.N, TB = s.T * s.B;
+// out [T, B, D·width] = each direction's [T·B, width] block at reserve + offset(d), interleaved.
+template <typename A, typename OffsetFn>
+void InterleaveFromReserve(const RnnSpec& s, const A* reserve, OffsetFn offset, int64_t width,
+                           A* out) {
+  const int64_t TB = s.T * s.B;
   for (int64_t d = 0; d < s.D; ++d) {
-    const A* acts = reserve + RnnReserveLayout(s, d).acts;
+    const A* block = reserve + offset(d);
     for (int64_t r = 0; r < TB; ++r) {
-      std::copy_n(acts + r * KN, KN, z + (r * s.D + d) * KN);
+      std::copy_n(block + r * width, width, out + (r * s.D + d) * width);
     }
   }
+}
+
+// MPSGraph's z_state [T, B, D·K·H]: the per-direction gate activations of the reserve.
+template <typename A>
+void ZStateFromReserve(const RnnSpec& s, const A* reserve, A* z) {
+  InterleaveFromReserve<A>(
+      s, reserve, [&s](int64_t d) { return RnnReserveLayout(s, d).acts; }, RnnK(s) * s.N, z);
+}
+
+// The LSTM's cell sequence [T, B, D·H]: the per-direction cell states of the reserve.
+template <typename A>
+void CellsFromReserve(const RnnSpec& s, const A* reserve, A* cell) {
+  InterleaveFromReserve<A>(
+      s, reserve, [&s](int64_t d) { return RnnReserveLayout(s, d).aux; }, s.N, cell);
 }
 
 // A CPU gradients op on the engine: the forward recomputed from the packed operands, then the
@@ -355,7 +146,7 @@ absl::Status RunMpsGrad(OpKernelContext* ctx, ComputeBridge<Tt>& br, MpsPacked<T
   RnnFwdArgs<A>& f = pk.f;
   f.y = br.Scratch(s.T * B * D * H);
   A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
-  *g = BwdArgsOf(f);
+  *g = BwdArgsOf<RnnBwdArgs<A>>(f);
   // Final-state gradients as [D, B, H].
   A* dhn = br.Scratch(D * B * H);
   A* dcn = lstm ? br.Scratch(D * B * H) : nullptr;
@@ -403,46 +194,45 @@ absl::Status UnpackMpsGrad(ComputeBridge<Tt>& br, const RnnSpec& s,
   return absl::OkStatus();
 }
 
-// A CPU gradients op after its operands were validated: the extra inputs checked, the outputs
-// allocated, the engine run, the gradients unpacked.
+// The MPSGraph families' computations on the CPU engine (see mps_rnn_face.h): the operands
+// packed per call; the gradients recompute the forward from the operands.
 template <typename Tt>
-absl::Status ComputeMpsGrad(OpKernelContext* ctx, const MpsOperands& in) {
+struct CpuMps {
   using A = typename ComputeType<Tt>::type;
-  const RnnSpec& s = in.spec;
-  MpsGradInputs gi;
-  TF_RETURN_IF_ERROR(ValidateMpsGrad(ctx, s, &gi));
-  MpsGradOutputs o;
-  TF_RETURN_IF_ERROR(AllocateMpsGrad(ctx, in, &o));
-  ComputeBridge<Tt> br(ctx);
-  MpsPacked<Tt> pk;
-  pk.Pack(br, in);
-  RnnBwdArgs<A> g;
-  TF_RETURN_IF_ERROR(RunMpsGrad(ctx, br, pk, s, gi, o.d_source, &g));
-  TF_RETURN_IF_ERROR(UnpackMpsGrad(br, s, g, o));
-  br.Finish();
-  return absl::OkStatus();
-}
 
-// The CPU gradients op of an MPSGraph family: Desc reads its attrs, Validate checks the
-// operands and describes the layer.
-template <typename Tt, typename Desc,
-          absl::Status (*Validate)(OpKernelContext*, const Desc&, MpsOperands*)>
-class MpsGradOp : public tensorflow::OpKernel {
- public:
-  explicit MpsGradOp(tensorflow::OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, desc_.Read(c));
+  static absl::Status Forward(OpKernelContext* ctx, const MpsOperands& in, Tensor* state,
+                              Tensor* cell, Tensor* z) {
+    const RnnSpec& s = in.spec;
+    ComputeBridge<Tt> br(ctx);
+    MpsPacked<Tt> pk;
+    pk.Pack(br, in);
+    RnnFwdArgs<A>& a = pk.f;
+    a.y = br.Out(state);
+    A* cell_out = cell != nullptr ? br.Out(cell) : nullptr;
+    A* z_out = z != nullptr ? br.Out(z) : nullptr;
+    A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
+    return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
+      EngineFns<A>::RnnFwd(engine)(pool, SpecFor<Tt>(s), a, ws);
+      // Interleave the per-direction activations and cell states into MPSGraph's layouts.
+      if (z_out != nullptr) ZStateFromReserve<A>(s, a.reserve, z_out);
+      if (cell_out != nullptr) CellsFromReserve<A>(s, a.reserve, cell_out);
+    });
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    MpsOperands in;
-    OP_REQUIRES_OK(ctx, Validate(ctx, desc_, &in));
-    OP_REQUIRES_OK(ctx, ComputeMpsGrad<Tt>(ctx, in));
+  static absl::Status Grad(OpKernelContext* ctx, const MpsOperands& in, const MpsGradInputs& gi,
+                           const MpsGradOutputs& o) {
+    ComputeBridge<Tt> br(ctx);
+    MpsPacked<Tt> pk;
+    pk.Pack(br, in);
+    RnnBwdArgs<A> g;
+    TF_RETURN_IF_ERROR(RunMpsGrad(ctx, br, pk, in.spec, gi, o.d_source, &g));
+    TF_RETURN_IF_ERROR(UnpackMpsGrad(br, in.spec, g, o));
+    br.Finish();
+    return absl::OkStatus();
   }
-
- private:
-  Desc desc_;
 };
 
+}  // namespace mps
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_KERNELS_MPS_COMMON_H_

@@ -10,12 +10,6 @@
 namespace tfrnn {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-constexpr char kT[] = "T: {bfloat16, half, float, double}";
-constexpr char kMode[] = "rnn_mode: {'rnn_relu', 'rnn_tanh', 'lstm', 'gru'} = 'lstm'";
 constexpr char kInputMode[] =
     "input_mode: {'linear_input', 'skip_input', 'auto_select'} = 'linear_input'";
 constexpr char kDirection[] = "direction: {'unidirectional', 'bidirectional'} = 'unidirectional'";
@@ -105,13 +99,13 @@ absl::Status ToParamsShape(InferenceContext* c) {
 // Pieces shared by the registrations below (each op lists its inputs, outputs and attrs in
 // stock's order).
 #define TFRNN_CUDNN_MODE_ATTRS           \
-  .Attr(kMode)                           \
+  .Attr(kRnnMode)                           \
       .Attr(kInputMode)                  \
       .Attr(kDirection)                  \
       .Attr("dropout: float = 0.0")      \
       .Attr("seed: int = 0")             \
       .Attr("seed2: int = 0")
-#define TFRNN_CUDNN_COMMON_ATTRS .Attr(kT) TFRNN_CUDNN_MODE_ATTRS
+#define TFRNN_CUDNN_COMMON_ATTRS .Attr(kRnnTypes) TFRNN_CUDNN_MODE_ATTRS
 #define TFRNN_CUDNN_SIZE_INPUTS   \
   .Input("num_layers: int32")     \
       .Input("num_units: int32")  \
@@ -144,7 +138,7 @@ absl::Status ToParamsShape(InferenceContext* c) {
 REGISTER_OP("TfRnn>CudnnRNNParamsSize")
     TFRNN_CUDNN_SIZE_INPUTS
     .Output("params_size: S")
-    .Attr(kT)
+    .Attr(kRnnTypes)
     .Attr("S: {int32, int64}")
     TFRNN_CUDNN_MODE_ATTRS
     .Attr("num_proj: int = 0")
@@ -212,7 +206,7 @@ REGISTER_OP("TfRnn>CudnnRNNParamsToCanonical")
     .Input("params: T")
     .Output("weights: num_params * T")
     .Output("biases: num_params * T")
-    .Attr(kT)
+    .Attr(kRnnTypes)
     .Attr("num_params: int >= 1")
     TFRNN_CUDNN_MODE_ATTRS
     .SetShapeFn(ToCanonicalShape);
@@ -222,7 +216,7 @@ REGISTER_OP("TfRnn>CudnnRNNParamsToCanonicalV2")
     .Input("params: T")
     .Output("weights: num_params_weights * T")
     .Output("biases: num_params_biases * T")
-    .Attr(kT)
+    .Attr(kRnnTypes)
     .Attr("num_params_weights: int >= 1")
     .Attr("num_params_biases: int >= 1")
     TFRNN_CUDNN_MODE_ATTRS
@@ -234,7 +228,7 @@ REGISTER_OP("TfRnn>CudnnRNNCanonicalToParams")
     .Input("weights: num_params * T")
     .Input("biases: num_params * T")
     .Output("params: T")
-    .Attr(kT)
+    .Attr(kRnnTypes)
     .Attr("num_params: int >= 1")
     TFRNN_CUDNN_MODE_ATTRS
     .SetShapeFn(ToParamsShape);
@@ -244,7 +238,7 @@ REGISTER_OP("TfRnn>CudnnRNNCanonicalToParamsV2")
     .Input("weights: num_params_weights * T")
     .Input("biases: num_params_biases * T")
     .Output("params: T")
-    .Attr(kT)
+    .Attr(kRnnTypes)
     .Attr("num_params_weights: int >= 1")
     .Attr("num_params_biases: int >= 1")
     TFRNN_CUDNN_MODE_ATTRS

@@ -8,11 +8,6 @@
 namespace tfrnn {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-
 // Checks x, h_prev, w_ru, w_c, b_ru, b_c (and `acts` [B, H] inputs after them); returns the
 // merged batch, input and cell sizes.
 absl::Status GruShapes(InferenceContext* c, int acts, DimensionHandle* B, DimensionHandle* I,
@@ -73,7 +68,7 @@ REGISTER_OP("TfRnn>GRUBlockCell")
     .Output("u: T")
     .Output("c: T")
     .Output("h: T")
-    .Attr("T: {half, bfloat16, float, double}")
+    .Attr(kBlockTypes)
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle B, I, H;
       TF_RETURN_IF_ERROR(GruShapes(c, 0, &B, &I, &H));
@@ -101,7 +96,7 @@ REGISTER_OP("TfRnn>GRUBlockCell")
       .Output("d_r_bar_u_bar: T")
 
 REGISTER_OP("TfRnn>GRUBlockCellGrad") TFRNN_GRU_GRAD_INPUTS TFRNN_GRU_GRAD_OUTPUTS
-    .Attr("T: {half, bfloat16, float, double}")
+    .Attr(kBlockTypes)
     .SetShapeFn([](InferenceContext* c) { return GruGradShape(c, 4); })
     .Doc(R"doc(Backward of one GRU step, as tf.raw_ops.GRUBlockCellGrad.)doc");
 
@@ -111,7 +106,7 @@ REGISTER_OP("TfRnn>GRUBlockCellGradExact") TFRNN_GRU_GRAD_INPUTS
     .Input("r_grad: T")
     .Input("u_grad: T")
     .Input("c_grad: T") TFRNN_GRU_GRAD_OUTPUTS
-    .Attr("T: {half, bfloat16, float, double}")
+    .Attr(kBlockTypes)
     .SetShapeFn([](InferenceContext* c) { return GruGradShape(c, 7); })
     .Doc(R"doc(Exact gradient of GRUBlockCell with respect to all four outputs.)doc");
 

@@ -24,10 +24,6 @@
 namespace tfrnn {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
 constexpr char kKerasAct[] = "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoid'}";
 
 #define TFRNN_KERAS_INPUTS                  \
@@ -41,8 +37,8 @@ constexpr char kKerasAct[] = "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoi
       .Input("recurrent_mask: T")
 
 #define TFRNN_KERAS_ATTRS                                                                  \
-  .Attr("T: {bfloat16, half, float, double}")                                              \
-      .Attr("rnn_mode: {'rnn_relu', 'rnn_tanh', 'lstm', 'gru'} = 'lstm'")                  \
+  .Attr(kRnnTypes)                                                                         \
+      .Attr(kRnnMode)                                                                      \
       .Attr(absl::StrCat("activation: ", kKerasAct, " = 'tanh'"))                           \
       .Attr(absl::StrCat("recurrent_activation: ", kKerasAct, " = 'sigmoid'"))              \
       .Attr("reset_after: bool = true")                                                    \

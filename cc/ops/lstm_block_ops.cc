@@ -12,13 +12,6 @@
 namespace tfrnn {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-constexpr char kTypes[] = "T: {half, bfloat16, float, double}";
-
-
 // Sizes shared by the family, merged across all inputs.
 struct LstmShapeDims {
   DimensionHandle T, B, I, H;
@@ -129,75 +122,52 @@ absl::Status SequenceGradShape(InferenceContext* c, int extra_grads) {
 
 }  // namespace
 
+// The inputs every op of the family has (after BlockLSTM's seq_len_max): x and the weights.
+#define TFRNN_LSTM_PARAM_INPUTS                                                             \
+  .Input("x: T")                                                                            \
+      .Input("cs_prev: T")                                                                  \
+      .Input("h_prev: T")                                                                   \
+      .Input("w: T")                                                                        \
+      .Input("wci: T")                                                                      \
+      .Input("wcf: T")                                                                      \
+      .Input("wco: T")                                                                      \
+      .Input("b: T")
+// The forward's activations i, cs, f, o, ci, co as outputs (KIND .Output) or as the
+// gradients' inputs (KIND .Input).
+#define TFRNN_LSTM_ACTS(KIND) \
+  KIND("i: T") KIND("cs: T") KIND("f: T") KIND("o: T") KIND("ci: T") KIND("co: T")
+// The peephole weights' gradients.
+#define TFRNN_LSTM_PEEPHOLE_GRADS .Output("wci_grad: T").Output("wcf_grad: T").Output("wco_grad: T")
+
 REGISTER_OP("TfRnn>LSTMBlockCell")
-    .Input("x: T")
-    .Input("cs_prev: T")
-    .Input("h_prev: T")
-    .Input("w: T")
-    .Input("wci: T")
-    .Input("wcf: T")
-    .Input("wco: T")
-    .Input("b: T")
-    .Output("i: T")
-    .Output("cs: T")
-    .Output("f: T")
-    .Output("o: T")
-    .Output("ci: T")
-    .Output("co: T")
+    TFRNN_LSTM_PARAM_INPUTS
+    TFRNN_LSTM_ACTS(.Output)
     .Output("h: T")
     .Attr("forget_bias: float = 1.0")
     .Attr("cell_clip: float = 3.0")
     .Attr("use_peephole: bool = false")
-    .Attr(kTypes)
+    .Attr(kBlockTypes)
     .SetShapeFn(CellShape)
     .Doc(R"doc(One LSTM step (ICFO gate layout), as tf.raw_ops.LSTMBlockCell.)doc");
 
 REGISTER_OP("TfRnn>LSTMBlockCellGrad")
-    .Input("x: T")
-    .Input("cs_prev: T")
-    .Input("h_prev: T")
-    .Input("w: T")
-    .Input("wci: T")
-    .Input("wcf: T")
-    .Input("wco: T")
-    .Input("b: T")
-    .Input("i: T")
-    .Input("cs: T")
-    .Input("f: T")
-    .Input("o: T")
-    .Input("ci: T")
-    .Input("co: T")
+    TFRNN_LSTM_PARAM_INPUTS
+    TFRNN_LSTM_ACTS(.Input)
     .Input("cs_grad: T")
     .Input("h_grad: T")
     .Output("cs_prev_grad: T")
     .Output("dicfo: T")
-    .Output("wci_grad: T")
-    .Output("wcf_grad: T")
-    .Output("wco_grad: T")
+    TFRNN_LSTM_PEEPHOLE_GRADS
     .Attr("use_peephole: bool")
-    .Attr(kTypes)
+    .Attr(kBlockTypes)
     .SetShapeFn(CellGradShape)
     .Doc(R"doc(Backward of one LSTM step, as tf.raw_ops.LSTMBlockCellGrad.)doc");
 
-#define TFRNN_REGISTER_BLOCK_LSTM_FWD(NAME, ATTRS)                                       \
-  REGISTER_OP(NAME)                                                                     \
-      .Input("seq_len_max: int64")                                                      \
-      .Input("x: T")                                                                    \
-      .Input("cs_prev: T")                                                              \
-      .Input("h_prev: T")                                                               \
-      .Input("w: T")                                                                    \
-      .Input("wci: T")                                                                  \
-      .Input("wcf: T")                                                                  \
-      .Input("wco: T")                                                                  \
-      .Input("b: T")                                                                    \
-      .Output("i: T")                                                                   \
-      .Output("cs: T")                                                                  \
-      .Output("f: T")                                                                   \
-      .Output("o: T")                                                                   \
-      .Output("ci: T")                                                                  \
-      .Output("co: T")                                                                  \
-      .Output("h: T") ATTRS.Attr("use_peephole: bool = false")                          \
-      .Attr(kTypes)                                                                     \
+#define TFRNN_REGISTER_BLOCK_LSTM_FWD(NAME, ATTRS)                                         \
+  REGISTER_OP(NAME)                                                                       \
+      .Input("seq_len_max: int64") TFRNN_LSTM_PARAM_INPUTS TFRNN_LSTM_ACTS(.Output)       \
+      .Output("h: T") ATTRS.Attr("use_peephole: bool = false")                            \
+      .Attr(kBlockTypes)                                                                  \
       .SetShapeFn(SequenceShape)
 
 TFRNN_REGISTER_BLOCK_LSTM_FWD("TfRnn>BlockLSTM",
@@ -208,40 +178,23 @@ zero for t >= seq_len_max; seq_len_max outside [0, timelen] is an InvalidArgumen
 TFRNN_REGISTER_BLOCK_LSTM_FWD("TfRnn>BlockLSTMV2", .Attr("cell_clip: float = 0.0"))
     .Doc(R"doc(LSTM over a sequence (IFCO, no forget bias), as tf.raw_ops.BlockLSTMV2.)doc");
 
-#define TFRNN_BLOCK_LSTM_GRAD_INPUTS \
-  .Input("seq_len_max: int64")       \
-      .Input("x: T")                 \
-      .Input("cs_prev: T")           \
-      .Input("h_prev: T")            \
-      .Input("w: T")                 \
-      .Input("wci: T")               \
-      .Input("wcf: T")               \
-      .Input("wco: T")               \
-      .Input("b: T")                 \
-      .Input("i: T")                 \
-      .Input("cs: T")                \
-      .Input("f: T")                 \
-      .Input("o: T")                 \
-      .Input("ci: T")                \
-      .Input("co: T")                \
-      .Input("h: T")                 \
-      .Input("cs_grad: T")           \
+#define TFRNN_BLOCK_LSTM_GRAD_INPUTS                                                      \
+  .Input("seq_len_max: int64") TFRNN_LSTM_PARAM_INPUTS TFRNN_LSTM_ACTS(.Input)            \
+      .Input("h: T")                                                                      \
+      .Input("cs_grad: T")                                                                \
       .Input("h_grad: T")
 
-#define TFRNN_BLOCK_LSTM_GRAD_OUTPUTS \
-  .Output("x_grad: T")                \
-      .Output("cs_prev_grad: T")      \
-      .Output("h_prev_grad: T")       \
-      .Output("w_grad: T")            \
-      .Output("wci_grad: T")          \
-      .Output("wcf_grad: T")          \
-      .Output("wco_grad: T")          \
+#define TFRNN_BLOCK_LSTM_GRAD_OUTPUTS                                                     \
+  .Output("x_grad: T")                                                                    \
+      .Output("cs_prev_grad: T")                                                          \
+      .Output("h_prev_grad: T")                                                           \
+      .Output("w_grad: T") TFRNN_LSTM_PEEPHOLE_GRADS                                      \
       .Output("b_grad: T")
 
 #define TFRNN_REGISTER_BLOCK_LSTM_GRAD(NAME)                                       \
   REGISTER_OP(NAME) TFRNN_BLOCK_LSTM_GRAD_INPUTS TFRNN_BLOCK_LSTM_GRAD_OUTPUTS        \
       .Attr("use_peephole: bool")                                                     \
-      .Attr(kTypes)                                                                   \
+      .Attr(kBlockTypes)                                                              \
       .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 0); })
 
 TFRNN_REGISTER_BLOCK_LSTM_GRAD("TfRnn>BlockLSTMGrad")
@@ -262,7 +215,7 @@ REGISTER_OP("TfRnn>BlockLSTMGradExact") TFRNN_BLOCK_LSTM_GRAD_INPUTS
     .Attr("use_peephole: bool")
     .Attr("cell_clip: float")
     .Attr("gate_order: {'icfo', 'ifco'}")
-    .Attr(kTypes)
+    .Attr(kBlockTypes)
     .SetShapeFn([](InferenceContext* c) { return SequenceGradShape(c, 5); })
     .Doc(R"doc(Exact gradient of the LSTM block ops with respect to all seven outputs.)doc");
 

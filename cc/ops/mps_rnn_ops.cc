@@ -13,11 +13,6 @@
 namespace tfrnn {
 namespace {
 
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-constexpr char kT[] = "T: {bfloat16, half, float, double}";
 constexpr char kActs[] = "{'none', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid'}";
 
 // The hidden size H from recurrent_weight ([K·H, H] or [2, K·H, H]).
@@ -108,11 +103,30 @@ absl::Status GruGradShape(InferenceContext* c) {
       .Input("z_state: T")                 \
       .Input(FWD_OUT)                      \
       .Input("state_gradient: n_state_gradient * T")
+// The optional operands both families have first (list inputs of length n_<name>), their
+// length attrs, and the gradients ops' outputs up to their gradients.
+#define TFRNN_MPS_OPERAND_INPUTS                 \
+  .Input("input_weight: n_input_weight * T")     \
+      .Input("bias: n_bias * T")                 \
+      .Input("init_state: n_init_state * T")
+#define TFRNN_MPS_OPERAND_ATTRS        \
+  .Attr("n_input_weight: int >= 0")    \
+      .Attr("n_bias: int >= 0")        \
+      .Attr("n_init_state: int >= 0")
+#define TFRNN_MPS_GRAD_OUTPUTS                             \
+  .Output("source_grad: T")                                \
+      .Output("recurrent_weight_grad: T")                  \
+      .Output("input_weight_grad: n_input_weight * T")     \
+      .Output("bias_grad: n_bias * T")
+
+// The attrs both families' descriptors start with.
+#define TFRNN_MPS_DIRECTION_ATTRS                                              \
+  .Attr(kRnnTypes)                                                             \
+      .Attr("reverse: bool = false")                                           \
+      .Attr("bidirectional: bool = false")
 
 #define TFRNN_MPS_LSTM_ATTRS                                                   \
-  .Attr(kT)                                                                    \
-      .Attr("reverse: bool = false")                                           \
-      .Attr("bidirectional: bool = false")                                     \
+  TFRNN_MPS_DIRECTION_ATTRS                                                    \
       .Attr("produce_cell: bool = false")                                      \
       .Attr("training: bool = false")                                          \
       .Attr("forget_gate_last: bool = false")                                  \
@@ -124,18 +138,14 @@ absl::Status GruGradShape(InferenceContext* c) {
 
 REGISTER_OP("TfRnn>LSTM")
     TFRNN_MPS_HEAD_INPUTS
-    .Input("input_weight: n_input_weight * T")
-    .Input("bias: n_bias * T")
-    .Input("init_state: n_init_state * T")
+    TFRNN_MPS_OPERAND_INPUTS
     .Input("init_cell: n_init_cell * T")
     .Input("mask: n_mask * T")
     .Input("peephole: n_peephole * T")
     .Output("state: T")
     .Output("cell: T")
     .Output("z_state: T")
-    .Attr("n_input_weight: int >= 0")
-    .Attr("n_bias: int >= 0")
-    .Attr("n_init_state: int >= 0")
+    TFRNN_MPS_OPERAND_ATTRS
     .Attr("n_init_cell: int >= 0")
     .Attr("n_mask: int >= 0")
     .Attr("n_peephole: int >= 0")
@@ -146,25 +156,18 @@ REGISTER_OP("TfRnn>LSTMGradients")
     TFRNN_MPS_HEAD_INPUTS
     TFRNN_MPS_GRAD_INPUTS("cell_output_fwd: T")
     .Input("cell_gradient: n_cell_gradient * T")
-    .Input("input_weight: n_input_weight * T")
-    .Input("bias: n_bias * T")
-    .Input("init_state: n_init_state * T")
+    TFRNN_MPS_OPERAND_INPUTS
     .Input("init_cell: n_init_cell * T")
     .Input("mask: n_mask * T")
     .Input("peephole: n_peephole * T")
     .Input("cell_output_gradient: n_cell_output_gradient * T")
-    .Output("source_grad: T")
-    .Output("recurrent_weight_grad: T")
-    .Output("input_weight_grad: n_input_weight * T")
-    .Output("bias_grad: n_bias * T")
+    TFRNN_MPS_GRAD_OUTPUTS
     .Output("peephole_grad: n_peephole * T")
     .Output("init_state_grad: n_init_state * T")
     .Output("init_cell_grad: n_init_cell * T")
     .Attr("n_state_gradient: int >= 0")
     .Attr("n_cell_gradient: int >= 0")
-    .Attr("n_input_weight: int >= 0")
-    .Attr("n_bias: int >= 0")
-    .Attr("n_init_state: int >= 0")
+    TFRNN_MPS_OPERAND_ATTRS
     .Attr("n_init_cell: int >= 0")
     .Attr("n_mask: int >= 0")
     .Attr("n_peephole: int >= 0")
@@ -173,9 +176,7 @@ REGISTER_OP("TfRnn>LSTMGradients")
     .SetShapeFn(LstmGradShape);
 
 #define TFRNN_MPS_GRU_ATTRS                                                    \
-  .Attr(kT)                                                                    \
-      .Attr("reverse: bool = false")                                           \
-      .Attr("bidirectional: bool = false")                                     \
+  TFRNN_MPS_DIRECTION_ATTRS                                                    \
       .Attr("training: bool = false")                                          \
       .Attr("reset_gate_first: bool = false")                                  \
       .Attr("reset_after: bool = false")                                       \
@@ -186,16 +187,12 @@ REGISTER_OP("TfRnn>LSTMGradients")
 
 REGISTER_OP("TfRnn>GRU")
     TFRNN_MPS_HEAD_INPUTS
-    .Input("input_weight: n_input_weight * T")
-    .Input("bias: n_bias * T")
-    .Input("init_state: n_init_state * T")
+    TFRNN_MPS_OPERAND_INPUTS
     .Input("mask: n_mask * T")
     .Input("secondary_bias: n_secondary_bias * T")
     .Output("state: T")
     .Output("z_state: T")
-    .Attr("n_input_weight: int >= 0")
-    .Attr("n_bias: int >= 0")
-    .Attr("n_init_state: int >= 0")
+    TFRNN_MPS_OPERAND_ATTRS
     .Attr("n_mask: int >= 0")
     .Attr("n_secondary_bias: int >= 0")
     TFRNN_MPS_GRU_ATTRS
@@ -204,21 +201,14 @@ REGISTER_OP("TfRnn>GRU")
 REGISTER_OP("TfRnn>GRUGradients")
     TFRNN_MPS_HEAD_INPUTS
     TFRNN_MPS_GRAD_INPUTS("output_fwd: T")
-    .Input("input_weight: n_input_weight * T")
-    .Input("bias: n_bias * T")
-    .Input("init_state: n_init_state * T")
+    TFRNN_MPS_OPERAND_INPUTS
     .Input("mask: n_mask * T")
     .Input("secondary_bias: n_secondary_bias * T")
-    .Output("source_grad: T")
-    .Output("recurrent_weight_grad: T")
-    .Output("input_weight_grad: n_input_weight * T")
-    .Output("bias_grad: n_bias * T")
+    TFRNN_MPS_GRAD_OUTPUTS
     .Output("init_state_grad: n_init_state * T")
     .Output("secondary_bias_grad: n_secondary_bias * T")
     .Attr("n_state_gradient: int >= 0")
-    .Attr("n_input_weight: int >= 0")
-    .Attr("n_bias: int >= 0")
-    .Attr("n_init_state: int >= 0")
+    TFRNN_MPS_OPERAND_ATTRS
     .Attr("n_mask: int >= 0")
     .Attr("n_secondary_bias: int >= 0")
     TFRNN_MPS_GRU_ATTRS

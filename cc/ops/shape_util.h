@@ -1,4 +1,5 @@
-// Shared helpers of the shape functions.
+// What the op registrations share: the shape-inference names, the T attrs and the helper of
+// the shape functions.
 #ifndef TF_RNN_OPS_CC_OPS_SHAPE_UTIL_H_
 #define TF_RNN_OPS_CC_OPS_SHAPE_UTIL_H_
 
@@ -7,6 +8,17 @@
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace tfrnn {
+
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// The T attr of the ops with cuDNN's dtype list (cuDNN family, Keras, MPSGraph).
+constexpr char kRnnTypes[] = "T: {bfloat16, half, float, double}";
+// The rnn_mode attr of the ops with cuDNN's modes (cuDNN family, Keras).
+constexpr char kRnnMode[] = "rnn_mode: {'rnn_relu', 'rnn_tanh', 'lstm', 'gru'} = 'lstm'";
+// The T attr of the block ops (LSTM and GRU block families), in stock's order widened.
+constexpr char kBlockTypes[] = "T: {half, bfloat16, float, double}";
 
 // Prefixes a shape-inference error with the input it concerns ("wci: Shape must be rank 1
 // ..."), so that graph-mode errors name the offending input first, like the kernels' errors.

@@ -1,0 +1,146 @@
+// The GRU block family's op kernels on either device: the validation of every op's inputs,
+// the outputs and the list of the family's kernels. The device's computations are
+// gru_block_kernels.cc's (CPU) and gru_block_gpu_kernels.cc's (CUDA).
+#ifndef TF_RNN_OPS_CC_KERNELS_GRU_BLOCK_FACE_H_
+#define TF_RNN_OPS_CC_KERNELS_GRU_BLOCK_FACE_H_
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cc/kernels/kernel_util.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+namespace gru_block {
+
+struct GruInputs {
+  int64_t N = 0, I = 0, H = 0;
+  // batch_size or cell_size 0: every output is empty or zero.
+  bool empty() const { return N == 0 || H == 0; }
+  const Tensor *x, *h_prev, *w_ru, *w_c, *b_ru, *b_c;
+  const Tensor *r = nullptr, *u = nullptr, *c = nullptr, *d_h = nullptr;
+  const Tensor *r_grad = nullptr, *u_grad = nullptr, *c_grad = nullptr;
+};
+
+// The family's validation helper: ranks first, then sizes; nothing read before it passes.
+inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, GruInputs* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  std::vector<std::pair<const char*, const Tensor**>> params = {
+      {"x", &in->x},       {"h_prev", &in->h_prev}, {"w_ru", &in->w_ru},
+      {"w_c", &in->w_c},   {"b_ru", &in->b_ru},     {"b_c", &in->b_c}};
+  std::vector<std::pair<const char*, const Tensor**>> acts;
+  if (grad) acts = {{"r", &in->r}, {"u", &in->u}, {"c", &in->c}, {"d_h", &in->d_h}};
+  if (exact) {
+    acts.insert(acts.end(),
+                {{"r_grad", &in->r_grad}, {"u_grad", &in->u_grad}, {"c_grad", &in->c_grad}});
+  }
+  for (auto& p : params) TF_RETURN_IF_ERROR(GetInput(ctx, p.first, p.second));
+  for (auto& p : acts) TF_RETURN_IF_ERROR(GetInput(ctx, p.first, p.second));
+
+  TF_RETURN_IF_ERROR(CheckRank(op, "x", *in->x, 2, "[batch_size, input_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "h_prev", *in->h_prev, 2, "[batch_size, cell_size]"));
+  TF_RETURN_IF_ERROR(
+      CheckRank(op, "w_ru", *in->w_ru, 2, "[input_size + cell_size, 2 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "w_c", *in->w_c, 2, "[input_size + cell_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "b_ru", *in->b_ru, 1, "[2 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "b_c", *in->b_c, 1, "[cell_size]"));
+  for (auto& p : acts) {
+    TF_RETURN_IF_ERROR(CheckRank(op, p.first, **p.second, 2, "[batch_size, cell_size]"));
+  }
+  // Sizes, input by input, each against the sizes the inputs before it set (x: batch_size,
+  // input_size; h_prev: cell_size), so that a message names the first input that is wrong.
+  // batch_size or cell_size 0 is valid, as in stock: an empty (or zero) result.
+  const int64_t N = in->x->dim_size(0), I = in->x->dim_size(1);
+  TF_RETURN_IF_ERROR(
+      CheckCounts(op, {N, I, Count(N) * I}, absl::StrCat("x ", ShapeStr(*in->x))));
+  if (in->h_prev->dim_size(0) != N) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": h_prev must have shape [batch_size, cell_size] with batch_size = ", N,
+        " (from x ", ShapeStr(*in->x), "), got ", ShapeStr(*in->h_prev)));
+  }
+  const int64_t H = in->h_prev->dim_size(1);
+  TF_RETURN_IF_ERROR(CheckCounts(
+      op, {H, Count(N) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(N) * H * Count(4)},
+      absl::StrCat("h_prev ", ShapeStr(*in->h_prev), ", x ", ShapeStr(*in->x))));
+  in->N = N;
+  in->I = I;
+  in->H = H;
+  TF_RETURN_IF_ERROR(CheckShape(op, "w_ru", *in->w_ru, {I + H, 2 * H},
+                                "[input_size + cell_size, 2 * cell_size]"));
+  TF_RETURN_IF_ERROR(
+      CheckShape(op, "w_c", *in->w_c, {I + H, H}, "[input_size + cell_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "b_ru", *in->b_ru, {2 * H}, "[2 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "b_c", *in->b_c, {H}, "[cell_size]"));
+  for (auto& p : acts) {
+    TF_RETURN_IF_ERROR(CheckShape(op, p.first, **p.second, {N, H}, "[batch_size, cell_size]"));
+  }
+  return absl::OkStatus();
+}
+
+
+// The family's kernels over the device's computations Dev<T> (gru_block_kernels.cc: the CPU
+// engine, gru_block_gpu_kernels.cc: the CUDA engine), which run after the validation and the
+// output allocation, on a problem that is not empty:
+//   static absl::Status Forward(OpKernelContext*, const GruInputs&, Tensor* outs[4]);
+//   static absl::Status Backward(OpKernelContext*, const GruInputs&, bool exact,
+//                                Tensor* outs[4]);
+//   static absl::Status Zero(OpKernelContext*, std::initializer_list<Tensor*> outs);
+// Zero writes the gradients of an empty problem (batch_size or cell_size 0).
+
+// GRUBlockCell: outputs r, u, c, h [batch, cell].
+template <template <typename> class Dev, typename T>
+class GruCellOp : public OpKernel {
+ public:
+  explicit GruCellOp(OpKernelConstruction* c) : OpKernel(c) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    GruInputs in;
+    OP_REQUIRES_OK(ctx, ValidateGru(ctx, false, false, &in));
+    Tensor* outs[4];
+    for (int k = 0; k < 4; ++k) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(k, TensorShape({in.N, in.H}), &outs[k]));
+    }
+    if (in.empty()) return;  // the outputs have no elements
+    OP_REQUIRES_OK(ctx, Dev<T>::Forward(ctx, in, outs));
+  }
+};
+
+// GRUBlockCellGrad(Exact): outputs d_x, d_h_prev, d_c_bar, d_r_bar_u_bar.
+template <template <typename> class Dev, typename T, bool kExact>
+class GruCellGradOp : public OpKernel {
+ public:
+  explicit GruCellGradOp(OpKernelConstruction* c) : OpKernel(c) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    GruInputs in;
+    OP_REQUIRES_OK(ctx, ValidateGru(ctx, true, kExact, &in));
+    const int64_t N = in.N, I = in.I, H = in.H;
+    const TensorShape shapes[4] = {TensorShape({N, I}), TensorShape({N, H}), TensorShape({N, H}),
+                                   TensorShape({N, 2 * H})};
+    Tensor* outs[4];
+    for (int k = 0; k < 4; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shapes[k], &outs[k]));
+    if (in.empty()) {
+      OP_REQUIRES_OK(ctx, Dev<T>::Zero(ctx, {outs[0], outs[1], outs[2], outs[3]}));
+      return;
+    }
+    OP_REQUIRES_OK(ctx, Dev<T>::Backward(ctx, in, kExact, outs));
+  }
+};
+
+// The family's kernels for type T on DEVICE over Dev.
+#define TFRNN_GRU_BLOCK_KERNELS(T, DEVICE, Dev)                                             \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>GRUBlockCell").Device(DEVICE).TypeConstraint<T>("T"), \
+                          GruCellOp<Dev, T>);                                               \
+  REGISTER_KERNEL_BUILDER(                                                                  \
+      Name("TfRnn>GRUBlockCellGrad").Device(DEVICE).TypeConstraint<T>("T"),                 \
+      GruCellGradOp<Dev, T, false>);                                                        \
+  REGISTER_KERNEL_BUILDER(                                                                  \
+      Name("TfRnn>GRUBlockCellGradExact").Device(DEVICE).TypeConstraint<T>("T"),            \
+      GruCellGradOp<Dev, T, true>);
+
+}  // namespace gru_block
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_KERNELS_GRU_BLOCK_FACE_H_

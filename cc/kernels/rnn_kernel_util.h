@@ -1,0 +1,134 @@
+// What the CPU kernels of the stacked-RNN ops with cuDNN's semantics (the cuDNN family and the
+// Keras layers' op pair) share: the rnn_mode attr, sequence lengths, the reserve_space check
+// and the engine's forward and backward on time-major or batch-major sequences.
+#ifndef TF_RNN_OPS_CC_KERNELS_RNN_KERNEL_UTIL_H_
+#define TF_RNN_OPS_CC_KERNELS_RNN_KERNEL_UTIL_H_
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cc/kernels/engine_loader.h"
+#include "cc/kernels/kernel_util.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+
+// The rnn_mode attr's value (its allowed values are 'lstm', 'gru', 'rnn_tanh', 'rnn_relu').
+inline RnnMode ParseRnnMode(const std::string& mode) {
+  return mode == "lstm"       ? RnnMode::kLstm
+         : mode == "gru"      ? RnnMode::kGru
+         : mode == "rnn_tanh" ? RnnMode::kTanh
+                              : RnnMode::kRelu;
+}
+
+// Every sequences_lengths[b] (b < B) must be in [0, T]; `time` names T in the message.
+inline absl::Status CheckSeqLengths(const std::string& op, const Tensor& lengths, int64_t B,
+                                    int64_t T, const char* time) {
+  auto len = lengths.flat<int32_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    if (len(b) < 0 || len(b) > T) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": sequence_lengths[", b, "] = ",
+                                                     len(b), " is outside [0, ", time, " = ", T,
+                                                     "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The sequence lengths (null: every sequence has T steps) as the engine's ints, copied into
+// *store, or nullptr.
+inline const int* SeqLengths(const Tensor* lengths, int64_t B, std::vector<int>* store) {
+  if (lengths == nullptr) return nullptr;
+  auto len = lengths->flat<int32_t>();
+  store->assign(len.data(), len.data() + B);
+  return store->data();
+}
+
+// Some sequence is shorter than T: the engine leaves the reserve rows past each sequence's
+// length unwritten.
+inline bool AnyShorter(const std::vector<int>& lengths, int64_t T) {
+  return std::any_of(lengths.begin(), lengths.end(), [&](int n) { return n < T; });
+}
+
+// A backprop op's reserve_space must be the [want] vector its forward (`forward`: "forward
+// op", "GPU forward op") wrote.
+inline absl::Status CheckReserveSpace(const std::string& op, const Tensor& reserve,
+                                      int64_t want, const char* forward) {
+  if (reserve.dims() == 1 && reserve.NumElements() == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": reserve_space must have shape [", want, "], got ", ShapeStr(reserve),
+      ": pass the reserve_space output of the matching ", forward,
+      " run with is_training=True and the same attrs, sequence lengths and shapes"));
+}
+
+// A sequence input src [B, T, c] (batch-major) as the engine's time-major [T, B, c]: src itself
+// when time_major, else a scratch copy (null after a failed allocation).
+template <typename T>
+const typename ComputeType<T>::type* TimeMajorIn(const CpuDevice& dev, ComputeBridge<T>& br,
+                                                 const RnnSpec& s, bool time_major,
+                                                 const typename ComputeType<T>::type* src,
+                                                 int64_t c) {
+  if (time_major) return src;
+  auto* tm = br.Scratch(s.T * s.B * c);
+  if (tm != nullptr) SwapMajor(dev, src, tm, s.B, s.T, c);
+  return tm;
+}
+
+// A sequence output dst [T, B, c] or [B, T, c] as the engine's time-major buffer: dst itself
+// when time_major, else scratch that FromTimeMajor copies back after the engine ran.
+template <typename T>
+typename ComputeType<T>::type* TimeMajorOut(ComputeBridge<T>& br, const RnnSpec& s,
+                                            bool time_major, typename ComputeType<T>::type* dst,
+                                            int64_t c) {
+  return time_major ? dst : br.Scratch(s.T * s.B * c);
+}
+template <typename A>
+void FromTimeMajor(const CpuDevice& dev, const RnnSpec& s, bool time_major, const A* tm, A* dst,
+                   int64_t c) {
+  if (!time_major) SwapMajor<A>(dev, tm, dst, s.T, s.B, c);
+}
+
+// The engine's forward of `s` on x [T, B, I] into y [T, B, D·Hs] (time_major), or on x
+// [B, T, I] into y [B, T, D·Hs] through time-major scratch; a's other operands are the
+// caller's. Ends with the bridge's Finish.
+template <typename T>
+absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
+                           bool time_major, const typename ComputeType<T>::type* x,
+                           typename ComputeType<T>::type* y,
+                           RnnFwdArgs<typename ComputeType<T>::type>* a) {
+  using A = typename ComputeType<T>::type;
+  const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+  const int64_t ycols = s.D * RnnHs(s);
+  a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
+  a->y = TimeMajorOut(br, s, time_major, y, ycols);
+  A* ws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<T>(s)));
+  return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
+    EngineFns<A>::RnnFwd(engine)(pool, SpecFor<T>(s), *a, ws);
+    FromTimeMajor<A>(dev, s, time_major, a->y, y, ycols);
+  });
+}
+
+// The engine's backward of `s`, with x, dy and dx time-major or batch-major as in
+// RunRnnForward; a's other operands are the caller's. Ends with the bridge's Finish.
+template <typename T>
+absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
+                            bool time_major, const typename ComputeType<T>::type* x,
+                            const typename ComputeType<T>::type* dy,
+                            typename ComputeType<T>::type* dx,
+                            RnnBwdArgs<typename ComputeType<T>::type>* a) {
+  using A = typename ComputeType<T>::type;
+  const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+  a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
+  a->dy = TimeMajorIn(dev, br, s, time_major, dy, s.D * RnnHs(s));
+  a->dx = TimeMajorOut(br, s, time_major, dx, s.I);
+  A* ws = br.Scratch(RnnBwdWorkspaceSize(s));
+  return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
+    EngineFns<A>::RnnBwd(engine)(pool, SpecFor<T>(s), *a, ws);
+    FromTimeMajor<A>(dev, s, time_major, a->dx, dx, s.I);
+  });
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_KERNELS_RNN_KERNEL_UTIL_H_
