@@ -237,8 +237,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const RnnFwdScratch<A> w = CarveRnnFwd(s, &cv);
   A* h_cur = w.h_cur;
   A* h_next = w.h_next;
-  const Index GM = RnnGateMasks(s) ? K : 1;  // masked copies of h per step (workspace.h)
-  A* h_masked = w.h_masked;
+  const Index GM = RnnMaskedCopies(s);
   A* c = w.c;
   A* hr = w.hr;
   A* hh_step = w.hh_step;
@@ -396,7 +395,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     // between two buffers by step parity, and so does h ⊙ mask, which the blocks of step st
     // write for step st + 1 as they finish their units.
     A* hb[2] = {h_cur, h_next};
-    A* hm[2] = {h_masked, h_masked + GM * B * Hs};
+    A* const* hm = w.h_masked;
     if (s.has_mask && steps > 0) mask_rows(0, 0, Hs, hb[0], hm[0]);
     const Index phases = reset_before ? 2 : 1;
     const int pn = s.gate_pos[2];

@@ -35,12 +35,14 @@ Index CountedSize(F carve) {
 
 // ---- the stacked engine (rnn_cpu.cc, rnn_cpu_backward.cc) ----------------------------------
 
+// Copies of h ⊙ mask a forward step keeps: one per gate block with per-gate masks, else one.
+inline Index RnnMaskedCopies(const RnnSpec& s) { return RnnGateMasks(s) ? RnnK(s) : 1; }
+
 // Scratch of one (layer, direction) of the forward (LayerForward), shared by every layer.
 template <typename A>
 struct RnnFwdScratch {
   A *h_cur, *h_next;  // [B, Hs] each
-  A* h_masked;        // h ⊙ mask, two buffers (step parity) of GM copies [B, Hs], GM = K with
-                      // per-gate masks, else 1
+  A* h_masked[2];     // h ⊙ mask per step parity: RnnMaskedCopies copies [B, Hs] each
   A* c;               // [B, N] the cell state (lstm)
   A* hr;              // [B, K·N] a step's recurrent product
   A* hh_step;         // [B, N] unprojected h / r ⊙ h of a step
@@ -51,11 +53,10 @@ template <typename A>
 RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N;
   const bool unpacked = RnnFwdUnpacked(s);
-  const Index GM = RnnGateMasks(s) ? K : 1;
   RnnFwdScratch<A> w;
   w.h_cur = cv->Take(B * Hs);
   w.h_next = cv->Take(B * Hs);
-  w.h_masked = cv->Take(2 * GM * B * Hs);
+  for (A*& hm : w.h_masked) hm = cv->Take(RnnMaskedCopies(s) * B * Hs);
   w.c = cv->Take(B * N);
   w.hr = cv->Take(B * KN);
   w.hh_step = cv->Take(B * N);

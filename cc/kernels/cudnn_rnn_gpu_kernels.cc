@@ -26,7 +26,6 @@ using gpu::DevPtr;
 using gpu::GpuCall;
 using gpu::GpuTemps;
 using mps_gpu::CudaDtypeOf;
-using mps_gpu::ToCudaSpecAll;
 
 // The engine and stream of the call, the spec of `s` and its sizes (ws_bytes: the forward's
 // workspace, or the backward's when bwd).
@@ -34,7 +33,7 @@ template <typename T>
 absl::Status StartRnn(OpKernelContext* ctx, const RnnSpec& s, bool bwd, GpuCall* g,
                       TfRnnCudaSpec* cs, int64_t* n_reserve, int64_t* ws_bytes) {
   TF_RETURN_IF_ERROR(g->Init(ctx, ctx->op_kernel().type_string()));
-  *cs = ToCudaSpecAll(s, CudaDtypeOf<T>());
+  *cs = CudaSpecOf(s, CudaDtypeOf<T>());
   int64_t n_params;
   return g->Check(g->eng->rnn_sizes(cs, &n_params, n_reserve, bwd ? nullptr : ws_bytes,
                                     bwd ? ws_bytes : nullptr));

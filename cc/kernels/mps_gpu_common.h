@@ -1,6 +1,5 @@
-// The stacked-RNN engine's spec for the GPU op kernels (cudnn_rnn_gpu_kernels.cc,
-// mps_gpu_ops.h): the full RnnSpec -> C API spec and the C API's dtype of T. The device helpers
-// every GPU kernel uses are in gpu_kernel_util.h.
+// The C API's dtype of T for the GPU op kernels, and the spec converters (CudaSpecOf,
+// cc/gpu/c_api_convert.h). The device helpers every GPU kernel uses are in gpu_kernel_util.h.
 #ifndef TF_RNN_OPS_CC_KERNELS_MPS_GPU_COMMON_H_
 #define TF_RNN_OPS_CC_KERNELS_MPS_GPU_COMMON_H_
 
@@ -21,9 +20,6 @@ constexpr int CudaDtypeOf() {
          : std::is_same<T, float>::value           ? TFRNN_CUDA_FLOAT
                                                    : TFRNN_CUDA_DOUBLE;
 }
-
-// Every RnnSpec field (the MPSGraph options included), as the C API takes it.
-inline TfRnnCudaSpec ToCudaSpecAll(const RnnSpec& s, int dtype) { return CudaSpecOf(s, dtype); }
 
 }  // namespace mps_gpu
 }  // namespace tfrnn

@@ -6,6 +6,7 @@ torch.Tensor.data_ptr()); the stream as an integer cudaStream_t.
 
 import ctypes
 import os
+import re
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
@@ -35,8 +36,8 @@ _C_TYPES = {"int32_t": _i32, "int64_t": _i64, "uint64_t": _u64, "double": ctypes
 def _spec_lists(path=_FIELDS_H):
     """The lists of cc/engine/rnn_spec_fields.h: the mode and activation spellings in enum
     order, and TfRnnCudaSpec's members (dtype first, then one per field line)."""
-    import re
-    text = re.sub(r"/\*.*?\*/", " ", open(path).read(), flags=re.S).replace("\\\n", " ")
+    with open(path) as f:
+        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S).replace("\\\n", " ")
 
     def body(name):
         return re.search(r"#define " + name + r"\([^)]*\)(.*)", text).group(1)
