@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   spec.order = tfrnn::kIfco;
   spec.bf16 = bf16;
   tfrnn::LstmFwdArgs<float> fa;
-  fa.T = T, fa.N = N, fa.I = I, fa.H = H, fa.seq_len_max = T;
+  fa.T = T, fa.B = N, fa.I = I, fa.H = H, fa.seq_len_max = T;
   fa.x = x.data(), fa.cs_prev = cs0.data(), fa.h_prev = h0.data(), fa.w = w.data();
   fa.wci = fa.wcf = fa.wco = p.data();
   fa.b = b.data();
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   std::vector<float> xg(T * N * I), cpg(N * H), hpg(N * H), wg((I + H) * G), pg1(H), pg2(H),
       pg3(H), bg(G);
   tfrnn::LstmBwdArgs<float> ba;
-  ba.T = T, ba.N = N, ba.I = I, ba.H = H, ba.seq_len_max = T;
+  ba.T = T, ba.B = N, ba.I = I, ba.H = H, ba.seq_len_max = T;
   ba.x = x.data(), ba.cs_prev = cs0.data(), ba.h_prev = h0.data(), ba.w = w.data();
   ba.wci = ba.wcf = ba.wco = p.data();
   ba.i = fa.i, ba.cs = fa.cs, ba.f = fa.f, ba.o = fa.o, ba.ci = fa.ci, ba.co = fa.co, ba.h = fa.h;

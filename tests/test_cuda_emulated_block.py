@@ -65,7 +65,7 @@ LSTM_CASES = [
     dict(version=2, seq_len_max=0),
     dict(version=1, T=1, use_peephole=True, dgates=True),
     dict(version=2, seq_len_max=4, dgates=True),
-    dict(version=1, N=0),
+    dict(version=1, B=0),
     dict(version=2, T=0),
 ] + [dict(version=2, use_peephole=True, seq_len_max=4, dtype=d)
      for d in ("float32", "float16", "bfloat16")]
@@ -77,7 +77,7 @@ def _lstm_id(c):
 
 @pytest.mark.parametrize("case", LSTM_CASES, ids=_lstm_id)
 def test_lstm_block(eng, case):
-    T, N, I, H = case.get("T", 6), case.get("N", 3), case.get("I", 5), case.get("H", 4)
+    T, B, I, H = case.get("T", 6), case.get("B", 3), case.get("I", 5), case.get("H", 4)
     L = min(case.get("seq_len_max", T), T)
     dtype = case.get("dtype", "float64")
     dt, tdt = NP[dtype], tf.as_dtype(dtype)
@@ -87,38 +87,38 @@ def test_lstm_block(eng, case):
     clip, peep = case.get("cell_clip", 0.0), case.get("use_peephole", False)
     rng = np.random.default_rng(7)
     r = lambda *shape, s=1.0: (rng.standard_normal(shape) * s).astype(dt)  # noqa: E731
-    x, cs_prev, h_prev = r(T, N, I), r(N, H, s=0.5), r(N, H, s=0.5)
+    x, cs_prev, h_prev = r(T, B, I), r(B, H, s=0.5), r(B, H, s=0.5)
     w, b = r(I + H, 4 * H, s=0.4), r(4 * H, s=0.3)
     wci, wcf, wco = r(H, s=0.5), r(H, s=0.5), r(H, s=0.5)
-    cs_grad, h_grad = r(T, N, H), r(T, N, H)
+    cs_grad, h_grad = r(T, B, H), r(T, B, H)
     names = ("i", "cs", "f", "o", "ci", "co", "h")
-    gate_grads = {k: r(T, N, H) for k in ("i", "f", "o", "ci", "co")} \
+    gate_grads = {k: r(T, B, H) for k in ("i", "f", "o", "ci", "co")} \
         if case.get("gate_grads") else {}
 
     # The CUDA engine (emulated): forward, then backward, on numpy buffers.
-    spec = ce.make_lstm_spec(T=T, N=N, I=I, H=H, seq_len_max=L, dtype=dtype, gate_order=order,
+    spec = ce.make_lstm_spec(T=T, B=B, I=I, H=H, seq_len_max=L, dtype=dtype, gate_order=order,
                              forget_bias=forget_bias, cell_clip=clip, use_peephole=peep,
                              exact_clip_grad=case.get("exact", False))
     fws, bws = ce.lstm_sizes(eng, spec)
     nan = lambda *shape: np.full(shape, np.nan, dt)  # noqa: E731
-    out = {k: nan(T, N, H) for k in names}
+    out = {k: nan(T, B, H) for k in names}
     ws = np.empty(max(1, fws, bws), np.uint8)
     ins = dict(x=_ptr(x), cs_prev=_ptr(cs_prev), h_prev=_ptr(h_prev), w=_ptr(w), wci=_ptr(wci),
                wcf=_ptr(wcf), wco=_ptr(wco))
     ce.lstm_forward_raw(eng, spec, dict(ins, b=_ptr(b), **{k: _ptr(v) for k, v in out.items()}),
                         ws.ctypes.data, fws, 0)
-    grads = dict(x_grad=nan(T, N, I), cs_prev_grad=nan(N, H), h_prev_grad=nan(N, H),
+    grads = dict(x_grad=nan(T, B, I), cs_prev_grad=nan(B, H), h_prev_grad=nan(B, H),
                  w_grad=nan(I + H, 4 * H), wci_grad=nan(H), wcf_grad=nan(H), wco_grad=nan(H),
                  b_grad=nan(4 * H))
     if case.get("dgates"):
-        grads["dgates"] = nan(T, N, 4 * H)
+        grads["dgates"] = nan(T, B, 4 * H)
     ce.lstm_backward_raw(eng, spec, dict(ins, cs_grad=_ptr(cs_grad), h_grad=_ptr(h_grad),
                                          **{k: _ptr(v) for k, v in out.items()},
                                          **{k + "_grad": _ptr(v) for k, v in gate_grads.items()},
                                          **{k: _ptr(v) for k, v in grads.items()}),
                          ws.ctypes.data, bws, 0)
 
-    if N == 0:  # the engine computes nothing (the TF ops return zeros without calling it)
+    if B == 0:  # the engine computes nothing (the TF ops return zeros without calling it)
         for k in ("w_grad", "b_grad", "wci_grad", "wcf_grad", "wco_grad"):
             assert np.all(grads[k] == 0), k
         return
@@ -162,41 +162,41 @@ def test_lstm_block(eng, case):
             assert np.all(grads["dgates"][L:] == 0), "dgates past seq_len_max"
 
 
-GRU_CASES = [dict(), dict(gate_grads=True), dict(I=0), dict(N=1, H=1), dict(N=0),
+GRU_CASES = [dict(), dict(gate_grads=True), dict(I=0), dict(B=1, H=1), dict(B=0),
              dict(dtype="float32", gate_grads=True), dict(dtype="float16"),
              dict(dtype="bfloat16")]
 
 
 @pytest.mark.parametrize("case", GRU_CASES, ids=_lstm_id)
 def test_gru_cell(eng, case):
-    N, I, H = case.get("N", 3), case.get("I", 4), case.get("H", 5)
+    B, I, H = case.get("B", 3), case.get("I", 4), case.get("H", 5)
     dtype = case.get("dtype", "float64")
     dt, tdt = NP[dtype], tf.as_dtype(dtype)
     rng = np.random.default_rng(11)
     r = lambda *shape, s=1.0: (rng.standard_normal(shape) * s).astype(dt)  # noqa: E731
-    x, h_prev = r(N, I), r(N, H, s=0.5)
+    x, h_prev = r(B, I), r(B, H, s=0.5)
     w_ru, w_c = r(I + H, 2 * H, s=0.4), r(I + H, H, s=0.4)
-    b_ru, b_c, d_h = r(2 * H, s=0.3), r(H, s=0.3), r(N, H)
-    gg = {k: r(N, H) for k in ("r", "u", "c")} if case.get("gate_grads") else {}
+    b_ru, b_c, d_h = r(2 * H, s=0.3), r(H, s=0.3), r(B, H)
+    gg = {k: r(B, H) for k in ("r", "u", "c")} if case.get("gate_grads") else {}
 
-    spec = ce.make_gru_cell_spec(N=N, I=I, H=H, dtype=dtype)
+    spec = ce.make_gru_cell_spec(B=B, I=I, H=H, dtype=dtype)
     fws, bws = ce.gru_cell_sizes(eng, spec)
     nan = lambda *shape: np.full(shape, np.nan, dt)  # noqa: E731
-    out = {k: nan(N, H) for k in ("r", "u", "c", "h")}
+    out = {k: nan(B, H) for k in ("r", "u", "c", "h")}
     ws = np.empty(max(1, fws, bws), np.uint8)
     ins = dict(x=_ptr(x), h_prev=_ptr(h_prev), w_ru=_ptr(w_ru), w_c=_ptr(w_c))
     ce.gru_cell_forward_raw(eng, spec, dict(ins, b_ru=_ptr(b_ru), b_c=_ptr(b_c),
                                             **{k: _ptr(v) for k, v in out.items()}),
                             ws.ctypes.data, fws, 0)
-    grads = dict(d_x=nan(N, I), d_h_prev=nan(N, H), d_c_bar=nan(N, H),
-                 d_r_bar_u_bar=nan(N, 2 * H))
+    grads = dict(d_x=nan(B, I), d_h_prev=nan(B, H), d_c_bar=nan(B, H),
+                 d_r_bar_u_bar=nan(B, 2 * H))
     ce.gru_cell_backward_raw(eng, spec, dict(ins, r=_ptr(out["r"]), u=_ptr(out["u"]),
                                              c=_ptr(out["c"]), d_h=_ptr(d_h),
                                              **{"g_" + k: _ptr(v) for k, v in gg.items()},
                                              **{k: _ptr(v) for k, v in grads.items()}),
                              ws.ctypes.data, bws, 0)
 
-    if N == 0:  # the engine must just run (the TF ops return without calling it)
+    if B == 0:  # the engine must just run (the TF ops return without calling it)
         return
     t = lambda a: tf.constant(a.astype(np.float64), dtype=tdt)  # noqa: E731
     ins_t = dict(x=t(x), h_prev=t(h_prev), w_ru=t(w_ru), w_c=t(w_c), b_ru=t(b_ru), b_c=t(b_c))

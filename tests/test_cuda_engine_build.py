@@ -194,3 +194,35 @@ def test_python_spec_mirrors_the_c_struct(tmp_path):
                  for name, _ in cuda_engine.Spec._fields_]
     py_layout.append(f"sizeof {ctypes.sizeof(cuda_engine.Spec)}")
     assert [l for l in c_layout if l] == py_layout
+
+
+BLOCK_STRUCTS = {  # C struct of cc/gpu/c_api.h -> its ctypes mirror in cuda_engine
+    "TfRnnCudaLstmSpec": "LstmSpec", "TfRnnCudaLstmFwdArgs": "LstmFwdArgs",
+    "TfRnnCudaLstmBwdArgs": "LstmBwdArgs", "TfRnnCudaGruCellSpec": "GruCellSpec",
+    "TfRnnCudaGruCellFwdArgs": "GruCellFwdArgs", "TfRnnCudaGruCellBwdArgs": "GruCellBwdArgs",
+}
+
+
+@pytest.mark.parametrize("c_name", sorted(BLOCK_STRUCTS))
+def test_python_block_structs_mirror_the_c_structs(tmp_path, c_name):
+    """The block ops' specs and args structs (c_api.h, their pointers expanded from
+    cc/engine/block_arg_fields.h) have every ctypes member of cuda_engine at a C compiler's
+    offset, and the same size."""
+    import ctypes
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    py = getattr(cuda_engine, BLOCK_STRUCTS[c_name])
+    prints = "".join(f'  printf("{n} %zu\\n", offsetof({c_name}, {n}));\n' for n, _ in py._fields_)
+    src = tmp_path / "layout.c"
+    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"cc/gpu/c_api.h\"\n"
+                   f"int main(void) {{\n{prints}"
+                   f'  printf("sizeof %zu\\n", sizeof({c_name}));\n  return 0;\n}}\n')
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c99", "-Wall", "-Werror", "-I", cuda_engine.REPO_ROOT, str(src),
+                    "-o", str(exe)], check=True, capture_output=True, text=True)
+    c_layout = subprocess.run([str(exe)], check=True, capture_output=True,
+                              text=True).stdout.split()
+    py_layout = " ".join(f"{n} {getattr(py, n).offset}" for n, _ in py._fields_).split()
+    py_layout += ["sizeof", str(ctypes.sizeof(py))]
+    assert c_layout == py_layout

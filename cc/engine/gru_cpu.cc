@@ -15,7 +15,7 @@ namespace {
 
 using namespace rnn_cpu;  // NOLINT
 
-// The engine layer of the cell: activation planes r, u, c [N, H] (act_ld = H).
+// The engine layer of the cell: activation planes r, u, c [B, H] (act_ld = H).
 template <typename A>
 Layer<A> CellLayer(Index H, const A* r, const A* u, const A* c, const A* h_prev) {
   Layer<A> ly;
@@ -32,10 +32,10 @@ Layer<A> CellLayer(Index H, const A* r, const A* u, const A* c, const A* h_prev)
 
 template <typename A>
 void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
-  const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
-  const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  const Index B = a.B, I = a.I, H = a.H, G = 3 * H;
+  const RnnSpec s = GruBlockRnnSpec(B, I, H);
   Carver<A> cv(ws);
-  const GruCellFwdScratch<A> w = CarveGruCellFwd(N, H, &cv);
+  const GruCellFwdScratch<A> w = CarveGruCellFwd(B, H, &cv);
   A* gx = w.gx;
   A* rh = w.rh;
   A* bw = w.bw;
@@ -51,47 +51,49 @@ void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
   RnnFwdArgs<A> ra;
   ra.h0 = a.h_prev;
   ra.hn = a.h;
-  SmallGemm<A>(d, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, gx, G, false);
-  SmallGemm<A>(d, false, false, N, H, I, a.x, I, a.w_c, H, gx + 2 * H, G, false);
-  SmallGemm<A>(d, false, false, N, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, gx, G,
+  SmallGemm<A>(d, false, false, B, 2 * H, I, a.x, I, a.w_ru, 2 * H, gx, G, false);
+  SmallGemm<A>(d, false, false, B, H, I, a.x, I, a.w_c, H, gx + 2 * H, G, false);
+  SmallGemm<A>(d, false, false, B, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, gx, G,
                true);
   // The recurrent products are in gx (hr null).
-  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, 1, rh);
-  SmallGemm<A>(d, false, false, N, H, H, rh, H, a.w_c + I * H, H, gx + 2 * H, G, true);
-  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, 2, rh);
+  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, StepPhase::kBeforeProduct,
+                 rh);
+  SmallGemm<A>(d, false, false, B, H, H, rh, H, a.w_c + I * H, H, gx + 2 * H, G, true);
+  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, StepPhase::kAfterProduct,
+                 rh);
 }
 
 template <typename A>
 void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
-  const Index N = a.N, I = a.I, H = a.H, G = 3 * H;
-  const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  const Index B = a.B, I = a.I, H = a.H, G = 3 * H;
+  const RnnSpec s = GruBlockRnnSpec(B, I, H);
   Carver<A> cv(ws);
-  const GruCellBwdScratch<A> scratch = CarveGruCellBwd(N, H, &cv);
+  const GruCellBwdScratch<A> scratch = CarveGruCellBwd(B, H, &cv);
   BwdBufs<A> w{};
   w.dgx = scratch.dgx;
   w.dhr = w.dhr_cur = scratch.dhr;  // one step: the step's rows are the layer's rows
   w.dhm = scratch.dhm;
   w.dh = a.d_h_prev;          // dL/dh_prev: the pointwise terms, then the products
-  std::fill_n(a.d_h_prev, N * H, A(0));
+  std::fill_n(a.d_h_prev, B * H, A(0));
   const Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, a.h_prev);
   RnnBwdArgs<A> ra;
   ra.dact[0] = a.g_r;
   ra.dact[1] = a.g_u;
   ra.dact[2] = a.g_c;
-  StepBackward<A>(d, s, ly, ra, a.d_h, w, 0);
+  StepBackward<A>(d, s, ly, ra, a.d_h, w, StepPhase::kBeforeProduct);
   // d_hr = d_c_bar · w_c[I:]ᵀ
-  SmallGemm<A>(d, false, true, N, H, H, w.dgx + 2 * H, G, a.w_c + I * H, H, w.dhm, H, false);
-  StepBackward<A>(d, s, ly, ra, a.d_h, w, 2);
-  for (Index n = 0; n < N; ++n) {
-    std::copy_n(w.dgx + n * G, 2 * H, a.d_r_bar_u_bar + n * 2 * H);
-    std::copy_n(w.dgx + n * G + 2 * H, H, a.d_c_bar + n * H);
+  SmallGemm<A>(d, false, true, B, H, H, w.dgx + 2 * H, G, a.w_c + I * H, H, w.dhm, H, false);
+  StepBackward<A>(d, s, ly, ra, a.d_h, w, StepPhase::kAfterProduct);
+  for (Index b = 0; b < B; ++b) {
+    std::copy_n(w.dgx + b * G, 2 * H, a.d_r_bar_u_bar + b * 2 * H);
+    std::copy_n(w.dgx + b * G + 2 * H, H, a.d_c_bar + b * H);
   }
   // d_x = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ
   // d_h_prev += [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
-  SmallGemm<A>(d, false, true, N, I, H, a.d_c_bar, H, a.w_c, H, a.d_x, I, false);
-  SmallGemm<A>(d, false, true, N, I, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru, 2 * H, a.d_x, I,
+  SmallGemm<A>(d, false, true, B, I, H, a.d_c_bar, H, a.w_c, H, a.d_x, I, false);
+  SmallGemm<A>(d, false, true, B, I, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru, 2 * H, a.d_x, I,
                true);
-  SmallGemm<A>(d, false, true, N, H, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru + I * 2 * H, 2 * H,
+  SmallGemm<A>(d, false, true, B, H, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru + I * 2 * H, 2 * H,
                a.d_h_prev, H, true);
 }
 

@@ -3,8 +3,8 @@
 // BlockLSTMV2, BlockLSTMGradV2, and the exact-gradient op behind the registered gradients).
 // No TensorFlow includes.
 //
-// Notation: T time steps, N batch, I input size, H cell size ("C" in TF's docs).
-// Pre-activation gate rows are [N, 4H]; the four H-wide blocks sit where `order` says:
+// Notation: T time steps, B batch, I input size, H cell size ("C" in TF's docs).
+// Pre-activation gate rows are [B, 4H]; the four H-wide blocks sit where `order` says:
 //
 //     gates row:  | block 0 | block 1 | block 2 | block 3 |
 //     ICFO:       |    i    |   ci    |    f    |    o    |   BlockLSTM, LSTMBlockCell

@@ -23,6 +23,7 @@
 
 #include "cc/engine/bf16_gemm.h"
 #include "cc/engine/cpu_device.h"
+#include "cc/engine/step_loops.h"
 
 namespace tfrnn {
 namespace packed {

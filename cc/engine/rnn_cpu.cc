@@ -107,20 +107,21 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
 // W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias), or is
 // null when the gx rows already hold W·x + R·h_prev. gstep (nullable): row b's whole
 // pre-activation (W·x + R·h_prev, no bias) is at gstep + b·K·N instead of gx's row.
-// phase 0 does the whole step. A reset-before gru step has two: phase 1 computes r, z and
+// kWhole does the whole step. A reset-before gru step has two: kBeforeProduct computes r, z and
 // rh = r ⊙ h_rec (into aux and rh_step, the operand of the candidate's recurrent product,
-// which needs every unit's r), phase 2 the candidate and h once hr's candidate block is
+// which needs every unit's r), kAfterProduct the candidate and h once hr's candidate block is
 // R_n·rh.
 template <typename A>
 void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index step, Index j0,
               Index len, const A* hr, const A* h_cur, const A* h_rec, A* h_next, A* c,
-              A* hh_step, A* y, const A* peep, int phase, const A* gstep = nullptr) {
+              A* hh_step, A* y, const A* peep, StepPhase phase,
+              const A* gstep = nullptr) {
   const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
-    if (tau < 0) {  // the state passes through (in phase 2 of a two-phase step)
-      if (phase == 1) {
+    if (tau < 0) {  // the state passes through (in kAfterProduct of a two-phase step)
+      if (phase == StepPhase::kBeforeProduct) {
         Vec<A>(hh_step + b * N + j0, len).setZero();
       } else if (!proj) {
         Vec<A>(h_next + b * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
@@ -144,7 +145,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
     auto act = [&](Index k) { return Vec<A>(ly.Act(k, row) + j0, len); };
     A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
     Vec<A> h(hout, len);
-    if (!proj && phase != 2 && ly.hprev != nullptr) {
+    if (!proj && phase != StepPhase::kAfterProduct && ly.hprev != nullptr) {
       Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
     }
     switch (s.mode) {
@@ -174,21 +175,21 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
         Vec<A> rg = act(pr), z = act(pz), n = act(pn);
         CVec<A> gxn(gx + pn * N, len);  // read before n is written (they may be one buffer)
-        if (phase != 2) {
+        if (phase != StepPhase::kAfterProduct) {
           pre(pr, rg);
           Activate(s.gate_act[0], rg);
           pre(pz, z);
           Activate(s.gate_act[1], z);
         }
         Vec<A> aux(ly.aux + row * N + j0, len);
-        if (phase == 1) {
+        if (phase == StepPhase::kBeforeProduct) {
           aux = rg * CVec<A>(h_rec + b * Hs + j0, len);
           Vec<A>(hh_step + b * N + j0, len) = aux;
-          continue;  // h in phase 2
+          continue;  // h in kAfterProduct
         }
-        if (phase == 2 && r == nullptr) {  // gx holds R_n·rh too
+        if (phase == StepPhase::kAfterProduct && r == nullptr) {  // gx holds R_n·rh too
           n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(br + pn * N, len);
-        } else if (phase == 2) {
+        } else if (phase == StepPhase::kAfterProduct) {
           n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(r + pn * N, len) +
               CVec<A>(br + pn * N, len);
         } else {
@@ -309,19 +310,19 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       A* hp = hb[st % 2];
       A* hn = hb[1 - st % 2];
       SmallGemm<A>(d, false, !s.weights_xw, B, KN, Hs, hp, Hs, ly.R, ldr, hr, KN, false);
-      auto pointwise = [&](int phase) {
+      auto pointwise = [&](StepPhase phase) {
         ForUnitBlocks(d, N, B * N, [&](Index j0, Index len) {
           FwdBlock<A>(s, sm, ly, st, j0, len, hr, hp, hp, hn, c, hh_step, ylayer, peep, phase);
         });
       };
       if (reset_before) {
-        pointwise(1);
+        pointwise(StepPhase::kBeforeProduct);
         const A* rn = ly.R + (s.weights_xw ? pn * N : pn * N * Hs);
         SmallGemm<A>(d, false, !s.weights_xw, B, N, Hs, hh_step, N, rn, ldr, hr + pn * N, KN,
                      false);
-        pointwise(2);
+        pointwise(StepPhase::kAfterProduct);
       } else {
-        pointwise(0);
+        pointwise(StepPhase::kWhole);
       }
     }
     h_cur = hb[steps % 2];
@@ -401,7 +402,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     const int pn = s.gate_pos[2];
     auto item = [&](Index t, Index blk) {
       const Index st = t / phases, par = st % 2;
-      const int phase = reset_before ? static_cast<int>(1 + t % 2) : 0;
+      const StepPhase phase = !reset_before ? StepPhase::kWhole
+                              : t % 2 == 0 ? StepPhase::kBeforeProduct
+                                           : StepPhase::kAfterProduct;
       const Index j0 = blk * U, len = std::min(U, N - j0);
       // The recurrent operand of gate block k: h, h ⊙ mask, or h ⊙ mask_k.
       auto h_rec = [&](Index k) {
@@ -409,7 +412,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       };
       const packed::Rows<A> none;
       const Index tau = sm.reverse ? s.T - 1 - st : st;
-      if (phase == 2) {
+      if (phase == StepPhase::kAfterProduct) {
         block_gemm(tau, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
       } else {
         const packed::Rows<A> x =
@@ -423,7 +426,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
                   ylayer, peep, phase, gstep);
-      if (s.has_mask && phase != 1 && st + 1 < steps) {
+      if (s.has_mask && phase != StepPhase::kBeforeProduct && st + 1 < steps) {
         mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
       }
     };
@@ -477,7 +480,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
 
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer, int phase, A* rh) {
+                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer, StepPhase phase, A* rh) {
   const Index B = s.B, N = s.N;
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;

@@ -650,17 +650,18 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 
 template <typename A>
 void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w, int phase) {
+                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w,
+                  StepPhase phase) {
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
   ForUnitBlocks(d, s.N, s.B * s.N, [&](Index j0, Index len) {
-    if (phase == 2) {
+    if (phase == StepPhase::kAfterProduct) {
       GruResetBwd<A>(s, sm, ly, nullptr, false, 0, j0, len, w, a);
     } else {
       BwdBlock<A>(s, sm, ly, a.c0, dyl, 0, j0, len, w, peep, a);
     }
   });
-  if (phase == 2) return;
+  if (phase == StepPhase::kAfterProduct) return;
   if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, a.c0, w.dgx, a.dpeephole);
 }
 

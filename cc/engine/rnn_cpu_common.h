@@ -5,8 +5,10 @@
 #define TF_RNN_OPS_CC_ENGINE_RNN_CPU_COMMON_H_
 
 #include <algorithm>
+#include <tuple>
 
 #include "cc/engine/cpu_device.h"
+#include "cc/engine/step_loops.h"
 #include "cc/engine/types.h"
 #include "cc/engine/workspace.h"
 
@@ -73,42 +75,14 @@ Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve,
                    A* dparams = nullptr, const RnnWeights<A>& weights = {},
                    const RnnWeightGrads<A>& dweights = {}) {
   Layer<A> ly;
-  const Index l = pseudo / s.D, KN = RnnK(s) * s.N;
-  ly.in = RnnInWidth(s, l);
-  ly.in_cols = RnnInCols(s, l);
-  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
-  if (weights.R != nullptr) {
-    ly.W = weights.W;
-    ly.R = weights.R;
-    ly.bW = weights.bW;
-    ly.bR = weights.bR;
-    ly.dW = dweights.dW;
-    ly.dR = dweights.dR;
-    ly.dbW = dweights.dbW;
-    ly.dbR = dweights.dbR;
-    dparams = nullptr;
-  } else {
-    ly.W = params + po.w;
-    ly.R = params + po.r;
-    ly.Pm = params + po.p;
-    ly.bW = params + po.bw;
-    ly.bR = params + po.br;
+  const bool separate = weights.R != nullptr;
+  ly.gx = SetCudnnLayer(s, pseudo, separate ? nullptr : params, reserve,
+                        separate ? nullptr : dparams, &ly);
+  if (separate) {
+    std::tie(ly.W, ly.R, ly.bW, ly.bR) = std::tie(weights.W, weights.R, weights.bW, weights.bR);
+    std::tie(ly.dW, ly.dR, ly.dbW, ly.dbR) =
+        std::tie(dweights.dW, dweights.dR, dweights.dbW, dweights.dbR);
   }
-  const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
-  ly.gx = reserve + ro.acts;
-  for (Index k = 0; k < RnnK(s); ++k) ly.act[k] = ly.gx + k * s.N;
-  ly.act_ld = KN;
-  ly.aux = reserve + ro.aux;
-  ly.hh = reserve + ro.hh;
-  ly.hprev = reserve + ro.hprev;
-  if (dparams != nullptr) {
-    ly.dW = dparams + po.w;
-    ly.dR = dparams + po.r;
-    ly.dP = dparams + po.p;
-    ly.dbW = dparams + po.bw;
-    ly.dbR = dparams + po.br;
-  }
-  ly.dcol = (pseudo % s.D) * RnnHs(s);
   return ly;
 }
 
@@ -219,11 +193,12 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
 
 // One step (T == 1, one layer and direction, no mask or projection) whose ly.gx rows hold W·x
 // and hr [B, K·N] R·h0: the pointwise pass alone, into ylayer, a.hn and a.cn. A reset-before
-// gru step runs as phase 1 (r, z and r ⊙ h0 into rh [B, N]), then, once the caller has put
-// R_n·rh into hr's candidate block, phase 2.
+// gru step runs as kBeforeProduct (r, z and r ⊙ h0 into rh [B, N]), then, once the caller has
+// put R_n·rh into hr's candidate block, kAfterProduct (StepPhase, types.h).
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer, int phase = 0,
+                 const RnnFwdArgs<A>& a, const A* hr, A* ylayer,
+                 StepPhase phase = StepPhase::kWhole,
                  A* rh = nullptr);
 
 // Backward of LayerForward (rnn_cpu_backward.cc): the gradients of the layer's weights into
@@ -237,11 +212,13 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 // The pointwise backward of one step (T == 1) with no GEMMs: the pre-activation gradients
 // into w.dgx (w.dhr_cur may be w.dgx; lstm: w.dh null: no carry), lstm: dL/dc_prev into w.dc
 // (which holds the incoming carry), peephole gradients into a.dpeephole. A reset-before gru
-// step (w.dh: dL/dh_prev, zero on entry; w.dhr: [B, K·N]) runs as phase 0, then, once the
-// caller has put dL/d(r ⊙ h_prev) into w.dhm, phase 2 (r's gradient; h_prev's through r).
+// step (w.dh: dL/dh_prev, zero on entry; w.dhr: [B, K·N]) runs as kBeforeProduct, then, once
+// the caller has put dL/d(r ⊙ h_prev) into w.dhm, kAfterProduct (r's gradient; h_prev's
+// through r).
 template <typename A>
 void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
-                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w, int phase = 0);
+                  const RnnBwdArgs<A>& a, const A* dyl, const BwdBufs<A>& w,
+                  StepPhase phase = StepPhase::kWhole);
 
 }  // namespace rnn_cpu
 }  // namespace tfrnn

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <initializer_list>
 
+#include "cc/engine/block_arg_fields.h"
 #include "cc/engine/rnn_spec_fields.h"
 
 namespace tfrnn {
@@ -27,69 +28,37 @@ struct LstmCellSpec {
   bool bf16 = false;  // a bfloat16 op: products may round their operands to bf16 (bf16_gemm.h)
 };
 
-// Forward over a time-major sequence. Every pointer is dense row-major.
+// The engine's arguments of the block ops: sizes, then the pointers of block_arg_fields.h
+// (typed; shapes there). T steps, B batch, I input width, H units.
+#define TFRNN_ARG_IN(name, shape) const A* name = nullptr;
+#define TFRNN_ARG_OUT(name, shape) A* name = nullptr;
+
+// Forward over a time-major sequence.
 template <typename A>
 struct LstmFwdArgs {
-  Index T = 0, N = 0, I = 0, H = 0;
-  Index seq_len_max = 0;    // steps actually computed, 0 <= seq_len_max <= T
-  const A* x = nullptr;        // [T, N, I]
-  const A* cs_prev = nullptr;  // [N, H]
-  const A* h_prev = nullptr;   // [N, H]
-  const A* w = nullptr;        // [I+H, 4H]
-  const A* wci = nullptr;      // [H]   (read only with use_peephole)
-  const A* wcf = nullptr;      // [H]
-  const A* wco = nullptr;      // [H]
-  const A* b = nullptr;        // [4H]
-  // Outputs, [T, N, H] each.
-  A *i = nullptr, *cs = nullptr, *f = nullptr, *o = nullptr, *ci = nullptr, *co = nullptr,
-    *h = nullptr;
+  Index T = 0, B = 0, I = 0, H = 0;
+  Index seq_len_max = 0;  // steps actually computed, 0 <= seq_len_max <= T
+  TFRNN_LSTM_FWD_ARGS(TFRNN_ARG_IN, TFRNN_ARG_OUT)
 };
 
-
-// Backward over a sequence (BlockLSTMGrad semantics, plus optional extras).
+// Backward over a sequence (BlockLSTMGrad semantics, plus the optional incoming gradients).
 template <typename A>
 struct LstmBwdArgs {
-  Index T = 0, N = 0, I = 0, H = 0;
+  Index T = 0, B = 0, I = 0, H = 0;
   Index seq_len_max = 0;
-  const A* x = nullptr;        // [T, N, I]
-  const A* cs_prev = nullptr;  // [N, H]
-  const A* h_prev = nullptr;   // [N, H]
-  const A* w = nullptr;        // [I+H, 4H]
-  const A* wci = nullptr;      // [H]
-  const A* wcf = nullptr;
-  const A* wco = nullptr;
-  // Forward activations, [T, N, H] each.
-  const A *i = nullptr, *cs = nullptr, *f = nullptr, *o = nullptr, *ci = nullptr,
-          *co = nullptr, *h = nullptr;
-  // Incoming gradients dL/dcs[t], dL/dh[t], [T, N, H].
-  const A* cs_grad = nullptr;
-  const A* h_grad = nullptr;
-  // Optional incoming gradients of the other five outputs, [T, N, H] or null (= zero).
-  // The raw *Grad ops ignore them (stock semantics); the registered gradient uses them.
-  const A *i_grad = nullptr, *f_grad = nullptr, *o_grad = nullptr, *ci_grad = nullptr,
-          *co_grad = nullptr;
   // When true and spec.cell_clip > 0, the gradient through a clipped cell value is zero (the
   // exact derivative of clip). When false the clip is straight-through (stock *Grad ops).
   bool exact_clip_grad = false;
-  // Outputs.
-  A* x_grad = nullptr;        // [T, N, I]
-  A* cs_prev_grad = nullptr;  // [N, H]
-  A* h_prev_grad = nullptr;   // [N, H]
-  A* w_grad = nullptr;        // [I+H, 4H]
-  A* wci_grad = nullptr;      // [H]
-  A* wcf_grad = nullptr;
-  A* wco_grad = nullptr;
-  A* b_grad = nullptr;        // [4H]
+  TFRNN_LSTM_BWD_ARGS(TFRNN_ARG_IN, TFRNN_ARG_OUT)
 };
 
-
 // One step of the pointwise backward with no carries and no GEMMs (LSTMBlockCellGrad):
-// writes dgates [N, 4H] (dicfo), cs_prev_grad [N, H], and peephole grads [H] (zeros when
+// writes dgates [B, 4H] (dicfo), cs_prev_grad [B, H], and peephole grads [H] (zeros when
 // spec.use_peephole is false). Reads every input before writing any output, so outputs may
 // not alias inputs anyway: the face allocates fresh outputs.
 template <typename A>
 struct LstmCellBwdArgs {
-  Index N = 0, H = 0;
+  Index B = 0, H = 0;
   const A *cs_prev = nullptr, *wci = nullptr, *wcf = nullptr, *wco = nullptr;
   const A *i = nullptr, *cs = nullptr, *f = nullptr, *o = nullptr, *ci = nullptr,
           *co = nullptr;
@@ -98,6 +67,14 @@ struct LstmCellBwdArgs {
     *wco_grad = nullptr;
 };
 
+
+// The part of a step a pointwise pass runs. A reset-before gru step is split around the
+// candidate's recurrent product R_n·(r ⊙ h_prev), which needs every unit's r: forward,
+// kBeforeProduct (r, z and r ⊙ h_prev) then kAfterProduct (the candidate and h); backward,
+// kBeforeProduct (z's and the candidate's gradients, h_prev's through z) then, once the
+// product's gradient is in, kAfterProduct (r's gradient, h_prev's through r). Any other step
+// is kWhole.
+enum class StepPhase : int { kWhole = 0, kBeforeProduct = 1, kAfterProduct = 2 };
 
 // Small steps (a few rows times a small H): the forward's step chain runs on one thread while
 // the others compute the input projection of the steps ahead of it (LayerForward, rnn_cpu.cc);
@@ -131,14 +108,8 @@ inline bool BwdChainPipelined(Index steps, Index batch, int threads) {
 //     h = u ⊙ h_prev + (1 - u) ⊙ c
 template <typename A>
 struct GruCellFwdArgs {
-  Index N = 0, I = 0, H = 0;
-  const A* x = nullptr;       // [N, I]
-  const A* h_prev = nullptr;  // [N, H]
-  const A* w_ru = nullptr;    // [I+H, 2H]
-  const A* w_c = nullptr;     // [I+H, H]
-  const A* b_ru = nullptr;    // [2H]
-  const A* b_c = nullptr;     // [H]
-  A *r = nullptr, *u = nullptr, *c = nullptr, *h = nullptr;  // [N, H] each
+  Index B = 0, I = 0, H = 0;
+  TFRNN_GRU_CELL_FWD_ARGS(TFRNN_ARG_IN, TFRNN_ARG_OUT)
 };
 
 // Backward of one GRU step (GRUBlockCellGrad):
@@ -152,14 +123,8 @@ struct GruCellFwdArgs {
 // op ignores them like stock, the registered gradient passes them.
 template <typename A>
 struct GruCellBwdArgs {
-  Index N = 0, I = 0, H = 0;
-  const A *x = nullptr, *h_prev = nullptr, *w_ru = nullptr, *w_c = nullptr;
-  const A *r = nullptr, *u = nullptr, *c = nullptr, *d_h = nullptr;
-  const A *g_r = nullptr, *g_u = nullptr, *g_c = nullptr;
-  A* d_x = nullptr;            // [N, I]
-  A* d_h_prev = nullptr;       // [N, H]
-  A* d_c_bar = nullptr;        // [N, H]
-  A* d_r_bar_u_bar = nullptr;  // [N, 2H]
+  Index B = 0, I = 0, H = 0;
+  TFRNN_GRU_CELL_BWD_ARGS(TFRNN_ARG_IN, TFRNN_ARG_OUT)
 };
 
 
@@ -220,6 +185,15 @@ inline Index RnnInCols(const RnnSpec& s, Index l) { return l == 0 ? s.I : s.D * 
 // (For one unidirectional layer this is the layout Keras builds: matrices, then biases.)
 struct RnnParamOffsets {
   Index w, r, p, bw, br, end;  // end: one past this pseudo-layer's recurrent biases
+  // The five pieces of a params (or dparams) buffer at `base`.
+  template <typename P>
+  void Point(P base, P* W, P* R, P* Pm, P* bW, P* bR) const {
+    *W = base + w;
+    *R = base + r;
+    *Pm = base + p;
+    *bW = base + bw;
+    *bR = base + br;
+  }
 };
 inline Index RnnPseudoMatrices(const RnnSpec& s, Index pseudo) {
   const Index KN = RnnK(s) * s.N;
@@ -373,6 +347,30 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I
   s.bf16 = c.bf16;
   return s;
 }
+// The layer pointers of pseudo-layer `pseudo` in the cuDNN-layout buffers, for both engines'
+// layer structs (rnn_cpu::Layer, gpu::LayerPtrs): the weights in params (left alone when params
+// is null: the caller sets them) and their gradients in dparams (when not null), the gate
+// activations' rows, aux, hh and hprev in the reserve. Returns the activation rows' base.
+template <typename L, typename A>
+A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A* dparams,
+                 L* ly) {
+  const Index l = pseudo / s.D, KN = RnnK(s) * s.N;
+  ly->in = RnnInWidth(s, l);
+  ly->in_cols = RnnInCols(s, l);
+  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
+  if (params != nullptr) po.Point(params, &ly->W, &ly->R, &ly->Pm, &ly->bW, &ly->bR);
+  if (dparams != nullptr) po.Point(dparams, &ly->dW, &ly->dR, &ly->dP, &ly->dbW, &ly->dbR);
+  const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
+  A* const acts = reserve + ro.acts;
+  for (Index k = 0; k < RnnK(s); ++k) ly->act[k] = acts + k * s.N;
+  ly->act_ld = KN;
+  ly->aux = reserve + ro.aux;
+  ly->hh = reserve + ro.hh;
+  ly->hprev = reserve + ro.hprev;
+  ly->dcol = (pseudo % s.D) * RnnHs(s);
+  return acts;
+}
+
 // The engine layer of an LSTM block op over the op's tensors, for the CPU face (lstm_cpu.cc,
 // rnn_cpu::Layer) and the CUDA face (cc/gpu/lstm_gpu.cu, gpu::LayerPtrs) alike: W = w[:I] and
 // R = w[I:] (weights_xw), the input bias b, the recurrent bias br (forget_bias at f), the gate

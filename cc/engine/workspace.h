@@ -130,10 +130,10 @@ inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
 
 // ---- the LSTM block ops (lstm_cpu.cc) --------------------------------------------------------
 
-// Scratch of LstmForward over seq_len_max steps: the input projection [steps·N, 4H], the
+// Scratch of LstmForward over seq_len_max steps: the input projection [steps·B, 4H], the
 // peephole vector and the recurrent bias [4H] each; a single step's rows [x, h_prev]
-// [N, I + H] (kept small: a scratch over glibc's mmap threshold, 128 KiB, costs page faults
-// on every call); more steps: the final states [N, H] x 2 and the layer's forward scratch.
+// [B, I + H] (kept small: a scratch over glibc's mmap threshold, 128 KiB, costs page faults
+// on every call); more steps: the final states [B, H] x 2 and the layer's forward scratch.
 template <typename A>
 struct LstmFwdScratch {
   A *gx, *peep, *br;
@@ -141,87 +141,87 @@ struct LstmFwdScratch {
   A *hn, *cn, *ws;  // more steps (ws: RnnFwdWorkspaceSize of the layer)
 };
 template <typename A>
-LstmFwdScratch<A> CarveLstmFwd(Index seq_len_max, Index N, Index I, Index H, bool bf16,
+LstmFwdScratch<A> CarveLstmFwd(Index seq_len_max, Index B, Index I, Index H, bool bf16,
                                Carver<A>* cv) {
   const Index G = 4 * H;
   LstmFwdScratch<A> w{};
-  w.gx = cv->Take(seq_len_max * N * G);
+  w.gx = cv->Take(seq_len_max * B * G);
   w.peep = cv->Take(G);
   w.br = cv->Take(G);
   if (seq_len_max <= 1) {
-    w.xh = cv->Take(N * (I + H));
+    w.xh = cv->Take(B * (I + H));
   } else {
     LstmCellSpec c;
     c.bf16 = bf16;
-    w.hn = cv->Take(N * H);
-    w.cn = cv->Take(N * H);
-    w.ws = cv->Take(RnnFwdWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, N, I, H)));
+    w.hn = cv->Take(B * H);
+    w.cn = cv->Take(B * H);
+    w.ws = cv->Take(RnnFwdWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, B, I, H)));
   }
   return w;
 }
-inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index N, Index I, Index H,
+inline Index LstmFwdWorkspaceSize(Index seq_len_max, Index B, Index I, Index H,
                                   bool bf16 = false) {
-  return CountedSize([&](Carver<float>* cv) { CarveLstmFwd(seq_len_max, N, I, H, bf16, cv); });
+  return CountedSize([&](Carver<float>* cv) { CarveLstmFwd(seq_len_max, B, I, H, bf16, cv); });
 }
 
 // Scratch of LstmBackward: the layer's backward buffers, the peephole vector and its
-// gradient [4H] each, zero final-state gradients [N, H] x 2.
+// gradient [4H] each, zero final-state gradients [B, H] x 2.
 template <typename A>
 struct LstmBwdScratch {
   BwdBufs<A> layer;
   A *peep, *dpeep, *zeros;
 };
 template <typename A>
-LstmBwdScratch<A> CarveLstmBwd(Index seq_len_max, Index N, Index H, Carver<A>* cv) {
+LstmBwdScratch<A> CarveLstmBwd(Index seq_len_max, Index B, Index H, Carver<A>* cv) {
   LstmBwdScratch<A> w;
-  w.layer = CarveLayerBwd(LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, N, 0, H), cv);
+  w.layer = CarveLayerBwd(LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, B, 0, H), cv);
   w.peep = cv->Take(4 * H);
   w.dpeep = cv->Take(4 * H);
-  w.zeros = cv->Take(2 * N * H);
+  w.zeros = cv->Take(2 * B * H);
   return w;
 }
-inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index N, Index H) {
-  return CountedSize([&](Carver<float>* cv) { CarveLstmBwd(seq_len_max, N, H, cv); });
+inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index B, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveLstmBwd(seq_len_max, B, H, cv); });
 }
 
 // ---- the GRU block cell (gru_cpu.cc) ---------------------------------------------------------
 
 template <typename A>
 struct GruCellFwdScratch {
-  A* gx;  // [N, 3H] [x, h_prev]·w_ru, then x·w_c + (r ⊙ h_prev)·w_c[I:]
-  A* rh;  // [N, H] r ⊙ h_prev (also the engine's aux plane)
+  A* gx;  // [B, 3H] [x, h_prev]·w_ru, then x·w_c + (r ⊙ h_prev)·w_c[I:]
+  A* rh;  // [B, H] r ⊙ h_prev (also the engine's aux plane)
   A* bw;  // [3H] [b_ru, b_c]
   A* br;  // [3H] zeros
 };
 template <typename A>
-GruCellFwdScratch<A> CarveGruCellFwd(Index N, Index H, Carver<A>* cv) {
+GruCellFwdScratch<A> CarveGruCellFwd(Index B, Index H, Carver<A>* cv) {
   GruCellFwdScratch<A> w;
-  w.gx = cv->Take(N * 3 * H);
-  w.rh = cv->Take(N * H);
+  w.gx = cv->Take(B * 3 * H);
+  w.rh = cv->Take(B * H);
   w.bw = cv->Take(3 * H);
   w.br = cv->Take(3 * H);
   return w;
 }
-inline Index GruCellFwdWorkspaceSize(Index N, Index H) {
-  return CountedSize([&](Carver<float>* cv) { CarveGruCellFwd(N, H, cv); });
+inline Index GruCellFwdWorkspaceSize(Index B, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveGruCellFwd(B, H, cv); });
 }
 
 template <typename A>
 struct GruCellBwdScratch {
-  A* dgx;  // [N, 3H] the gate gradients [d_r_bar, d_u_bar, d_c_bar]
-  A* dhr;  // [N, 3H] the recurrent-product gradients (one step: the layer's rows)
-  A* dhm;  // [N, H] d_hr = dL/d(r ⊙ h_prev)
+  A* dgx;  // [B, 3H] the gate gradients [d_r_bar, d_u_bar, d_c_bar]
+  A* dhr;  // [B, 3H] the recurrent-product gradients (one step: the layer's rows)
+  A* dhm;  // [B, H] d_hr = dL/d(r ⊙ h_prev)
 };
 template <typename A>
-GruCellBwdScratch<A> CarveGruCellBwd(Index N, Index H, Carver<A>* cv) {
+GruCellBwdScratch<A> CarveGruCellBwd(Index B, Index H, Carver<A>* cv) {
   GruCellBwdScratch<A> w;
-  w.dgx = cv->Take(N * 3 * H);
-  w.dhr = cv->Take(N * 3 * H);
-  w.dhm = cv->Take(N * H);
+  w.dgx = cv->Take(B * 3 * H);
+  w.dhr = cv->Take(B * 3 * H);
+  w.dhm = cv->Take(B * H);
   return w;
 }
-inline Index GruCellBwdWorkspaceSize(Index N, Index H) {
-  return CountedSize([&](Carver<float>* cv) { CarveGruCellBwd(N, H, cv); });
+inline Index GruCellBwdWorkspaceSize(Index B, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveGruCellBwd(B, H, cv); });
 }
 
 }  // namespace tfrnn

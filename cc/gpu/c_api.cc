@@ -95,8 +95,8 @@ GpuStatus ToLstmSpec(const TfRnnCudaLstmSpec* in, LstmCellSpec* s) {
     return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
                            std::to_string(in->dtype));
   }
-  if (in->T < 0 || in->N < 0 || in->I < 0 || in->H < 0) {
-    return InvalidArgument("invalid LSTM spec: need T, N, I, H >= 0");
+  if (in->T < 0 || in->B < 0 || in->I < 0 || in->H < 0) {
+    return InvalidArgument("invalid LSTM spec: need T, B, I, H >= 0");
   }
   if (in->seq_len_max < 0 || in->seq_len_max > in->T) {
     return InvalidArgument("invalid LSTM spec: seq_len_max = " +
@@ -113,112 +113,94 @@ GpuStatus ToLstmSpec(const TfRnnCudaLstmSpec* in, LstmCellSpec* s) {
   return GpuStatus::Ok();
 }
 
+// The engine's typed args (types.h) from the C API's void* args, member by member of
+// block_arg_fields.h.
+#define TFRNN_FROM_C_IN(name, shape) a->name = static_cast<const T*>(in.name);
+#define TFRNN_FROM_C_OUT(name, shape) a->name = static_cast<T*>(in.name);
+#define TFRNN_FILL_ENGINE_ARGS(C_ARGS, ENGINE_ARGS, LIST) \
+  template <typename T>                                   \
+  void FillEngineArgs(const C_ARGS& in, ENGINE_ARGS<T>* a) { LIST(TFRNN_FROM_C_IN, TFRNN_FROM_C_OUT) }
+TFRNN_FILL_ENGINE_ARGS(TfRnnCudaLstmFwdArgs, LstmFwdArgs, TFRNN_LSTM_FWD_ARGS)
+TFRNN_FILL_ENGINE_ARGS(TfRnnCudaLstmBwdArgs, LstmBwdArgs, TFRNN_LSTM_BWD_ARGS)
+TFRNN_FILL_ENGINE_ARGS(TfRnnCudaGruCellFwdArgs, GruCellFwdArgs, TFRNN_GRU_CELL_FWD_ARGS)
+TFRNN_FILL_ENGINE_ARGS(TfRnnCudaGruCellBwdArgs, GruCellBwdArgs, TFRNN_GRU_CELL_BWD_ARGS)
+#undef TFRNN_FILL_ENGINE_ARGS
+#undef TFRNN_FROM_C_OUT
+#undef TFRNN_FROM_C_IN
+
+// The sizes of a block call's engine args from its C spec.
+template <typename EngineArgs>
+void SetSizes(const TfRnnCudaLstmSpec& c, EngineArgs* a) {
+  a->T = c.T;
+  a->B = c.B;
+  a->I = c.I;
+  a->H = c.H;
+  a->seq_len_max = c.seq_len_max;
+}
+template <typename EngineArgs>
+void SetSizes(const TfRnnCudaGruCellSpec& c, EngineArgs* a) {
+  a->B = c.B;
+  a->I = c.I;
+  a->H = c.H;
+}
+
+// The engine args (types.h) of a block call from its C spec and args.
+template <typename EngineArgs, typename CSpec, typename CArgs>
+EngineArgs EngineArgsOf(const CSpec& c, const CArgs& in) {
+  EngineArgs a;
+  SetSizes(c, &a);
+  FillEngineArgs(in, &a);
+  return a;
+}
+
 template <typename T>
 GpuStatus LstmFwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLstmSpec* c,
                   const TfRnnCudaLstmFwdArgs* in, void* ws, int64_t ws_bytes) {
-  LstmFwdArgs<T> a;
-  a.T = c->T;
-  a.N = c->N;
-  a.I = c->I;
-  a.H = c->H;
-  a.seq_len_max = c->seq_len_max;
-  a.x = static_cast<const T*>(in->x);
-  a.cs_prev = static_cast<const T*>(in->cs_prev);
-  a.h_prev = static_cast<const T*>(in->h_prev);
-  a.w = static_cast<const T*>(in->w);
-  a.wci = static_cast<const T*>(in->wci);
-  a.wcf = static_cast<const T*>(in->wcf);
-  a.wco = static_cast<const T*>(in->wco);
-  a.b = static_cast<const T*>(in->b);
-  a.i = static_cast<T*>(in->i);
-  a.cs = static_cast<T*>(in->cs);
-  a.f = static_cast<T*>(in->f);
-  a.o = static_cast<T*>(in->o);
-  a.ci = static_cast<T*>(in->ci);
-  a.co = static_cast<T*>(in->co);
-  a.h = static_cast<T*>(in->h);
-  return LstmForwardGpu<T>(g, s, a, ws, ws_bytes);
+  return LstmForwardGpu<T>(g, s, EngineArgsOf<LstmFwdArgs<T>>(*c, *in), ws, ws_bytes);
 }
 
 template <typename T>
 GpuStatus LstmBwd(const GpuContext& g, const LstmCellSpec& s, const TfRnnCudaLstmSpec* c,
                   const TfRnnCudaLstmBwdArgs* in, void* ws, int64_t ws_bytes) {
-  LstmBwdArgs<T> a;
-  a.T = c->T;
-  a.N = c->N;
-  a.I = c->I;
-  a.H = c->H;
-  a.seq_len_max = c->seq_len_max;
+  LstmBwdArgs<T> a = EngineArgsOf<LstmBwdArgs<T>>(*c, *in);
   a.exact_clip_grad = c->exact_clip_grad != 0;
-  auto ci = [](const void* p) { return static_cast<const T*>(p); };
-  auto mo = [](void* p) { return static_cast<T*>(p); };
-  a.x = ci(in->x);
-  a.cs_prev = ci(in->cs_prev);
-  a.h_prev = ci(in->h_prev);
-  a.w = ci(in->w);
-  a.wci = ci(in->wci);
-  a.wcf = ci(in->wcf);
-  a.wco = ci(in->wco);
-  a.i = ci(in->i);
-  a.cs = ci(in->cs);
-  a.f = ci(in->f);
-  a.o = ci(in->o);
-  a.ci = ci(in->ci);
-  a.co = ci(in->co);
-  a.h = ci(in->h);
-  a.cs_grad = ci(in->cs_grad);
-  a.h_grad = ci(in->h_grad);
-  a.i_grad = ci(in->i_grad);
-  a.f_grad = ci(in->f_grad);
-  a.o_grad = ci(in->o_grad);
-  a.ci_grad = ci(in->ci_grad);
-  a.co_grad = ci(in->co_grad);
-  a.x_grad = mo(in->x_grad);
-  a.cs_prev_grad = mo(in->cs_prev_grad);
-  a.h_prev_grad = mo(in->h_prev_grad);
-  a.w_grad = mo(in->w_grad);
-  a.wci_grad = mo(in->wci_grad);
-  a.wcf_grad = mo(in->wcf_grad);
-  a.wco_grad = mo(in->wco_grad);
-  a.b_grad = mo(in->b_grad);
-  return LstmBackwardGpu<T>(g, s, a, ws, ws_bytes, mo(in->dgates));
+  return LstmBackwardGpu<T>(g, s, a, ws, ws_bytes, static_cast<T*>(in->dgates));
+}
+
+// The inputs BlockLSTM and BlockLSTMGrad both read.
+template <typename Args>
+GpuStatus CheckLstmInputs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s, const Args* a) {
+  const int64_t BH = c->B * c->H, G = 4 * c->H;
+  const int64_t ph = s.use_peephole ? c->H : 0;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->B * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, BH, "cs_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, BH, "h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
+  return Need(a->wco, ph, "wco");
 }
 
 GpuStatus CheckLstmFwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
                            const TfRnnCudaLstmFwdArgs* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  const int64_t NH = c->N * c->H, TNH = c->T * NH, G = 4 * c->H;
-  const int64_t ph = s.use_peephole ? c->H : 0;
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->N * c->I, "x"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, NH, "cs_prev"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b, G, "b"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco, ph, "wco"));
+  TFRNN_GPU_RETURN_IF_ERROR(CheckLstmInputs(c, s, a));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->b, 4 * c->H, "b"));
   const void* outs[7] = {a->i, a->cs, a->f, a->o, a->ci, a->co, a->h};
-  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TNH, "an output"));
+  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, c->T * c->B * c->H, "an output"));
   return GpuStatus::Ok();
 }
 
 GpuStatus CheckLstmBwdArgs(const TfRnnCudaLstmSpec* c, const LstmCellSpec& s,
                            const TfRnnCudaLstmBwdArgs* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  const int64_t NH = c->N * c->H, TNH = c->T * NH, G = 4 * c->H;
-  const int64_t ph = s.use_peephole ? c->H : 0;
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->T * c->N * c->I, "x"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev, NH, "cs_prev"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->w, (c->I + c->H) * G, "w"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci, ph, "wci"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wcf, ph, "wcf"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->wco, ph, "wco"));
+  TFRNN_GPU_RETURN_IF_ERROR(CheckLstmInputs(c, s, a));
+  const int64_t BH = c->B * c->H, TBH = c->T * BH, G = 4 * c->H;
   const void* ins[9] = {a->i, a->cs, a->f, a->o, a->ci, a->co, a->h, a->cs_grad, a->h_grad};
-  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TNH, "an activation or gradient"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x_grad, c->T * c->N * c->I, "x_grad"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev_grad, NH, "cs_prev_grad"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev_grad, NH, "h_prev_grad"));
+  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, TBH, "an activation or gradient"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x_grad, c->T * c->B * c->I, "x_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->cs_prev_grad, BH, "cs_prev_grad"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev_grad, BH, "h_prev_grad"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_grad, (c->I + c->H) * G, "w_grad"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_grad, G, "b_grad"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->wci_grad, c->H, "wci_grad"));
@@ -233,85 +215,51 @@ GpuStatus CheckGruCellSpec(const TfRnnCudaGruCellSpec* c) {
     return InvalidArgument("dtype must be 0 (half), 1 (bfloat16), 2 (float) or 3 (double), got " +
                            std::to_string(c->dtype));
   }
-  if (c->N < 0 || c->I < 0 || c->H < 0) {
-    return InvalidArgument("invalid GRU cell spec: need N, I, H >= 0");
+  if (c->B < 0 || c->I < 0 || c->H < 0) {
+    return InvalidArgument("invalid GRU cell spec: need B, I, H >= 0");
   }
   return GpuStatus::Ok();
 }
 
 GpuStatus CheckGruCellFwdArgs(const TfRnnCudaGruCellSpec* c, const TfRnnCudaGruCellFwdArgs* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  const int64_t NH = c->N * c->H, IH = c->I + c->H;
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->N * c->I, "x"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, NH, "h_prev"));
+  const int64_t BH = c->B * c->H, IH = c->I + c->H;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->B * c->I, "x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->h_prev, BH, "h_prev"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_ru, IH * 2 * c->H, "w_ru"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_c, IH * c->H, "w_c"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_ru, 2 * c->H, "b_ru"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->b_c, c->H, "b_c"));
   const void* outs[4] = {a->r, a->u, a->c, a->h};
-  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, NH, "an output"));
+  for (const void* p : outs) TFRNN_GPU_RETURN_IF_ERROR(Need(p, BH, "an output"));
   return GpuStatus::Ok();
 }
 
 GpuStatus CheckGruCellBwdArgs(const TfRnnCudaGruCellSpec* c, const TfRnnCudaGruCellBwdArgs* a) {
   if (a == nullptr) return InvalidArgument("args is NULL");
-  const int64_t NH = c->N * c->H, IH = c->I + c->H;
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->N * c->I, "x"));
+  const int64_t BH = c->B * c->H, IH = c->I + c->H;
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->x, c->B * c->I, "x"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_ru, IH * 2 * c->H, "w_ru"));
   TFRNN_GPU_RETURN_IF_ERROR(Need(a->w_c, IH * c->H, "w_c"));
   const void* ins[5] = {a->h_prev, a->r, a->u, a->c, a->d_h};
-  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, NH, "an input"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_x, c->N * c->I, "d_x"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_h_prev, NH, "d_h_prev"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_c_bar, NH, "d_c_bar"));
-  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_r_bar_u_bar, 2 * NH, "d_r_bar_u_bar"));
+  for (const void* p : ins) TFRNN_GPU_RETURN_IF_ERROR(Need(p, BH, "an input"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_x, c->B * c->I, "d_x"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_h_prev, BH, "d_h_prev"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_c_bar, BH, "d_c_bar"));
+  TFRNN_GPU_RETURN_IF_ERROR(Need(a->d_r_bar_u_bar, 2 * BH, "d_r_bar_u_bar"));
   return GpuStatus::Ok();
 }
 
 template <typename T>
 GpuStatus GruCellFwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
                      const TfRnnCudaGruCellFwdArgs* in, void* ws, int64_t ws_bytes) {
-  GruCellFwdArgs<T> a;
-  a.N = c->N;
-  a.I = c->I;
-  a.H = c->H;
-  a.x = static_cast<const T*>(in->x);
-  a.h_prev = static_cast<const T*>(in->h_prev);
-  a.w_ru = static_cast<const T*>(in->w_ru);
-  a.w_c = static_cast<const T*>(in->w_c);
-  a.b_ru = static_cast<const T*>(in->b_ru);
-  a.b_c = static_cast<const T*>(in->b_c);
-  a.r = static_cast<T*>(in->r);
-  a.u = static_cast<T*>(in->u);
-  a.c = static_cast<T*>(in->c);
-  a.h = static_cast<T*>(in->h);
-  return GruCellForwardGpu<T>(g, a, ws, ws_bytes);
+  return GruCellForwardGpu<T>(g, EngineArgsOf<GruCellFwdArgs<T>>(*c, *in), ws, ws_bytes);
 }
 
 template <typename T>
 GpuStatus GruCellBwd(const GpuContext& g, const TfRnnCudaGruCellSpec* c,
                      const TfRnnCudaGruCellBwdArgs* in, void* ws, int64_t ws_bytes) {
-  GruCellBwdArgs<T> a;
-  a.N = c->N;
-  a.I = c->I;
-  a.H = c->H;
-  auto ci = [](const void* p) { return static_cast<const T*>(p); };
-  a.x = ci(in->x);
-  a.h_prev = ci(in->h_prev);
-  a.w_ru = ci(in->w_ru);
-  a.w_c = ci(in->w_c);
-  a.r = ci(in->r);
-  a.u = ci(in->u);
-  a.c = ci(in->c);
-  a.d_h = ci(in->d_h);
-  a.g_r = ci(in->g_r);
-  a.g_u = ci(in->g_u);
-  a.g_c = ci(in->g_c);
-  a.d_x = static_cast<T*>(in->d_x);
-  a.d_h_prev = static_cast<T*>(in->d_h_prev);
-  a.d_c_bar = static_cast<T*>(in->d_c_bar);
-  a.d_r_bar_u_bar = static_cast<T*>(in->d_r_bar_u_bar);
-  return GruCellBackwardGpu<T>(g, a, ws, ws_bytes);
+  return GruCellBackwardGpu<T>(g, EngineArgsOf<GruCellBwdArgs<T>>(*c, *in), ws, ws_bytes);
 }
 
 // Runs an entry point's body, turning a C++ exception into an error code.
@@ -521,10 +469,10 @@ TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* f
     if (!st.ok()) return Fail(st);
     const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
     if (fwd_workspace_bytes != nullptr) {
-      *fwd_workspace_bytes = tfrnn::gpu::LstmFwdWorkspaceBytesGpu(spec->T, spec->N, spec->I, spec->H, eb);
+      *fwd_workspace_bytes = tfrnn::gpu::LstmFwdWorkspaceBytesGpu(spec->T, spec->B, spec->I, spec->H, eb);
     }
     if (bwd_workspace_bytes != nullptr) {
-      *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->N, spec->I, spec->H, eb);
+      *bwd_workspace_bytes = tfrnn::gpu::LstmBwdWorkspaceBytesGpu(spec->T, spec->B, spec->I, spec->H, eb);
     }
     return TFRNN_CUDA_OK;
   });
@@ -561,11 +509,11 @@ TFRNN_EXPORT int tfrnn_cuda_gru_cell_sizes(const TfRnnCudaGruCellSpec* spec,
     const int eb = tfrnn::gpu::ElemBytes(spec->dtype);
     if (fwd_workspace_bytes != nullptr) {
       *fwd_workspace_bytes =
-          tfrnn::gpu::GruCellFwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
+          tfrnn::gpu::GruCellFwdWorkspaceBytesGpu(spec->B, spec->I, spec->H, eb);
     }
     if (bwd_workspace_bytes != nullptr) {
       *bwd_workspace_bytes =
-          tfrnn::gpu::GruCellBwdWorkspaceBytesGpu(spec->N, spec->I, spec->H, eb);
+          tfrnn::gpu::GruCellBwdWorkspaceBytesGpu(spec->B, spec->I, spec->H, eb);
     }
     return TFRNN_CUDA_OK;
   });

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "cc/engine/block_arg_fields.h"
 #include "cc/engine/rnn_spec_fields.h"
 
 #ifdef __cplusplus
@@ -90,11 +91,11 @@ typedef struct {
 
 /* The LSTM block ops (BlockLSTM / BlockLSTMV2 and their gradients; equations in
  * cc/engine/lstm.h), a face of the stacked CUDA engine (lstm_gpu.cu). Time-major, dense, row-major:
- *   x [T, N, I]; cs_prev, h_prev [N, H]; w [I+H, 4H]; wci, wcf, wco [H]; b [4H];
- *   i, cs, f, o, ci, co, h [T, N, H] (steps >= seq_len_max are written as zeros). */
+ * shapes at the lists of cc/engine/block_arg_fields.h (steps >= seq_len_max are written as
+ * zeros). */
 typedef struct {
   int32_t dtype;          /* TFRNN_CUDA_HALF .. TFRNN_CUDA_DOUBLE */
-  int64_t T, N, I, H;
+  int64_t T, B, I, H;     /* steps, batch, input width, units */
   int64_t seq_len_max;    /* steps computed, 0 <= seq_len_max <= T */
   int32_t gate_order;     /* 0: i, ci, f, o (BlockLSTM); 1: i, f, ci, o (BlockLSTMV2) */
   float forget_bias;
@@ -103,37 +104,32 @@ typedef struct {
   int32_t exact_clip_grad; /* backward: zero gradient through a clipped cell value */
 } TfRnnCudaLstmSpec;
 
+/* The pointer members of the args structs: cc/engine/block_arg_fields.h, in its order. */
+#define TFRNN_C_ARG_IN(name, shape) const void* name;
+#define TFRNN_C_ARG_OUT(name, shape) void* name;
+
 typedef struct {
-  const void *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco, *b;
-  void *i, *cs, *f, *o, *ci, *co, *h;
+  TFRNN_LSTM_FWD_ARGS(TFRNN_C_ARG_IN, TFRNN_C_ARG_OUT)
 } TfRnnCudaLstmFwdArgs;
 
 typedef struct {
-  const void *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco;
-  const void *i, *cs, *f, *o, *ci, *co, *h;     /* the forward's outputs */
-  const void *cs_grad, *h_grad;                 /* [T, N, H] */
-  const void *i_grad, *f_grad, *o_grad, *ci_grad, *co_grad;  /* optional [T, N, H] (NULL = 0) */
-  void *x_grad, *cs_prev_grad, *h_prev_grad, *w_grad, *wci_grad, *wcf_grad, *wco_grad, *b_grad;
-  void* dgates;  /* optional: the gate gradients [T, N, 4H] (zeros past seq_len_max) */
+  TFRNN_LSTM_BWD_ARGS(TFRNN_C_ARG_IN, TFRNN_C_ARG_OUT)
+  void* dgates;  /* optional: the gate gradients [T, B, 4H] (zeros past seq_len_max) */
 } TfRnnCudaLstmBwdArgs;
 
 /* The GRU block cell (GRUBlockCell / GRUBlockCellGrad; equations at GruCellFwdArgs in
- * cc/engine/types.h), API version 2: x [N, I]; h_prev, r, u, c, h, d_h [N, H];
- * w_ru [I+H, 2H]; w_c [I+H, H]; b_ru [2H]; b_c [H]; d_r_bar_u_bar [N, 2H]. */
+ * cc/engine/types.h), shapes at the lists of cc/engine/block_arg_fields.h. */
 typedef struct {
   int32_t dtype;
-  int64_t N, I, H;
+  int64_t B, I, H;        /* batch, input width, units */
 } TfRnnCudaGruCellSpec;
 
 typedef struct {
-  const void *x, *h_prev, *w_ru, *w_c, *b_ru, *b_c;
-  void *r, *u, *c, *h;
+  TFRNN_GRU_CELL_FWD_ARGS(TFRNN_C_ARG_IN, TFRNN_C_ARG_OUT)
 } TfRnnCudaGruCellFwdArgs;
 
 typedef struct {
-  const void *x, *h_prev, *w_ru, *w_c, *r, *u, *c, *d_h;
-  const void *g_r, *g_u, *g_c;  /* optional gradients of the r, u, c outputs (NULL = 0) */
-  void *d_x, *d_h_prev, *d_c_bar, *d_r_bar_u_bar;
+  TFRNN_GRU_CELL_BWD_ARGS(TFRNN_C_ARG_IN, TFRNN_C_ARG_OUT)
 } TfRnnCudaGruCellBwdArgs;
 
 int tfrnn_cuda_api_version(void);

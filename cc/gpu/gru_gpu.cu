@@ -14,10 +14,10 @@ namespace tfrnn {
 namespace gpu {
 namespace {
 
-// d_r_bar_u_bar [N, 2H] and d_c_bar [N, H] from the gate gradients [N, 3H].
+// d_r_bar_u_bar [B, 2H] and d_c_bar [B, H] from the gate gradients [B, 3H].
 template <typename T>
-__global__ void SplitGatesKernel(const T* dg, I64 N, I64 H, T* d_rbub, T* d_cbar) {
-  TFRNN_GRID_STRIDE(i, N * 3 * H) {
+__global__ void SplitGatesKernel(const T* dg, I64 B, I64 H, T* d_rbub, T* d_cbar) {
+  TFRNN_GRID_STRIDE(i, B * 3 * H) {
     const I64 n = i / (3 * H), c = i % (3 * H);
     if (c < 2 * H) {
       d_rbub[n * 2 * H + c] = dg[i];
@@ -29,17 +29,17 @@ __global__ void SplitGatesKernel(const T* dg, I64 N, I64 H, T* d_rbub, T* d_cbar
 
 template <typename T>
 struct CellFwdBufs {
-  AccOf<T> *gx, *hr, *hrn;  // [N, 3H] W·x, [N, 3H] R·h (r, u blocks), [N, H] R_c·(r ⊙ h)
-  T* rh;                    // [N, H] r ⊙ h_prev
+  AccOf<T> *gx, *hr, *hrn;  // [B, 3H] W·x, [B, 3H] R·h (r, u blocks), [B, H] R_c·(r ⊙ h)
+  T* rh;                    // [B, H] r ⊙ h_prev
   T *bw, *br;               // [3H] [b_ru, b_c] and zeros
 };
 template <typename T>
-CellFwdBufs<T> CarveCellFwd(I64 N, I64 H, Carver& cv) {
+CellFwdBufs<T> CarveCellFwd(I64 B, I64 H, Carver& cv) {
   CellFwdBufs<T> w;
-  w.gx = cv.Take<AccOf<T>>(N * 3 * H);
-  w.hr = cv.Take<AccOf<T>>(N * 3 * H);
-  w.hrn = cv.Take<AccOf<T>>(N * H);
-  w.rh = cv.Take<T>(N * H);
+  w.gx = cv.Take<AccOf<T>>(B * 3 * H);
+  w.hr = cv.Take<AccOf<T>>(B * 3 * H);
+  w.hrn = cv.Take<AccOf<T>>(B * H);
+  w.rh = cv.Take<T>(B * H);
   w.bw = cv.Take<T>(3 * H);
   w.br = cv.Take<T>(3 * H);
   return w;
@@ -47,25 +47,25 @@ CellFwdBufs<T> CarveCellFwd(I64 N, I64 H, Carver& cv) {
 
 template <typename T>
 struct CellBwdBufs {
-  T *dgx, *dhr, *dhr_cur;  // [N, 3H] gate gradients, the engine's recurrent-product gradients
-  T* dpn;                  // [N, H]
-  AccOf<T> *dh, *drh;      // [N, H] dL/dh_prev, dL/d(r ⊙ h_prev)
-  AccOf<T>* dx;            // [N, I]
+  T *dgx, *dhr, *dhr_cur;  // [B, 3H] gate gradients, the engine's recurrent-product gradients
+  T* dpn;                  // [B, H]
+  AccOf<T> *dh, *drh;      // [B, H] dL/dh_prev, dL/d(r ⊙ h_prev)
+  AccOf<T>* dx;            // [B, I]
 };
 template <typename T>
-CellBwdBufs<T> CarveCellBwd(I64 N, I64 I, I64 H, Carver& cv) {
+CellBwdBufs<T> CarveCellBwd(I64 B, I64 I, I64 H, Carver& cv) {
   CellBwdBufs<T> w;
-  w.dgx = cv.Take<T>(N * 3 * H);
-  w.dhr = cv.Take<T>(N * 3 * H);
-  w.dhr_cur = cv.Take<T>(N * 3 * H);
-  w.dpn = cv.Take<T>(N * H);
-  w.dh = cv.Take<AccOf<T>>(N * H);
-  w.drh = cv.Take<AccOf<T>>(N * H);
-  w.dx = cv.Take<AccOf<T>>(N * I);
+  w.dgx = cv.Take<T>(B * 3 * H);
+  w.dhr = cv.Take<T>(B * 3 * H);
+  w.dhr_cur = cv.Take<T>(B * 3 * H);
+  w.dpn = cv.Take<T>(B * H);
+  w.dh = cv.Take<AccOf<T>>(B * H);
+  w.drh = cv.Take<AccOf<T>>(B * H);
+  w.dx = cv.Take<AccOf<T>>(B * I);
   return w;
 }
 
-// The engine layer of the cell: activation planes r, u, c [N, H] (act_ld = H).
+// The engine layer of the cell: activation planes r, u, c [B, H] (act_ld = H).
 template <typename T>
 LayerPtrs<T> CellLayer(I64 H, const T* r, const T* u, const T* c) {
   LayerPtrs<T> ly;
@@ -101,39 +101,39 @@ void SetCellSpec(const RnnSpec& s, S* p) {
 
 }  // namespace
 
-int64_t GruCellFwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes) {
+int64_t GruCellFwdWorkspaceBytesGpu(int64_t B, int64_t I, int64_t H, int elem_bytes) {
   (void)I;
   return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
-    CarveCellFwd<typename decltype(t)::type>(N, H, cv);
+    CarveCellFwd<typename decltype(t)::type>(B, H, cv);
   });
 }
 
-int64_t GruCellBwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes) {
+int64_t GruCellBwdWorkspaceBytesGpu(int64_t B, int64_t I, int64_t H, int elem_bytes) {
   return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
-    CarveCellBwd<typename decltype(t)::type>(N, I, H, cv);
+    CarveCellBwd<typename decltype(t)::type>(B, I, H, cv);
   });
 }
 
 template <typename T>
 GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, void* workspace,
                             int64_t workspace_bytes) {
-  const I64 N = a.N, I = a.I, H = a.H, G = 3 * H;
+  const I64 B = a.B, I = a.I, H = a.H, G = 3 * H;
   TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("gru cell forward", workspace_bytes,
-                                           GruCellFwdWorkspaceBytesGpu(N, I, H, sizeof(T)),
+                                           GruCellFwdWorkspaceBytesGpu(B, I, H, sizeof(T)),
                                            workspace));
-  if (N * H == 0) return GpuStatus::Ok();
-  const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  if (B * H == 0) return GpuStatus::Ok();
+  const RnnSpec s = GruBlockRnnSpec(B, I, H);
   Carver cv(workspace);
-  CellFwdBufs<T> w = CarveCellFwd<T>(N, H, cv);
+  CellFwdBufs<T> w = CarveCellFwd<T>(B, H, cv);
   TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.bw, a.b_ru, 2 * H));
   TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.bw + 2 * H, a.b_c, H));
   TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.br, G));
   // W·x = [x · w_ru[:I], x · w_c[:I]];  R·h of the r, u blocks = h_prev · w_ru[I:].
-  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, N, 2 * H, I, a.x, I, a.w_ru, 2 * H, w.gx,
+  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, 2 * H, I, a.x, I, a.w_ru, 2 * H, w.gx,
                                     G, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, N, H, I, a.x, I, a.w_c, H, w.gx + 2 * H,
+  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, H, I, a.x, I, a.w_c, H, w.gx + 2 * H,
                                     G, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, N, 2 * H, H, a.h_prev, H,
+  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, 2 * H, H, a.h_prev, H,
                                     a.w_ru + I * 2 * H, 2 * H, w.hr, G, false));
   FwdStep<T> p;
   SetCellSpec(s, &p);
@@ -149,12 +149,13 @@ GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, voi
   p.c = nullptr;
   p.hh_step = w.rh;
   p.hrn = w.hrn;
-  // Phase 1: r, u and r ⊙ h_prev; the candidate's product R_c·(r ⊙ h_prev); phase 2: c, h.
-  p.phase = 1;
+  // kBeforeProduct: r, u and r ⊙ h_prev; the candidate's product R_c·(r ⊙ h_prev);
+  // kAfterProduct: c, h.
+  p.phase = StepPhase::kBeforeProduct;
   TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, N, H, H, static_cast<const T*>(w.rh),
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, H, H, static_cast<const T*>(w.rh),
                                   a.w_c + I * H, w.hrn, false));
-  p.phase = 2;
+  p.phase = StepPhase::kAfterProduct;
   return FwdStepGpu<T>(g, p);
 }
 
@@ -162,15 +163,15 @@ template <typename T>
 GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, void* workspace,
                              int64_t workspace_bytes) {
   using A = AccOf<T>;
-  const I64 N = a.N, I = a.I, H = a.H;
+  const I64 B = a.B, I = a.I, H = a.H;
   TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("gru cell backward", workspace_bytes,
-                                           GruCellBwdWorkspaceBytesGpu(N, I, H, sizeof(T)),
+                                           GruCellBwdWorkspaceBytesGpu(B, I, H, sizeof(T)),
                                            workspace));
-  if (N * H == 0) return GpuStatus::Ok();
-  const RnnSpec s = GruBlockRnnSpec(N, I, H);
+  if (B * H == 0) return GpuStatus::Ok();
+  const RnnSpec s = GruBlockRnnSpec(B, I, H);
   Carver cv(workspace);
-  CellBwdBufs<T> w = CarveCellBwd<T>(N, I, H, cv);
-  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dh, N * H));
+  CellBwdBufs<T> w = CarveCellBwd<T>(B, I, H, cv);
+  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dh, B * H));
   BwdStep<T> p;
   SetCellSpec(s, &p);
   p.D = 1;
@@ -197,22 +198,22 @@ GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, vo
   // d_u_bar, d_c_bar (= dpn) and h_prev's direct term; then d_hr = d_c_bar · w_c[I:]ᵀ, r's
   // gradient and h_prev's term through r ⊙ h_prev.
   TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, H, static_cast<const T*>(w.dpn),
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, H, H, static_cast<const T*>(w.dpn),
                                   a.w_c + I * H, w.drh, false));
   TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, nullptr, false, w.drh));
-  TFRNN_LAUNCH(Blocks(N * 3 * H), kThreads, g.stream, SplitGatesKernel<T>)(w.dgx, N, H,
+  TFRNN_LAUNCH(Blocks(B * 3 * H), kThreads, g.stream, SplitGatesKernel<T>)(w.dgx, B, H,
       a.d_r_bar_u_bar, a.d_c_bar);
   TFRNN_CUDA_CHECK_LAUNCH("SplitGatesKernel");
   const T* dcb = a.d_c_bar;
   const T* drb = a.d_r_bar_u_bar;
   // d_x = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ (in Acc)
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, H, dcb, a.w_c, w.dx, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, I, 2 * H, drb, a.w_ru, w.dx, true));
-  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.dx), N * I));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, I, H, dcb, a.w_c, w.dx, false));
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, I, 2 * H, drb, a.w_ru, w.dx, true));
+  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.dx), B * I));
   // d_h_prev += [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, N, H, 2 * H, drb, a.w_ru + I * 2 * H, w.dh,
+  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, H, 2 * H, drb, a.w_ru + I * 2 * H, w.dh,
                                   true));
-  return Convert(g, a.d_h_prev, static_cast<const A*>(w.dh), N * H);
+  return Convert(g, a.d_h_prev, static_cast<const A*>(w.dh), B * H);
 }
 
 #define TFRNN_INSTANTIATE_GRU_GPU(T)                                                          \

@@ -285,7 +285,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.dpn = reset_before ? w.dpn : nullptr;
   // Small batch, opt-in: every step in one persistent kernel (rnn_gpu_persistent_bwd.cu).
   const bool persistent_ok = steps > 0 && !proj && !s.has_mask && !reset_before && !xw;
-  const PersistentPlan plan = persistent_ok ? PlanPersistentBwd<T>(s) : PersistentPlan();
+  const SequenceKernelPlan plan = persistent_ok ? PlanPersistentBwd<T>(s) : SequenceKernelPlan();
   if (plan.ok) {
     TFRNN_GPU_RETURN_IF_ERROR(PersistentBwd<T>(g, plan, p, ly.R, steps, w.dhr_cur,
                                                w.dhr_prev));

@@ -230,8 +230,8 @@ ClusterBwdFn<T> ClusterBwdOf(int rb, int cb) {
 // the least work per block and step (U·G), the smaller C on a tie. rows_per_unit: rows of the
 // block's dot products per unit (forward K, backward 1).
 template <typename Bytes, typename FnOf>
-PersistentPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, FnOf fn_of) {
-  PersistentPlan best;
+SequenceKernelPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, FnOf fn_of) {
+  SequenceKernelPlan best;
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok || d.major < 9 || s.B < 1 || s.N < 1) return best;
@@ -259,7 +259,7 @@ PersistentPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, Fn
 }  // namespace
 
 template <typename T>
-PersistentPlan PlanClusterFwd(const RnnSpec& s) {
+SequenceKernelPlan PlanClusterFwd(const RnnSpec& s) {
   const I64 K = RnnK(s), Hs = RnnHs(s);
   const bool mask = s.has_mask;
   return PlanClusters(
@@ -268,14 +268,14 @@ PersistentPlan PlanClusterFwd(const RnnSpec& s) {
 }
 
 template <typename T>
-PersistentPlan PlanClusterBwd(const RnnSpec& s) {
+SequenceKernelPlan PlanClusterBwd(const RnnSpec& s) {
   const I64 K = RnnK(s), N = s.N;
   return PlanClusters(
       s, 1, [&](I64 U, I64 G) { return BwdSmem<T>(K, U, N, G).Bytes(); }, &ClusterBwdOf<T>);
 }
 
 template <typename T>
-GpuStatus ClusterFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p, const T* R,
+GpuStatus ClusterFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p, const T* R,
                      const T* mask, bool mask_per_step, I64 steps, T* h_cur, T* h_next) {
   // The h after the last step goes where the grid kernel leaves it (rnn_gpu_persistent.cuh).
   ClusterArgs ca{R, mask, mask_per_step, steps, plan.units, plan.group, h_cur,
@@ -284,18 +284,18 @@ GpuStatus ClusterFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T>
 }
 
 template <typename T>
-GpuStatus ClusterBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p, const T* R,
+GpuStatus ClusterBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p, const T* R,
                      I64 steps, T* d_last) {
   ClusterArgs ca{R, nullptr, false, steps, plan.units, plan.group, nullptr, d_last};
   return LaunchClusters(g, plan, ClusterBwdOf<T>(plan.rows_per_warp, plan.batch_tile), p, ca);
 }
 
 #define TFRNN_INSTANTIATE_CLUSTER(T)                                                          \
-  template PersistentPlan PlanClusterFwd<T>(const RnnSpec&);                                  \
-  template PersistentPlan PlanClusterBwd<T>(const RnnSpec&);                                  \
-  template GpuStatus ClusterFwd<T>(const GpuContext&, const PersistentPlan&, FwdStep<T>,      \
+  template SequenceKernelPlan PlanClusterFwd<T>(const RnnSpec&);                                  \
+  template SequenceKernelPlan PlanClusterBwd<T>(const RnnSpec&);                                  \
+  template GpuStatus ClusterFwd<T>(const GpuContext&, const SequenceKernelPlan&, FwdStep<T>,      \
                                    const T*, const T*, bool, I64, T*, T*);                    \
-  template GpuStatus ClusterBwd<T>(const GpuContext&, const PersistentPlan&, BwdStep<T>,      \
+  template GpuStatus ClusterBwd<T>(const GpuContext&, const SequenceKernelPlan&, BwdStep<T>,      \
                                    const T*, I64, T*);
 TFRNN_INSTANTIATE_CLUSTER(__half)
 TFRNN_INSTANTIATE_CLUSTER(__nv_bfloat16)

@@ -223,30 +223,7 @@ template <typename T>
 LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* reserve,
                            T* dparams = nullptr) {
   LayerPtrs<T> ly;
-  const I64 l = pseudo / s.D, N = s.N;
-  ly.in = RnnInWidth(s, l);
-  ly.in_cols = RnnInCols(s, l);
-  const RnnParamOffsets po = RnnParamLayout(s, pseudo);
-  ly.W = params + po.w;
-  ly.R = params + po.r;
-  ly.Pm = params + po.p;
-  ly.bW = params + po.bw;
-  ly.bR = params + po.br;
-  const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
-  ly.acts = reserve + ro.acts;
-  for (I64 k = 0; k < RnnK(s); ++k) ly.act[k] = ly.acts + k * N;
-  ly.act_ld = RnnK(s) * N;
-  ly.aux = reserve + ro.aux;
-  ly.hh = reserve + ro.hh;
-  ly.hprev = reserve + ro.hprev;
-  if (dparams != nullptr) {
-    ly.dW = dparams + po.w;
-    ly.dR = dparams + po.r;
-    ly.dP = dparams + po.p;
-    ly.dbW = dparams + po.bw;
-    ly.dbR = dparams + po.br;
-  }
-  ly.dcol = (pseudo % s.D) * RnnHs(s);
+  ly.acts = SetCudnnLayer(s, pseudo, params, reserve, dparams, &ly);
   ly.reverse = pseudo % s.D == 1 || (s.D == 1 && s.reverse);
   return ly;
 }

@@ -141,7 +141,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh); it reads R as
   // [K·N, Hs] and W·x from the acts rows, so not for the block face.
   const bool persistent_ok = steps > 0 && !s.weights_xw && ly.gx == nullptr;
-  const PersistentPlan plan = persistent_ok ? PlanPersistentFwd<T>(s) : PersistentPlan();
+  const SequenceKernelPlan plan = persistent_ok ? PlanPersistentFwd<T>(s) : SequenceKernelPlan();
   if (plan.ok) {
     TFRNN_GPU_RETURN_IF_ERROR(PersistentFwd<T>(g, plan, p, ly.R, s.has_mask ? a.mask : nullptr,
                                                a.mask_per_step, steps, w.h_cur, w.h_next,
@@ -164,15 +164,15 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.h_cur = w.h_cur;
     p.h_rec = h_rec;
     p.h_next = w.h_next;
-    p.phase = reset_before ? 1 : 0;
+    p.phase = reset_before ? StepPhase::kBeforeProduct : StepPhase::kWhole;
     TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     if (reset_before) {
       // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
-      // ([B, N] · [N, Hs]ᵀ, R_n the candidate's block of R), then phase 2.
+      // ([B, N] · [N, Hs]ᵀ, R_n the candidate's block of R), then kAfterProduct.
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, N, Hs,
                                       static_cast<const T*>(w.hh_step),
                                       ly.R + s.gate_pos[2] * N * Hs, w.hrn, false));
-      p.phase = 2;
+      p.phase = StepPhase::kAfterProduct;
       TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     }
     if (proj) {

@@ -32,11 +32,11 @@ struct FwdStep {
   A cell_clip;          // > 0: c = clip(c, ±cell_clip)
   int gate_pos[4], gate_act[4], cell_act;
   // gru: reset before the recurrent product (two phases per step, as FwdBlock in rnn_cpu.cc:
-  // phase 1 r, z and r ⊙ h_rec into aux and hh_step; phase 2 the candidate and h once hrn
-  // holds R_n·(r ⊙ h_rec)); z_new: h = z ⊙ n + (1-z) ⊙ h_prev.
-  int phase;
+  // kBeforeProduct r, z and r ⊙ h_rec into aux and hh_step; kAfterProduct the candidate and
+  // h once hrn holds R_n·(r ⊙ h_rec)); z_new: h = z ⊙ n + (1-z) ⊙ h_prev.
+  StepPhase phase;
   bool z_new;
-  const A* hrn;     // [B, N] (phase 2)
+  const A* hrn;     // [B, N] (kAfterProduct)
 };
 
 // The step for (batch row b, unit j). gx/acts row at τ holds W·x (no bias) on entry and the
@@ -48,7 +48,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   const I64 tau = p.sm.Tau(b, p.step);
   if (tau < 0) {  // past this sequence's end: h passes through (projection: ProjPostKernel)
     if (!p.proj) p.h_next[b * p.Hs + j] = p.h_cur[b * p.Hs + j];
-    if (p.phase == 1) St(p.hh_step + b * N + j, A(0));
+    if (p.phase == StepPhase::kBeforeProduct) St(p.hh_step + b * N + j, A(0));
     return;
   }
   const I64 row = tau * p.B + b;
@@ -62,7 +62,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   auto wx = [&](I64 k) { return gxa != nullptr ? gxa[k * N] : Ld(g + k * N); };
   auto pre = [&](I64 k) { return wx(k) + r[k * hks] + Ld(bw + k * N) + Ld(br + k * N); };
   // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
-  if (!p.proj && p.phase != 2 && p.ly.hprev != nullptr) {
+  if (!p.proj && p.phase != StepPhase::kAfterProduct && p.ly.hprev != nullptr) {
     p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
   }
   A h;
@@ -105,7 +105,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
       auto act = [&](int k) { return p.ly.act[k] + row * p.ly.act_ld + j; };
       A rg, z;
-      if (p.phase != 2) {
+      if (p.phase != StepPhase::kAfterProduct) {
         rg = Act(p.gate_act[0], pre(pr));
         z = Act(p.gate_act[1], pre(pz));
         St(act(pr), rg);
@@ -114,14 +114,14 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
         rg = Ld(act(pr));
         z = Ld(act(pz));
       }
-      if (p.phase == 1) {
+      if (p.phase == StepPhase::kBeforeProduct) {
         const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
         St(p.ly.aux + row * N + j, rh);
         St(p.hh_step + b * N + j, rh);
-        return;  // h in phase 2
+        return;  // h in kAfterProduct
       }
       A nx;
-      if (p.phase == 2) {
+      if (p.phase == StepPhase::kAfterProduct) {
         nx = wx(pn) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
       } else {
         const A hrn = r[pn * hks] + Ld(br + pn * N);

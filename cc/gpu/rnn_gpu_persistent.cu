@@ -92,14 +92,14 @@ KernelFn<T> KernelOf(int rb, int cb) {
 }
 
 template <typename T>
-PersistentPlan ChooseFwdPlan(const RnnSpec& s) {
-  if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return PersistentPlan();
-  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return PersistentPlan();
+SequenceKernelPlan ChooseFwdPlan(const RnnSpec& s) {
+  if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return SequenceKernelPlan();
+  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return SequenceKernelPlan();
   if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
-    const PersistentPlan c = PlanClusterFwd<T>(s);
+    const SequenceKernelPlan c = PlanClusterFwd<T>(s);
     if (c.ok) return c;
   }
-  if (!PersistentSize(s)) return PersistentPlan();
+  if (!PersistentSize(s)) return SequenceKernelPlan();
   const I64 K = RnnK(s), Hs = RnnHs(s);
   return PlanOnDevice(s, K, sizeof(T) * K * Hs, sizeof(AccOf<T>) * s.B * Hs, &KernelOf<T>);
 }
@@ -107,12 +107,12 @@ PersistentPlan ChooseFwdPlan(const RnnSpec& s) {
 }  // namespace
 
 template <typename T>
-PersistentPlan PlanPersistentFwd(const RnnSpec& s) {
+SequenceKernelPlan PlanPersistentFwd(const RnnSpec& s) {
   return Traced("forward", s, ChooseFwdPlan<T>(s));
 }
 
 template <typename T>
-GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p,
+GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr) {
   if (plan.cluster > 0) {
@@ -123,8 +123,8 @@ GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep
 }
 
 #define TFRNN_INSTANTIATE_PERSISTENT(T)                                                       \
-  template PersistentPlan PlanPersistentFwd<T>(const RnnSpec&);                               \
-  template GpuStatus PersistentFwd<T>(const GpuContext&, const PersistentPlan&, FwdStep<T>,   \
+  template SequenceKernelPlan PlanPersistentFwd<T>(const RnnSpec&);                               \
+  template GpuStatus PersistentFwd<T>(const GpuContext&, const SequenceKernelPlan&, FwdStep<T>,   \
                                       const T*, const T*, bool, I64, T*, T*, AccOf<T>*);
 TFRNN_INSTANTIATE_PERSISTENT(__half)
 TFRNN_INSTANTIATE_PERSISTENT(__nv_bfloat16)

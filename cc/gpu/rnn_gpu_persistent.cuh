@@ -25,7 +25,9 @@ namespace gpu {
 
 constexpr I64 kPersistentMaxWork = 16 * 256;  // B·Hs (more rows with B <= 2: see the plan)
 
-struct PersistentPlan {
+// How one kernel launch runs a whole sequence of a layer: a cooperative grid (the persistent
+// kernels) or, with cluster > 0, thread-block clusters (rnn_gpu_cluster.cu).
+struct SequenceKernelPlan {
   bool ok = false;
   int blocks = 0, threads = 0;
   I64 units = 0;      // U: units per block
@@ -41,7 +43,7 @@ struct PersistentPlan {
 // Whether (and how) the persistent forward runs layer `s` with storage type T on the current
 // device. Never fails: any CUDA query error means "no" (the per-step path runs).
 template <typename T>
-PersistentPlan PlanPersistentFwd(const RnnSpec& s);
+SequenceKernelPlan PlanPersistentFwd(const RnnSpec& s);
 
 // Runs `steps` steps of the layer described by `p` (as the per-step kernel sees it; its step
 // and h pointers are set per step). h_cur holds the h entering step 0 and h_next is a second
@@ -49,7 +51,7 @@ PersistentPlan PlanPersistentFwd(const RnnSpec& s);
 // h_next. hr is an Acc buffer of [B, K·N]; R the layer's [K·N, Hs] recurrent matrix; mask (or
 // null) the recurrent mask as MaskRowsKernel reads it.
 template <typename T>
-GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p,
+GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr);
 
@@ -60,14 +62,14 @@ GpuStatus PersistentFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep
 // sizes; opt-in (TFRNN_CUDA_PERSISTENT_BWD=1) until a GPU session measures it against the
 // per-step path.
 template <typename T>
-PersistentPlan PlanPersistentBwd(const RnnSpec& s);
+SequenceKernelPlan PlanPersistentBwd(const RnnSpec& s);
 
 // Runs `steps` backward steps of the layer described by `p` (as the per-step kernel sees it;
 // its step and dhr_cur are set per step), latest first. d0 and d1 are [B, K·N] buffers: the
 // latest step's dhr goes to d0, the next to d1, and so on; p.dh holds the carry dL/dh in and
 // out (the caller adds step 0's dhr·R for dL/dh0, as on the per-step path).
 template <typename T>
-GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p,
+GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
                         const T* R, I64 steps, T* d0, T* d1);
 
 // The cluster kernels (rnn_gpu_cluster.cu; Hopper thread-block clusters): the persistent
@@ -79,14 +81,14 @@ GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep
 // measured them. PlanPersistentFwd/Bwd return their plans (cluster > 0) when on and possible;
 // PersistentFwd/Bwd launch them.
 template <typename T>
-PersistentPlan PlanClusterFwd(const RnnSpec& s);
+SequenceKernelPlan PlanClusterFwd(const RnnSpec& s);
 template <typename T>
-PersistentPlan PlanClusterBwd(const RnnSpec& s);
+SequenceKernelPlan PlanClusterBwd(const RnnSpec& s);
 template <typename T>
-GpuStatus ClusterFwd(const GpuContext& g, const PersistentPlan& plan, FwdStep<T> p, const T* R,
+GpuStatus ClusterFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p, const T* R,
                      const T* mask, bool mask_per_step, I64 steps, T* h_cur, T* h_next);
 template <typename T>
-GpuStatus ClusterBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p, const T* R,
+GpuStatus ClusterBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p, const T* R,
                      I64 steps, T* d_last);
 
 }  // namespace gpu

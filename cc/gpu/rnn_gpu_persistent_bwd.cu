@@ -68,17 +68,17 @@ BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
 }
 
 template <typename T>
-PersistentPlan ChooseBwdPlan(const RnnSpec& s) {
+SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || s.P > 0 || s.has_mask || s.weights_xw ||
       s.peephole_o_new || (s.mode == RnnMode::kGru && s.gru_reset_before)) {
-    return PersistentPlan();
+    return SequenceKernelPlan();
   }
   if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
-    const PersistentPlan c = PlanClusterBwd<T>(s);
+    const SequenceKernelPlan c = PlanClusterBwd<T>(s);
     if (c.ok) return c;
   }
   // Opt-in until its speed against the per-step path is measured on a GPU (issue 23).
-  if (!EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1") || !PersistentSize(s)) return PersistentPlan();
+  if (!EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1") || !PersistentSize(s)) return SequenceKernelPlan();
   const I64 KN = RnnK(s) * s.N;
   return PlanOnDevice(s, 1, sizeof(T) * KN, sizeof(AccOf<T>) * s.B * KN, &BwdKernelOf<T>);
 }
@@ -86,12 +86,12 @@ PersistentPlan ChooseBwdPlan(const RnnSpec& s) {
 }  // namespace
 
 template <typename T>
-PersistentPlan PlanPersistentBwd(const RnnSpec& s) {
+SequenceKernelPlan PlanPersistentBwd(const RnnSpec& s) {
   return Traced("backward", s, ChooseBwdPlan<T>(s));
 }
 
 template <typename T>
-GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep<T> p,
+GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
                         const T* R, I64 steps, T* d0, T* d1) {
   // Step 0's dhr goes where the grid kernel leaves it: d0 when steps is odd, else d1.
   if (plan.cluster > 0) return ClusterBwd<T>(g, plan, p, R, steps, (steps - 1) % 2 ? d1 : d0);
@@ -100,8 +100,8 @@ GpuStatus PersistentBwd(const GpuContext& g, const PersistentPlan& plan, BwdStep
 }
 
 #define TFRNN_INSTANTIATE_PERSISTENT_BWD(T)                                                   \
-  template PersistentPlan PlanPersistentBwd<T>(const RnnSpec&);                               \
-  template GpuStatus PersistentBwd<T>(const GpuContext&, const PersistentPlan&, BwdStep<T>,   \
+  template SequenceKernelPlan PlanPersistentBwd<T>(const RnnSpec&);                               \
+  template GpuStatus PersistentBwd<T>(const GpuContext&, const SequenceKernelPlan&, BwdStep<T>,   \
                                       const T*, I64, T*, T*);
 TFRNN_INSTANTIATE_PERSISTENT_BWD(__half)
 TFRNN_INSTANTIATE_PERSISTENT_BWD(__nv_bfloat16)

@@ -114,7 +114,7 @@ inline bool EnvIs(const char* name, const char* value) {
 
 // With TFRNN_CUDA_TRACE=1, one line on stderr per plan: which kernel runs a layer (the tests
 // and the benchmark check which path ran).
-inline PersistentPlan Traced(const char* dir, const RnnSpec& s, const PersistentPlan& p) {
+inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const SequenceKernelPlan& p) {
   if (!EnvIs("TFRNN_CUDA_TRACE", "1")) return p;
   if (!p.ok) {
     std::fprintf(stderr, "tfrnn_cuda %s B=%lld N=%lld: per-step\n", dir,
@@ -262,9 +262,9 @@ int ActiveClusters(int dev, Fn* fn, int cluster, size_t smem) {
 }
 
 // A plan that runs (cluster > 0: in clusters of `cluster` blocks, `group` batch rows each).
-inline PersistentPlan MakePlan(I64 blocks, I64 units, int rb, int cb, size_t smem,
+inline SequenceKernelPlan MakePlan(I64 blocks, I64 units, int rb, int cb, size_t smem,
                                int cluster = 0, I64 group = 0) {
-  PersistentPlan pl;
+  SequenceKernelPlan pl;
   pl.ok = true;
   pl.blocks = static_cast<int>(blocks);
   pl.threads = kPThreads;
@@ -284,9 +284,9 @@ inline PersistentPlan MakePlan(I64 blocks, I64 units, int rb, int cb, size_t sme
 // device's properties and the kernels' occupancy are queried once (CoopDeviceProps,
 // ResidentBlocks): a plan costs one cudaGetDevice after the first.
 template <typename FnOf>
-PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_per_unit,
+SequenceKernelPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_per_unit,
                             size_t batch_bytes, FnOf fn_of) {
-  PersistentPlan pl;
+  SequenceKernelPlan pl;
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok) return pl;
@@ -302,7 +302,7 @@ PersistentPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_bytes_
 
 // Launches kernel fn(p, pa) as planned (a cooperative launch: every block resident at once).
 template <typename P, typename PA>
-GpuStatus LaunchPersistent(const GpuContext& g, const PersistentPlan& plan, void (*fn)(P, PA),
+GpuStatus LaunchPersistent(const GpuContext& g, const SequenceKernelPlan& plan, void (*fn)(P, PA),
                            P p, PA pa) {
 #ifdef TFRNN_CUDA_EMULATE
   (void)g;
@@ -319,7 +319,7 @@ GpuStatus LaunchPersistent(const GpuContext& g, const PersistentPlan& plan, void
 
 // Launches kernel fn(p, pa) as planned in clusters of plan.cluster blocks.
 template <typename P, typename PA>
-GpuStatus LaunchClusters(const GpuContext& g, const PersistentPlan& plan, void (*fn)(P, PA),
+GpuStatus LaunchClusters(const GpuContext& g, const SequenceKernelPlan& plan, void (*fn)(P, PA),
                          P p, PA pa) {
   ClusterConfig c(plan.blocks, plan.cluster, plan.smem, g.stream);
   TFRNN_CUDA_CHECK(cudaLaunchKernelEx(&c.cfg, fn, p, pa));

@@ -26,7 +26,7 @@ template <typename T>
 TfRnnCudaGruCellSpec GruCellSpec(const GruInputs& in) {
   TfRnnCudaGruCellSpec cs{};
   cs.dtype = mps_gpu::CudaDtypeOf<T>();
-  cs.N = in.N;
+  cs.B = in.N;
   cs.I = in.I;
   cs.H = in.H;
   return cs;

@@ -14,7 +14,7 @@ namespace {
 // The operands the forward (GruCellFwdArgs) and the backward (GruCellBwdArgs) both read.
 template <typename T, typename Args>
 void SetSharedOperands(ComputeBridge<T>& br, const GruInputs& in, Args* a) {
-  a->N = in.N;
+  a->B = in.N;
   a->I = in.I;
   a->H = in.H;
   a->x = br.In(*in.x);

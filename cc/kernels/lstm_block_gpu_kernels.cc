@@ -26,7 +26,7 @@ TfRnnCudaLstmSpec ToCudaLstmSpec(const LstmBlockInputs& in, const LstmCellSpec& 
   TfRnnCudaLstmSpec c{};
   c.dtype = dtype;
   c.T = in.T;
-  c.N = in.N;
+  c.B = in.N;
   c.I = in.I;
   c.H = in.H;
   c.seq_len_max = in.seq_len_max;

@@ -16,7 +16,7 @@ namespace {
 template <typename T, typename Args>
 void SetSharedOperands(ComputeBridge<T>& br, const LstmBlockInputs& in, Args* a) {
   a->T = in.T;
-  a->N = in.N;
+  a->B = in.N;
   a->I = in.I;
   a->H = in.H;
   a->seq_len_max = in.seq_len_max;
@@ -67,7 +67,7 @@ struct CpuLstm {
                                const LstmCellSpec& spec, Tensor* outs[5]) {
     ComputeBridge<T> br(ctx);
     LstmCellBwdArgs<A> a;
-    a.N = in.N;
+    a.B = in.N;
     a.H = in.H;
     a.cs_prev = br.In(*in.cs_prev);
     a.wci = br.In(*in.wci);

@@ -79,19 +79,26 @@ class BwdArgs(ctypes.Structure):
 
 class LstmSpec(ctypes.Structure):
     """TfRnnCudaLstmSpec (the LSTM block engine: BlockLSTM / BlockLSTMV2)."""
-    _fields_ = [("dtype", _i32), ("T", _i64), ("N", _i64), ("I", _i64), ("H", _i64),
+    _fields_ = [("dtype", _i32), ("T", _i64), ("B", _i64), ("I", _i64), ("H", _i64),
                 ("seq_len_max", _i64), ("gate_order", _i32), ("forget_bias", ctypes.c_float),
                 ("cell_clip", ctypes.c_float), ("use_peephole", _i32),
                 ("exact_clip_grad", _i32)]
 
 
-LSTM_FWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b",
-                   "i", "cs", "f", "o", "ci", "co", "h")
-LSTM_BWD_FIELDS = ("x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco",
-                   "i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad",
-                   "i_grad", "f_grad", "o_grad", "ci_grad", "co_grad",
-                   "x_grad", "cs_prev_grad", "h_prev_grad", "w_grad", "wci_grad", "wcf_grad",
-                   "wco_grad", "b_grad", "dgates")
+def _arg_lists(path=os.path.join(REPO_ROOT, "cc", "engine", "block_arg_fields.h")):
+    """The pointer members of the block ops' args structs, from the lists of
+    cc/engine/block_arg_fields.h, in their C order."""
+    with open(path) as f:
+        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S).replace("\\\n", " ")
+    return {name: tuple(re.findall(r"\b(?:IN|OUT)\((\w+),", body))
+            for name, body in re.findall(r"#define (TFRNN_\w+_ARGS)\(IN, OUT\)(.*)", text)}
+
+
+_ARGS = _arg_lists()
+LSTM_FWD_FIELDS = _ARGS["TFRNN_LSTM_FWD_ARGS"]
+LSTM_BWD_FIELDS = _ARGS["TFRNN_LSTM_BWD_ARGS"] + ("dgates",)
+GRU_CELL_FWD_FIELDS = _ARGS["TFRNN_GRU_CELL_FWD_ARGS"]
+GRU_CELL_BWD_FIELDS = _ARGS["TFRNN_GRU_CELL_BWD_ARGS"]
 
 
 class LstmFwdArgs(ctypes.Structure):
@@ -102,11 +109,11 @@ class LstmBwdArgs(ctypes.Structure):
     _fields_ = [(f, _p) for f in LSTM_BWD_FIELDS]
 
 
-def make_lstm_spec(*, T, N, I, H, seq_len_max=None, dtype="float32", gate_order="icfo",
+def make_lstm_spec(*, T, B, I, H, seq_len_max=None, dtype="float32", gate_order="icfo",
                    forget_bias=1.0, cell_clip=0.0, use_peephole=False, exact_clip_grad=False):
     s = LstmSpec()
     s.dtype = DTYPES[dtype]
-    s.T, s.N, s.I, s.H = T, N, I, H
+    s.T, s.B, s.I, s.H = T, B, I, H
     s.seq_len_max = T if seq_len_max is None else seq_len_max
     s.gate_order = {"icfo": 0, "ifco": 1}[gate_order]
     s.forget_bias, s.cell_clip = forget_bias, cell_clip
@@ -116,12 +123,7 @@ def make_lstm_spec(*, T, N, I, H, seq_len_max=None, dtype="float32", gate_order=
 
 class GruCellSpec(ctypes.Structure):
     """TfRnnCudaGruCellSpec (GRUBlockCell / GRUBlockCellGrad)."""
-    _fields_ = [("dtype", _i32), ("N", _i64), ("I", _i64), ("H", _i64)]
-
-
-GRU_CELL_FWD_FIELDS = ("x", "h_prev", "w_ru", "w_c", "b_ru", "b_c", "r", "u", "c", "h")
-GRU_CELL_BWD_FIELDS = ("x", "h_prev", "w_ru", "w_c", "r", "u", "c", "d_h", "g_r", "g_u", "g_c",
-                       "d_x", "d_h_prev", "d_c_bar", "d_r_bar_u_bar")
+    _fields_ = [("dtype", _i32), ("B", _i64), ("I", _i64), ("H", _i64)]
 
 
 class GruCellFwdArgs(ctypes.Structure):
@@ -132,9 +134,9 @@ class GruCellBwdArgs(ctypes.Structure):
     _fields_ = [(f, _p) for f in GRU_CELL_BWD_FIELDS]
 
 
-def make_gru_cell_spec(*, N, I, H, dtype="float32"):
+def make_gru_cell_spec(*, B, I, H, dtype="float32"):
     s = GruCellSpec()
-    s.dtype, s.N, s.I, s.H = DTYPES[dtype], N, I, H
+    s.dtype, s.B, s.I, s.H = DTYPES[dtype], B, I, H
     return s
 
 

@@ -1,0 +1,224 @@
+// The engine's step loops on the caller's pool: StepLoop (every block of a step in parallel,
+// steps in order, no barrier per step) and the pipelined chains (ChainWithSideWork and its
+// two uses: one core runs a short step chain, the others the work beside it). No TensorFlow
+// includes; the engine never starts threads of its own.
+#ifndef TF_RNN_OPS_CC_ENGINE_STEP_LOOPS_H_
+#define TF_RNN_OPS_CC_ENGINE_STEP_LOOPS_H_
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "cc/engine/cpu_device.h"
+
+namespace tfrnn {
+
+// Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
+// in parallel, a step only after every block of the previous one has finished.
+//
+// A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
+// small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
+// the caller and up to blocks-1 helpers, scheduled once per call, claim work items
+// i = t·blocks + b in order from an atomic counter and run them once every item of step t-1
+// is done (short spin, then yield). An item is only claimed by a running thread, so the
+// lowest unfinished item is always runnable by its owner: no deadlock, and the loop completes
+// on the caller alone if the pool never runs a helper. Helpers that start after the last item
+// was claimed exit at once; the shared state outlives them.
+// Waits until ready() holds: a short spin, then yielding the core.
+inline void PauseOnce() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+template <typename Ready>
+void SpinUntil(Ready&& ready) {
+  for (int spin = 0; !ready(); ++spin) {
+    if (spin < 4096) {
+      PauseOnce();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+struct StepLoopState {
+  std::atomic<Index> next{0};  // next item to claim
+  std::atomic<Index> done{0};  // items finished
+  Index total = 0, blocks = 1;
+  const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
+
+  // Waits (short spin, then yield) until `n` items are done.
+  void WaitDone(Index n) const {
+    SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
+  }
+  // Claims and runs items until none are left.
+  void Work() {
+    for (;;) {
+      const Index i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= total) return;
+      const Index t = i / blocks, need = t * blocks;
+      WaitDone(need);
+      (*fn)(t, i - need);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+template <typename Fn>
+void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_block, Fn&& fn) {
+  if (steps <= 0 || blocks <= 0) return;
+  const Index helpers = std::min<Index>(blocks, std::max(1, d.numThreads())) - 1;
+  // Too little work per block to be worth another thread: run everything here.
+  if (helpers == 0 || cost_per_block < 5000) {
+    for (Index t = 0; t < steps; ++t)
+      for (Index b = 0; b < blocks; ++b) fn(t, b);
+    return;
+  }
+  const std::function<void(Index, Index)> body = [&fn](Index t, Index b) { fn(t, b); };
+  auto state = std::make_shared<StepLoopState>();
+  state->total = steps * blocks;
+  state->blocks = blocks;
+  state->fn = &body;
+  for (Index h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
+  state->Work();
+  state->WaitDone(state->total);  // every item is claimed; wait for the helpers' last ones
+}
+
+// Runs chain(s) for every s in [0, steps), in order, on the caller, and side(i) for every
+// task i in [0, tasks) once need(i) <= steps chain steps are done and task dep(i) < i (or
+// none: -1) has finished: on up to `helpers` pool threads while the chain runs, and on the
+// caller too once the chain has ended. Chain step s in turn starts once task feed(s) (or
+// none: -1) has finished; neither it nor any lower task may need chain steps past s-1.
+//
+// For a step chain too short per step to split across cores (each step would read rows the
+// other core just wrote): one core runs the chain, the others the work beside it: the
+// forward's input projection ahead of the steps that read it (feed), the backward's GEMMs
+// over finished steps (need) instead of all of it after the chain. Tasks are claimed in index
+// order by running threads only, depend on lower tasks and on chain steps only, and a chain
+// step waiting for an unclaimed task runs it itself: the lowest unfinished task or chain step
+// can always proceed, and the call completes on the caller alone when the pool runs no helper.
+// A task that accumulates into the output of an earlier one names it as dep, so each sum is
+// formed in a fixed order (deterministic results).
+struct ChainSideState {
+  std::atomic<Index> chain_done{0}, next{0}, finished{0};
+  std::unique_ptr<std::atomic<bool>[]> done;
+  Index tasks = 0;
+  const std::function<Index(Index)>* need = nullptr;  // valid while tasks remain unclaimed
+  const std::function<Index(Index)>* dep = nullptr;
+  const std::function<void(Index)>* side = nullptr;
+
+  // Claims and runs the next task; false when none is left.
+  bool RunOne() {
+    const Index i = next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= tasks) return false;
+    const Index n = (*need)(i), j = (*dep)(i);
+    SpinUntil([&] { return chain_done.load(std::memory_order_acquire) >= n; });
+    if (j >= 0) SpinUntil([&] { return done[j].load(std::memory_order_acquire); });
+    (*side)(i);
+    done[i].store(true, std::memory_order_release);
+    finished.fetch_add(1, std::memory_order_release);
+    return true;
+  }
+  void Work() {
+    while (RunOne()) {
+    }
+  }
+  // Before a chain step: until task i is done, run unclaimed tasks up to it here.
+  void Feed(Index i) {
+    for (int spin = 0; !done[i].load(std::memory_order_acquire); ++spin) {
+      if (next.load(std::memory_order_relaxed) <= i) {
+        RunOne();
+      } else if (spin < 4096) {
+        PauseOnce();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+};
+
+template <typename Chain, typename Feed, typename Need, typename Dep, typename Side>
+void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers, Chain&& chain,
+                       Feed&& feed, Need&& need, Dep&& dep, Side&& side) {
+  const std::function<Index(Index)> need_fn = [&need, steps](Index i) {
+    return std::min<Index>(need(i), steps);
+  };
+  const std::function<Index(Index)> dep_fn = [&dep](Index i) {
+    const Index j = dep(i);
+    return j < i ? j : Index(-1);
+  };
+  const std::function<void(Index)> side_fn = [&side](Index i) { side(i); };
+  auto state = std::make_shared<ChainSideState>();
+  state->done.reset(new std::atomic<bool>[std::max<Index>(tasks, 1)]);
+  for (Index i = 0; i < tasks; ++i) state->done[i].store(false, std::memory_order_relaxed);
+  state->tasks = tasks;
+  state->need = &need_fn;
+  state->dep = &dep_fn;
+  state->side = &side_fn;
+  for (int h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
+  for (Index s = 0; s < steps; ++s) {
+    const Index f = feed(s);
+    if (f >= 0 && f < tasks) state->Feed(f);
+    chain(s);
+    state->chain_done.store(s + 1, std::memory_order_release);
+  }
+  state->Work();
+  SpinUntil([&] { return state->finished.load(std::memory_order_acquire) >= tasks; });
+}
+
+// The two uses of ChainWithSideWork, with side work in chunks of about 128 rows of `batch`
+// rows per step (few enough tasks, and a short tail once the chain ends).
+inline Index ChainChunkSteps(Index batch) { return std::max<Index>(1, 128 / batch); }
+
+// Forward: chain(t) for t in [0, steps·phases) (step t / phases), each step after
+// ahead(s0, s1) has run for the chunk of steps [s0, s1) that holds it.
+template <typename Chain, typename Ahead>
+void ChainWithChunksAhead(const CpuDevice& d, Index steps, Index phases, Index batch,
+                          int helpers, Chain&& chain, Ahead&& ahead) {
+  const Index C = ChainChunkSteps(batch), chunks = (steps + C - 1) / C;
+  ChainWithSideWork(
+      d, steps * phases, chunks, helpers, chain, [&](Index t) { return t / phases / C; },
+      [](Index) { return Index(0); }, [](Index) { return Index(-1); },
+      [&](Index k) { ahead(k * C, std::min(steps, (k + 1) * C)); });
+}
+
+// Backward: chain(i) for i in [0, steps] (i = steps: the step after the last one, e.g. the
+// gradient of h0), the chain visiting steps in descending order, i -> steps - 1 - i. Per chunk
+// of finished steps [s0, s1): panel(s0, s1, c0, c1, first) for each column panel [c0, c1) of
+// `cols` columns, after the same panel of the previous chunk (first: the panel's first chunk;
+// each panel's sum formed in a fixed order), and rows(s0, s1).
+template <typename Chain, typename Panel, typename Rows>
+void ChainWithChunkGrads(const CpuDevice& d, Index steps, Index batch, Index cols, int helpers,
+                         Chain&& chain, Panel&& panel, Rows&& rows) {
+  const Index C = ChainChunkSteps(batch), chunks = (steps + C - 1) / C;
+  const Index width = ((cols + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
+  const Index P = (cols + width - 1) / width;
+  ChainWithSideWork(
+      d, steps + 1, chunks * (P + 1), helpers, chain, [](Index) { return Index(-1); },
+      [&](Index i) { return std::min(steps, (i / (P + 1) + 1) * C); },
+      [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
+      [&](Index i) {
+        const Index k = i / (P + 1), j = i % (P + 1);
+        const Index s0 = std::max<Index>(0, steps - (k + 1) * C), s1 = steps - k * C;
+        if (j == P) {
+          rows(s0, s1);
+        } else {
+          panel(s0, s1, j * width, std::min(cols, (j + 1) * width), k == 0);
+        }
+      });
+}
+
+// Pool threads to run beside a pipelined step chain (ChainWithSideWork): about as many as the
+// side work has chains' worth of work (`side_per_chain`: its size relative to the chain's),
+// since more would only wait, and none for a call too small to repay waking one (`macs`, the
+// call's multiply-adds, below about 10 µs of work).
+inline int SideHelpers(const CpuDevice& d, double macs, double side_per_chain) {
+  if (macs < double(1 << 20)) return 0;
+  const int want = std::max(1, static_cast<int>(std::ceil(side_per_chain)));
+  return std::min({d.numThreads() - 1, 7, want});
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_STEP_LOOPS_H_
