@@ -142,6 +142,17 @@ def _flat(out):
     return [out[0], out[1]] + [g for group in out[2:] for g in group]
 
 
+def _gradients(raw, op, source, recurrent_weight, descriptor, name, source_gradient, z_state,
+               fwd_out, optional):
+    """What both gradients wrappers share: the raw op ``raw`` with the required
+    source_gradient, z_state and forward output (``fwd_out``: pair name, value) after source
+    and recurrent_weight, the ``optional`` operands (as in ``_run``), the outputs flattened."""
+    return _flat(_run(raw, op, source, recurrent_weight, descriptor, name,
+                      required=[("source_gradient", source_gradient), ("z_state", z_state),
+                                fwd_out],
+                      optional=optional))
+
+
 def lstm(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
          init_cell=None, mask=None, peephole=None, descriptor=None, name=None):
     """MPSGraph.LSTM: returns [state] + [cell] (produce_cell) + [z_state] (training)."""
@@ -162,15 +173,14 @@ def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_outp
 
     ``cell_output_gradient`` ([T, N, D·H], an extension) adds gradients arriving at the cell
     sequence output of a produce_cell forward."""
-    return _flat(_run(
+    return _gradients(
         "tf_rnn_lstm_gradients", "LSTMGradients", source, recurrent_weight,
-        descriptor or LSTMDescriptor(), name,
-        required=[("source_gradient", source_gradient), ("z_state", z_state),
-                  ("cell_output_fwd", cell_output_fwd)],
-        optional=[("state_gradient", state_gradient), ("cell_gradient", cell_gradient),
-                  ("input_weight", input_weight), ("bias", bias), ("init_state", init_state),
-                  ("init_cell", init_cell), ("mask", mask), ("peephole", peephole),
-                  ("cell_output_gradient", cell_output_gradient)]))
+        descriptor or LSTMDescriptor(), name, source_gradient, z_state,
+        ("cell_output_fwd", cell_output_fwd),
+        [("state_gradient", state_gradient), ("cell_gradient", cell_gradient),
+         ("input_weight", input_weight), ("bias", bias), ("init_state", init_state),
+         ("init_cell", init_cell), ("mask", mask), ("peephole", peephole),
+         ("cell_output_gradient", cell_output_gradient)])
 
 
 def _grad_inputs(op, d_state, d_z, desc_cls, keys):
@@ -198,11 +208,20 @@ def _grad_inputs(op, d_state, d_z, desc_cls, keys):
     return attrs, inputs, n, groups, d_state
 
 
+def _input_gradients(out, n, keys, with_grad):
+    """The gradients op's outputs ``out`` (d_source, d_recurrent_weight, then one group per
+    operand of ``with_grad``, in that order) as the gradient list in the forward op's input
+    order: source, recurrent_weight, then each optional group of ``keys`` (None for each tensor
+    of a group without a gradient: the mask)."""
+    grads = dict(zip(with_grad, out[2:]))
+    return [out[0], out[1]] + [g for key in keys
+                               for g in (list(grads[key]) if key in grads else [None] * n[key])]
+
+
 @tf.RegisterGradient("TfRnn>LSTM")
 def _lstm_grad(op, d_state, d_cell, d_z):
-    attrs, inputs, n, groups, d_state = _grad_inputs(
-        op, d_state, d_z, LSTMDescriptor,
-        ("input_weight", "bias", "init_state", "init_cell", "mask", "peephole"))
+    keys = ("input_weight", "bias", "init_state", "init_cell", "mask", "peephole")
+    attrs, inputs, n, groups, d_state = _grad_inputs(op, d_state, d_z, LSTMDescriptor, keys)
     source, R = inputs[0], inputs[1]
     state, cell, z = op.outputs
     d_cell_seq = [d_cell] if (d_cell is not None and attrs["produce_cell"]) else []
@@ -210,11 +229,8 @@ def _lstm_grad(op, d_state, d_cell, d_z):
         source=source, recurrent_weight=R, source_gradient=d_state, z_state=z,
         cell_output_fwd=cell, state_gradient=[], cell_gradient=[],
         cell_output_gradient=d_cell_seq, **groups, **attrs)
-    d_source, d_R, d_w, d_b, d_p, d_is, d_ic = out
-    # Gradient list in the op's input order: source, R, W*, bias*, init_state*, init_cell*,
-    # mask* (none), peephole*.
-    return ([d_source, d_R] + list(d_w) + list(d_b) + list(d_is) + list(d_ic)
-            + [None] * n["mask"] + list(d_p))
+    return _input_gradients(out, n, keys,
+                            ("input_weight", "bias", "peephole", "init_state", "init_cell"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,26 +261,19 @@ def gru_gradients(source, recurrent_weight, source_gradient, z_state, output_fwd
                   mask=None, secondary_bias=None, descriptor=None, name=None):
     """MPSGraph.GRUGradients: returns the gradients of source, recurrent_weight, and of
     input_weight, bias, init_state, secondary_bias when given (in that order)."""
-    return _flat(_run(
+    return _gradients(
         "tf_rnn_gru_gradients", "GRUGradients", source, recurrent_weight,
-        descriptor or GRUDescriptor(), name,
-        required=[("source_gradient", source_gradient), ("z_state", z_state),
-                  ("output_fwd", output_fwd)],
-        optional=[("state_gradient", state_gradient), ("input_weight", input_weight),
-                  ("bias", bias), ("init_state", init_state), ("mask", mask),
-                  ("secondary_bias", secondary_bias)]))
+        descriptor or GRUDescriptor(), name, source_gradient, z_state, ("output_fwd", output_fwd),
+        [("state_gradient", state_gradient), ("input_weight", input_weight), ("bias", bias),
+         ("init_state", init_state), ("mask", mask), ("secondary_bias", secondary_bias)])
 
 
 @tf.RegisterGradient("TfRnn>GRU")
 def _gru_grad(op, d_state, d_z):
-    attrs, inputs, n, groups, d_state = _grad_inputs(
-        op, d_state, d_z, GRUDescriptor,
-        ("input_weight", "bias", "init_state", "mask", "secondary_bias"))
+    keys = ("input_weight", "bias", "init_state", "mask", "secondary_bias")
+    attrs, inputs, n, groups, d_state = _grad_inputs(op, d_state, d_z, GRUDescriptor, keys)
     state, z = op.outputs
     out = load_library().tf_rnn_gru_gradients(
         source=inputs[0], recurrent_weight=inputs[1], source_gradient=d_state, z_state=z,
         output_fwd=state, state_gradient=[], **groups, **attrs)
-    d_source, d_R, d_w, d_b, d_is, d_b2 = out
-    # In the op's input order: source, R, W*, bias*, init_state*, mask* (none), secondary_bias*.
-    return ([d_source, d_R] + list(d_w) + list(d_b) + list(d_is) + [None] * n["mask"]
-            + list(d_b2))
+    return _input_gradients(out, n, keys, ("input_weight", "bias", "init_state", "secondary_bias"))

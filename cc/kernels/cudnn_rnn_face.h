@@ -265,13 +265,10 @@ inline absl::Status ValidateBackward(OpKernelContext* ctx, const FwdInputs& in, 
 // What the forward and backward kernels share: the family's attrs and the op version (1-3:
 // CudnnRNN(Backprop)[V2|V3]); the devices' computations (see CudnnRnnForwardOp) use its
 // output allocation.
-class CudnnRnnOpBase : public OpKernel {
+class CudnnRnnOpBase : public AttrsOpKernel<CudnnAttrs> {
  public:
-  CudnnRnnOpBase(OpKernelConstruction* c, int version) : OpKernel(c), version_(version) {
-    OP_REQUIRES_OK(c, at_.Read(c));
-  }
-
-  const CudnnAttrs& attrs() const { return at_; }
+  CudnnRnnOpBase(OpKernelConstruction* c, int version)
+      : AttrsOpKernel(c), version_(version) {}
 
   // V3's sequence lengths as the engine's ints (copied into *store), or nullptr.
   static const int* Lengths(const FwdInputs& in, std::vector<int>* store) {
@@ -308,7 +305,6 @@ class CudnnRnnOpBase : public OpKernel {
   }
 
  protected:
-  CudnnAttrs at_;
   int version_;
 };
 
@@ -329,7 +325,7 @@ class CudnnRnnForwardOp : public CudnnRnnOpBase {
 
   void Compute(OpKernelContext* ctx) override {
     FwdInputs in;
-    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, V >= 3, &in));
+    OP_REQUIRES_OK(ctx, ValidateForward(ctx, attrs_, V >= 3, &in));
     OP_REQUIRES_OK(ctx, Dev<T>::Forward(ctx, *this, in));
   }
 };
@@ -339,12 +335,12 @@ template <template <typename> class Dev, typename T, int V>
 class CudnnRnnBackwardOp : public CudnnRnnOpBase {
  public:
   explicit CudnnRnnBackwardOp(OpKernelConstruction* c) : CudnnRnnOpBase(c, V) {
-    at_.is_training = true;
+    attrs_.is_training = true;
   }
 
   void Compute(OpKernelContext* ctx) override {
     FwdInputs in;
-    OP_REQUIRES_OK(ctx, ValidateForward(ctx, at_, V >= 3, &in));
+    OP_REQUIRES_OK(ctx, ValidateForward(ctx, attrs_, V >= 3, &in));
     BwdInputs b;
     OP_REQUIRES_OK(ctx, ValidateBackward(ctx, in, &b));
     OP_REQUIRES_OK(ctx, Dev<T>::Backward(ctx, *this, in, b));
@@ -352,14 +348,13 @@ class CudnnRnnBackwardOp : public CudnnRnnOpBase {
 };
 
 template <typename S>
-class CudnnRnnParamsSizeOp : public OpKernel {
+class CudnnRnnParamsSizeOp : public AttrsOpKernel<CudnnAttrs> {
  public:
-  explicit CudnnRnnParamsSizeOp(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, at_.Read(c));
-  }
+  using AttrsOpKernel::AttrsOpKernel;
+
   void Compute(OpKernelContext* ctx) override {
     RnnSpec s;
-    OP_REQUIRES_OK(ctx, ScalarSpec(ctx, at_, &s));
+    OP_REQUIRES_OK(ctx, ScalarSpec(ctx, attrs_, &s));
     const int64_t size = RnnParamsCount(s).value();
     OP_REQUIRES(ctx, size <= static_cast<int64_t>(std::numeric_limits<S>::max()),
                 absl::InvalidArgumentError(absl::StrCat(type_string(), ": params size ", size,
@@ -368,9 +363,6 @@ class CudnnRnnParamsSizeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({1}), &out));
     out->flat<S>()(0) = static_cast<S>(size);
   }
-
- private:
-  CudnnAttrs at_;
 };
 
 // Canonical regions of a spec, in the order of docs/SEMANTICS.md §4.2.
@@ -415,10 +407,9 @@ inline absl::Status CheckListLengths(const std::string& op, const CudnnAttrs& at
 // ParamsToCanonical(V2) and CanonicalToParams(V2) (CPU and GPU): the family's attrs, the list
 // lengths of the op (num_params, or num_params_weights and num_params_biases: V2) and the
 // checks of the sizes, params and lists, up to the canonical regions.
-class CanonicalOpBase : public OpKernel {
+class CanonicalOpBase : public AttrsOpKernel<CudnnAttrs> {
  public:
-  explicit CanonicalOpBase(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, at_.Read(c));
+  explicit CanonicalOpBase(OpKernelConstruction* c) : AttrsOpKernel(c) {
     v2_ = c->HasAttr("num_params_weights");
     if (v2_) {
       OP_REQUIRES_OK(c, c->GetAttr("num_params_weights", &num_weights_));
@@ -436,18 +427,18 @@ class CanonicalOpBase : public OpKernel {
                                         std::vector<Region>* w,
                                         std::vector<Region>* b) const {
     const std::string op = type_string();
-    TF_RETURN_IF_ERROR(ScalarSpec(ctx, at_, s));
+    TF_RETURN_IF_ERROR(ScalarSpec(ctx, attrs_, s));
     const Tensor& params = ctx->input(3);
     TF_RETURN_IF_ERROR(CheckRank(op, "params", params, 1, "[params_size]"));
     const int64_t expect = RnnParamsCount(*s).value();
     if (params.NumElements() != expect) {
       return absl::InvalidArgumentError(absl::StrCat(op, ": params has ", params.NumElements(),
                                                      " elements, expected ", expect, " for ",
-                                                     at_.Describe(*s)));
+                                                     attrs_.Describe(*s)));
     }
     // The list lengths are checked before the regions are listed: num_layers comes from a
     // scalar and may be huge.
-    TF_RETURN_IF_ERROR(CheckListLengths(op, at_, *s, v2_, num_weights_, num_biases_,
+    TF_RETURN_IF_ERROR(CheckListLengths(op, attrs_, *s, v2_, num_weights_, num_biases_,
                                         NumCanonicalWeights(*s), NumCanonicalBiases(*s)));
     CanonicalRegions(*s, w, b);
     return absl::OkStatus();
@@ -460,10 +451,10 @@ class CanonicalOpBase : public OpKernel {
                                         std::vector<Region>* w,
                                         std::vector<Region>* b) const {
     const std::string op = type_string();
-    TF_RETURN_IF_ERROR(ScalarSpec(ctx, at_, s));
+    TF_RETURN_IF_ERROR(ScalarSpec(ctx, attrs_, s));
     TF_RETURN_IF_ERROR(ctx->input_list("weights", weights));
     TF_RETURN_IF_ERROR(ctx->input_list("biases", biases));
-    TF_RETURN_IF_ERROR(CheckListLengths(op, at_, *s, v2_, weights->size(), biases->size(),
+    TF_RETURN_IF_ERROR(CheckListLengths(op, attrs_, *s, v2_, weights->size(), biases->size(),
                                         NumCanonicalWeights(*s), NumCanonicalBiases(*s)));
     CanonicalRegions(*s, w, b);
     for (size_t k = 0; k < w->size(); ++k) {
@@ -473,7 +464,7 @@ class CanonicalOpBase : public OpKernel {
             op, ": weights[", k, "] has shape ", ShapeStr((*weights)[k]), ", expected [", r.rows,
             ", ", r.cols, "]",
             count_elements ? absl::StrCat(" (", r.rows * r.cols, " elements)") : "", " for ",
-            at_.Describe(*s)));
+            attrs_.Describe(*s)));
       }
     }
     for (size_t k = 0; k < b->size(); ++k) {
@@ -481,13 +472,12 @@ class CanonicalOpBase : public OpKernel {
         return absl::InvalidArgumentError(absl::StrCat(op, ": biases[", k, "] has shape ",
                                                        ShapeStr((*biases)[k]), ", expected [",
                                                        (*b)[k].rows, "] for ",
-                                                       at_.Describe(*s)));
+                                                       attrs_.Describe(*s)));
       }
     }
     return absl::OkStatus();
   }
 
-  CudnnAttrs at_;
   bool v2_ = false;
   int num_weights_ = 0, num_biases_ = 0;
 };

@@ -8,6 +8,7 @@
 // Our GPU reserve_space holds RnnReserveSize(s) elements of T (the CPU kernels' holds the
 // compute type), so a forward and its backward must run on the same kind of device.
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/cuda_engine_loader.h"
@@ -27,17 +28,55 @@ using gpu::GpuCall;
 using gpu::GpuTemps;
 using mps_gpu::CudaDtypeOf;
 
-// The engine and stream of the call, the spec of `s` and its sizes (ws_bytes: the forward's
-// workspace, or the backward's when bwd).
-template <typename T>
-absl::Status StartRnn(OpKernelContext* ctx, const RnnSpec& s, bool bwd, GpuCall* g,
-                      TfRnnCudaSpec* cs, int64_t* n_reserve, int64_t* ws_bytes) {
-  TF_RETURN_IF_ERROR(g->Init(ctx, ctx->op_kernel().type_string()));
-  *cs = CudaSpecOf(s, CudaDtypeOf<T>());
-  int64_t n_params;
-  return g->Check(g->eng->rnn_sizes(cs, &n_params, n_reserve, bwd ? nullptr : ws_bytes,
-                                    bwd ? ws_bytes : nullptr));
-}
+// One forward or backward call: the engine and stream, the spec of the inputs and its sizes
+// (ws_bytes: the forward's workspace, or the backward's), scratch, and the operands both
+// directions read (sequence lengths, h0, c0, params) set in the engine's arguments (Args:
+// TfRnnCudaFwdArgs or TfRnnCudaBwdArgs); zeroing, transposes and the engine's run on the stream.
+template <typename T, typename Args>
+struct RnnCall {
+  static constexpr bool kBwd = std::is_same<Args, TfRnnCudaBwdArgs>::value;
+
+  explicit RnnCall(OpKernelContext* ctx) : scratch(ctx) {}
+
+  absl::Status Start(OpKernelContext* ctx, const CudnnRnnOpBase& op, const FwdInputs& in) {
+    const RnnSpec& s = in.spec;
+    TF_RETURN_IF_ERROR(g.Init(ctx, ctx->op_kernel().type_string()));
+    cs = CudaSpecOf(s, CudaDtypeOf<T>());
+    int64_t n_params;
+    TF_RETURN_IF_ERROR(g.Check(g.eng->rnn_sizes(&cs, &n_params, &n_reserve,
+                                                kBwd ? nullptr : &ws_bytes,
+                                                kBwd ? &ws_bytes : nullptr)));
+    const bool lstm = s.mode == RnnMode::kLstm;
+    a.lengths = op.Lengths(in, &lengths);
+    a.h0 = DevPtr<T>(*in.input_h);
+    a.c0 = lstm ? DevPtr<T>(*in.input_c) : nullptr;
+    a.params = DevPtr<T>(*in.params);
+    return absl::OkStatus();
+  }
+
+  absl::Status Zero(void* dst, int64_t bytes) const {
+    return g.Check(g.eng->zero(dst, bytes, g.stream));
+  }
+  // dst [d1, d0, c] = src [d0, d1, c] (elements of T).
+  absl::Status SwapMajor(const void* src, void* dst, int64_t d0, int64_t d1, int64_t c) const {
+    return g.Check(g.eng->swap_major(sizeof(T), src, dst, d0, d1, c, g.stream));
+  }
+  // The engine's forward or backward on `a` with workspace ws.
+  absl::Status Run(void* ws) const {
+    if constexpr (kBwd) {
+      return g.Check(g.eng->rnn_backward(&cs, &a, ws, ws_bytes, g.stream));
+    } else {
+      return g.Check(g.eng->rnn_forward(&cs, &a, ws, ws_bytes, g.stream));
+    }
+  }
+
+  GpuCall g;
+  TfRnnCudaSpec cs;
+  int64_t n_reserve = 0, ws_bytes = 0;
+  GpuTemps scratch;
+  std::vector<int> lengths;
+  Args a{};
+};
 
 // The family's computations on the CUDA engine (see cudnn_rnn_face.h).
 template <typename T>
@@ -48,75 +87,54 @@ struct GpuCudnn {
                               const FwdInputs& in) {
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm, tm = op.attrs().time_major;
-    GpuCall g;
-    TfRnnCudaSpec cs;
-    int64_t n_reserve, ws_bytes;
-    TF_RETURN_IF_ERROR(StartRnn<T>(ctx, s, false, &g, &cs, &n_reserve, &ws_bytes));
+    RnnCall<T, TfRnnCudaFwdArgs> call(ctx);
+    TF_RETURN_IF_ERROR(call.Start(ctx, op, in));
     Tensor *output, *output_h, *output_c, *reserve;
     TF_RETURN_IF_ERROR(
-        op.AllocateForward(ctx, in, n_reserve, &output, &output_h, &output_c, &reserve));
-    if (!s.training) {
-      TF_RETURN_IF_ERROR(g.Check(g.eng->zero(DevPtr<T>(reserve), sizeof(T), g.stream)));
-    }
-    if (!lstm) TF_RETURN_IF_ERROR(g.Check(g.eng->zero(DevPtr<T>(output_c), sizeof(T), g.stream)));
-    GpuTemps scratch(ctx);
-    std::vector<int> lengths;
-    TfRnnCudaFwdArgs a{};
-    a.lengths = op.Lengths(in, &lengths);
+        op.AllocateForward(ctx, in, call.n_reserve, &output, &output_h, &output_c, &reserve));
+    if (!s.training) TF_RETURN_IF_ERROR(call.Zero(DevPtr<T>(reserve), sizeof(T)));
+    if (!lstm) TF_RETURN_IF_ERROR(call.Zero(DevPtr<T>(output_c), sizeof(T)));
+    GpuTemps& scratch = call.scratch;
+    TfRnnCudaFwdArgs& a = call.a;
     const int64_t ycols = s.D * RnnHs(s);
-    a.h0 = DevPtr<T>(*in.input_h);
-    a.c0 = lstm ? DevPtr<T>(*in.input_c) : nullptr;
-    a.params = DevPtr<T>(*in.params);
     a.hn = DevPtr<T>(output_h);
     a.cn = lstm ? DevPtr<T>(output_c) : nullptr;
-    a.reserve = s.training ? DevPtr<T>(reserve) : scratch.Elems<T>(n_reserve);
-    void* ws = scratch.Bytes(ws_bytes);
+    a.reserve = s.training ? DevPtr<T>(reserve) : scratch.Elems<T>(call.n_reserve);
+    void* ws = scratch.Bytes(call.ws_bytes);
     // Batch-major input and output through time-major scratch.
     a.x = tm ? DevPtr<T>(*in.input) : scratch.Elems<T>(s.T * s.B * s.I);
     a.y = tm ? DevPtr<T>(output) : scratch.Elems<T>(s.T * s.B * ycols);
     TF_RETURN_IF_ERROR(scratch.status());
     if (!tm) {
-      TF_RETURN_IF_ERROR(g.Check(g.eng->swap_major(sizeof(T), DevPtr<T>(*in.input),
-                                                   const_cast<void*>(a.x), s.B, s.T, s.I,
-                                                   g.stream)));
+      TF_RETURN_IF_ERROR(
+          call.SwapMajor(DevPtr<T>(*in.input), const_cast<void*>(a.x), s.B, s.T, s.I));
     }
-    TF_RETURN_IF_ERROR(g.Check(g.eng->rnn_forward(&cs, &a, ws, ws_bytes, g.stream)));
+    TF_RETURN_IF_ERROR(call.Run(ws));
     if (tm) return absl::OkStatus();
-    return g.Check(
-        g.eng->swap_major(sizeof(T), a.y, DevPtr<T>(output), s.T, s.B, ycols, g.stream));
+    return call.SwapMajor(a.y, DevPtr<T>(output), s.T, s.B, ycols);
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const CudnnRnnOpBase& op,
                                const FwdInputs& in, const BwdInputs& b) {
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm, tm = op.attrs().time_major;
-    GpuCall g;
-    TfRnnCudaSpec cs;
-    int64_t n_reserve, ws_bytes;
-    TF_RETURN_IF_ERROR(StartRnn<T>(ctx, s, true, &g, &cs, &n_reserve, &ws_bytes));
+    RnnCall<T, TfRnnCudaBwdArgs> call(ctx);
+    TF_RETURN_IF_ERROR(call.Start(ctx, op, in));
     TF_RETURN_IF_ERROR(
-        CheckReserveSpace(op.type_string(), *b.reserve, n_reserve, "GPU forward op"));
+        CheckReserveSpace(op.type_string(), *b.reserve, call.n_reserve, "GPU forward op"));
     Tensor *dx, *dh0, *dc0, *dparams;
     TF_RETURN_IF_ERROR(op.AllocateBackward(ctx, in, &dx, &dh0, &dc0, &dparams));
-    if (!lstm) {
-      TF_RETURN_IF_ERROR(
-          g.Check(g.eng->zero(DevPtr<T>(dc0), dc0->NumElements() * sizeof(T), g.stream)));
-    }
-    GpuTemps scratch(ctx);
-    std::vector<int> lengths;
-    TfRnnCudaBwdArgs a{};
-    a.lengths = op.Lengths(in, &lengths);
+    if (!lstm) TF_RETURN_IF_ERROR(call.Zero(DevPtr<T>(dc0), dc0->NumElements() * sizeof(T)));
+    GpuTemps& scratch = call.scratch;
+    TfRnnCudaBwdArgs& a = call.a;
     const int64_t ycols = s.D * RnnHs(s);
-    a.h0 = DevPtr<T>(*in.input_h);
-    a.c0 = lstm ? DevPtr<T>(*in.input_c) : nullptr;
-    a.params = DevPtr<T>(*in.params);
     a.reserve = DevPtr<T>(*b.reserve);
     a.dhn = DevPtr<T>(*b.dhn);
     a.dcn = lstm ? DevPtr<T>(*b.dcn) : nullptr;
     a.dh0 = DevPtr<T>(dh0);
     a.dc0 = lstm ? DevPtr<T>(dc0) : nullptr;
     a.dparams = DevPtr<T>(dparams);
-    void* ws = scratch.Bytes(ws_bytes);
+    void* ws = scratch.Bytes(call.ws_bytes);
     // Batch-major input, output gradient and input gradient through time-major scratch.
     void* xt = tm ? nullptr : scratch.Elems<T>(s.T * s.B * s.I);
     void* dyt = tm ? nullptr : scratch.Elems<T>(s.T * s.B * ycols);
@@ -125,14 +143,12 @@ struct GpuCudnn {
     a.dx = tm ? DevPtr<T>(dx) : scratch.Elems<T>(s.T * s.B * s.I);
     TF_RETURN_IF_ERROR(scratch.status());
     if (!tm) {
-      TF_RETURN_IF_ERROR(g.Check(
-          g.eng->swap_major(sizeof(T), DevPtr<T>(*in.input), xt, s.B, s.T, s.I, g.stream)));
-      TF_RETURN_IF_ERROR(g.Check(
-          g.eng->swap_major(sizeof(T), DevPtr<T>(*b.dy), dyt, s.B, s.T, ycols, g.stream)));
+      TF_RETURN_IF_ERROR(call.SwapMajor(DevPtr<T>(*in.input), xt, s.B, s.T, s.I));
+      TF_RETURN_IF_ERROR(call.SwapMajor(DevPtr<T>(*b.dy), dyt, s.B, s.T, ycols));
     }
-    TF_RETURN_IF_ERROR(g.Check(g.eng->rnn_backward(&cs, &a, ws, ws_bytes, g.stream)));
+    TF_RETURN_IF_ERROR(call.Run(ws));
     if (tm) return absl::OkStatus();
-    return g.Check(g.eng->swap_major(sizeof(T), a.dx, DevPtr<T>(dx), s.T, s.B, s.I, g.stream));
+    return call.SwapMajor(a.dx, DevPtr<T>(dx), s.T, s.B, s.I);
   }
 
   // ParamsToCanonical / CanonicalToParams: sizes in host memory, tensors on the device, region

@@ -10,6 +10,8 @@
 #include <deque>
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cc/kernels/cuda_engine_loader.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -29,6 +31,17 @@ void* DevPtr(tensorflow::Tensor* t) {
 template <typename T>
 const void* DevPtrOrNull(const tensorflow::Tensor* t) {
   return t != nullptr ? DevPtr<T>(*t) : nullptr;
+}
+
+// The device pointer of each (operand, tensor) pair: *operand = DevPtr<T>(*tensor).
+template <typename T>
+void BindIn(const std::vector<std::pair<const void**, const tensorflow::Tensor*>>& operands) {
+  for (const auto& p : operands) *p.first = DevPtr<T>(*p.second);
+}
+// The device pointer of each output in order: *dst[k] = DevPtr<T>(outs[k]).
+template <typename T>
+void BindOut(std::initializer_list<void**> dst, tensorflow::Tensor* const* outs) {
+  for (void** d : dst) *d = DevPtr<T>(*outs++);
 }
 
 // The engine and stream of one op call; copies and zeroing on that stream, statuses checked.

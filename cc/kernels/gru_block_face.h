@@ -79,6 +79,26 @@ inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, Gru
   return absl::OkStatus();
 }
 
+// The (operand, tensor) pairs of the inputs the forward and the backward read, in the engine's
+// arguments Args (the CPU engine's or the CUDA engine's: ComputeBridge::BindIn, gpu::BindIn).
+template <typename Args>
+auto SharedInputs(const GruInputs& in, Args* a) {
+  return std::vector<std::pair<decltype(&a->x), const Tensor*>>{
+      {&a->x, in.x}, {&a->h_prev, in.h_prev}, {&a->w_ru, in.w_ru}, {&a->w_c, in.w_c}};
+}
+
+// The same for the forward's outputs and the incoming gradient the backward reads, and (exact)
+// the gradients of the r, u and c outputs.
+template <typename Args>
+auto GradInputs(const GruInputs& in, bool exact, Args* a) {
+  std::vector<std::pair<decltype(&a->r), const Tensor*>> inputs = {
+      {&a->r, in.r}, {&a->u, in.u}, {&a->c, in.c}, {&a->d_h, in.d_h}};
+  if (exact) {
+    inputs.insert(inputs.end(),
+                  {{&a->g_r, in.r_grad}, {&a->g_u, in.u_grad}, {&a->g_c, in.c_grad}});
+  }
+  return inputs;
+}
 
 // The family's kernels over the device's computations Dev<T> (gru_block_kernels.cc: the CPU
 // engine, gru_block_gpu_kernels.cc: the CUDA engine), which run after the validation and the
@@ -89,56 +109,39 @@ inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, Gru
 //   static absl::Status Zero(OpKernelContext*, std::initializer_list<Tensor*> outs);
 // Zero writes the gradients of an empty problem (batch_size or cell_size 0).
 
-// GRUBlockCell: outputs r, u, c, h [batch, cell].
-template <template <typename> class Dev, typename T>
+// GRUBlockCell (kGrad false): outputs r, u, c, h [batch, cell]. GRUBlockCellGrad(Exact):
+// outputs d_x, d_h_prev, d_c_bar, d_r_bar_u_bar.
+template <template <typename> class Dev, typename T, bool kGrad, bool kExact>
 class GruCellOp : public OpKernel {
  public:
   explicit GruCellOp(OpKernelConstruction* c) : OpKernel(c) {}
 
   void Compute(OpKernelContext* ctx) override {
     GruInputs in;
-    OP_REQUIRES_OK(ctx, ValidateGru(ctx, false, false, &in));
-    Tensor* outs[4];
-    for (int k = 0; k < 4; ++k) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(k, TensorShape({in.N, in.H}), &outs[k]));
-    }
-    if (in.empty()) return;  // the outputs have no elements
-    OP_REQUIRES_OK(ctx, Dev<T>::Forward(ctx, in, outs));
-  }
-};
-
-// GRUBlockCellGrad(Exact): outputs d_x, d_h_prev, d_c_bar, d_r_bar_u_bar.
-template <template <typename> class Dev, typename T, bool kExact>
-class GruCellGradOp : public OpKernel {
- public:
-  explicit GruCellGradOp(OpKernelConstruction* c) : OpKernel(c) {}
-
-  void Compute(OpKernelContext* ctx) override {
-    GruInputs in;
-    OP_REQUIRES_OK(ctx, ValidateGru(ctx, true, kExact, &in));
+    OP_REQUIRES_OK(ctx, ValidateGru(ctx, kGrad, kExact, &in));
     const int64_t N = in.N, I = in.I, H = in.H;
-    const TensorShape shapes[4] = {TensorShape({N, I}), TensorShape({N, H}), TensorShape({N, H}),
-                                   TensorShape({N, 2 * H})};
     Tensor* outs[4];
-    for (int k = 0; k < 4; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shapes[k], &outs[k]));
+    OP_REQUIRES_OK(ctx, AllocateOutputs(ctx,
+                                        {TensorShape({N, kGrad ? I : H}), TensorShape({N, H}),
+                                         TensorShape({N, H}), TensorShape({N, kGrad ? 2 * H : H})},
+                                        outs));
     if (in.empty()) {
-      OP_REQUIRES_OK(ctx, Dev<T>::Zero(ctx, {outs[0], outs[1], outs[2], outs[3]}));
+      // The forward's outputs have no elements; d_x may have some.
+      if (kGrad) OP_REQUIRES_OK(ctx, Dev<T>::Zero(ctx, {outs[0], outs[1], outs[2], outs[3]}));
       return;
     }
-    OP_REQUIRES_OK(ctx, Dev<T>::Backward(ctx, in, kExact, outs));
+    OP_REQUIRES_OK(ctx, kGrad ? Dev<T>::Backward(ctx, in, kExact, outs)
+                              : Dev<T>::Forward(ctx, in, outs));
   }
 };
 
 // The family's kernels for type T on DEVICE over Dev.
-#define TFRNN_GRU_BLOCK_KERNELS(T, DEVICE, Dev)                                             \
-  REGISTER_KERNEL_BUILDER(Name("TfRnn>GRUBlockCell").Device(DEVICE).TypeConstraint<T>("T"), \
-                          GruCellOp<Dev, T>);                                               \
-  REGISTER_KERNEL_BUILDER(                                                                  \
-      Name("TfRnn>GRUBlockCellGrad").Device(DEVICE).TypeConstraint<T>("T"),                 \
-      GruCellGradOp<Dev, T, false>);                                                        \
-  REGISTER_KERNEL_BUILDER(                                                                  \
-      Name("TfRnn>GRUBlockCellGradExact").Device(DEVICE).TypeConstraint<T>("T"),            \
-      GruCellGradOp<Dev, T, true>);
+#define TFRNN_GRU_BLOCK_KERNEL(NAME, DEVICE, T, ...) \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>" NAME).Device(DEVICE).TypeConstraint<T>("T"), __VA_ARGS__);
+#define TFRNN_GRU_BLOCK_KERNELS(T, DEVICE, Dev)                                      \
+  TFRNN_GRU_BLOCK_KERNEL("GRUBlockCell", DEVICE, T, GruCellOp<Dev, T, false, false>) \
+  TFRNN_GRU_BLOCK_KERNEL("GRUBlockCellGrad", DEVICE, T, GruCellOp<Dev, T, true, false>) \
+  TFRNN_GRU_BLOCK_KERNEL("GRUBlockCellGradExact", DEVICE, T, GruCellOp<Dev, T, true, true>)
 
 }  // namespace gru_block
 }  // namespace tfrnn

@@ -15,8 +15,6 @@ namespace tfrnn {
 namespace gru_block {
 namespace {
 
-using gpu::DevPtr;
-
 using GruCall = gpu::EngineCall<TfRnnCudaGruCellSpec, TfRnnCudaGruCellFwdArgs,
                                 TfRnnCudaGruCellBwdArgs, &CudaEngine::gru_cell_sizes,
                                 &CudaEngine::gru_cell_forward, &CudaEngine::gru_cell_backward>;
@@ -32,15 +30,6 @@ TfRnnCudaGruCellSpec GruCellSpec(const GruInputs& in) {
   return cs;
 }
 
-// The inputs the forward (TfRnnCudaGruCellFwdArgs) and the backward (...BwdArgs) read.
-template <typename T, typename Args>
-void SetShared(const GruInputs& in, Args* a) {
-  a->x = DevPtr<T>(*in.x);
-  a->h_prev = DevPtr<T>(*in.h_prev);
-  a->w_ru = DevPtr<T>(*in.w_ru);
-  a->w_c = DevPtr<T>(*in.w_c);
-}
-
 // The family's computations on the CUDA engine's GRU cell (see gru_block_face.h).
 template <typename T>
 struct GpuGru {
@@ -48,11 +37,9 @@ struct GpuGru {
     GruCall call(ctx);
     TF_RETURN_IF_ERROR(call.Start(ctx, GruCellSpec<T>(in), true));
     TfRnnCudaGruCellFwdArgs a{};
-    SetShared<T>(in, &a);
-    a.b_ru = DevPtr<T>(*in.b_ru);
-    a.b_c = DevPtr<T>(*in.b_c);
-    void** dst[4] = {&a.r, &a.u, &a.c, &a.h};
-    for (int k = 0; k < 4; ++k) *dst[k] = DevPtr<T>(outs[k]);
+    gpu::BindIn<T>(SharedInputs(in, &a));
+    gpu::BindIn<T>({{&a.b_ru, in.b_ru}, {&a.b_c, in.b_c}});
+    gpu::BindOut<T>({&a.r, &a.u, &a.c, &a.h}, outs);
     return call.Forward(a);
   }
 
@@ -61,18 +48,9 @@ struct GpuGru {
     GruCall call(ctx);
     TF_RETURN_IF_ERROR(call.Start(ctx, GruCellSpec<T>(in), false));
     TfRnnCudaGruCellBwdArgs a{};
-    SetShared<T>(in, &a);
-    a.r = DevPtr<T>(*in.r);
-    a.u = DevPtr<T>(*in.u);
-    a.c = DevPtr<T>(*in.c);
-    a.d_h = DevPtr<T>(*in.d_h);
-    if (exact) {
-      a.g_r = DevPtr<T>(*in.r_grad);
-      a.g_u = DevPtr<T>(*in.u_grad);
-      a.g_c = DevPtr<T>(*in.c_grad);
-    }
-    void** dst[4] = {&a.d_x, &a.d_h_prev, &a.d_c_bar, &a.d_r_bar_u_bar};
-    for (int k = 0; k < 4; ++k) *dst[k] = DevPtr<T>(outs[k]);
+    gpu::BindIn<T>(SharedInputs(in, &a));
+    gpu::BindIn<T>(GradInputs(in, exact, &a));
+    gpu::BindOut<T>({&a.d_x, &a.d_h_prev, &a.d_c_bar, &a.d_r_bar_u_bar}, outs);
     return call.Backward(a);
   }
 

@@ -17,10 +17,7 @@ void SetSharedOperands(ComputeBridge<T>& br, const GruInputs& in, Args* a) {
   a->B = in.N;
   a->I = in.I;
   a->H = in.H;
-  a->x = br.In(*in.x);
-  a->h_prev = br.In(*in.h_prev);
-  a->w_ru = br.In(*in.w_ru);
-  a->w_c = br.In(*in.w_c);
+  br.BindIn(SharedInputs(in, a));
 }
 
 // The family's computations on the CPU engine (see gru_block_face.h).
@@ -32,10 +29,8 @@ struct CpuGru {
     ComputeBridge<T> br(ctx);
     GruCellFwdArgs<A> a;
     SetSharedOperands(br, in, &a);
-    a.b_ru = br.In(*in.b_ru);
-    a.b_c = br.In(*in.b_c);
-    A** dst[4] = {&a.r, &a.u, &a.c, &a.h};
-    for (int k = 0; k < 4; ++k) *dst[k] = br.Out(outs[k]);
+    br.BindIn({{&a.b_ru, in.b_ru}, {&a.b_c, in.b_c}});
+    br.BindOut({&a.r, &a.u, &a.c, &a.h}, outs);
     A* ws = br.Scratch(GruCellFwdWorkspaceSize(in.N, in.H));
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::GruForward(engine)(pool, a, ws);
@@ -47,17 +42,8 @@ struct CpuGru {
     ComputeBridge<T> br(ctx);
     GruCellBwdArgs<A> a;
     SetSharedOperands(br, in, &a);
-    a.r = br.In(*in.r);
-    a.u = br.In(*in.u);
-    a.c = br.In(*in.c);
-    a.d_h = br.In(*in.d_h);
-    if (exact) {
-      a.g_r = br.In(*in.r_grad);
-      a.g_u = br.In(*in.u_grad);
-      a.g_c = br.In(*in.c_grad);
-    }
-    A** dst[4] = {&a.d_x, &a.d_h_prev, &a.d_c_bar, &a.d_r_bar_u_bar};
-    for (int k = 0; k < 4; ++k) *dst[k] = br.Out(outs[k]);
+    br.BindIn(GradInputs(in, exact, &a));
+    br.BindOut({&a.d_x, &a.d_h_prev, &a.d_c_bar, &a.d_r_bar_u_bar}, outs);
     A* ws = br.Scratch(GruCellBwdWorkspaceSize(in.N, in.H));
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::GruBackward(engine)(pool, a, ws);

@@ -130,52 +130,60 @@ RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
 // 1 (no copy).
 inline bool SameMajor(const RnnSpec& s) { return s.T == 1 || s.B == 1; }
 
-class KerasRnnOpBase : public OpKernel {
+// The attrs of both ops (is_training: the forward's only).
+struct KerasAttrs {
+  RnnMode mode = RnnMode::kLstm;
+  KerasExtras kx;
+  bool training = true;
+
+  absl::Status Read(OpKernelConstruction* c) {
+    std::string mode_name;
+    TF_RETURN_IF_ERROR(c->GetAttr("rnn_mode", &mode_name));
+    mode = ParseRnnMode(mode_name);
+    TF_RETURN_IF_ERROR(kx.Read(c));
+    if (c->HasAttr("is_training")) TF_RETURN_IF_ERROR(c->GetAttr("is_training", &training));
+    return absl::OkStatus();
+  }
+};
+
+// TfRnn>KerasRNN (kBackward false) and KerasRNNBackprop (kBackward): the inputs validated, then
+// the engine's forward or backward.
+template <typename T, bool kBackward>
+class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
  public:
-  explicit KerasRnnOpBase(OpKernelConstruction* c) : OpKernel(c) {
-    std::string mode;
-    OP_REQUIRES_OK(c, c->GetAttr("rnn_mode", &mode));
-    mode_ = ParseRnnMode(mode);
-    OP_REQUIRES_OK(c, kx_.Read(c));
-    if (c->HasAttr("is_training")) OP_REQUIRES_OK(c, c->GetAttr("is_training", &training_));
+  using A = typename ComputeType<T>::type;
+  using AttrsOpKernel::AttrsOpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    KerasInputs in;
+    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_.mode, attrs_.kx, &in));
+    OP_REQUIRES_OK(ctx, kBackward ? Backward(ctx, in) : Forward(ctx, &in));
   }
 
- protected:
+ private:
   static const int* Lengths(const KerasInputs& in, std::vector<int>* store) {
     return SeqLengths(in.lengths, in.spec.B, store);
   }
 
-  RnnMode mode_ = RnnMode::kLstm;
-  KerasExtras kx_;
-  bool training_ = true;
-};
-
-template <typename T>
-class KerasRnnForwardOp : public KerasRnnOpBase {
- public:
-  using A = typename ComputeType<T>::type;
-  using KerasRnnOpBase::KerasRnnOpBase;
-
-  void Compute(OpKernelContext* ctx) override {
-    KerasInputs in;
-    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, mode_, kx_, &in));
-    RnnSpec& s = in.spec;
-    s.training = training_;
+  absl::Status Forward(OpKernelContext* ctx, KerasInputs* inp) const {
+    const KerasInputs& in = *inp;
+    const bool training = attrs_.training;
+    RnnSpec& s = inp->spec;
+    s.training = training;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t reserve_a = RnnReserveSize(s);
     Tensor *output, *output_h, *output_c, *reserve;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({s.B, s.T, s.N}), &output));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.h0->shape(), &output_h));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            2, lstm ? in.h0->shape() : TensorShape({0}), &output_c));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            3, TensorShape({training_ ? ReserveElementsOfT<T, A>(reserve_a) : 0}),
-                            &reserve));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({s.B, s.T, s.N}), &output));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.h0->shape(), &output_h));
+    TF_RETURN_IF_ERROR(
+        ctx->allocate_output(2, lstm ? in.h0->shape() : TensorShape({0}), &output_c));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(
+        3, TensorShape({training ? ReserveElementsOfT<T, A>(reserve_a) : 0}), &reserve));
     std::vector<int> lengths;
     RnnFwdArgs<A> a;
     a.lengths = Lengths(in, &lengths);
     // The engine leaves the reserve rows past each sequence's length unwritten.
-    if (training_ && AnyShorter(lengths, s.T)) {
+    if (training && AnyShorter(lengths, s.T)) {
       Zero<T>(ctx->eigen_device<CpuDevice>(), reserve->flat<T>().data(), reserve->NumElements());
     }
 
@@ -188,48 +196,38 @@ class KerasRnnForwardOp : public KerasRnnOpBase {
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
     a.cn = lstm ? br.Out(output_c) : nullptr;
-    a.reserve = training_ ? reinterpret_cast<A*>(reserve->flat<T>().data())
-                          : br.Scratch(reserve_a);
-    OP_REQUIRES_OK(ctx, RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a));
+    a.reserve = training ? reinterpret_cast<A*>(reserve->flat<T>().data())
+                         : br.Scratch(reserve_a);
+    return RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a);
   }
-};
 
-template <typename T>
-class KerasRnnBackwardOp : public KerasRnnOpBase {
- public:
-  using A = typename ComputeType<T>::type;
-  using KerasRnnOpBase::KerasRnnOpBase;
-
-  void Compute(OpKernelContext* ctx) override {
+  absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) const {
     const std::string op = type_string();
-    KerasInputs in;
-    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, mode_, kx_, &in));
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.N;
     const Tensor *dy, *dhn, *dcn, *reserve;
-    OP_REQUIRES_OK(ctx, GetInputs(ctx, {{"output_backprop", &dy},
-                                        {"output_h_backprop", &dhn},
-                                        {"output_c_backprop", &dcn},
-                                        {"reserve_space", &reserve}}));
-    OP_REQUIRES_OK(ctx, CheckShape(op, "output_backprop", *dy, {s.B, s.T, s.N},
-                                   "[batch, time, units]"));
-    OP_REQUIRES_OK(ctx, CheckShape(op, "output_h_backprop", *dhn, {s.B, s.N}, "[batch, units]"));
+    TF_RETURN_IF_ERROR(GetInputs(ctx, {{"output_backprop", &dy},
+                                       {"output_h_backprop", &dhn},
+                                       {"output_c_backprop", &dcn},
+                                       {"reserve_space", &reserve}}));
+    TF_RETURN_IF_ERROR(
+        CheckShape(op, "output_backprop", *dy, {s.B, s.T, s.N}, "[batch, time, units]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, "output_h_backprop", *dhn, {s.B, s.N}, "[batch, units]"));
     if (lstm) {
-      OP_REQUIRES_OK(ctx,
-                     CheckShape(op, "output_c_backprop", *dcn, {s.B, s.N}, "[batch, units]"));
+      TF_RETURN_IF_ERROR(
+          CheckShape(op, "output_c_backprop", *dcn, {s.B, s.N}, "[batch, units]"));
     }
-    OP_REQUIRES_OK(ctx, CheckReserveSpace(op, *reserve,
-                                          ReserveElementsOfT<T, A>(RnnReserveSize(s)),
-                                          "forward op"));
+    TF_RETURN_IF_ERROR(CheckReserveSpace(
+        op, *reserve, ReserveElementsOfT<T, A>(RnnReserveSize(s)), "forward op"));
 
     Tensor *dx, *dh0, *dc0, *dkernel, *drkernel, *dbias;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, in.x->shape(), &dx));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, in.h0->shape(), &dh0));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, in.c0->shape(), &dc0));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, in.kernel->shape(), &dkernel));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, in.rkernel->shape(), &drkernel));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, in.bias->shape(), &dbias));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.x->shape(), &dx));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.h0->shape(), &dh0));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(2, in.c0->shape(), &dc0));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(3, in.kernel->shape(), &dkernel));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(4, in.rkernel->shape(), &drkernel));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(5, in.bias->shape(), &dbias));
     if (!lstm) dc0->flat<T>().setZero();
 
     ComputeBridge<T> br(ctx);
@@ -253,16 +251,16 @@ class KerasRnnBackwardOp : public KerasRnnOpBase {
     a.dweights.dR = br.Out(drkernel);
     a.dweights.dbW = db;
     a.dweights.dbR = in.two_biases ? db + KN : nullptr;
-    OP_REQUIRES_OK(ctx, RunRnnBackward<T>(ctx, br, s, SameMajor(s), x, dyv, dxv, &a));
+    return RunRnnBackward<T>(ctx, br, s, SameMajor(s), x, dyv, dxv, &a);
   }
 };
 
 #define TFRNN_REGISTER_KERAS(T)                                                                \
   REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),    \
-                          KerasRnnForwardOp<T>);                                               \
+                          KerasRnnOp<T, false>);                                               \
   REGISTER_KERNEL_BUILDER(                                                                     \
       Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),                \
-      KerasRnnBackwardOp<T>);
+      KerasRnnOp<T, true>);
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_KERAS)
 #undef TFRNN_REGISTER_KERAS
 

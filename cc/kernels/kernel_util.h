@@ -92,6 +92,32 @@ inline absl::Status CheckShape(const std::string& op, const char* name, const Te
                                                  ShapeStr(t)));
 }
 
+// An op kernel whose attrs A (absl::Status A::Read(OpKernelConstruction*)) are read when it is
+// constructed.
+template <typename A>
+class AttrsOpKernel : public OpKernel {
+ public:
+  explicit AttrsOpKernel(OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+  }
+
+  const A& attrs() const { return attrs_; }
+
+ protected:
+  A attrs_;
+};
+
+// Allocates outputs 0, 1, ... with the given shapes into outs[0], outs[1], ...
+inline absl::Status AllocateOutputs(OpKernelContext* ctx,
+                                    std::initializer_list<TensorShape> shapes, Tensor** outs) {
+  int k = 0;
+  for (const TensorShape& shape : shapes) {
+    TF_RETURN_IF_ERROR(ctx->allocate_output(k, shape, &outs[k]));
+    ++k;
+  }
+  return absl::OkStatus();
+}
+
 // Zeros every element of the outputs (host memory): the result of a block op whose problem is
 // empty (batch_size or cell_size 0), where no step computes anything.
 template <typename T>
@@ -227,6 +253,16 @@ class ComputeBridge {
       if (tmp != nullptr) pending_.push_back({tmp, t});
       return tmp;
     }
+  }
+
+  // In() of each (operand, tensor) pair: *operand = In(*tensor).
+  void BindIn(const std::vector<std::pair<const A**, const Tensor*>>& operands) {
+    for (const auto& p : operands) *p.first = In(*p.second);
+  }
+
+  // Out() of each output in order: *dst[k] = Out(outs[k]).
+  void BindOut(std::initializer_list<A**> dst, Tensor* const* outs) {
+    for (A** d : dst) *d = Out(*outs++);
   }
 
   // Uninitialised scratch of n elements of A (n may be 0). Returns null after a failure.

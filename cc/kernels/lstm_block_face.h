@@ -140,6 +140,34 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
   return absl::OkStatus();
 }
 
+// The (operand, tensor) pairs of the inputs every computation reads, in the engine's arguments
+// Args (the CPU engine's or the CUDA engine's: ComputeBridge::BindIn, gpu::BindIn).
+template <typename Args>
+auto SharedInputs(const LstmBlockInputs& in, Args* a) {
+  return std::vector<std::pair<decltype(&a->x), const Tensor*>>{
+      {&a->x, in.x},     {&a->cs_prev, in.cs_prev}, {&a->h_prev, in.h_prev}, {&a->w, in.w},
+      {&a->wci, in.wci}, {&a->wcf, in.wcf},         {&a->wco, in.wco}};
+}
+
+// The same for the forward's activations and the incoming gradients both backward ops read.
+template <typename Args>
+auto ActivationInputs(const LstmBlockInputs& in, Args* a) {
+  return std::vector<std::pair<decltype(&a->i), const Tensor*>>{
+      {&a->i, in.i},   {&a->cs, in.cs}, {&a->f, in.f},             {&a->o, in.o},
+      {&a->ci, in.ci}, {&a->co, in.co}, {&a->cs_grad, in.cs_grad}, {&a->h_grad, in.h_grad}};
+}
+
+// The same for the gradients of the gate outputs BlockLSTMGradExact reads.
+template <typename Args>
+auto ExactGradInputs(const LstmBlockInputs& in, Args* a) {
+  return std::vector<std::pair<decltype(&a->i_grad), const Tensor*>>{
+      {&a->i_grad, in.i_grad},
+      {&a->f_grad, in.f_grad},
+      {&a->o_grad, in.o_grad},
+      {&a->ci_grad, in.ci_grad},
+      {&a->co_grad, in.co_grad}};
+}
+
 inline LstmCellSpec MakeSpec(bool v2, float forget_bias, float cell_clip, bool use_peephole) {
   LstmCellSpec s;
   s.order = v2 ? kIfco : kIcfo;
@@ -201,10 +229,11 @@ class LstmCellGradOp : public OpKernel {
     LstmBlockInputs in;
     OP_REQUIRES_OK(ctx, ValidateLstmBlock(ctx, Face::kCellGrad, &in));
     const int64_t N = in.N, H = in.H;
-    const TensorShape shapes[5] = {TensorShape({N, H}), TensorShape({N, 4 * H}),
-                                   TensorShape({H}), TensorShape({H}), TensorShape({H})};
     Tensor* outs[5];
-    for (int k = 0; k < 5; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shapes[k], &outs[k]));
+    OP_REQUIRES_OK(ctx, AllocateOutputs(ctx,
+                                        {TensorShape({N, H}), TensorShape({N, 4 * H}),
+                                         TensorShape({H}), TensorShape({H}), TensorShape({H})},
+                                        outs));
     if (in.empty()) {
       OP_REQUIRES_OK(ctx, Dev<T>::Zero(ctx, {outs[0], outs[1], outs[2], outs[3], outs[4]}));
       return;
@@ -237,12 +266,13 @@ class LstmSeqGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx,
                    ValidateLstmBlock(ctx, kExact ? Face::kSeqGradExact : Face::kSeqGrad, &in));
     const int64_t TL = in.T, N = in.N, I = in.I, H = in.H;
-    const TensorShape shapes[8] = {TensorShape({TL, N, I}),  TensorShape({N, H}),
-                                   TensorShape({N, H}),      TensorShape({I + H, 4 * H}),
-                                   TensorShape({H}),         TensorShape({H}),
-                                   TensorShape({H}),         TensorShape({4 * H})};
     Tensor* outs[8];
-    for (int k = 0; k < 8; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shapes[k], &outs[k]));
+    OP_REQUIRES_OK(ctx, AllocateOutputs(ctx,
+                                        {TensorShape({TL, N, I}), TensorShape({N, H}),
+                                         TensorShape({N, H}), TensorShape({I + H, 4 * H}),
+                                         TensorShape({H}), TensorShape({H}), TensorShape({H}),
+                                         TensorShape({4 * H})},
+                                        outs));
     if (in.empty()) {
       OP_REQUIRES_OK(ctx, Dev<T>::Zero(ctx, {outs[0], outs[1], outs[2], outs[3], outs[4],
                                              outs[5], outs[6], outs[7]}));
@@ -259,26 +289,21 @@ class LstmSeqGradOp : public OpKernel {
 };
 
 // The family's kernels for type T on DEVICE over Dev; SEQ_HOST places seq_len_max (e.g. in
-// host memory).
-#define TFRNN_LSTM_BLOCK_KERNELS(T, DEVICE, SEQ_HOST, Dev)                                    \
-  REGISTER_KERNEL_BUILDER(Name("TfRnn>LSTMBlockCell").Device(DEVICE).TypeConstraint<T>("T"),   \
-                          LstmForwardOp<Dev, T, false, false>);                               \
-  REGISTER_KERNEL_BUILDER(Name("TfRnn>LSTMBlockCellGrad").Device(DEVICE).TypeConstraint<T>("T"), \
-                          LstmCellGradOp<Dev, T>);                                            \
-  REGISTER_KERNEL_BUILDER(Name("TfRnn>BlockLSTM").Device(DEVICE) SEQ_HOST.TypeConstraint<T>("T"), \
-                          LstmForwardOp<Dev, T, true, false>);                                \
-  REGISTER_KERNEL_BUILDER(                                                                    \
-      Name("TfRnn>BlockLSTMV2").Device(DEVICE) SEQ_HOST.TypeConstraint<T>("T"),               \
-      LstmForwardOp<Dev, T, true, true>);                                                     \
-  REGISTER_KERNEL_BUILDER(                                                                    \
-      Name("TfRnn>BlockLSTMGrad").Device(DEVICE) SEQ_HOST.TypeConstraint<T>("T"),             \
-      LstmSeqGradOp<Dev, T, false, false>);                                                   \
-  REGISTER_KERNEL_BUILDER(                                                                    \
-      Name("TfRnn>BlockLSTMGradV2").Device(DEVICE) SEQ_HOST.TypeConstraint<T>("T"),           \
-      LstmSeqGradOp<Dev, T, true, false>);                                                    \
-  REGISTER_KERNEL_BUILDER(                                                                    \
-      Name("TfRnn>BlockLSTMGradExact").Device(DEVICE) SEQ_HOST.TypeConstraint<T>("T"),        \
-      LstmSeqGradOp<Dev, T, false, true>);
+// host memory) for the sequence ops (PLACE).
+#define TFRNN_LSTM_BLOCK_KERNEL(NAME, DEVICE, PLACE, T, ...) \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>" NAME).Device(DEVICE) PLACE.TypeConstraint<T>("T"), \
+                          __VA_ARGS__);
+#define TFRNN_LSTM_BLOCK_KERNELS(T, DEVICE, SEQ_HOST, Dev)                                      \
+  TFRNN_LSTM_BLOCK_KERNEL("LSTMBlockCell", DEVICE, , T, LstmForwardOp<Dev, T, false, false>)    \
+  TFRNN_LSTM_BLOCK_KERNEL("LSTMBlockCellGrad", DEVICE, , T, LstmCellGradOp<Dev, T>)             \
+  TFRNN_LSTM_BLOCK_KERNEL("BlockLSTM", DEVICE, SEQ_HOST, T, LstmForwardOp<Dev, T, true, false>) \
+  TFRNN_LSTM_BLOCK_KERNEL("BlockLSTMV2", DEVICE, SEQ_HOST, T, LstmForwardOp<Dev, T, true, true>) \
+  TFRNN_LSTM_BLOCK_KERNEL("BlockLSTMGrad", DEVICE, SEQ_HOST, T,                                 \
+                          LstmSeqGradOp<Dev, T, false, false>)                                  \
+  TFRNN_LSTM_BLOCK_KERNEL("BlockLSTMGradV2", DEVICE, SEQ_HOST, T,                               \
+                          LstmSeqGradOp<Dev, T, true, false>)                                   \
+  TFRNN_LSTM_BLOCK_KERNEL("BlockLSTMGradExact", DEVICE, SEQ_HOST, T,                            \
+                          LstmSeqGradOp<Dev, T, false, true>)
 
 }  // namespace lstm_block
 }  // namespace tfrnn

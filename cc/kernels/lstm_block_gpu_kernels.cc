@@ -38,26 +38,12 @@ TfRnnCudaLstmSpec ToCudaLstmSpec(const LstmBlockInputs& in, const LstmCellSpec& 
   return c;
 }
 
-// The inputs the forward (TfRnnCudaLstmFwdArgs) and the backward (TfRnnCudaLstmBwdArgs) read.
-template <typename T, typename Args>
-void SetWeights(const LstmBlockInputs& in, Args* a) {
-  a->x = DevPtr<T>(*in.x);
-  a->cs_prev = DevPtr<T>(*in.cs_prev);
-  a->h_prev = DevPtr<T>(*in.h_prev);
-  a->w = DevPtr<T>(*in.w);
-  a->wci = DevPtr<T>(*in.wci);
-  a->wcf = DevPtr<T>(*in.wcf);
-  a->wco = DevPtr<T>(*in.wco);
-}
-
 // Fills the backward arguments common to the cell and sequence gradients.
 template <typename T>
 TfRnnCudaLstmBwdArgs LstmBwdInputs(const LstmBlockInputs& in) {
   TfRnnCudaLstmBwdArgs a{};
-  SetWeights<T>(in, &a);
-  const Tensor* acts[8] = {in.i, in.cs, in.f, in.o, in.ci, in.co, in.cs_grad, in.h_grad};
-  const void** dst[8] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.cs_grad, &a.h_grad};
-  for (int k = 0; k < 8; ++k) *dst[k] = DevPtr<T>(*acts[k]);
+  gpu::BindIn<T>(SharedInputs(in, &a));
+  gpu::BindIn<T>(ActivationInputs(in, &a));
   return a;
 }
 
@@ -75,10 +61,9 @@ struct GpuLstm {
     LstmCall call(ctx);
     TF_RETURN_IF_ERROR(call.Start(ctx, ToCudaLstmSpec(in, spec, CudaDtypeOf<T>(), false), true));
     TfRnnCudaLstmFwdArgs a{};
-    SetWeights<T>(in, &a);
+    gpu::BindIn<T>(SharedInputs(in, &a));
     a.b = DevPtr<T>(*in.b);
-    void** dst[7] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h};
-    for (int k = 0; k < 7; ++k) *dst[k] = DevPtr<T>(outs[k]);
+    gpu::BindOut<T>({&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h}, outs);
     return call.Forward(a);
   }
 
@@ -95,8 +80,7 @@ struct GpuLstm {
     a.w_grad = call.tmp.Bytes((in.I + in.H) * 4 * in.H * e);
     a.b_grad = call.tmp.Bytes(4 * in.H * e);
     TF_RETURN_IF_ERROR(call.tmp.status());
-    void** dst[5] = {&a.cs_prev_grad, &a.dgates, &a.wci_grad, &a.wcf_grad, &a.wco_grad};
-    for (int k = 0; k < 5; ++k) *dst[k] = DevPtr<T>(outs[k]);
+    gpu::BindOut<T>({&a.cs_prev_grad, &a.dgates, &a.wci_grad, &a.wcf_grad, &a.wco_grad}, outs);
     return call.Backward(a);
   }
 
@@ -106,16 +90,10 @@ struct GpuLstm {
     TF_RETURN_IF_ERROR(call.Start(ctx, ToCudaLstmSpec(in, spec, CudaDtypeOf<T>(), exact), false));
     TfRnnCudaLstmBwdArgs a = LstmBwdInputs<T>(in);
     a.h = DevPtr<T>(*in.h);
-    if (exact) {
-      a.i_grad = DevPtr<T>(*in.i_grad);
-      a.f_grad = DevPtr<T>(*in.f_grad);
-      a.o_grad = DevPtr<T>(*in.o_grad);
-      a.ci_grad = DevPtr<T>(*in.ci_grad);
-      a.co_grad = DevPtr<T>(*in.co_grad);
-    }
-    void** dst[8] = {&a.x_grad,   &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad,
-                     &a.wci_grad, &a.wcf_grad,     &a.wco_grad,    &a.b_grad};
-    for (int k = 0; k < 8; ++k) *dst[k] = DevPtr<T>(outs[k]);
+    if (exact) gpu::BindIn<T>(ExactGradInputs(in, &a));
+    gpu::BindOut<T>({&a.x_grad, &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad,
+                     &a.wcf_grad, &a.wco_grad, &a.b_grad},
+                    outs);
     return call.Backward(a);
   }
 

@@ -20,27 +20,7 @@ void SetSharedOperands(ComputeBridge<T>& br, const LstmBlockInputs& in, Args* a)
   a->I = in.I;
   a->H = in.H;
   a->seq_len_max = in.seq_len_max;
-  a->x = br.In(*in.x);
-  a->cs_prev = br.In(*in.cs_prev);
-  a->h_prev = br.In(*in.h_prev);
-  a->w = br.In(*in.w);
-  a->wci = br.In(*in.wci);
-  a->wcf = br.In(*in.wcf);
-  a->wco = br.In(*in.wco);
-}
-
-// The forward's activations and the incoming gradients both backward ops read
-// (LstmCellBwdArgs, LstmBwdArgs).
-template <typename T, typename Args>
-void SetActivationOperands(ComputeBridge<T>& br, const LstmBlockInputs& in, Args* a) {
-  a->i = br.In(*in.i);
-  a->cs = br.In(*in.cs);
-  a->f = br.In(*in.f);
-  a->o = br.In(*in.o);
-  a->ci = br.In(*in.ci);
-  a->co = br.In(*in.co);
-  a->cs_grad = br.In(*in.cs_grad);
-  a->h_grad = br.In(*in.h_grad);
+  br.BindIn(SharedInputs(in, a));
 }
 
 // The family's computations on the CPU engine (see lstm_block_face.h).
@@ -54,8 +34,7 @@ struct CpuLstm {
     LstmFwdArgs<A> a;
     SetSharedOperands(br, in, &a);
     a.b = br.In(*in.b);
-    A** dst[7] = {&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h};
-    for (int k = 0; k < 7; ++k) *dst[k] = br.Out(outs[k]);
+    br.BindOut({&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h}, outs);
     const LstmCellSpec spec = SpecFor<T>(cell);
     A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H, spec.bf16));
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
@@ -69,13 +48,9 @@ struct CpuLstm {
     LstmCellBwdArgs<A> a;
     a.B = in.N;
     a.H = in.H;
-    a.cs_prev = br.In(*in.cs_prev);
-    a.wci = br.In(*in.wci);
-    a.wcf = br.In(*in.wcf);
-    a.wco = br.In(*in.wco);
-    SetActivationOperands(br, in, &a);
-    A** dst[5] = {&a.cs_prev_grad, &a.dgates, &a.wci_grad, &a.wcf_grad, &a.wco_grad};
-    for (int k = 0; k < 5; ++k) *dst[k] = br.Out(outs[k]);
+    br.BindIn({{&a.cs_prev, in.cs_prev}, {&a.wci, in.wci}, {&a.wcf, in.wcf}, {&a.wco, in.wco}});
+    br.BindIn(ActivationInputs(in, &a));
+    br.BindOut({&a.cs_prev_grad, &a.dgates, &a.wci_grad, &a.wcf_grad, &a.wco_grad}, outs);
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::CellBackward(engine)(pool, spec, a);
     });
@@ -86,19 +61,15 @@ struct CpuLstm {
     ComputeBridge<T> br(ctx);
     LstmBwdArgs<A> a;
     SetSharedOperands(br, in, &a);
-    SetActivationOperands(br, in, &a);
+    br.BindIn(ActivationInputs(in, &a));
     a.h = br.In(*in.h);
     if (exact) {
-      a.i_grad = br.In(*in.i_grad);
-      a.f_grad = br.In(*in.f_grad);
-      a.o_grad = br.In(*in.o_grad);
-      a.ci_grad = br.In(*in.ci_grad);
-      a.co_grad = br.In(*in.co_grad);
+      br.BindIn(ExactGradInputs(in, &a));
       a.exact_clip_grad = true;
     }
-    A** dst[8] = {&a.x_grad,   &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad,
-                  &a.wci_grad, &a.wcf_grad,     &a.wco_grad,    &a.b_grad};
-    for (int k = 0; k < 8; ++k) *dst[k] = br.Out(outs[k]);
+    br.BindOut({&a.x_grad, &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad, &a.wcf_grad,
+                &a.wco_grad, &a.b_grad},
+               outs);
     A* ws = br.Scratch(LstmBwdWorkspaceSize(in.seq_len_max, in.N, in.H));
     const LstmCellSpec spec = SpecFor<T>(cell);
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {

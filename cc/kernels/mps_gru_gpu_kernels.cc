@@ -11,7 +11,7 @@ namespace mps {
 namespace {
 
 #define TFRNN_REGISTER_MPS_GRU_GPU(T) \
-  TFRNN_MPS_KERNELS(T, DEVICE_GPU, "GRU", GpuMps, MpsGruDescriptor, ValidateMpsGru)
+  TFRNN_MPS_KERNELS(T, DEVICE_GPU, "GRU", GpuMps, MpsGruDescriptor)
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_MPS_GRU_GPU)
 #undef TFRNN_REGISTER_MPS_GRU_GPU
 

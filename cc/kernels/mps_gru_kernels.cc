@@ -16,7 +16,7 @@ namespace mps {
 namespace {
 
 #define TFRNN_REGISTER_MPS_GRU(T) \
-  TFRNN_MPS_KERNELS(T, DEVICE_CPU, "GRU", CpuMps, MpsGruDescriptor, ValidateMpsGru)
+  TFRNN_MPS_KERNELS(T, DEVICE_CPU, "GRU", CpuMps, MpsGruDescriptor)
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_MPS_GRU)
 #undef TFRNN_REGISTER_MPS_GRU
 

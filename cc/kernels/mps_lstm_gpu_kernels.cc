@@ -11,7 +11,7 @@ namespace mps {
 namespace {
 
 #define TFRNN_REGISTER_MPS_LSTM_GPU(T) \
-  TFRNN_MPS_KERNELS(T, DEVICE_GPU, "LSTM", GpuMps, MpsLstmDescriptor, ValidateMpsLstm)
+  TFRNN_MPS_KERNELS(T, DEVICE_GPU, "LSTM", GpuMps, MpsLstmDescriptor)
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_MPS_LSTM_GPU)
 #undef TFRNN_REGISTER_MPS_LSTM_GPU
 

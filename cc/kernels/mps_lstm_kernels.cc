@@ -15,7 +15,7 @@ namespace mps {
 namespace {
 
 #define TFRNN_REGISTER_MPS_LSTM(T) \
-  TFRNN_MPS_KERNELS(T, DEVICE_CPU, "LSTM", CpuMps, MpsLstmDescriptor, ValidateMpsLstm)
+  TFRNN_MPS_KERNELS(T, DEVICE_CPU, "LSTM", CpuMps, MpsLstmDescriptor)
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_MPS_LSTM)
 #undef TFRNN_REGISTER_MPS_LSTM
 

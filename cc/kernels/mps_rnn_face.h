@@ -62,14 +62,26 @@ struct MpsOperands {
   int64_t H = 0, D = 1;
 };
 
+// What both descriptors start with (the attrs reverse, bidirectional and training).
+struct MpsDescriptorBase {
+  bool reverse = false, bidirectional = false, training = false;
+
+  absl::Status Read(OpKernelConstruction* c) {
+    TF_RETURN_IF_ERROR(c->GetAttr("reverse", &reverse));
+    TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
+    return c->GetAttr("training", &training);
+  }
+};
+
 // Reads and validates the operands of the MPSGraph LSTM (K = 4: init_cell, peephole) or GRU
-// (K = 3: secondary_bias) that both have (D from the descriptor): ranks first, then sizes
-// (saturating counts before any K·H arithmetic), then shapes of source, recurrent_weight,
+// (K = 3: secondary_bias) that both have (D and reverse from the descriptor): ranks first, then
+// sizes (saturating counts before any K·H arithmetic), then shapes of source, recurrent_weight,
 // input_weight, bias, init_state, init_cell and mask. Fills the spec's sizes and direction;
 // the caller checks its own operands, adds its mode and options and ends with CheckMpsSizes.
-inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K, int64_t D, bool reverse,
-                                      MpsOperands* in) {
+inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K,
+                                      const MpsDescriptorBase& desc, MpsOperands* in) {
   const std::string op = ctx->op_kernel().type_string();
+  const int64_t D = desc.bidirectional ? 2 : 1;
   const bool lstm = K == 4;
   TF_RETURN_IF_ERROR(GetInput(ctx, "source", &in->source));
   TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_weight", &in->R));
@@ -148,7 +160,7 @@ inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K, int64_t D
   s.preprojected = in->W == nullptr;
   s.training = true;
   s.has_mask = in->mask != nullptr;
-  s.reverse = reverse && D == 1;
+  s.reverse = desc.reverse && D == 1;
   return absl::OkStatus();
 }
 
@@ -240,18 +252,15 @@ inline absl::Status AllocateMpsGrad(OpKernelContext* ctx, const MpsOperands& in,
 
 
 // The MPSGraph LSTM's descriptor (the attrs of TfRnn>LSTM and LSTMGradients).
-struct MpsLstmDescriptor {
+struct MpsLstmDescriptor : MpsDescriptorBase {
   static constexpr int64_t kGates = 4;
-  bool reverse = false, bidirectional = false, produce_cell = false, training = false;
-  bool forget_gate_last = false;
+  bool produce_cell = false, forget_gate_last = false;
   RnnAct gate_act[4];  // i, f, c (the "z" cell gate), o
   RnnAct cell_act;
 
   absl::Status Read(OpKernelConstruction* c) {
-    TF_RETURN_IF_ERROR(c->GetAttr("reverse", &reverse));
-    TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
+    TF_RETURN_IF_ERROR(MpsDescriptorBase::Read(c));
     TF_RETURN_IF_ERROR(c->GetAttr("produce_cell", &produce_cell));
-    TF_RETURN_IF_ERROR(c->GetAttr("training", &training));
     TF_RETURN_IF_ERROR(c->GetAttr("forget_gate_last", &forget_gate_last));
     const char* names[4] = {"input_gate_activation", "forget_gate_activation",
                             "cell_gate_activation", "output_gate_activation"};
@@ -260,13 +269,11 @@ struct MpsLstmDescriptor {
   }
 };
 
-// The LSTM's operands: the shared ones, the peephole, the spec (gate order and activations).
-inline absl::Status ValidateMpsLstm(OpKernelContext* ctx, const MpsLstmDescriptor& desc,
-                                    MpsOperands* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  const int64_t D = desc.bidirectional ? 2 : 1;
-  TF_RETURN_IF_ERROR(ValidateMpsShared(ctx, 4, D, desc.reverse, in));
-  const int64_t H = in->H;
+// The LSTM's own operand (the peephole) and its spec (gate order and activations), after the
+// shared operands.
+inline absl::Status ValidateMpsOwn(const std::string& op, const MpsLstmDescriptor& desc,
+                                   MpsOperands* in) {
+  const int64_t D = in->D, H = in->H;
   if (in->peephole != nullptr) {
     if (D == 2) {
       TF_RETURN_IF_ERROR(
@@ -289,21 +296,18 @@ inline absl::Status ValidateMpsLstm(OpKernelContext* ctx, const MpsLstmDescripto
   for (int q = 0; q < 4; ++q) s.gate_act[q] = desc.gate_act[q];
   s.cell_act = desc.cell_act;
   s.peephole = in->peephole != nullptr;
-  return CheckMpsSizes(op, *in);
+  return absl::OkStatus();
 }
 
 // The MPSGraph GRU's descriptor (the attrs of TfRnn>GRU and GRUGradients).
-struct MpsGruDescriptor {
+struct MpsGruDescriptor : MpsDescriptorBase {
   static constexpr int64_t kGates = 3;
   static constexpr bool produce_cell = false;
-  bool reverse = false, bidirectional = false, training = false;
   bool reset_gate_first = false, reset_after = false, flip_z = false;
   RnnAct update_act, reset_act, output_act;
 
   absl::Status Read(OpKernelConstruction* c) {
-    TF_RETURN_IF_ERROR(c->GetAttr("reverse", &reverse));
-    TF_RETURN_IF_ERROR(c->GetAttr("bidirectional", &bidirectional));
-    TF_RETURN_IF_ERROR(c->GetAttr("training", &training));
+    TF_RETURN_IF_ERROR(MpsDescriptorBase::Read(c));
     TF_RETURN_IF_ERROR(c->GetAttr("reset_gate_first", &reset_gate_first));
     TF_RETURN_IF_ERROR(c->GetAttr("reset_after", &reset_after));
     TF_RETURN_IF_ERROR(c->GetAttr("flip_z", &flip_z));
@@ -313,14 +317,11 @@ struct MpsGruDescriptor {
   }
 };
 
-// The GRU's operands: the shared ones, the secondary bias, the spec (gate order, activations,
-// reset before or after the recurrent product, flip_z).
-inline absl::Status ValidateMpsGru(OpKernelContext* ctx, const MpsGruDescriptor& desc,
+// The GRU's own operand (the secondary bias) and its spec (gate order, activations, reset
+// before or after the recurrent product, flip_z), after the shared operands.
+inline absl::Status ValidateMpsOwn(const std::string& op, const MpsGruDescriptor& desc,
                                    MpsOperands* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  const int64_t D = desc.bidirectional ? 2 : 1;
-  TF_RETURN_IF_ERROR(ValidateMpsShared(ctx, 3, D, desc.reverse, in));
-  const int64_t H = in->H;
+  const int64_t D = in->D, H = in->H;
   if (in->bias2 != nullptr) {
     if (!desc.reset_after) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -343,6 +344,16 @@ inline absl::Status ValidateMpsGru(OpKernelContext* ctx, const MpsGruDescriptor&
   s.gru_reset_before = !desc.reset_after;
   // flip_z = false: h = (1-z)·h[t-1] + z·o (MPSGraphGRUDescriptor.flipZ's documentation).
   s.gru_z_new = !desc.flip_z;
+  return absl::OkStatus();
+}
+
+// The operands of the family of descriptor Desc (MpsLstmDescriptor, MpsGruDescriptor): the
+// shared ones, the family's own (ValidateMpsOwn), then the sizes.
+template <typename Desc>
+absl::Status ValidateMps(OpKernelContext* ctx, const Desc& desc, MpsOperands* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(ValidateMpsShared(ctx, Desc::kGates, desc, in));
+  TF_RETURN_IF_ERROR(ValidateMpsOwn(op, desc, in));
   return CheckMpsSizes(op, *in);
 }
 
@@ -381,67 +392,47 @@ Bwd BwdArgsOf(const Fwd& f) {
   return g;
 }
 
-
-// The forward and gradients kernels of either family over its descriptor Desc (Read: the
-// attrs), its validation (the operands -> the spec) and the device's computations Dev<Tt>
-// (mps_common.h: the CPU engine, mps_gpu_ops.h: the CUDA engine):
+// The forward (kGrad false) and gradients (kGrad) kernels of either family over its descriptor
+// Desc (Read: the attrs; ValidateMps: the operands -> the spec) and the device's computations
+// Dev<Tt> (mps_common.h: the CPU engine, mps_gpu_ops.h: the CUDA engine):
 //   static absl::Status Forward(OpKernelContext*, const MpsOperands&, Tensor* state,
 //                               Tensor* cell, Tensor* z);  // cell, z: null when not wanted
 //   static absl::Status Grad(OpKernelContext*, const MpsOperands&, const MpsGradInputs&,
 //                            const MpsGradOutputs&);
-template <template <typename> class Dev, typename Tt, typename Desc,
-          absl::Status (*Validate)(OpKernelContext*, const Desc&, MpsOperands*)>
-class MpsForwardOp : public OpKernel {
+template <template <typename> class Dev, typename Tt, typename Desc, bool kGrad>
+class MpsOp : public AttrsOpKernel<Desc> {
  public:
-  explicit MpsForwardOp(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, desc_.Read(c));
-  }
+  using AttrsOpKernel<Desc>::AttrsOpKernel;
 
   void Compute(OpKernelContext* ctx) override {
+    const Desc& desc = this->attrs();
     MpsOperands in;
-    OP_REQUIRES_OK(ctx, Validate(ctx, desc_, &in));
-    Tensor *state, *cell, *z;
-    OP_REQUIRES_OK(ctx, AllocateMpsForward(ctx, desc_, in.spec, &state, &cell, &z));
-    OP_REQUIRES_OK(ctx, Dev<Tt>::Forward(ctx, in, state, desc_.produce_cell ? cell : nullptr,
-                                         desc_.training ? z : nullptr));
+    OP_REQUIRES_OK(ctx, ValidateMps(ctx, desc, &in));
+    if constexpr (kGrad) {
+      MpsGradInputs gi;
+      OP_REQUIRES_OK(ctx, ValidateMpsGrad(ctx, in.spec, &gi));
+      MpsGradOutputs o;
+      OP_REQUIRES_OK(ctx, AllocateMpsGrad(ctx, in, &o));
+      OP_REQUIRES_OK(ctx, Dev<Tt>::Grad(ctx, in, gi, o));
+    } else {
+      Tensor *state, *cell, *z;
+      OP_REQUIRES_OK(ctx, AllocateMpsForward(ctx, desc, in.spec, &state, &cell, &z));
+      OP_REQUIRES_OK(ctx, Dev<Tt>::Forward(ctx, in, state, desc.produce_cell ? cell : nullptr,
+                                           desc.training ? z : nullptr));
+    }
   }
-
- private:
-  Desc desc_;
-};
-
-template <template <typename> class Dev, typename Tt, typename Desc,
-          absl::Status (*Validate)(OpKernelContext*, const Desc&, MpsOperands*)>
-class MpsGradOp : public OpKernel {
- public:
-  explicit MpsGradOp(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, desc_.Read(c));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    MpsOperands in;
-    OP_REQUIRES_OK(ctx, Validate(ctx, desc_, &in));
-    MpsGradInputs gi;
-    OP_REQUIRES_OK(ctx, ValidateMpsGrad(ctx, in.spec, &gi));
-    MpsGradOutputs o;
-    OP_REQUIRES_OK(ctx, AllocateMpsGrad(ctx, in, &o));
-    OP_REQUIRES_OK(ctx, Dev<Tt>::Grad(ctx, in, gi, o));
-  }
-
- private:
-  Desc desc_;
 };
 
 }  // namespace mps
 }  // namespace tfrnn
 
 // An MPSGraph family's kernels for type T on DEVICE over Dev: NAME's forward and NAME
-// "Gradients" (Desc and Validate: the family's descriptor and validation).
-#define TFRNN_MPS_KERNELS(T, DEVICE, NAME, Dev, Desc, Validate)                           \
-  REGISTER_KERNEL_BUILDER(Name("TfRnn>" NAME).Device(DEVICE).TypeConstraint<T>("T"),      \
-                          ::tfrnn::mps::MpsForwardOp<Dev, T, Desc, Validate>);            \
-  REGISTER_KERNEL_BUILDER(                                                                \
-      Name("TfRnn>" NAME "Gradients").Device(DEVICE).TypeConstraint<T>("T"),             \
-      ::tfrnn::mps::MpsGradOp<Dev, T, Desc, Validate>);
+// "Gradients" (Desc: the family's descriptor).
+#define TFRNN_MPS_KERNELS(T, DEVICE, NAME, Dev, Desc)                                      \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>" NAME).Device(DEVICE).TypeConstraint<T>("T"),       \
+                          ::tfrnn::mps::MpsOp<Dev, T, Desc, false>);                       \
+  REGISTER_KERNEL_BUILDER(                                                                 \
+      Name("TfRnn>" NAME "Gradients").Device(DEVICE).TypeConstraint<T>("T"),               \
+      ::tfrnn::mps::MpsOp<Dev, T, Desc, true>);
 
 #endif  // TF_RNN_OPS_CC_KERNELS_MPS_RNN_FACE_H_

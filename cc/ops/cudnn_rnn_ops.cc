@@ -24,9 +24,8 @@ absl::Status DirCount(InferenceContext* c, int* dir) {
 // Forward shape function. `v3`: input_c is checked (lstm) and gives output_c's shape.
 absl::Status ForwardShape(InferenceContext* c, bool v3) {
   ShapeHandle input, input_h, input_c, params, unused;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &input), "input");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(1), 3, &input_h), "input_h");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(3), 1, &params), "params");
+  TF_RETURN_IF_ERROR(WithRanks(
+      c, {{0, 3, "input", &input}, {1, 3, "input_h", &input_h}, {3, 1, "params", &params}}));
   std::string mode;
   TF_RETURN_IF_ERROR(c->GetAttr("rnn_mode", &mode));
   const bool lstm = mode == "lstm";
@@ -48,9 +47,8 @@ absl::Status ForwardShape(InferenceContext* c, bool v3) {
 
 absl::Status BackpropShape(InferenceContext* c, bool v3) {
   ShapeHandle input, input_h, params;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, &input), "input");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(1), 3, &input_h), "input_h");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(3), 1, &params), "params");
+  TF_RETURN_IF_ERROR(WithRanks(
+      c, {{0, 3, "input", &input}, {1, 3, "input_h", &input_h}, {3, 1, "params", &params}}));
   if (v3) {
     ShapeHandle unused;
     TFRNN_SHAPE_CHECK(c->WithRank(c->input(4), 1, &unused), "sequence_lengths");
@@ -63,11 +61,7 @@ absl::Status BackpropShape(InferenceContext* c, bool v3) {
 }
 
 absl::Status ScalarSizes(InferenceContext* c) {
-  ShapeHandle unused;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 0, &unused), "num_layers");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(1), 0, &unused), "num_units");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(2), 0, &unused), "input_size");
-  return absl::OkStatus();
+  return WithRanks(c, {{0, 0, "num_layers"}, {1, 0, "num_units"}, {2, 0, "input_size"}});
 }
 
 absl::Status ToCanonicalShape(InferenceContext* c) {

@@ -13,12 +13,12 @@ namespace {
 absl::Status GruShapes(InferenceContext* c, int acts, DimensionHandle* B, DimensionHandle* I,
                        DimensionHandle* H) {
   ShapeHandle x, h_prev, w_ru, w_c, b_ru, b_c;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 2, &x), "x");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(1), 2, &h_prev), "h_prev");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(2), 2, &w_ru), "w_ru");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(3), 2, &w_c), "w_c");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(4), 1, &b_ru), "b_ru");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(5), 1, &b_c), "b_c");
+  TF_RETURN_IF_ERROR(WithRanks(c, {{0, 2, "x", &x},
+                                   {1, 2, "h_prev", &h_prev},
+                                   {2, 2, "w_ru", &w_ru},
+                                   {3, 2, "w_c", &w_c},
+                                   {4, 1, "b_ru", &b_ru},
+                                   {5, 1, "b_c", &b_c}}));
   *B = c->Dim(x, 0);
   *I = c->Dim(x, 1);
   *H = c->Dim(h_prev, 1);

@@ -47,10 +47,10 @@ constexpr char kKerasAct[] = "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoi
 // Ranks only: every size is checked by the kernel, which names the input.
 absl::Status KerasInputRanks(InferenceContext* c, ShapeHandle* input, ShapeHandle* input_h) {
   ShapeHandle unused;
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(0), 3, input), "input");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(1), 2, input_h), "input_h");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(3), 2, &unused), "kernel");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(4), 2, &unused), "recurrent_kernel");
+  TF_RETURN_IF_ERROR(WithRanks(c, {{0, 3, "input", input},
+                                   {1, 2, "input_h", input_h},
+                                   {3, 2, "kernel"},
+                                   {4, 2, "recurrent_kernel"}}));
   TFRNN_SHAPE_CHECK(c->WithRankAtLeast(c->input(5), 1, &unused), "bias");
   TFRNN_SHAPE_CHECK(c->WithRankAtMost(c->input(5), 2, &unused), "bias");
   TFRNN_SHAPE_CHECK(c->WithRank(c->input(6), 1, &unused), "sequence_lengths");

@@ -20,14 +20,14 @@ struct LstmShapeDims {
 
 // Checks x (rank x_rank), cs_prev, h_prev, w, wci, wcf, wco, b starting at input `first`.
 absl::Status MergeLstmParams(InferenceContext* c, int first, int x_rank, LstmShapeDims* d) {
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first), x_rank, &d->x), "x");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 1), 2, &d->cs_prev), "cs_prev");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 2), 2, &d->h_prev), "h_prev");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 3), 2, &d->w), "w");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 4), 1, &d->wci), "wci");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 5), 1, &d->wcf), "wcf");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 6), 1, &d->wco), "wco");
-  TFRNN_SHAPE_CHECK(c->WithRank(c->input(first + 7), 1, &d->b), "b");
+  TF_RETURN_IF_ERROR(WithRanks(c, {{first, x_rank, "x", &d->x},
+                                   {first + 1, 2, "cs_prev", &d->cs_prev},
+                                   {first + 2, 2, "h_prev", &d->h_prev},
+                                   {first + 3, 2, "w", &d->w},
+                                   {first + 4, 1, "wci", &d->wci},
+                                   {first + 5, 1, "wcf", &d->wcf},
+                                   {first + 6, 1, "wco", &d->wco},
+                                   {first + 7, 1, "b", &d->b}}));
   d->T = x_rank == 3 ? c->Dim(d->x, 0) : c->MakeDim(1);
   d->B = c->Dim(d->x, x_rank - 2);
   d->I = c->Dim(d->x, x_rank - 1);

@@ -1,7 +1,9 @@
-// What the op registrations share: the shape-inference names, the T attrs and the helper of
+// What the op registrations share: the shape-inference names, the T attrs and the helpers of
 // the shape functions.
 #ifndef TF_RNN_OPS_CC_OPS_SHAPE_UTIL_H_
 #define TF_RNN_OPS_CC_OPS_SHAPE_UTIL_H_
+
+#include <initializer_list>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,27 @@ constexpr char kBlockTypes[] = "T: {half, bfloat16, float, double}";
 inline absl::Status Named(absl::Status s, const char* input) {
   if (s.ok()) return s;
   return absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message()));
+}
+
+// One input of WithRanks: its index, its rank, its name (for the message) and where its shape
+// goes (null: not kept).
+struct RankedInput {
+  int index;
+  int rank;
+  const char* name;
+  ShapeHandle* shape = nullptr;
+};
+
+// Each input must have its rank; checked in order, so that the message names the first input
+// that has not.
+inline absl::Status WithRanks(InferenceContext* c, std::initializer_list<RankedInput> inputs) {
+  for (const RankedInput& in : inputs) {
+    ShapeHandle unused;
+    TF_RETURN_IF_ERROR(Named(c->WithRank(c->input(in.index), in.rank,
+                                         in.shape != nullptr ? in.shape : &unused),
+                             in.name));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tfrnn
