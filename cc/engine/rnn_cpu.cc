@@ -456,7 +456,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         for (Index blk = b0; blk < b1; ++blk) {
           const Index j0 = blk * U, len = std::min(U, N - j0);
           FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_cur, h_next, c, hh_step, ylayer,
-                      peep, 0);
+                      peep, StepPhase::kWhole);
         }
       });
       Gemm<A>(d, false, true, B, Hs, N, hh_step, ly.Pm, h_next, false);
@@ -542,7 +542,7 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
                                          const RnnFwdArgs<A>&, A*, A*);                        \
   template void rnn_cpu::StepForward<A>(const CpuDevice&, const RnnSpec&,                      \
                                         const rnn_cpu::Layer<A>&, const RnnFwdArgs<A>&,        \
-                                        const A*, A*, int, A*);
+                                        const A*, A*, StepPhase, A*);
 TFRNN_INSTANTIATE_RNN_FWD(float)
 TFRNN_INSTANTIATE_RNN_FWD(double)
 #undef TFRNN_INSTANTIATE_RNN_FWD

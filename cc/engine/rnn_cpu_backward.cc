@@ -731,7 +731,7 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
                                           const BwdBufs<A>&);                                  \
   template void rnn_cpu::StepBackward<A>(const CpuDevice&, const RnnSpec&,                     \
                                          const rnn_cpu::Layer<A>&, const RnnBwdArgs<A>&,       \
-                                         const A*, const BwdBufs<A>&, int);
+                                         const A*, const BwdBufs<A>&, StepPhase);
 TFRNN_INSTANTIATE_RNN_BWD(float)
 TFRNN_INSTANTIATE_RNN_BWD(double)
 #undef TFRNN_INSTANTIATE_RNN_BWD

@@ -15,7 +15,6 @@
 #include "cc/kernels/cudnn_rnn_face.h"
 #include "cc/kernels/gpu_kernel_util.h"
 #include "cc/kernels/kernel_util.h"
-#include "cc/kernels/mps_gpu_common.h"
 #include "cc/kernels/rnn_kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -26,7 +25,7 @@ namespace {
 using gpu::DevPtr;
 using gpu::GpuCall;
 using gpu::GpuTemps;
-using mps_gpu::CudaDtypeOf;
+using gpu::CudaDtypeOf;
 
 // One forward or backward call: the engine and stream, the spec of the inputs and its sizes
 // (ws_bytes: the forward's workspace, or the backward's), scratch, and the operands both

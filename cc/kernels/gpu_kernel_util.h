@@ -1,5 +1,6 @@
 // What every GPU op kernel shares (cudnn_rnn_gpu_kernels.cc, lstm_block_gpu_kernels.cc,
-// gru_block_gpu_kernels.cc, mps_{lstm,gru}_gpu_kernels.cc): device pointers of tensors, the
+// gru_block_gpu_kernels.cc, mps_{lstm,gru}_gpu_kernels.cc): the C API's dtype of an element
+// type (and, through c_api_convert.h, the spec converters), device pointers of tensors, the
 // CUDA engine and stream of one call with checked copy/zero/transpose on that stream, and
 // scratch from allocate_temp. No CUDA headers (device memory is void*).
 #ifndef TF_RNN_OPS_CC_KERNELS_GPU_KERNEL_UTIL_H_
@@ -10,14 +11,25 @@
 #include <deque>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "cc/gpu/c_api_convert.h"
 #include "cc/kernels/cuda_engine_loader.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
 namespace gpu {
+
+// The C API's dtype (c_api.h) of the element type T.
+template <typename T>
+constexpr int CudaDtypeOf() {
+  return std::is_same<T, Eigen::half>::value       ? TFRNN_CUDA_HALF
+         : std::is_same<T, Eigen::bfloat16>::value ? TFRNN_CUDA_BFLOAT16
+         : std::is_same<T, float>::value           ? TFRNN_CUDA_FLOAT
+                                                   : TFRNN_CUDA_DOUBLE;
+}
 
 template <typename T>
 const void* DevPtr(const tensorflow::Tensor& t) {

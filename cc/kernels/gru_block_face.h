@@ -16,9 +16,9 @@ namespace tfrnn {
 namespace gru_block {
 
 struct GruInputs {
-  int64_t N = 0, I = 0, H = 0;
+  int64_t B = 0, I = 0, H = 0;
   // batch_size or cell_size 0: every output is empty or zero.
-  bool empty() const { return N == 0 || H == 0; }
+  bool empty() const { return B == 0 || H == 0; }
   const Tensor *x, *h_prev, *w_ru, *w_c, *b_ru, *b_c;
   const Tensor *r = nullptr, *u = nullptr, *c = nullptr, *d_h = nullptr;
   const Tensor *r_grad = nullptr, *u_grad = nullptr, *c_grad = nullptr;
@@ -52,19 +52,19 @@ inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, Gru
   // Sizes, input by input, each against the sizes the inputs before it set (x: batch_size,
   // input_size; h_prev: cell_size), so that a message names the first input that is wrong.
   // batch_size or cell_size 0 is valid, as in stock: an empty (or zero) result.
-  const int64_t N = in->x->dim_size(0), I = in->x->dim_size(1);
+  const int64_t B = in->x->dim_size(0), I = in->x->dim_size(1);
   TF_RETURN_IF_ERROR(
-      CheckCounts(op, {N, I, Count(N) * I}, absl::StrCat("x ", ShapeStr(*in->x))));
-  if (in->h_prev->dim_size(0) != N) {
+      CheckCounts(op, {B, I, Count(B) * I}, absl::StrCat("x ", ShapeStr(*in->x))));
+  if (in->h_prev->dim_size(0) != B) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": h_prev must have shape [batch_size, cell_size] with batch_size = ", N,
+        op, ": h_prev must have shape [batch_size, cell_size] with batch_size = ", B,
         " (from x ", ShapeStr(*in->x), "), got ", ShapeStr(*in->h_prev)));
   }
   const int64_t H = in->h_prev->dim_size(1);
   TF_RETURN_IF_ERROR(CheckCounts(
-      op, {H, Count(N) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(N) * H * Count(4)},
+      op, {H, Count(B) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(B) * H * Count(4)},
       absl::StrCat("h_prev ", ShapeStr(*in->h_prev), ", x ", ShapeStr(*in->x))));
-  in->N = N;
+  in->B = B;
   in->I = I;
   in->H = H;
   TF_RETURN_IF_ERROR(CheckShape(op, "w_ru", *in->w_ru, {I + H, 2 * H},
@@ -74,7 +74,7 @@ inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, Gru
   TF_RETURN_IF_ERROR(CheckShape(op, "b_ru", *in->b_ru, {2 * H}, "[2 * cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "b_c", *in->b_c, {H}, "[cell_size]"));
   for (auto& p : acts) {
-    TF_RETURN_IF_ERROR(CheckShape(op, p.first, **p.second, {N, H}, "[batch_size, cell_size]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, p.first, **p.second, {B, H}, "[batch_size, cell_size]"));
   }
   return absl::OkStatus();
 }
@@ -119,11 +119,11 @@ class GruCellOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     GruInputs in;
     OP_REQUIRES_OK(ctx, ValidateGru(ctx, kGrad, kExact, &in));
-    const int64_t N = in.N, I = in.I, H = in.H;
+    const int64_t B = in.B, I = in.I, H = in.H;
     Tensor* outs[4];
     OP_REQUIRES_OK(ctx, AllocateOutputs(ctx,
-                                        {TensorShape({N, kGrad ? I : H}), TensorShape({N, H}),
-                                         TensorShape({N, H}), TensorShape({N, kGrad ? 2 * H : H})},
+                                        {TensorShape({B, kGrad ? I : H}), TensorShape({B, H}),
+                                         TensorShape({B, H}), TensorShape({B, kGrad ? 2 * H : H})},
                                         outs));
     if (in.empty()) {
       // The forward's outputs have no elements; d_x may have some.

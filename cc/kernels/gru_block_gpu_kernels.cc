@@ -8,7 +8,6 @@
 #include "cc/kernels/gpu_kernel_util.h"
 #include "cc/kernels/gru_block_face.h"
 #include "cc/kernels/kernel_util.h"
-#include "cc/kernels/mps_gpu_common.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
@@ -23,8 +22,8 @@ using GruCall = gpu::EngineCall<TfRnnCudaGruCellSpec, TfRnnCudaGruCellFwdArgs,
 template <typename T>
 TfRnnCudaGruCellSpec GruCellSpec(const GruInputs& in) {
   TfRnnCudaGruCellSpec cs{};
-  cs.dtype = mps_gpu::CudaDtypeOf<T>();
-  cs.B = in.N;
+  cs.dtype = gpu::CudaDtypeOf<T>();
+  cs.B = in.B;
   cs.I = in.I;
   cs.H = in.H;
   return cs;

@@ -14,7 +14,7 @@ namespace {
 // The operands the forward (GruCellFwdArgs) and the backward (GruCellBwdArgs) both read.
 template <typename T, typename Args>
 void SetSharedOperands(ComputeBridge<T>& br, const GruInputs& in, Args* a) {
-  a->B = in.N;
+  a->B = in.B;
   a->I = in.I;
   a->H = in.H;
   br.BindIn(SharedInputs(in, a));
@@ -31,7 +31,7 @@ struct CpuGru {
     SetSharedOperands(br, in, &a);
     br.BindIn({{&a.b_ru, in.b_ru}, {&a.b_c, in.b_c}});
     br.BindOut({&a.r, &a.u, &a.c, &a.h}, outs);
-    A* ws = br.Scratch(GruCellFwdWorkspaceSize(in.N, in.H));
+    A* ws = br.Scratch(GruCellFwdWorkspaceSize(in.B, in.H));
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::GruForward(engine)(pool, a, ws);
     });
@@ -44,7 +44,7 @@ struct CpuGru {
     SetSharedOperands(br, in, &a);
     br.BindIn(GradInputs(in, exact, &a));
     br.BindOut({&a.d_x, &a.d_h_prev, &a.d_c_bar, &a.d_r_bar_u_bar}, outs);
-    A* ws = br.Scratch(GruCellBwdWorkspaceSize(in.N, in.H));
+    A* ws = br.Scratch(GruCellBwdWorkspaceSize(in.B, in.H));
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::GruBackward(engine)(pool, a, ws);
     });

@@ -18,10 +18,10 @@ namespace lstm_block {
 enum class Face { kCell, kCellGrad, kSeq, kSeqGrad, kSeqGradExact };
 
 struct LstmBlockInputs {
-  int64_t T = 1, N = 0, I = 0, H = 0, seq_len_max = 1;
+  int64_t T = 1, B = 0, I = 0, H = 0, seq_len_max = 1;
   // batch_size or cell_size 0 (valid for every op of the family but LSTMBlockCell): every
   // output is empty or zero, no step computes anything.
-  bool empty() const { return N == 0 || H == 0; }
+  bool empty() const { return B == 0 || H == 0; }
   const Tensor *x, *cs_prev, *h_prev, *w, *wci, *wcf, *wco, *b;
   const Tensor *i = nullptr, *cs = nullptr, *f = nullptr, *o = nullptr, *ci = nullptr,
                *co = nullptr, *h = nullptr, *cs_grad = nullptr, *h_grad = nullptr;
@@ -45,7 +45,7 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
   TF_RETURN_IF_ERROR(GetInput(ctx, "wco", &in->wco));
   TF_RETURN_IF_ERROR(GetInput(ctx, "b", &in->b));
 
-  // Activations and incoming gradients, [T, N, H] (sequence) or [N, H] (cell).
+  // Activations and incoming gradients, [T, B, H] (sequence) or [B, H] (cell).
   std::vector<std::pair<const char*, const Tensor**>> acts;
   if (face != Face::kCell && face != Face::kSeq) {
     acts = {{"i", &in->i},   {"cs", &in->cs}, {"f", &in->f},   {"o", &in->o},
@@ -86,19 +86,19 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
   //    batch_size, input_size; cs_prev: cell_size, as in stock), so that a message names the
   //    first input that is wrong. Counts are checked before any arithmetic on them.
   const Tensor& x = *in->x;
-  const int64_t T = seq ? x.dim_size(0) : 1, N = x.dim_size(seq ? 1 : 0),
+  const int64_t T = seq ? x.dim_size(0) : 1, B = x.dim_size(seq ? 1 : 0),
                 I = x.dim_size(seq ? 2 : 1);
   TF_RETURN_IF_ERROR(
-      CheckCounts(op, {T, N, I, Count(T) * N * I}, absl::StrCat("x ", ShapeStr(x))));
+      CheckCounts(op, {T, B, I, Count(T) * B * I}, absl::StrCat("x ", ShapeStr(x))));
   // Stock LSTMBlockCell rejects an empty batch or cell ("cs_prev_tensor is empty"); the other
   // ops of the family compute an empty (or zero) result.
-  if (face == Face::kCell && N == 0) {
+  if (face == Face::kCell && B == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": x has an empty batch dimension (batch_size = 0), shape ", ShapeStr(x)));
   }
-  if (in->cs_prev->dim_size(0) != N) {
+  if (in->cs_prev->dim_size(0) != B) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": cs_prev must have shape [batch_size, cell_size] with batch_size = ", N,
+        op, ": cs_prev must have shape [batch_size, cell_size] with batch_size = ", B,
         " (from x ", ShapeStr(x), "), got ", ShapeStr(*in->cs_prev)));
   }
   const int64_t H = in->cs_prev->dim_size(1);
@@ -107,13 +107,13 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
         op, ": cs_prev is empty (cell_size = 0), shape ", ShapeStr(*in->cs_prev)));
   }
   TF_RETURN_IF_ERROR(CheckCounts(
-      op, {H, Count(T) * N * H * Count(4), (Count(I) + H) * H * Count(4)},
+      op, {H, Count(T) * B * H * Count(4), (Count(I) + H) * H * Count(4)},
       absl::StrCat("cs_prev ", ShapeStr(*in->cs_prev), ", x ", ShapeStr(x))));
   in->T = T;
-  in->N = N;
+  in->B = B;
   in->I = I;
   in->H = H;
-  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", *in->h_prev, {N, H}, "[batch_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", *in->h_prev, {B, H}, "[batch_size, cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "w", *in->w, {I + H, 4 * H},
                                 "[input_size + cell_size, 4 * cell_size]"));
   TF_RETURN_IF_ERROR(CheckShape(op, "wci", *in->wci, {H}, "[cell_size]"));
@@ -122,9 +122,9 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
   TF_RETURN_IF_ERROR(CheckShape(op, "b", *in->b, {4 * H}, "[4 * cell_size]"));
   for (auto& a : acts) {
     if (seq) {
-      TF_RETURN_IF_ERROR(CheckShape(op, a.first, **a.second, {T, N, H}, seq_layout));
+      TF_RETURN_IF_ERROR(CheckShape(op, a.first, **a.second, {T, B, H}, seq_layout));
     } else {
-      TF_RETURN_IF_ERROR(CheckShape(op, a.first, **a.second, {N, H}, seq_layout));
+      TF_RETURN_IF_ERROR(CheckShape(op, a.first, **a.second, {B, H}, seq_layout));
     }
   }
 
@@ -201,7 +201,7 @@ class LstmForwardOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     LstmBlockInputs in;
     OP_REQUIRES_OK(ctx, ValidateLstmBlock(ctx, kSeq ? Face::kSeq : Face::kCell, &in));
-    const TensorShape shape = kSeq ? TensorShape({in.T, in.N, in.H}) : TensorShape({in.N, in.H});
+    const TensorShape shape = kSeq ? TensorShape({in.T, in.B, in.H}) : TensorShape({in.B, in.H});
     Tensor* outs[7];
     for (int k = 0; k < 7; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shape, &outs[k]));
     if (in.empty()) return;  // the outputs have no elements
@@ -228,10 +228,10 @@ class LstmCellGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     LstmBlockInputs in;
     OP_REQUIRES_OK(ctx, ValidateLstmBlock(ctx, Face::kCellGrad, &in));
-    const int64_t N = in.N, H = in.H;
+    const int64_t B = in.B, H = in.H;
     Tensor* outs[5];
     OP_REQUIRES_OK(ctx, AllocateOutputs(ctx,
-                                        {TensorShape({N, H}), TensorShape({N, 4 * H}),
+                                        {TensorShape({B, H}), TensorShape({B, 4 * H}),
                                          TensorShape({H}), TensorShape({H}), TensorShape({H})},
                                         outs));
     if (in.empty()) {
@@ -265,11 +265,11 @@ class LstmSeqGradOp : public OpKernel {
     LstmBlockInputs in;
     OP_REQUIRES_OK(ctx,
                    ValidateLstmBlock(ctx, kExact ? Face::kSeqGradExact : Face::kSeqGrad, &in));
-    const int64_t TL = in.T, N = in.N, I = in.I, H = in.H;
+    const int64_t TL = in.T, B = in.B, I = in.I, H = in.H;
     Tensor* outs[8];
     OP_REQUIRES_OK(ctx, AllocateOutputs(ctx,
-                                        {TensorShape({TL, N, I}), TensorShape({N, H}),
-                                         TensorShape({N, H}), TensorShape({I + H, 4 * H}),
+                                        {TensorShape({TL, B, I}), TensorShape({B, H}),
+                                         TensorShape({B, H}), TensorShape({I + H, 4 * H}),
                                          TensorShape({H}), TensorShape({H}), TensorShape({H}),
                                          TensorShape({4 * H})},
                                         outs));

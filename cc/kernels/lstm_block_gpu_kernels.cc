@@ -11,7 +11,6 @@
 #include "cc/kernels/gpu_kernel_util.h"
 #include "cc/kernels/kernel_util.h"
 #include "cc/kernels/lstm_block_face.h"
-#include "cc/kernels/mps_gpu_common.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
@@ -19,14 +18,14 @@ namespace lstm_block {
 namespace {
 
 using gpu::DevPtr;
-using mps_gpu::CudaDtypeOf;
+using gpu::CudaDtypeOf;
 
 TfRnnCudaLstmSpec ToCudaLstmSpec(const LstmBlockInputs& in, const LstmCellSpec& s, int dtype,
                                  bool exact_clip_grad) {
   TfRnnCudaLstmSpec c{};
   c.dtype = dtype;
   c.T = in.T;
-  c.B = in.N;
+  c.B = in.B;
   c.I = in.I;
   c.H = in.H;
   c.seq_len_max = in.seq_len_max;
@@ -75,8 +74,8 @@ struct GpuLstm {
     const int64_t e = sizeof(T);
     TfRnnCudaLstmBwdArgs a = LstmBwdInputs<T>(in);
     a.h = a.co;  // read only for steps > 0 (none here)
-    a.x_grad = call.tmp.Bytes(in.N * in.I * e);
-    a.h_prev_grad = call.tmp.Bytes(in.N * in.H * e);
+    a.x_grad = call.tmp.Bytes(in.B * in.I * e);
+    a.h_prev_grad = call.tmp.Bytes(in.B * in.H * e);
     a.w_grad = call.tmp.Bytes((in.I + in.H) * 4 * in.H * e);
     a.b_grad = call.tmp.Bytes(4 * in.H * e);
     TF_RETURN_IF_ERROR(call.tmp.status());

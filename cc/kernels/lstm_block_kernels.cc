@@ -16,7 +16,7 @@ namespace {
 template <typename T, typename Args>
 void SetSharedOperands(ComputeBridge<T>& br, const LstmBlockInputs& in, Args* a) {
   a->T = in.T;
-  a->B = in.N;
+  a->B = in.B;
   a->I = in.I;
   a->H = in.H;
   a->seq_len_max = in.seq_len_max;
@@ -36,7 +36,7 @@ struct CpuLstm {
     a.b = br.In(*in.b);
     br.BindOut({&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h}, outs);
     const LstmCellSpec spec = SpecFor<T>(cell);
-    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.N, in.I, in.H, spec.bf16));
+    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H, spec.bf16));
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::Forward(engine)(pool, spec, a, ws);
     });
@@ -46,7 +46,7 @@ struct CpuLstm {
                                const LstmCellSpec& spec, Tensor* outs[5]) {
     ComputeBridge<T> br(ctx);
     LstmCellBwdArgs<A> a;
-    a.B = in.N;
+    a.B = in.B;
     a.H = in.H;
     br.BindIn({{&a.cs_prev, in.cs_prev}, {&a.wci, in.wci}, {&a.wcf, in.wcf}, {&a.wco, in.wco}});
     br.BindIn(ActivationInputs(in, &a));
@@ -70,7 +70,7 @@ struct CpuLstm {
     br.BindOut({&a.x_grad, &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad, &a.wcf_grad,
                 &a.wco_grad, &a.b_grad},
                outs);
-    A* ws = br.Scratch(LstmBwdWorkspaceSize(in.seq_len_max, in.N, in.H));
+    A* ws = br.Scratch(LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.H));
     const LstmCellSpec spec = SpecFor<T>(cell);
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::Backward(engine)(pool, spec, a, ws);

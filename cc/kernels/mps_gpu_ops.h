@@ -14,7 +14,6 @@
 #include "cc/kernels/cuda_engine_loader.h"
 #include "cc/kernels/gpu_kernel_util.h"
 #include "cc/kernels/kernel_util.h"
-#include "cc/kernels/mps_gpu_common.h"
 #include "cc/kernels/mps_rnn_face.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -88,7 +87,7 @@ class MpsGpuRun {
   // Sizes the call and packs the operands; `grad`: the workspace serves the backward too.
   absl::Status Start(OpKernelContext* ctx, bool grad) {
     TF_RETURN_IF_ERROR(g_.Init(ctx, ctx->op_kernel().type_string()));
-    cs_ = CudaSpecOf(s_, mps_gpu::CudaDtypeOf<Tt>());
+    cs_ = CudaSpecOf(s_, gpu::CudaDtypeOf<Tt>());
     TF_RETURN_IF_ERROR(g_.Check(g_.eng->rnn_sizes(&cs_, &n_params_, &n_reserve_, &fws_, &bws_)));
     const bool lstm = s_.mode == RnnMode::kLstm;
     void* params = tmp_.Bytes(n_params_ * kE);
