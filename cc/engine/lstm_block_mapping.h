@@ -71,9 +71,9 @@ void SetLstmBlockInputs(const BlockArgs& a, const A* peep, RnnArgs* ra) {
 
 template <typename Dev, typename A>
 typename Dev::Status LstmBlockForward(Dev& dev, const LstmCellSpec& c, const LstmFwdArgs<A>& a) {
-  const Index L = a.seq_len_max, B = a.B, H = a.H, BH = B * H;
-  if (L > 0 && B > 0) {
-    const RnnSpec s = LstmBlockRnnSpec(c, L, B, a.I, H);
+  const Index steps = a.seq_len_max, B = a.B, H = a.H, BH = B * H;
+  if (steps > 0 && B > 0) {
+    const RnnSpec s = LstmBlockRnnSpec(c, steps, B, a.I, H);
     const auto w = dev.CarveFwd(s);
     TFRNN_MAPPING_TRY(dev.Zero(w.br, 4 * H));
     TFRNN_MAPPING_TRY(dev.Fill(w.br + s.gate_pos[1] * H, H, c.forget_bias));
@@ -91,17 +91,18 @@ typename Dev::Status LstmBlockForward(Dev& dev, const LstmCellSpec& c, const Lst
   // Steps past seq_len_max (0 <= seq_len_max <= T, checked by the callers): all seven outputs
   // are zero.
   A* const outs[7] = {a.i, a.cs, a.f, a.o, a.ci, a.co, a.h};
-  for (A* out : outs) TFRNN_MAPPING_TRY(dev.Zero(out + L * BH, (a.T - L) * BH));
+  for (A* out : outs) TFRNN_MAPPING_TRY(dev.Zero(out + steps * BH, (a.T - steps) * BH));
   return Dev::Status::Ok();
 }
 
 template <typename Dev, typename A>
 typename Dev::Status LstmBlockBackward(Dev& dev, const LstmCellSpec& c,
                                        const LstmBwdArgs<A>& a) {
-  const Index T = a.T, B = a.B, I = a.I, H = a.H, L = a.seq_len_max, G = 4 * H, BH = B * H;
-  TFRNN_MAPPING_TRY(dev.Zero(a.x_grad + L * B * I, (T - L) * B * I));  // zero past seq_len_max
-  RnnSpec s = LstmBlockRnnSpec(c, L, B, I, H);
-  if (L == 0 || B == 0) {
+  const Index T = a.T, B = a.B, I = a.I, H = a.H, G = 4 * H, BH = B * H;
+  const Index steps = a.seq_len_max;
+  TFRNN_MAPPING_TRY(dev.Zero(a.x_grad + steps * B * I, (T - steps) * B * I));  // past them: 0
+  RnnSpec s = LstmBlockRnnSpec(c, steps, B, I, H);
+  if (steps == 0 || B == 0) {
     TFRNN_MAPPING_TRY(dev.Zero(a.cs_prev_grad, BH));
     TFRNN_MAPPING_TRY(dev.Zero(a.h_prev_grad, BH));
     TFRNN_MAPPING_TRY(dev.Zero(a.w_grad, (I + H) * G));

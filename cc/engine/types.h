@@ -329,11 +329,11 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KN, bool bf16 = false) {
 }
 // The LSTM block ops (LstmForward / LstmBackward, lstm_cpu.cc) as one layer of this engine:
 // T = seq_len_max steps, B = N rows, N = H units, the block ops' w as x·W + h·R.
-inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index L, Index N, Index I, Index H) {
+inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Index I, Index H) {
   RnnSpec s;
   s.mode = RnnMode::kLstm;
-  s.T = L;
-  s.B = N;
+  s.T = steps;
+  s.B = B;
   s.I = I;
   s.N = H;
   s.gate_pos[0] = c.order.i;

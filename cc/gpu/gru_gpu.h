@@ -20,8 +20,8 @@ template <typename T>
 GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, void* workspace,
                              int64_t workspace_bytes);
 
-int64_t GruCellFwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes);
-int64_t GruCellBwdWorkspaceBytesGpu(int64_t N, int64_t I, int64_t H, int elem_bytes);
+int64_t GruCellFwdWorkspaceBytesGpu(int64_t B, int64_t I, int64_t H, int elem_bytes);
+int64_t GruCellBwdWorkspaceBytesGpu(int64_t B, int64_t I, int64_t H, int elem_bytes);
 
 }  // namespace gpu
 }  // namespace tfrnn

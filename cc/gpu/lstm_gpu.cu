@@ -98,15 +98,15 @@ struct GpuLstmBlock {
 
 }  // namespace
 
-int64_t LstmFwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, int elem_bytes) {
-  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, N, I, H);
+int64_t LstmFwdWorkspaceBytesGpu(int64_t T_, int64_t B, int64_t I, int64_t H, int elem_bytes) {
+  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, B, I, H);
   return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
     CarveBlockFwd<typename decltype(t)::type>(s, cv);
   });
 }
 
-int64_t LstmBwdWorkspaceBytesGpu(int64_t T_, int64_t N, int64_t I, int64_t H, int elem_bytes) {
-  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, N, I, H);
+int64_t LstmBwdWorkspaceBytesGpu(int64_t T_, int64_t B, int64_t I, int64_t H, int elem_bytes) {
+  const RnnSpec s = LstmBlockRnnSpec(LstmCellSpec(), T_, B, I, H);
   return CountedBytes(elem_bytes, [&](auto t, Carver& cv) {
     CarveBlockBwd<typename decltype(t)::type>(s, cv);
   });
@@ -129,8 +129,8 @@ GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& c, const Lstm
       "lstm backward", workspace_bytes,
       LstmBwdWorkspaceBytesGpu(a.T, a.B, a.I, a.H, sizeof(T)), workspace));
   if (dgates_out != nullptr) {  // zero past seq_len_max, like x_grad
-    const I64 L = a.seq_len_max, rows = a.B * 4 * a.H;
-    TFRNN_GPU_RETURN_IF_ERROR(Zero(g, dgates_out + L * rows, (a.T - L) * rows));
+    const I64 steps = a.seq_len_max, rows = a.B * 4 * a.H;
+    TFRNN_GPU_RETURN_IF_ERROR(Zero(g, dgates_out + steps * rows, (a.T - steps) * rows));
   }
   GpuLstmBlock<T> dev{g, workspace, dgates_out};
   return LstmBlockBackward(dev, c, a);

@@ -28,8 +28,8 @@ template <typename T>
 GpuStatus LstmBackwardGpu(const GpuContext& g, const LstmCellSpec& s, const LstmBwdArgs<T>& a,
                           void* workspace, int64_t workspace_bytes, T* dgates_out = nullptr);
 
-int64_t LstmFwdWorkspaceBytesGpu(int64_t T, int64_t N, int64_t I, int64_t H, int elem_bytes);
-int64_t LstmBwdWorkspaceBytesGpu(int64_t T, int64_t N, int64_t I, int64_t H, int elem_bytes);
+int64_t LstmFwdWorkspaceBytesGpu(int64_t T, int64_t B, int64_t I, int64_t H, int elem_bytes);
+int64_t LstmBwdWorkspaceBytesGpu(int64_t T, int64_t B, int64_t I, int64_t H, int elem_bytes);
 
 }  // namespace gpu
 }  // namespace tfrnn
