@@ -45,7 +45,7 @@ struct StepMap {
 };
 
 // Pointers of one (layer, direction). MakeLayer points them into the params, reserve and
-// dparams buffers; the LSTM block ops (lstm_cpu.cc) at their own tensors.
+// dparams buffers; the LSTM block ops (lstm_block_mapping.h) at their own tensors.
 template <typename A>
 struct Layer {
   Index in = 0;       // width of the W matrices (0: skip input)

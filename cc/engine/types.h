@@ -327,7 +327,7 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 inline bool RnnFusesInput(Index in, Index Hs, Index KN, bool bf16 = false) {
   return in > 0 && (in + Hs) * KN <= (Index(1) << (bf16 ? 19 : 18));
 }
-// The LSTM block ops (LstmForward / LstmBackward, lstm_cpu.cc) as one layer of this engine:
+// The LSTM block ops (lstm_block_mapping.h) as one layer of this engine:
 // T = seq_len_max steps, B = N rows, N = H units, the block ops' w as x·W + h·R.
 inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Index I, Index H) {
   RnnSpec s;
@@ -371,11 +371,11 @@ A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A*
   return acts;
 }
 
-// The engine layer of an LSTM block op over the op's tensors, for the CPU face (lstm_cpu.cc,
-// rnn_cpu::Layer) and the CUDA face (cc/gpu/lstm_gpu.cu, gpu::LayerPtrs) alike: W = w[:I] and
-// R = w[I:] (weights_xw), the input bias b, the recurrent bias br (forget_bias at f), the gate
-// activations in the [T, N, H] planes i, f, ci, o (act_ld = H), c in cs and tanh(c) in co. The
-// forward writes the planes; the backward faces only read them.
+// The engine layer of an LSTM block op over the op's tensors, for both engines' layer structs
+// (rnn_cpu::Layer, gpu::LayerPtrs; lstm_block_mapping.h): W = w[:I] and R = w[I:]
+// (weights_xw), the input bias b, the recurrent bias br (forget_bias at f), the gate activations
+// in the [T, B, H] planes i, f, ci, o (act_ld = H), c in cs and tanh(c) in co. The forward
+// writes the planes; the backward only reads them.
 template <typename L, typename A>
 void SetLstmBlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, const A* i,
                        const A* f, const A* ci, const A* o, const A* cs, const A* co, L* ly) {

@@ -128,7 +128,7 @@ inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
   return CountedSize([&](Carver<float>* cv) { CarveRnnBwd(s, cv); });
 }
 
-// ---- the LSTM block ops (lstm_cpu.cc) --------------------------------------------------------
+// ---- the LSTM block ops (lstm_block_mapping.h, lstm_cpu.cc) -----------------------------------
 
 // Scratch of LstmForward over seq_len_max steps: the input projection [steps·B, 4H], the
 // peephole vector and the recurrent bias [4H] each; a single step's rows [x, h_prev]

@@ -90,7 +90,7 @@ typedef struct {
 } TfRnnCudaBwdArgs;
 
 /* The LSTM block ops (BlockLSTM / BlockLSTMV2 and their gradients; equations in
- * cc/engine/lstm.h), a face of the stacked CUDA engine (lstm_gpu.cu). Time-major, dense, row-major:
+ * cc/engine/lstm.h) on the stacked CUDA engine (lstm_gpu.cu). Time-major, dense, row-major:
  * shapes at the lists of cc/engine/block_arg_fields.h (steps >= seq_len_max are written as
  * zeros). */
 typedef struct {

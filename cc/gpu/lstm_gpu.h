@@ -1,7 +1,7 @@
 // The LSTM block ops (BlockLSTM / BlockLSTMV2 and their gradients) on the GPU: the same maths,
-// layouts and semantics as cc/engine/lstm_cpu.cc (equations in cc/engine/lstm.h), on the
-// caller's stream, as one layer of the CUDA stacked-RNN engine (lstm_gpu.cu is its face, as
-// lstm_cpu.cc is the CPU engine's). No TensorFlow includes.
+// layouts and semantics as on the CPU (equations in cc/engine/lstm.h), on the caller's stream,
+// as one layer of the CUDA stacked-RNN engine: cc/engine/lstm_block_mapping.h maps them for
+// both devices, lstm_gpu.cu is its CUDA adapter. No TensorFlow includes.
 //
 // Storage type T (half, bfloat16, float, double) for every tensor and GEMM operand; the gate
 // pre-activations, the carries (dL/dh, dL/dcs) and the pointwise maths in Acc (float, double
