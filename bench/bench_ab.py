@@ -42,10 +42,10 @@ def main(argv=None):
     p.add_argument("before")
     p.add_argument("after")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("bench_args", nargs=argparse.REMAINDER,
-                   help="after --: arguments for bench_rnn.py")
-    a = p.parse_args(argv)
-    extra = [x for x in a.bench_args if x != "--"]
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = p.parse_args(argv[:cut])
+    extra = argv[cut + 1:]  # after --: arguments for bench_rnn.py
     runs = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"before": _root(tmp, "before", a.before), "after": _root(tmp, "after", a.after)}
