@@ -5,8 +5,8 @@
 BEFORE_DIR and AFTER_DIR hold the built shared objects (_tf_rnn_ops.so, _tfrnn_engine_*.so,
 ...), e.g. a copy of tf_rnn_ops/*.so taken before a change and bazel-bin/cc after it. Each is
 put beside a copy of this tree's tf_rnn_ops/ and bench/ in a temporary root, and bench_rnn.py
-runs there in turns (before, after, before, after, ...), so both builds see the same machine
-state. Prints, per benchmark, size and peer, the median over rounds of our time and of the
+runs there in turns, in ABBA order (before, after, after, before, ...), so both builds see the
+same machine state and neither always runs second. Prints, per benchmark, size and peer, the median over rounds of our time and of the
 peer/ours ratio for each build, and after/before of our time (1.00: no change).
 """
 import argparse
@@ -41,7 +41,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("before")
     p.add_argument("after")
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=4)
     argv = sys.argv[1:] if argv is None else list(argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     a = p.parse_args(argv[:cut])
@@ -50,7 +50,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"before": _root(tmp, "before", a.before), "after": _root(tmp, "after", a.after)}
         for k in range(a.rounds):
-            for name in ("before", "after"):
+            # ABBA order: a variant run second in a round measured up to ~10 % slower on a
+            # shared VM, whichever it was; alternating the order cancels that.
+            for name in (("before", "after"), ("after", "before"))[k % 2]:
                 out = os.path.join(tmp, f"{name}{k}.json")
                 print(f"[bench_ab] round {k + 1}/{a.rounds}: {name}", flush=True)
                 cmd = [sys.executable, os.path.join(roots[name], "bench", "bench_rnn.py"),
