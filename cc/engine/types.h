@@ -13,6 +13,13 @@ namespace tfrnn {
 
 using Index = std::ptrdiff_t;
 
+// An element type carried as a value, for dispatching on a runtime dtype or element size:
+// f(TypeTag<T>()) and, inside, typename decltype(tag)::type.
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
 // Block index of each gate within a 4H row.
 struct LstmGateOrder {
   int i, c, f, o;
@@ -126,6 +133,8 @@ struct GruCellBwdArgs {
   Index B = 0, I = 0, H = 0;
   TFRNN_GRU_CELL_BWD_ARGS(TFRNN_ARG_IN, TFRNN_ARG_OUT)
 };
+#undef TFRNN_ARG_OUT
+#undef TFRNN_ARG_IN
 
 
 // ---------------------------------------------------------------------------------------------
@@ -328,7 +337,7 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KN, bool bf16 = false) {
   return in > 0 && (in + Hs) * KN <= (Index(1) << (bf16 ? 19 : 18));
 }
 // The LSTM block ops (lstm_block_mapping.h) as one layer of this engine:
-// T = seq_len_max steps, B = N rows, N = H units, the block ops' w as x·W + h·R.
+// T = seq_len_max steps, B batch rows, N = H units, the block ops' w as x·W + h·R.
 inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Index I, Index H) {
   RnnSpec s;
   s.mode = RnnMode::kLstm;

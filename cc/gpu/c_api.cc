@@ -274,11 +274,6 @@ int Guarded(Body&& body) {
   }
 }
 
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
 // run(TypeTag<T>{}) for the CUDA element type T of a checked dtype.
 template <typename Run>
 GpuStatus ByDtype(int dtype, Run&& run) {

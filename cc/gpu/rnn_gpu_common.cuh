@@ -249,10 +249,6 @@ class Carver {
 
 // The bytes of a carve walk for elements of elem_bytes bytes (2: half or bfloat16, 4, 8):
 // carve(TypeTag<T>(), cv) on a counting Carver.
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
 template <typename F>
 I64 CountedBytes(int elem_bytes, F carve) {
   Carver cv(nullptr);

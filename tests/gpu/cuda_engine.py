@@ -33,11 +33,16 @@ _FIELDS_H = os.path.join(REPO_ROOT, "cc", "engine", "rnn_spec_fields.h")
 _C_TYPES = {"int32_t": _i32, "int64_t": _i64, "uint64_t": _u64, "double": ctypes.c_double}
 
 
+def _macro_text(path):
+    """A C header's text with its comments removed and each macro on one line."""
+    with open(path) as f:
+        return re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S).replace("\\\n", " ")
+
+
 def _spec_lists(path=_FIELDS_H):
     """The lists of cc/engine/rnn_spec_fields.h: the mode and activation spellings in enum
     order, and TfRnnCudaSpec's members (dtype first, then one per field line)."""
-    with open(path) as f:
-        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S).replace("\\\n", " ")
+    text = _macro_text(path)
 
     def body(name):
         return re.search(r"#define " + name + r"\([^)]*\)(.*)", text).group(1)
@@ -88,10 +93,9 @@ class LstmSpec(ctypes.Structure):
 def _arg_lists(path=os.path.join(REPO_ROOT, "cc", "engine", "block_arg_fields.h")):
     """The pointer members of the block ops' args structs, from the lists of
     cc/engine/block_arg_fields.h, in their C order."""
-    with open(path) as f:
-        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S).replace("\\\n", " ")
     return {name: tuple(re.findall(r"\b(?:IN|OUT)\((\w+),", body))
-            for name, body in re.findall(r"#define (TFRNN_\w+_ARGS)\(IN, OUT\)(.*)", text)}
+            for name, body in re.findall(r"#define (TFRNN_\w+_ARGS)\(IN, OUT\)(.*)",
+                                         _macro_text(path))}
 
 
 _ARGS = _arg_lists()
