@@ -12,9 +12,10 @@ from tf_rnn_ops import _grads  # noqa: F401  (registers gradients)
 from tf_rnn_ops import mps, raw_ops
 from tf_rnn_ops import keras  # noqa: E402  (loads the op library: SavedModels with our ops load)
 from tf_rnn_ops._cudnn_cpu import register_cudnn_rnn_cpu_kernels
-from tf_rnn_ops._loader import built_tf_version, library_path, load_library
+from tf_rnn_ops._loader import (built_tf_version, has_xla, library_path, load_library,
+                                xla_status)
 
 __version__ = "0.1.0"
 
 __all__ = ["raw_ops", "mps", "keras", "register_cudnn_rnn_cpu_kernels", "load_library",
-           "library_path", "built_tf_version", "__version__"]
+           "library_path", "built_tf_version", "has_xla", "xla_status", "__version__"]

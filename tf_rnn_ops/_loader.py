@@ -5,8 +5,10 @@ import threading
 import tensorflow as tf
 
 _LIB_NAME = "_tf_rnn_ops.so"
+_XLA_LIB_NAME = "_tf_rnn_ops_xla.so"
 _lock = threading.Lock()
 _lib = None
+_xla_status = None  # "" once the XLA kernels are loaded, else why they are not
 
 
 def _package_dir():
@@ -64,7 +66,40 @@ def load_library():
         if built and _major_minor(built) != _major_minor(installed):
             raise ImportError(_mismatch_message(built, installed))
         try:
-            _lib = tf.load_op_library(path)
+            lib = tf.load_op_library(path)
         except (tf.errors.NotFoundError, OSError) as e:
             raise ImportError(_mismatch_message(built or "an unknown version", installed, e)) from e
+        _load_xla_kernels()
+        _lib = lib
         return _lib
+
+
+def _load_xla_kernels():
+    """Loads the XLA kernels (_tf_rnn_ops_xla.so), which register with TensorFlow's XLA
+    compiler. Optional: a build without them, or a TensorFlow whose XLA they do not fit, leaves
+    the ops without XLA kernels (xla_status() says why); the ops themselves still work."""
+    global _xla_status
+    path = os.path.join(_package_dir(), _XLA_LIB_NAME)
+    if os.environ.get("TF_RNN_OPS_XLA", "1") == "0":
+        _xla_status = "disabled by TF_RNN_OPS_XLA=0"
+    elif not os.path.exists(path):
+        _xla_status = (f"{path} was not built (configure.sh builds it where TensorFlow's XLA "
+                       "headers and libtensorflow_cc are present)")
+    else:
+        try:
+            tf.load_op_library(path)
+            _xla_status = ""
+        except (tf.errors.NotFoundError, OSError) as e:
+            _xla_status = f"{path} did not load: {e}"
+
+
+def xla_status():
+    """"" when the ops' XLA kernels are loaded (tf.function(jit_compile=True) compiles them),
+    else why not."""
+    load_library()
+    return _xla_status
+
+
+def has_xla():
+    """True when the Keras layers' and the CudnnRNN ops' XLA kernels are loaded."""
+    return xla_status() == ""

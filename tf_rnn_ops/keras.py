@@ -54,7 +54,13 @@ Otherwise (a custom activation) the layer runs the stock Keras loop
 (``keras.layers.RNN.inner_loop``) and gives the stock results, warning once per layer class and
 reason (``UserWarning``), except ``use_cudnn=False``, which asks for the stock loop. With
 ``use_cudnn=True`` an unsupported configuration raises ``ValueError`` instead, as stock Keras
-does. The op has no XLA kernel, so the layers set ``supports_jit = False``.
+does.
+
+The op has XLA kernels (a custom call into the same engine, ``_tf_rnn_ops_xla.so``):
+``tf.function(jit_compile=True)`` and ``model.compile(jit_compile=True)`` compile the layers
+with the rest of the model. ``supports_jit`` is what the stock layer says (False where stock
+runs cuDNN) and False when the XLA kernels are not loaded (``tf_rnn_ops.xla_status()`` says
+why); ``jit_compile="auto"`` follows Keras's own rules.
 """
 import threading
 import warnings
@@ -62,7 +68,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from tf_rnn_ops._loader import load_library
+from tf_rnn_ops._loader import has_xla, load_library
 
 __all__ = ["LSTM", "GRU", "SimpleRNN", "to_stock"]
 
@@ -139,8 +145,10 @@ class _FusedRNNMixin:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # The fused ops have no XLA kernel: keep model.compile(jit_compile="auto") off XLA.
-        self.supports_jit = False
+        # The stock layer's own answer (False where it runs cuDNN), unless the op's XLA
+        # kernels are not loaded.
+        if not has_xla():
+            self.supports_jit = False
 
     # --- what the fused op can do -------------------------------------------------------
 

@@ -71,19 +71,16 @@ struct KerasExtras {
     return absl::OkStatus();
   }
 
-  // After the size checks: recurrent_mask, [batch, dir · K · num_units] or [0] (none).
-  absl::Status Mask(tensorflow::OpKernelContext* ctx, RnnSpec* s, const Tensor** mask) const {
-    *mask = nullptr;
+  // After the size checks: recurrent_mask m, [batch, dir · K · num_units] or [0] (none);
+  // sets s->has_mask when there is one.
+  absl::Status MaskShape(const std::string& op, const TensorShape& m, RnnSpec* s) const {
     if (!on) return absl::OkStatus();
-    const std::string op = ctx->op_kernel().type_string();
-    const Tensor* m;
-    TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_mask", &m));
-    if (m->dims() == 1 && m->dim_size(0) == 0) return absl::OkStatus();
+    if (m.dims() == 1 && m.dim_size(0) == 0) return absl::OkStatus();
     const int64_t cols = s->D * RnnK(*s) * s->N;
-    if (m->dims() != 2 || m->dim_size(0) != s->B || m->dim_size(1) != cols) {
+    if (m.dims() != 2 || m.dim_size(0) != s->B || m.dim_size(1) != cols) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": recurrent_mask must have shape [batch, gates * units] = [", s->B, ", ", cols,
-          "] or [0] (no mask), got ", ShapeStr(*m)));
+          "] or [0] (no mask), got ", ShapeStr(m)));
     }
     if (s->L != 1 || s->P != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -92,7 +89,6 @@ struct KerasExtras {
     }
     s->has_mask = true;
     s->mask_gates = true;
-    *mask = m;
     return absl::OkStatus();
   }
 };

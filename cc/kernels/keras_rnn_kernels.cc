@@ -1,13 +1,12 @@
 // CPU kernels of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop; shapes and
-// layouts in cc/ops/keras_rnn_ops.cc): validate -> describe (RnnSpec, one layer and direction,
-// weights_xw: the pre-activations are x·kernel + h·recurrent_kernel in Keras gate order) ->
-// the stacked engine, reading and writing the Keras tensors in place (RnnWeights).
+// layouts in cc/ops/keras_rnn_ops.cc): validate and describe (keras_rnn_face.h) -> the stacked
+// engine, reading and writing the Keras tensors in place (RnnWeights).
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "cc/kernels/engine_loader.h"
-#include "cc/kernels/keras_rnn_extras.h"
+#include "cc/kernels/keras_rnn_face.h"
 #include "cc/kernels/kernel_util.h"
 #include "cc/kernels/rnn_kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -21,88 +20,31 @@ struct KerasInputs {
   bool two_biases = false;  // bias is [2, K·units]: input and recurrent
 };
 
-// Block index of each logical gate (lstm i, f, c', o; gru r, z, n) in Keras's gate order.
-void KerasGateOrder(RnnSpec* s) {
-  if (s->mode == RnnMode::kGru) {  // Keras z, r, h
-    s->gate_pos[0] = 1;
-    s->gate_pos[1] = 0;
-    s->gate_pos[2] = 2;
-  }
-}
-
-absl::Status ValidateKeras(OpKernelContext* ctx, RnnMode mode, const KerasExtras& kx,
-                           KerasInputs* in) {
+absl::Status ValidateKeras(OpKernelContext* ctx, const KerasAttrs& attrs, KerasInputs* in) {
   const std::string op = ctx->op_kernel().type_string();
+  const Tensor* mask;
   TF_RETURN_IF_ERROR(GetInputs(ctx, {{"input", &in->x},
                                      {"input_h", &in->h0},
                                      {"input_c", &in->c0},
                                      {"kernel", &in->kernel},
                                      {"recurrent_kernel", &in->rkernel},
                                      {"bias", &in->bias},
-                                     {"sequence_lengths", &in->lengths}}));
-  const bool lstm = mode == RnnMode::kLstm;
-  TF_RETURN_IF_ERROR(CheckRank(op, "input", *in->x, 3, "[batch, time, input_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "input_h", *in->h0, 2, "[batch, units]"));
-  if (lstm) TF_RETURN_IF_ERROR(CheckRank(op, "input_c", *in->c0, 2, "[batch, units]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "kernel", *in->kernel, 2, "[input_size, gates * units]"));
-  TF_RETURN_IF_ERROR(
-      CheckRank(op, "recurrent_kernel", *in->rkernel, 2, "[units, gates * units]"));
-  if (in->bias->dims() != 1 && in->bias->dims() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": bias must be rank 1 [gates * units] or rank 2 [2, gates * units], "
-                         "got shape ", ShapeStr(*in->bias)));
-  }
-  TF_RETURN_IF_ERROR(CheckRank(op, "sequence_lengths", *in->lengths, 1, "[batch] or [0]"));
-
-  RnnSpec& s = in->spec;
-  s.mode = mode;
-  s.B = in->x->dim_size(0);
-  s.T = in->x->dim_size(1);
-  s.I = in->x->dim_size(2);
-  s.N = in->h0->dim_size(1);
-  s.weights_xw = true;
-  KerasGateOrder(&s);
-  if (s.N == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": input_h must have units > 0, got shape ", ShapeStr(*in->h0)));
-  }
-  TF_RETURN_IF_ERROR(CheckRnnSizes(op, s,
-                                   absl::StrCat("input_h ", ShapeStr(*in->h0), ", input ",
-                                                ShapeStr(*in->x))));
-  if (in->h0->dim_size(0) != s.B) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": input_h has batch size ",
-                                                   in->h0->dim_size(0), " but input has ", s.B,
-                                                   " (input_h shape ", ShapeStr(*in->h0),
-                                                   ", input shape ", ShapeStr(*in->x), ")"));
-  }
-  if (lstm && in->c0->shape() != in->h0->shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": input_c must have the shape of input_h ", ShapeStr(*in->h0), ", got ",
-        ShapeStr(*in->c0)));
-  }
-  TF_RETURN_IF_ERROR(kx.Apply(op, ShapeStr(*in->x), &s));
-  const int64_t KN = RnnK(s) * s.N, in_rows = s.preprojected ? 0 : s.I;
-  TF_RETURN_IF_ERROR(CheckShape(op, "kernel", *in->kernel, {in_rows, KN},
-                                s.preprojected ? "[0, gates * units] (preprojected input)"
-                                               : "[input_size, gates * units]"));
-  TF_RETURN_IF_ERROR(
-      CheckShape(op, "recurrent_kernel", *in->rkernel, {s.N, KN}, "[units, gates * units]"));
-  in->two_biases = in->bias->dims() == 2;
-  TF_RETURN_IF_ERROR(in->two_biases
-                         ? CheckShape(op, "bias", *in->bias, {2, KN}, "[2, gates * units]")
-                         : CheckShape(op, "bias", *in->bias, {KN}, "[gates * units]"));
-  const int64_t nlen = in->lengths->dim_size(0);
-  if (nlen != 0 && nlen != s.B) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": sequence_lengths must have shape [", s.B, "] (batch) or [0], got ",
-        ShapeStr(*in->lengths)));
-  }
-  if (nlen == 0) {
+                                     {"sequence_lengths", &in->lengths},
+                                     {"recurrent_mask", &mask}}));
+  KerasLayout layout;
+  TF_RETURN_IF_ERROR(KerasLayoutOf(op, attrs,
+                                   {in->x->shape(), in->h0->shape(), in->c0->shape(),
+                                    in->kernel->shape(), in->rkernel->shape(),
+                                    in->bias->shape(), in->lengths->shape(), mask->shape()},
+                                   &layout));
+  in->spec = layout.spec;
+  in->two_biases = layout.two_biases;
+  in->mask = layout.spec.has_mask ? mask : nullptr;
+  if (!layout.has_lengths) {
     in->lengths = nullptr;
-  } else {
-    TF_RETURN_IF_ERROR(CheckSeqLengths(op, *in->lengths, s.B, s.T, "time"));
+    return absl::OkStatus();
   }
-  return kx.Mask(ctx, &s, &in->mask);
+  return CheckSeqLengths(op, *in->lengths, in->spec.B, in->spec.T, "time");
 }
 
 // The engine's view of the Keras tensors (through the bridge: converted for half/bf16): W, R
@@ -130,22 +72,6 @@ RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
 // 1 (no copy).
 inline bool SameMajor(const RnnSpec& s) { return s.T == 1 || s.B == 1; }
 
-// The attrs of both ops (is_training: the forward's only).
-struct KerasAttrs {
-  RnnMode mode = RnnMode::kLstm;
-  KerasExtras kx;
-  bool training = true;
-
-  absl::Status Read(OpKernelConstruction* c) {
-    std::string mode_name;
-    TF_RETURN_IF_ERROR(c->GetAttr("rnn_mode", &mode_name));
-    mode = ParseRnnMode(mode_name);
-    TF_RETURN_IF_ERROR(kx.Read(c));
-    if (c->HasAttr("is_training")) TF_RETURN_IF_ERROR(c->GetAttr("is_training", &training));
-    return absl::OkStatus();
-  }
-};
-
 // TfRnn>KerasRNN (kBackward false) and KerasRNNBackprop (kBackward): the inputs validated, then
 // the engine's forward or backward.
 template <typename T, bool kBackward>
@@ -156,8 +82,8 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
 
   void Compute(OpKernelContext* ctx) override {
     KerasInputs in;
-    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_.mode, attrs_.kx, &in));
-    OP_REQUIRES_OK(ctx, kBackward ? Backward(ctx, in) : Forward(ctx, &in));
+    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_, &in));
+    OP_REQUIRES_OK(ctx, kBackward ? Backward(ctx, in) : Forward(ctx, in));
   }
 
  private:
@@ -165,11 +91,9 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
     return SeqLengths(in.lengths, in.spec.B, store);
   }
 
-  absl::Status Forward(OpKernelContext* ctx, KerasInputs* inp) const {
-    const KerasInputs& in = *inp;
+  absl::Status Forward(OpKernelContext* ctx, const KerasInputs& in) const {
     const bool training = attrs_.training;
-    RnnSpec& s = inp->spec;
-    s.training = training;
+    const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t reserve_a = RnnReserveSize(s);
     Tensor *output, *output_h, *output_c, *reserve;
@@ -211,15 +135,9 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
                                        {"output_h_backprop", &dhn},
                                        {"output_c_backprop", &dcn},
                                        {"reserve_space", &reserve}}));
-    TF_RETURN_IF_ERROR(
-        CheckShape(op, "output_backprop", *dy, {s.B, s.T, s.N}, "[batch, time, units]"));
-    TF_RETURN_IF_ERROR(CheckShape(op, "output_h_backprop", *dhn, {s.B, s.N}, "[batch, units]"));
-    if (lstm) {
-      TF_RETURN_IF_ERROR(
-          CheckShape(op, "output_c_backprop", *dcn, {s.B, s.N}, "[batch, units]"));
-    }
-    TF_RETURN_IF_ERROR(CheckReserveSpace(
-        op, *reserve, ReserveElementsOfT<T, A>(RnnReserveSize(s)), "forward op"));
+    TF_RETURN_IF_ERROR(CheckKerasBackpropShapes(op, s, dy->shape(), dhn->shape(), dcn->shape(),
+                                                reserve->shape(),
+                                                ReserveElementsOfT<T, A>(RnnReserveSize(s))));
 
     Tensor *dx, *dh0, *dc0, *dkernel, *drkernel, *dbias;
     TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.x->shape(), &dx));

@@ -50,11 +50,12 @@ bool LookupName(const std::pair<const char*, E> (&table)[N], const std::string& 
   return false;
 }
 
-inline std::string ShapeStr(const Tensor& t) {
+inline std::string ShapeStr(const TensorShape& t) {
   std::vector<int64_t> dims;
   for (int k = 0; k < t.dims(); ++k) dims.push_back(t.dim_size(k));
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
+inline std::string ShapeStr(const Tensor& t) { return ShapeStr(t.shape()); }
 
 // Looks up an input by its OpDef name.
 inline absl::Status GetInput(OpKernelContext* ctx, const char* name, const Tensor** t) {
@@ -70,15 +71,19 @@ inline absl::Status GetInputs(
 
 // `name` must have rank `rank`; `layout` describes the expected dims, e.g.
 // "[timelen, batch_size, input_size]".
-inline absl::Status CheckRank(const std::string& op, const char* name, const Tensor& t, int rank,
-                              const char* layout) {
+inline absl::Status CheckRank(const std::string& op, const char* name, const TensorShape& t,
+                              int rank, const char* layout) {
   if (t.dims() == rank) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " must be rank ", rank, " ",
                                                  layout, ", got shape ", ShapeStr(t)));
 }
+inline absl::Status CheckRank(const std::string& op, const char* name, const Tensor& t, int rank,
+                              const char* layout) {
+  return CheckRank(op, name, t.shape(), rank, layout);
+}
 
 // `name` must have exactly the given dims (ranks are checked before this is called).
-inline absl::Status CheckShape(const std::string& op, const char* name, const Tensor& t,
+inline absl::Status CheckShape(const std::string& op, const char* name, const TensorShape& t,
                                std::initializer_list<int64_t> dims, const char* layout) {
   bool ok = t.dims() == static_cast<int>(dims.size());
   int k = 0;
@@ -90,6 +95,10 @@ inline absl::Status CheckShape(const std::string& op, const char* name, const Te
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " must have shape ", layout,
                                                  " = [", absl::StrJoin(dims, ", "), "], got ",
                                                  ShapeStr(t)));
+}
+inline absl::Status CheckShape(const std::string& op, const char* name, const Tensor& t,
+                               std::initializer_list<int64_t> dims, const char* layout) {
+  return CheckShape(op, name, t.shape(), dims, layout);
 }
 
 // An op kernel whose attrs A (absl::Status A::Read(OpKernelConstruction*)) are read when it is

@@ -53,13 +53,17 @@ inline bool AnyShorter(const std::vector<int>& lengths, int64_t T) {
 
 // A backprop op's reserve_space must be the [want] vector its forward (`forward`: "forward
 // op", "GPU forward op") wrote.
-inline absl::Status CheckReserveSpace(const std::string& op, const Tensor& reserve,
+inline absl::Status CheckReserveSpace(const std::string& op, const TensorShape& reserve,
                                       int64_t want, const char* forward) {
-  if (reserve.dims() == 1 && reserve.NumElements() == want) return absl::OkStatus();
+  if (reserve.dims() == 1 && reserve.num_elements() == want) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       op, ": reserve_space must have shape [", want, "], got ", ShapeStr(reserve),
       ": pass the reserve_space output of the matching ", forward,
       " run with is_training=True and the same attrs, sequence lengths and shapes"));
+}
+inline absl::Status CheckReserveSpace(const std::string& op, const Tensor& reserve,
+                                      int64_t want, const char* forward) {
+  return CheckReserveSpace(op, reserve.shape(), want, forward);
 }
 
 // A sequence input src [B, T, c] (batch-major) as the engine's time-major [T, B, c]: src itself

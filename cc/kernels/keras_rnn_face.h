@@ -1,0 +1,137 @@
+// What both faces of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop; shapes in
+// cc/ops/keras_rnn_ops.cc) share: the attrs, and the shape checks that turn the inputs'
+// shapes into the engine's RnnSpec (one layer and direction, weights_xw in Keras gate order).
+// The CPU kernels (keras_rnn_kernels.cc) call them on the tensors, the XLA kernels
+// (cc/xla/keras_rnn_xla.cc) on the shapes XLA compiles for.
+#ifndef TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_
+#define TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_
+
+#include <string>
+
+#include "cc/kernels/keras_rnn_extras.h"
+#include "cc/kernels/kernel_util.h"
+#include "cc/kernels/rnn_kernel_util.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tfrnn {
+
+// The attrs of both ops (is_training: the forward's only).
+struct KerasAttrs {
+  RnnMode mode = RnnMode::kLstm;
+  KerasExtras kx;
+  bool training = true;
+
+  absl::Status Read(tensorflow::OpKernelConstruction* c) {
+    std::string mode_name;
+    TF_RETURN_IF_ERROR(c->GetAttr("rnn_mode", &mode_name));
+    mode = ParseRnnMode(mode_name);
+    TF_RETURN_IF_ERROR(kx.Read(c));
+    if (c->HasAttr("is_training")) TF_RETURN_IF_ERROR(c->GetAttr("is_training", &training));
+    return absl::OkStatus();
+  }
+};
+
+// The shapes of the first eight inputs, in the op's order.
+struct KerasShapes {
+  TensorShape x, h0, c0, kernel, rkernel, bias, lengths, mask;
+};
+
+// The engine's view of one call: the spec (has_mask set when recurrent_mask is not [0]) and
+// how the optional inputs are present.
+struct KerasLayout {
+  RnnSpec spec;
+  bool two_biases = false;   // bias is [2, K·units]: input and recurrent
+  bool has_lengths = false;  // sequence_lengths is [batch], not [0]
+};
+
+// Block index of each logical gate (lstm i, f, c', o; gru r, z, n) in Keras's gate order.
+inline void KerasGateOrder(RnnSpec* s) {
+  if (s->mode == RnnMode::kGru) {  // Keras z, r, h
+    s->gate_pos[0] = 1;
+    s->gate_pos[1] = 0;
+    s->gate_pos[2] = 2;
+  }
+}
+
+// Checks every input shape (ranks, sizes, agreement) and describes the call; the messages
+// name the op and the input. Values (sequence_lengths in [0, time]) are checked by the caller.
+inline absl::Status KerasLayoutOf(const std::string& op, const KerasAttrs& attrs,
+                                  const KerasShapes& in, KerasLayout* out) {
+  const bool lstm = attrs.mode == RnnMode::kLstm;
+  TF_RETURN_IF_ERROR(CheckRank(op, "input", in.x, 3, "[batch, time, input_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "input_h", in.h0, 2, "[batch, units]"));
+  if (lstm) TF_RETURN_IF_ERROR(CheckRank(op, "input_c", in.c0, 2, "[batch, units]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "kernel", in.kernel, 2, "[input_size, gates * units]"));
+  TF_RETURN_IF_ERROR(
+      CheckRank(op, "recurrent_kernel", in.rkernel, 2, "[units, gates * units]"));
+  if (in.bias.dims() != 1 && in.bias.dims() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": bias must be rank 1 [gates * units] or rank 2 [2, gates * units], "
+                         "got shape ", ShapeStr(in.bias)));
+  }
+  TF_RETURN_IF_ERROR(CheckRank(op, "sequence_lengths", in.lengths, 1, "[batch] or [0]"));
+
+  RnnSpec& s = out->spec;
+  s.mode = attrs.mode;
+  s.B = in.x.dim_size(0);
+  s.T = in.x.dim_size(1);
+  s.I = in.x.dim_size(2);
+  s.N = in.h0.dim_size(1);
+  s.weights_xw = true;
+  s.training = attrs.training;
+  KerasGateOrder(&s);
+  if (s.N == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": input_h must have units > 0, got shape ", ShapeStr(in.h0)));
+  }
+  TF_RETURN_IF_ERROR(CheckRnnSizes(
+      op, s, absl::StrCat("input_h ", ShapeStr(in.h0), ", input ", ShapeStr(in.x))));
+  if (in.h0.dim_size(0) != s.B) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": input_h has batch size ", in.h0.dim_size(0), " but input has ", s.B,
+        " (input_h shape ", ShapeStr(in.h0), ", input shape ", ShapeStr(in.x), ")"));
+  }
+  if (lstm && in.c0 != in.h0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": input_c must have the shape of input_h ", ShapeStr(in.h0), ", got ",
+        ShapeStr(in.c0)));
+  }
+  TF_RETURN_IF_ERROR(attrs.kx.Apply(op, ShapeStr(in.x), &s));
+  const int64_t KN = RnnK(s) * s.N, in_rows = s.preprojected ? 0 : s.I;
+  TF_RETURN_IF_ERROR(CheckShape(op, "kernel", in.kernel, {in_rows, KN},
+                                s.preprojected ? "[0, gates * units] (preprojected input)"
+                                               : "[input_size, gates * units]"));
+  TF_RETURN_IF_ERROR(
+      CheckShape(op, "recurrent_kernel", in.rkernel, {s.N, KN}, "[units, gates * units]"));
+  out->two_biases = in.bias.dims() == 2;
+  TF_RETURN_IF_ERROR(out->two_biases
+                         ? CheckShape(op, "bias", in.bias, {2, KN}, "[2, gates * units]")
+                         : CheckShape(op, "bias", in.bias, {KN}, "[gates * units]"));
+  const int64_t nlen = in.lengths.dim_size(0);
+  if (nlen != 0 && nlen != s.B) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": sequence_lengths must have shape [", s.B, "] (batch) or [0], got ",
+                     ShapeStr(in.lengths)));
+  }
+  out->has_lengths = nlen != 0;
+  return attrs.kx.MaskShape(op, in.mask, &s);
+}
+
+// The backprop op's gradient inputs must match the forward's outputs; reserve_space must hold
+// `reserve_elems` elements of the op's type.
+inline absl::Status CheckKerasBackpropShapes(const std::string& op, const RnnSpec& s,
+                                             const TensorShape& dy, const TensorShape& dhn,
+                                             const TensorShape& dcn, const TensorShape& reserve,
+                                             int64_t reserve_elems) {
+  TF_RETURN_IF_ERROR(
+      CheckShape(op, "output_backprop", dy, {s.B, s.T, s.N}, "[batch, time, units]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "output_h_backprop", dhn, {s.B, s.N}, "[batch, units]"));
+  if (s.mode == RnnMode::kLstm) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "output_c_backprop", dcn, {s.B, s.N}, "[batch, units]"));
+  }
+  return CheckReserveSpace(op, reserve, reserve_elems, "forward op");
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_

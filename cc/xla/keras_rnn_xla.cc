@@ -1,0 +1,110 @@
+// XLA kernels of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop): the same shape
+// checks and spec as the CPU kernels (cc/kernels/keras_rnn_face.h), then in HLO the batch-major
+// tensors turned time-major, half/bf16 converted to float, and one custom call into the engine
+// (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc).
+#include <string>
+#include <vector>
+
+#include "cc/kernels/keras_rnn_face.h"
+#include "cc/xla/rnn_xla_util.h"
+#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
+
+namespace tfrnn {
+namespace {
+
+using tensorflow::XlaOpKernel;
+using tensorflow::XlaOpKernelContext;
+
+template <bool kBackward>
+class KerasRnnXla : public XlaOpKernel {
+ public:
+  explicit KerasRnnXla(tensorflow::OpKernelConstruction* c) : XlaOpKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    const std::string op = type_string();
+    KerasShapes shapes{ctx->InputShape(0), ctx->InputShape(1), ctx->InputShape(2),
+                       ctx->InputShape(3), ctx->InputShape(4), ctx->InputShape(5),
+                       ctx->InputShape(6), ctx->InputShape(7)};
+    KerasLayout layout;
+    OP_REQUIRES_OK(ctx, KerasLayoutOf(op, attrs_, shapes, &layout));
+    const tensorflow::DataType dt = ctx->input_type(0);
+    const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
+    XlaRnnCall call;
+    call.spec = layout.spec;
+    call.spec.bf16 = dt == tensorflow::DT_BFLOAT16;
+    call.face = kBackward ? XlaFace::kKerasRNNBackprop : XlaFace::kKerasRNN;
+    call.f64 = a_type == xla::F64;
+    call.weights = XlaWeights::kKerasWeights;
+    call.has_lengths = layout.has_lengths;
+    call.two_biases = layout.two_biases;
+    const RnnSpec& s = call.spec;
+    const bool lstm = s.mode == RnnMode::kLstm;
+    const int64_t reserve = RnnReserveSize(s);
+
+    std::vector<xla::XlaOp> operands = {ctx->Input(6), SwapMajor(Convert(ctx->Input(0), a_type))};
+    for (int k : {1, 2, 3, 4, 5, 7}) operands.push_back(Convert(ctx->Input(k), a_type));
+    if (!lstm) operands[3] = xla::Zeros(ctx->builder(), xla::ShapeUtil::MakeShape(a_type, {0}));
+    auto shape = [&](std::initializer_list<int64_t> dims) {
+      return xla::ShapeUtil::MakeShape(a_type, dims);
+    };
+    const int64_t c_rows = lstm ? s.B : 0;
+    if (!kBackward) {
+      std::vector<xla::XlaOp> r = EmitRnnCall(
+          ctx->builder(), kXlaRnnForward, call, operands,
+          {shape({s.T, s.B, s.N}), shape({s.B, s.N}), lstm ? shape({s.B, s.N}) : shape({0}),
+           shape({reserve}), shape({XlaRnnFwdWorkspace(call)})});
+      ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
+      ctx->SetOutput(1, Convert(r[1], t_type));
+      ctx->SetOutput(2, Convert(r[2], t_type));
+      ctx->SetOutput(3, s.training ? ReserveToOpType(r[3], reserve, a_type, t_type)
+                                   : xla::Zeros(ctx->builder(),
+                                                xla::ShapeUtil::MakeShape(t_type, {0})));
+      return;
+    }
+    const int64_t t_reserve =
+        t_type == a_type ? reserve : 2 * reserve;  // ReserveElementsOfT for 2-byte types
+    OP_REQUIRES_OK(ctx, CheckKerasBackpropShapes(op, s, ctx->InputShape(8), ctx->InputShape(9),
+                                                 ctx->InputShape(10), ctx->InputShape(11),
+                                                 t_reserve));
+    operands.push_back(SwapMajor(Convert(ctx->Input(8), a_type)));
+    operands.push_back(Convert(ctx->Input(9), a_type));
+    operands.push_back(lstm ? Convert(ctx->Input(10), a_type)
+                            : xla::Zeros(ctx->builder(), shape({0})));
+    operands.push_back(ReserveFromOpType(ctx->Input(11), reserve, a_type, t_type));
+    auto like = [&](int k) {
+      tensorflow::TensorShape t = ctx->InputShape(k);
+      return xla::ShapeUtil::MakeShape(a_type, t.dim_sizes());
+    };
+    std::vector<xla::XlaOp> r =
+        EmitRnnCall(ctx->builder(), kXlaRnnBackward, call, operands,
+                    {shape({s.T, s.B, s.I}), shape({s.B, s.N}), shape({c_rows, s.N}), like(3),
+                     like(4), like(5), shape({XlaRnnBwdWorkspace(call)})});
+    ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
+    ctx->SetOutput(1, Convert(r[1], t_type));
+    // input_c's gradient has input_c's shape (zeros but for lstm).
+    ctx->SetOutput(2, lstm ? Convert(r[2], t_type)
+                           : xla::Zeros(ctx->builder(),
+                                        xla::ShapeUtil::MakeShape(
+                                            t_type, ctx->InputShape(2).dim_sizes())));
+    for (int k = 3; k < 6; ++k) ctx->SetOutput(k, Convert(r[k], t_type));
+  }
+
+ private:
+  KerasAttrs attrs_;
+};
+
+constexpr std::initializer_list<tensorflow::DataType> kTypes = {
+    tensorflow::DT_HALF, tensorflow::DT_BFLOAT16, tensorflow::DT_FLOAT, tensorflow::DT_DOUBLE};
+
+REGISTER_XLA_OP(Name("TfRnn>KerasRNN").Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint(
+                    "T", kTypes),
+                KerasRnnXla<false>);
+REGISTER_XLA_OP(Name("TfRnn>KerasRNNBackprop")
+                    .Device(tensorflow::DEVICE_CPU_XLA_JIT)
+                    .TypeConstraint("T", kTypes),
+                KerasRnnXla<true>);
+
+}  // namespace
+}  // namespace tfrnn

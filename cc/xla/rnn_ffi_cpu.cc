@@ -1,0 +1,262 @@
+// The CPU custom-call targets of the stacked-RNN XLA kernels (XLA FFI, platform "Host"):
+// tfrnn_rnn_forward and tfrnn_rnn_backward run the engine on the call's time-major buffers
+// (operands and results in cc/xla/rnn_call.h) on XLA's intra-op thread pool. Nothing is read
+// before the call's encoding, every buffer's size and every sequence length are checked.
+#ifndef EIGEN_USE_THREADS
+#define EIGEN_USE_THREADS
+#endif
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cc/engine/engine_api.h"
+#include "cc/kernels/engine_loader.h"
+#include "cc/xla/rnn_call.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+#include "xla/ffi/api/ffi.h"
+
+namespace xla::ffi {
+const XLA_FFI_Api* GetXlaFfiApi();  // exported by libtensorflow_cc (xla/ffi/ffi_api.h)
+}  // namespace xla::ffi
+
+namespace tfrnn {
+namespace {
+
+namespace ffi = ::xla::ffi;
+
+// XLA's intra-op pool as the engine's HostPool. Where the runtime gives the call no pool
+// (num_threads() is 0), a process-wide pool of our own with one thread per core.
+class XlaHostPool final : public HostPool {
+ public:
+  explicit XlaHostPool(ffi::ThreadPool& pool) : xla_(pool) {
+    const int64_t n = pool.num_threads();
+    if (n > 0) {
+      threads_ = static_cast<int>(n);
+    } else {
+      own_ = &OwnPool();
+      threads_ = own_->NumThreads();
+    }
+  }
+  void Schedule(std::function<void()> fn) override {
+    if (own_ != nullptr) {
+      own_->Schedule(std::move(fn));
+    } else {
+      xla_.Schedule(std::move(fn));
+    }
+  }
+  int NumThreads() const override { return threads_; }
+  int CurrentThreadId() const override { return own_ != nullptr ? own_->CurrentThreadId() : -1; }
+
+ private:
+  static Eigen::ThreadPool& OwnPool() {
+    static Eigen::ThreadPool* pool =
+        new Eigen::ThreadPool(std::max(1u, std::thread::hardware_concurrency()));
+    return *pool;
+  }
+
+  ffi::ThreadPool& xla_;
+  Eigen::ThreadPool* own_ = nullptr;
+  int threads_ = 1;
+};
+
+// The call's buffers, checked against the sizes its spec implies.
+class Buffers {
+ public:
+  Buffers(const XlaRnnCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets)
+      : call_(call), args_(args), rets_(rets) {}
+
+  const std::string& error() const { return error_; }
+
+  // Operand k, which must hold `want` elements of the compute type (or int32 when is_int).
+  const void* In(size_t k, Index want, const char* what, bool is_int = false) {
+    auto b = args_.get<ffi::AnyBuffer>(k);
+    if (!b.has_value()) return Fail(what, "missing");
+    return Check(*b, want, what, is_int);
+  }
+  void* Out(size_t k, Index want, const char* what) {
+    auto b = rets_.get<ffi::AnyBuffer>(k);
+    if (!b.has_value()) return const_cast<void*>(Fail(what, "missing"));
+    return const_cast<void*>(Check(**b, want, what, false));
+  }
+
+ private:
+  const void* Check(const ffi::AnyBuffer& b, Index want, const char* what, bool is_int) {
+    const ffi::DataType dt = is_int ? ffi::DataType::S32
+                             : call_.f64 ? ffi::DataType::F64
+                                         : ffi::DataType::F32;
+    if (b.element_type() != dt || static_cast<Index>(b.element_count()) != want) {
+      return Fail(what, absl::StrCat("has ", b.element_count(), " elements of type ",
+                                     static_cast<int>(b.element_type()), ", want ", want,
+                                     " of type ", static_cast<int>(dt)));
+    }
+    return b.untyped_data();
+  }
+  const void* Fail(const char* what, const std::string& why) {
+    if (error_.empty()) {
+      error_ = absl::StrCat(XlaFaceName(call_.face), " (XLA custom call): buffer ", what, " ",
+                            why, "; the call does not match its spec");
+    }
+    return nullptr;
+  }
+
+  const XlaRnnCall& call_;
+  ffi::RemainingArgs args_;
+  ffi::RemainingRets rets_;
+  std::string error_;
+};
+
+ffi::Error Decode(ffi::Span<const int64_t> enc, XlaRnnCall* call) {
+  const std::string why = DecodeXlaRnnCall(enc.begin(), enc.size(), call);
+  if (why.empty()) return ffi::Error::Success();
+  return ffi::Error::InvalidArgument(
+      absl::StrCat(XlaFaceName(call->face), " (XLA custom call): ", why));
+}
+
+// Every length in [0, T]; *shorter: some sequence is shorter than T.
+ffi::Error CheckLengths(const XlaRnnCall& call, const int* len, bool* shorter) {
+  *shorter = false;
+  if (len == nullptr) return ffi::Error::Success();
+  const RnnSpec& s = call.spec;
+  for (Index b = 0; b < s.B; ++b) {
+    if (len[b] < 0 || len[b] > s.T) {
+      return ffi::Error::InvalidArgument(absl::StrCat(XlaFaceName(call.face),
+                                                      ": sequence_lengths[", b, "] = ", len[b],
+                                                      " is outside [0, time = ", s.T, "]"));
+    }
+    *shorter |= len[b] < s.T;
+  }
+  return ffi::Error::Success();
+}
+
+// Operands 0..7 (lengths, x, h0, c0, w0, w1, w2, mask) into the engine's forward arguments
+// and weights; `zeros` (KN elements) is the recurrent bias when Keras's bias has one row.
+template <typename A, typename Args>
+void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* zeros) {
+  const RnnSpec& s = call.spec;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
+  a->lengths = static_cast<const int*>(buf.In(0, call.has_lengths ? s.B : 0, "lengths", true));
+  if (!call.has_lengths) a->lengths = nullptr;
+  *x = static_cast<const A*>(buf.In(1, s.T * s.B * s.I, "x"));
+  a->h0 = static_cast<const A*>(buf.In(2, states * RnnHs(s), "h0"));
+  a->c0 = lstm ? static_cast<const A*>(buf.In(3, states * s.N, "c0")) : nullptr;
+  if (call.weights == XlaWeights::kParamsVector) {
+    a->params = static_cast<const A*>(buf.In(4, RnnParamsSize(s), "params"));
+  } else {
+    const Index in_rows = s.preprojected ? 0 : s.I;
+    auto& w = a->weights;
+    w.W = static_cast<const A*>(buf.In(4, in_rows * KN, "kernel"));
+    w.R = static_cast<const A*>(buf.In(5, s.N * KN, "recurrent_kernel"));
+    w.bW = static_cast<const A*>(buf.In(6, (call.two_biases ? 2 : 1) * KN, "bias"));
+    if (call.two_biases) {
+      w.bR = w.bW + KN;
+    } else {
+      std::fill_n(zeros, KN, A(0));
+      w.bR = zeros;
+    }
+  }
+  const Index mask_cols = s.D * RnnK(s) * s.N;
+  a->mask = static_cast<const A*>(buf.In(7, s.has_mask ? s.B * mask_cols : 0, "mask"));
+  if (!s.has_mask) a->mask = nullptr;
+}
+
+template <typename A>
+ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
+                   ffi::RemainingRets rets) {
+  const RnnSpec& s = call.spec;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const Index states = s.L * s.D * s.B;
+  Buffers buf(call, args, rets);
+  RnnFwdArgs<A> a;
+  A* ws = static_cast<A*>(buf.Out(4, XlaRnnFwdWorkspace(call), "workspace"));
+  const Index engine_ws = RnnFwdWorkspaceSize(s);
+  BindCommon<A>(call, buf, &a, &a.x, ws == nullptr ? nullptr : ws + engine_ws);
+  a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
+  a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
+  a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "cn"));
+  if (!lstm) a.cn = nullptr;
+  const Index reserve = RnnReserveSize(s);
+  a.reserve = static_cast<A*>(buf.Out(3, reserve, "reserve"));
+  if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
+  bool shorter;
+  if (ffi::Error e = CheckLengths(call, a.lengths, &shorter); e.failure()) return e;
+  // The engine leaves the reserve rows past each sequence's length unwritten.
+  if (shorter) std::fill_n(a.reserve, reserve, A(0));
+  const EngineApi* engine;
+  const absl::Status st = GetEngine(&engine);
+  if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
+  EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
+  return ffi::Error::Success();
+}
+
+template <typename A>
+ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
+                    ffi::RemainingRets rets) {
+  const RnnSpec& s = call.spec;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
+  Buffers buf(call, args, rets);
+  RnnBwdArgs<A> a;
+  A* ws = static_cast<A*>(buf.Out(6, XlaRnnBwdWorkspace(call), "workspace"));
+  const Index engine_ws = RnnBwdWorkspaceSize(s);
+  BindCommon<A>(call, buf, &a, &a.x, ws == nullptr ? nullptr : ws + engine_ws);
+  a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
+  a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
+  a.dcn = lstm ? static_cast<const A*>(buf.In(10, states * s.N, "dcn")) : nullptr;
+  a.reserve = static_cast<const A*>(buf.In(11, RnnReserveSize(s), "reserve"));
+  a.dx = static_cast<A*>(buf.Out(0, s.T * s.B * s.I, "dx"));
+  a.dh0 = static_cast<A*>(buf.Out(1, states * RnnHs(s), "dh0"));
+  a.dc0 = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "dc0"));
+  if (!lstm) a.dc0 = nullptr;
+  if (call.weights == XlaWeights::kParamsVector) {
+    a.dparams = static_cast<A*>(buf.Out(3, RnnParamsSize(s), "dparams"));
+  } else {
+    auto& dw = a.dweights;
+    dw.dW = static_cast<A*>(buf.Out(3, (s.preprojected ? 0 : s.I) * KN, "dkernel"));
+    dw.dR = static_cast<A*>(buf.Out(4, s.N * KN, "drecurrent_kernel"));
+    dw.dbW = static_cast<A*>(buf.Out(5, (call.two_biases ? 2 : 1) * KN, "dbias"));
+    dw.dbR = call.two_biases && dw.dbW != nullptr ? dw.dbW + KN : nullptr;
+  }
+  if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
+  bool shorter;
+  if (ffi::Error e = CheckLengths(call, a.lengths, &shorter); e.failure()) return e;
+  const EngineApi* engine;
+  const absl::Status st = GetEngine(&engine);
+  if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
+  EngineFns<A>::RnnBwd(*engine)(pool, s, a, ws);
+  return ffi::Error::Success();
+}
+
+template <bool kBackward>
+ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
+               ffi::Span<const int64_t> enc) {
+  XlaRnnCall call;
+  if (ffi::Error e = Decode(enc, &call); e.failure()) return e;
+  XlaHostPool pool(xla_pool);
+  if (kBackward) {
+    return call.f64 ? Backward<double>(pool, call, args, rets)
+                    : Backward<float>(pool, call, args, rets);
+  }
+  return call.f64 ? Forward<double>(pool, call, args, rets)
+                  : Forward<float>(pool, call, args, rets);
+}
+
+XLA_FFI_DEFINE_HANDLER(kRnnForward, Run<false>,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::ThreadPool>()
+                           .RemainingArgs()
+                           .RemainingRets()
+                           .Attr<ffi::Span<const int64_t>>("call"));
+XLA_FFI_DEFINE_HANDLER(kRnnBackward, Run<true>,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::ThreadPool>()
+                           .RemainingArgs()
+                           .RemainingRets()
+                           .Attr<ffi::Span<const int64_t>>("call"));
+
+XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_rnn_forward", "Host", kRnnForward);
+XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_rnn_backward", "Host", kRnnBackward);
+
+}  // namespace
+}  // namespace tfrnn

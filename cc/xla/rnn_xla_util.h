@@ -1,0 +1,91 @@
+// What the XLA kernels of the stacked-RNN ops share: the compute type, the layout changes done
+// in HLO around the custom call (batch-major <-> the engine's time-major, a half/bf16 op's
+// reserve_space as the float values it holds), and the call itself (rnn_call.h).
+#ifndef TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
+#define TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "cc/xla/rnn_call.h"
+#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
+#include "xla/hlo/builder/lib/constants.h"
+#include "xla/hlo/builder/xla_builder.h"
+#include "xla/shape_util.h"
+
+namespace tfrnn {
+
+// The custom-call targets (cc/xla/rnn_ffi_cpu.cc).
+constexpr char kXlaRnnForward[] = "tfrnn_rnn_forward";
+constexpr char kXlaRnnBackward[] = "tfrnn_rnn_backward";
+
+// The engine computes a half or bfloat16 op in float (the TensorFlow kernels' ComputeBridge);
+// the XLA kernels convert in HLO around the call.
+inline xla::PrimitiveType XlaComputeType(tensorflow::DataType t) {
+  return t == tensorflow::DT_DOUBLE ? xla::F64 : xla::F32;
+}
+inline xla::PrimitiveType XlaOpType(tensorflow::DataType t) {
+  switch (t) {
+    case tensorflow::DT_HALF:
+      return xla::F16;
+    case tensorflow::DT_BFLOAT16:
+      return xla::BF16;
+    case tensorflow::DT_DOUBLE:
+      return xla::F64;
+    default:
+      return xla::F32;
+  }
+}
+
+inline xla::XlaOp Convert(xla::XlaOp v, xla::PrimitiveType to) {
+  return xla::ConvertElementType(v, to);
+}
+
+// [d0, d1, c] -> [d1, d0, c] (a bitcast when d0 or d1 is 1: XLA simplifies it).
+inline xla::XlaOp SwapMajor(xla::XlaOp v) { return xla::Transpose(v, {1, 0, 2}); }
+
+// The reserve as the op's output of type `op_type`: n floats of a half/bf16 op are 2n halves
+// (the TensorFlow kernels' layout: ReserveElementsOfT), bit for bit.
+inline xla::XlaOp ReserveToOpType(xla::XlaOp reserve, int64_t n, xla::PrimitiveType compute,
+                                  xla::PrimitiveType op_type) {
+  if (op_type == compute) return reserve;
+  return xla::Reshape(xla::BitcastConvertType(reserve, op_type), {2 * n});
+}
+inline xla::XlaOp ReserveFromOpType(xla::XlaOp reserve, int64_t n, xla::PrimitiveType compute,
+                                    xla::PrimitiveType op_type) {
+  if (op_type == compute) return reserve;
+  return xla::BitcastConvertType(xla::Reshape(reserve, {n, 2}), compute);
+}
+
+// The custom call `target` of `call` on `operands`, whose results have the given element
+// counts... as shapes; default (row-major) layouts throughout. Returns one XlaOp per result.
+inline std::vector<xla::XlaOp> EmitRnnCall(xla::XlaBuilder* b, const char* target,
+                                           const XlaRnnCall& call,
+                                           const std::vector<xla::XlaOp>& operands,
+                                           const std::vector<xla::Shape>& results) {
+  std::vector<xla::Shape> operand_shapes;
+  for (const xla::XlaOp& op : operands) {
+    xla::Shape s = b->GetShape(op).value();
+    operand_shapes.push_back(
+        xla::ShapeUtil::MakeShapeWithDescendingLayout(s.element_type(), s.dimensions()));
+  }
+  std::vector<xla::Shape> laid_out;
+  for (const xla::Shape& s : results) {
+    laid_out.push_back(
+        xla::ShapeUtil::MakeShapeWithDescendingLayout(s.element_type(), s.dimensions()));
+  }
+  const std::string config =
+      absl::StrCat("{call = array<i64: ", absl::StrJoin(EncodeXlaRnnCall(call), ", "), ">}");
+  xla::XlaOp tuple = xla::CustomCallWithLayout(
+      b, target, operands, xla::ShapeUtil::MakeTupleShape(laid_out), operand_shapes, config,
+      /*has_side_effect=*/false, /*output_operand_aliasing=*/{}, /*literal=*/nullptr,
+      xla::CustomCallSchedule::SCHEDULE_NONE, xla::CustomCallApiVersion::API_VERSION_TYPED_FFI);
+  std::vector<xla::XlaOp> out;
+  for (size_t k = 0; k < results.size(); ++k) out.push_back(xla::GetTupleElement(tuple, k));
+  return out;
+}
+
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
