@@ -14,6 +14,19 @@ for lib in _tf_rnn_ops.so _tf_rnn_ops_cudnn_cpu.so _tfrnn_engine_avx.so _tfrnn_e
 done
 install -m 644 bazel-bin/tf_rnn_ops/_build_info.txt tf_rnn_ops/_build_info.txt
 echo "[build] op library built in $(( $(date +%s) - start )) s -> tf_rnn_ops/_tf_rnn_ops.so"
+# The XLA kernels: their own library, so that a TensorFlow whose XLA headers or exports do not
+# fit costs only XLA support (TF_RNN_OPS_XLA=0 skips them).
+rm -f tf_rnn_ops/_tf_rnn_ops_xla.so
+if [ "${TF_RNN_OPS_XLA:-1}" = 0 ]; then
+  echo "[build] TF_RNN_OPS_XLA=0: XLA kernels not built"
+elif mkdir -p build && bazel build //cc:_tf_rnn_ops_xla.so "$@" > build/xla_build.log 2>&1; then
+  install -m 644 bazel-bin/cc/_tf_rnn_ops_xla.so tf_rnn_ops/_tf_rnn_ops_xla.so
+  echo "[build] XLA kernels built -> tf_rnn_ops/_tf_rnn_ops_xla.so"
+else
+  echo "[build] XLA kernels NOT built for this TensorFlow (XLA support off; the ops work" \
+       "without it): see build/xla_build.log" >&2
+  tail -5 build/xla_build.log >&2
+fi
 # The TF-free CUDA engine (cc/gpu/), when nvcc exists; TF_RNN_OPS_CUDA=0 skips it.
 if [ "${TF_RNN_OPS_CUDA:-1}" != 0 ]; then
   "$ROOT/tools/build_cuda.sh"
