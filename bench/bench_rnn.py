@@ -27,8 +27,9 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   keras_lstm_infer inference (training=False, whole sequence), LSTM; keras_gru_infer: GRU
   keras_lstm_stream a stateful layer called on one step of batch N (T unused): the streaming
                    step of a model served per time step; keras_gru_stream: GRU
-  (every keras_* benchmark: peers "keras", the stock layer in a tf.function, and "keras_xla",
-  the same with jit_compile=True; see keras_cases.py)
+  (every keras_* benchmark: peers "ours_xla", our layer with jit_compile=True, "keras", the
+  stock layer in a tf.function, and "keras_xla", the same with jit_compile=True; see
+  keras_cases.py)
 
 Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch runs eagerly
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
@@ -569,6 +570,26 @@ def _pct(v):
     return "n/a" if v is None else f"{100 * v:.0f}%"
 
 
+def print_keras_xla(meta, by):
+    """Ours compiled by XLA (one custom call) against the stock layer compiled by XLA (its
+    loop), and against ours without XLA, per Keras benchmark."""
+    rows = sorted({(b, s, d) for (b, impl, s, d) in by if impl == "ours_xla"})
+    if not rows:
+        return
+    print("#### Keras with XLA (jit_compile=True): ours_xla against keras_xla and ours\n")
+    print("| benchmark | dtype | T×N×I×H | ours_xla ms | keras_xla ms | keras_xla/ours_xla | "
+          "ours ms | ours/ours_xla |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for bench, size, dt in rows:
+        ox, kx = by[(bench, "ours_xla", size, dt)]["ms"], by.get((bench, "keras_xla", size, dt))
+        o = by.get((bench, "ours", size, dt))
+        kx_ms, o_ms = kx and kx["ms"], o and o["ms"]
+        ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "n/a"  # noqa: E731
+        print(f"| {bench} | {dt} | {bu.size_str(size)} | {_f(ox, '.3f')} | {_f(kx_ms, '.3f')} | "
+              f"{ratio(kx_ms, ox)} | {_f(o_ms, '.3f')} | {ratio(o_ms, ox)} |")
+    print()
+
+
 def print_tables(meta, gemm, results, comps, tgts):
     torch = (f"PyTorch {meta['torch']} ({meta['torch_threads']} threads)" if meta["torch"]
              else "PyTorch not installed")
@@ -603,6 +624,7 @@ def print_tables(meta, gemm, results, comps, tgts):
                   f"{_f(o['peak_mib'], '.1f', 'n/a' if mem else '-')} | "
                   f"{_f(p['peak_mib'], '.1f', 'n/a' if mem else '-')} |")
         print()
+    print_keras_xla(meta, by)
     na = sorted({(r["bench"], r["impl"], r["dtype"], r["status"]) for r in results
                  if r["status"] != "ok"})
     if na:

@@ -1,20 +1,22 @@
 """The Keras benchmarks of bench_rnn.py: tf_rnn_ops.keras layers against the stock Keras 3
 layers, run plain (tf.function) and compiled by XLA (tf.function(jit_compile=True), what a
 speed-minded CPU user runs: stock Keras on a CPU host runs its generic loop, which XLA compiles
-well). Our layers have no XLA kernel yet, so "ours" is always the plain tf.function.
+well). "ours" is our layer in a plain tf.function, "ours_xla" the same with jit_compile=True
+(our op as one XLA custom call, cc/xla/).
 
   keras_<kind>           training step: forward, loss, gradients of every weight
   keras_<kind>_infer     inference: the layer called with training=False on the whole batch
   keras_<kind>_stream    streaming: a stateful layer (batch N) called on one time step per
                          call, return_sequences=False; the size's T is not used
 
-Peers: "keras" (the stock layer, tf.function) and "keras_xla" (the same, jit_compile=True).
+Peers: "ours_xla", "keras" (the stock layer, tf.function) and "keras_xla" (the same,
+jit_compile=True); bench_rnn.py's "Keras with XLA" table sets ours_xla against keras_xla.
 """
 import numpy as np
 
 from bench_util import tf
 
-KERAS_PEERS = ["keras", "keras_xla"]
+KERAS_PEERS = ["ours_xla", "keras", "keras_xla"]
 
 
 def _policy(dtype_name):
@@ -36,8 +38,9 @@ def _pair(kind, dtype_name, build_shape, **kw):
 
 
 def _impls(stock, mine, body):
-    """{impl: factory} for the three ways of running `body(layer)`."""
+    """{impl: factory} for the four ways of running `body(layer)`."""
     return {"ours": lambda: tf.function(lambda: body(mine)),
+            "ours_xla": lambda: tf.function(lambda: body(mine), jit_compile=True),
             "keras": lambda: tf.function(lambda: body(stock)),
             "keras_xla": lambda: tf.function(lambda: body(stock), jit_compile=True)}
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and tests tf_rnn_ops against several TensorFlow releases, each in its own clone and
-# virtual environment, and prints a table version x (build, tests passed, tests failed).
+# virtual environment, and prints a table version x (build, XLA kernels, tests passed, tests
+# failed).
 #   tools/compat_matrix.sh [VERSION ...]      default: 2.18.1 2.19.1 2.20.0 2.21.0 nightly
 # "nightly" installs tf-nightly-cpu. Work happens under $TF_RNN_OPS_COMPAT_DIR (default: a
 # temporary directory); logs stay there.
@@ -22,22 +23,25 @@ for v in "${VERSIONS[@]}"; do
   else
     env_args=(TF_RNN_OPS_TF_VERSION="$v")
   fi
-  build="ok"; passed=0; failed=0; installed="?"
+  build="ok"; passed=0; failed=0; installed="?"; xla="-"
   if ! (cd "$dir" && env "${env_args[@]}" ./configure.sh) >"$log" 2>&1; then
     build="FAILED"
   else
     installed="$("$dir/.venv/bin/python" -c 'import tensorflow as tf; print(tf.__version__)' \
                  2>/dev/null | tail -1)"
+    # The XLA kernels are a library of their own: "yes", or "no" (tf_rnn_ops.xla_status()
+    # and build/xla_build.log say why).
+    xla="$(cd "$dir" && .venv/bin/python -c 'import tf_rnn_ops; print("yes" if tf_rnn_ops.has_xla() else "no")' 2>/dev/null | tail -1)"
     (cd "$dir" && .venv/bin/python -m pytest -q tests -p no:cacheprovider) >>"$log" 2>&1
     summary="$(tail -1 "$log")"
     passed="$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)"
     failed="$(grep -oE '[0-9]+ (failed|error)' <<<"$summary" | grep -oE '[0-9]+' \
               | paste -sd+ | bc 2>/dev/null || echo 0)"
   fi
-  ROWS+=("$(printf '| %-8s | %-22s | %-6s | %6s | %6s |' "$v" "$installed" "$build" "$passed" \
-            "${failed:-0}")")
+  ROWS+=("$(printf '| %-8s | %-22s | %-6s | %-4s | %6s | %6s |' "$v" "$installed" "$build" \
+            "${xla:--}" "$passed" "${failed:-0}")")
 done
 echo
-echo "| asked    | installed              | build  | passed | failed |"
-echo "|----------|------------------------|--------|--------|--------|"
+echo "| asked    | installed              | build  | xla  | passed | failed |"
+echo "|----------|------------------------|--------|------|--------|--------|"
 printf '%s\n' "${ROWS[@]}"
