@@ -110,92 +110,94 @@ inline absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSp
   return CheckRnnSizes(op, *s, at.Describe(*s));
 }
 
-// Inputs of the forward and backward ops, validated (ranks, then sizes, then values).
-struct FwdInputs {
-  const Tensor *input, *input_h, *input_c, *params, *lengths = nullptr;
+// The shapes of a forward op's inputs (lengths: V3's sequence_lengths, else unused).
+struct FwdShapes {
+  TensorShape input, input_h, input_c, params, lengths;
+};
+
+// What the forward's input shapes describe: the engine's spec, the output's shape and
+// output_c's (input_c's for lstm, else a scalar).
+struct FwdLayout {
   RnnSpec spec;
   TensorShape out_shape, c_shape;
 };
 
-inline absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3,
-                             FwdInputs* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"input", &in->input},
-                                     {"input_h", &in->input_h},
-                                     {"input_c", &in->input_c},
-                                     {"params", &in->params}}));
-  if (v3) TF_RETURN_IF_ERROR(GetInput(ctx, "sequence_lengths", &in->lengths));
+// Checks every input shape of a forward or backprop op (ranks, then sizes) and describes the
+// call; the messages name the op and the input. V3's sequence_lengths values are checked by
+// the caller (CheckSeqLengths).
+inline absl::Status ForwardLayoutOf(const std::string& op, const CudnnAttrs& at, bool v3,
+                                    const FwdShapes& in, FwdLayout* out) {
   const bool tm = at.time_major, lstm = at.mode == RnnMode::kLstm;
   const char* x_layout = tm ? "[max_time, batch_size, input_size]"
                             : "[batch_size, max_time, input_size]";
   const char* h_layout = tm ? "[num_layers * dir, batch_size, num_units]"
                             : "[batch_size, num_layers * dir, num_units]";
-  TF_RETURN_IF_ERROR(CheckRank(op, "input", *in->input, 3, x_layout));
-  TF_RETURN_IF_ERROR(CheckRank(op, "input_h", *in->input_h, 3, h_layout));
-  if (lstm) TF_RETURN_IF_ERROR(CheckRank(op, "input_c", *in->input_c, 3, h_layout));
-  TF_RETURN_IF_ERROR(CheckRank(op, "params", *in->params, 1, "[params_size]"));
-  if (v3) TF_RETURN_IF_ERROR(CheckRank(op, "sequence_lengths", *in->lengths, 1, "[batch_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "input", in.input, 3, x_layout));
+  TF_RETURN_IF_ERROR(CheckRank(op, "input_h", in.input_h, 3, h_layout));
+  if (lstm) TF_RETURN_IF_ERROR(CheckRank(op, "input_c", in.input_c, 3, h_layout));
+  TF_RETURN_IF_ERROR(CheckRank(op, "params", in.params, 1, "[params_size]"));
+  if (v3) TF_RETURN_IF_ERROR(CheckRank(op, "sequence_lengths", in.lengths, 1, "[batch_size]"));
 
-  RnnSpec& s = in->spec;
+  RnnSpec& s = out->spec;
   s.mode = at.mode;
   s.D = at.D;
-  s.T = in->input->dim_size(tm ? 0 : 1);
-  s.B = in->input->dim_size(tm ? 1 : 0);
-  s.I = in->input->dim_size(2);
-  const int64_t LD = in->input_h->dim_size(tm ? 0 : 1);
-  const int64_t hB = in->input_h->dim_size(tm ? 1 : 0);
-  const int64_t Hs = in->input_h->dim_size(2);
+  s.T = in.input.dim_size(tm ? 0 : 1);
+  s.B = in.input.dim_size(tm ? 1 : 0);
+  s.I = in.input.dim_size(2);
+  const int64_t LD = in.input_h.dim_size(tm ? 0 : 1);
+  const int64_t hB = in.input_h.dim_size(tm ? 1 : 0);
+  const int64_t Hs = in.input_h.dim_size(2);
   if (LD == 0 || LD % at.D != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": input_h must have shape ", h_layout, " with num_layers * dir a positive multiple of ",
-        at.D, ", got ", ShapeStr(*in->input_h)));
+        at.D, ", got ", ShapeStr(in.input_h)));
   }
   if (hB != s.B) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": input_h has batch size ", hB,
                                                    " but input has ", s.B, " (input_h shape ",
-                                                   ShapeStr(*in->input_h), ", input shape ",
-                                                   ShapeStr(*in->input), ")"));
+                                                   ShapeStr(in.input_h), ", input shape ",
+                                                   ShapeStr(in.input), ")"));
   }
   if (Hs == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(op, ": input_h must have num_units > 0, got shape ", ShapeStr(*in->input_h)));
+        absl::StrCat(op, ": input_h must have num_units > 0, got shape ", ShapeStr(in.input_h)));
   }
   s.L = LD / at.D;
   s.P = at.num_proj;
   if (lstm) {
-    const Tensor& c = *in->input_c;
+    const TensorShape& c = in.input_c;
     if (s.P > 0) {
       if (Hs != s.P) {
         return absl::InvalidArgumentError(absl::StrCat(op, ": with num_proj ", s.P,
                                                        " input_h must have last dimension ", s.P,
-                                                       ", got shape ", ShapeStr(*in->input_h)));
+                                                       ", got shape ", ShapeStr(in.input_h)));
       }
-      if (c.dim_size(0) != in->input_h->dim_size(0) || c.dim_size(1) != in->input_h->dim_size(1) ||
+      if (c.dim_size(0) != in.input_h.dim_size(0) || c.dim_size(1) != in.input_h.dim_size(1) ||
           c.dim_size(2) < s.P) {
         return absl::InvalidArgumentError(absl::StrCat(
             op, ": input_c must have shape ", h_layout, " with num_units >= num_proj (", s.P,
-            ") and the first two dimensions of input_h ", ShapeStr(*in->input_h), ", got ",
+            ") and the first two dimensions of input_h ", ShapeStr(in.input_h), ", got ",
             ShapeStr(c)));
       }
       s.N = c.dim_size(2);
     } else {
-      if (c.shape() != in->input_h->shape()) {
+      if (c != in.input_h) {
         return absl::InvalidArgumentError(absl::StrCat(op, ": input_c must have the shape of input_h ",
-                                                       ShapeStr(*in->input_h), ", got ",
+                                                       ShapeStr(in.input_h), ", got ",
                                                        ShapeStr(c)));
       }
       s.N = Hs;
     }
-    in->c_shape = c.shape();
+    out->c_shape = c;
   } else {
     s.N = Hs;
-    in->c_shape = TensorShape({});
+    out->c_shape = TensorShape({});
   }
   const bool skip_requested = at.input_mode == "skip_input";
   if (skip_requested && s.I != s.N) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": input_mode skip_input needs input_size == num_units, got input_size ", s.I,
-        " (input shape ", ShapeStr(*in->input), ") and num_units ", s.N));
+        " (input shape ", ShapeStr(in.input), ") and num_units ", s.N));
   }
   s.skip_input = at.Skip(s.I, s.N);
   s.training = at.is_training;
@@ -204,36 +206,85 @@ inline absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, 
            static_cast<unsigned long long>(static_cast<uint32_t>(at.seed2));
   TF_RETURN_IF_ERROR(CheckRnnSizes(
       op, s,
-      absl::StrCat("input ", ShapeStr(*in->input), ", input_h ", ShapeStr(*in->input_h),
-                   lstm ? absl::StrCat(", input_c ", ShapeStr(*in->input_c)) : "", ": ",
+      absl::StrCat("input ", ShapeStr(in.input), ", input_h ", ShapeStr(in.input_h),
+                   lstm ? absl::StrCat(", input_c ", ShapeStr(in.input_c)) : "", ": ",
                    at.Describe(s), ", max_time ", s.T, ", batch ", s.B)));
   const int64_t expect = RnnParamsCount(s).value();
-  if (in->params->NumElements() != expect) {
+  if (in.params.num_elements() != expect) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": params has ", in->params->NumElements(), " elements, expected ", expect, " for ",
+        op, ": params has ", in.params.num_elements(), " elements, expected ", expect, " for ",
         at.Describe(s, true)));
   }
-  if (v3) {
-    if (in->lengths->dim_size(0) != s.B) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": sequence_lengths must have shape [",
-                                                     s.B, "] (batch_size), got ",
-                                                     ShapeStr(*in->lengths)));
-    }
-    TF_RETURN_IF_ERROR(CheckSeqLengths(op, *in->lengths, s.B, s.T, "max_time"));
+  if (v3 && in.lengths.dim_size(0) != s.B) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": sequence_lengths must have shape [",
+                                                   s.B, "] (batch_size), got ",
+                                                   ShapeStr(in.lengths)));
   }
   const int64_t out_depth = s.D * RnnHs(s);
-  in->out_shape = tm ? TensorShape({s.T, s.B, out_depth}) : TensorShape({s.B, s.T, out_depth});
+  out->out_shape = tm ? TensorShape({s.T, s.B, out_depth}) : TensorShape({s.B, s.T, out_depth});
   return absl::OkStatus();
 }
 
-// The backprop ops' inputs after the forward's, with their shapes checked against what the
-// forward's inputs give (reserve_space is checked by the caller, whose size it knows).
+// Inputs of the forward and backward ops, validated (ranks, then sizes, then values).
+struct FwdInputs {
+  const Tensor *input, *input_h, *input_c, *params, *lengths = nullptr;
+  RnnSpec spec;
+  TensorShape out_shape, c_shape;
+};
+
+inline absl::Status ValidateForward(OpKernelContext* ctx, const CudnnAttrs& at, bool v3,
+                                    FwdInputs* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"input", &in->input},
+                                     {"input_h", &in->input_h},
+                                     {"input_c", &in->input_c},
+                                     {"params", &in->params}}));
+  if (v3) TF_RETURN_IF_ERROR(GetInput(ctx, "sequence_lengths", &in->lengths));
+  FwdLayout layout;
+  TF_RETURN_IF_ERROR(ForwardLayoutOf(
+      op, at, v3,
+      {in->input->shape(), in->input_h->shape(), in->input_c->shape(), in->params->shape(),
+       v3 ? in->lengths->shape() : TensorShape()},
+      &layout));
+  in->spec = layout.spec;
+  in->out_shape = layout.out_shape;
+  in->c_shape = layout.c_shape;
+  if (v3) TF_RETURN_IF_ERROR(CheckSeqLengths(op, *in->lengths, in->spec.B, in->spec.T, "max_time"));
+  return absl::OkStatus();
+}
+
+// The backprop ops' inputs after the forward's (output, output_h, output_c, output_backprop,
+// output_h_backprop, output_c_backprop): each pair must have the shape the forward's inputs
+// give (reserve_space is checked by the caller, whose size it knows).
+inline absl::Status CheckBackwardShapes(const std::string& op, const FwdLayout& f,
+                                        const TensorShape& input_h,
+                                        std::initializer_list<TensorShape> shapes) {
+  const TensorShape* s = shapes.begin();
+  auto same_shape = [&](const char* n1, const TensorShape& t1, const char* n2,
+                        const TensorShape& t2, const TensorShape& want,
+                        const std::string& what) {
+    for (auto [name, t] : {std::make_pair(n1, &t1), std::make_pair(n2, &t2)}) {
+      if (*t != want) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, ": ", name, " must have ", what, ", got ", ShapeStr(*t)));
+      }
+    }
+    return absl::OkStatus();
+  };
+  TF_RETURN_IF_ERROR(same_shape("output", s[0], "output_backprop", s[3], f.out_shape,
+                                absl::StrCat("shape ", f.out_shape.DebugString())));
+  TF_RETURN_IF_ERROR(same_shape("output_h", s[1], "output_h_backprop", s[4], input_h,
+                                absl::StrCat("the shape of input_h ", ShapeStr(input_h))));
+  if (f.spec.mode != RnnMode::kLstm) return absl::OkStatus();
+  return same_shape("output_c", s[2], "output_c_backprop", s[5], f.c_shape,
+                    absl::StrCat("the shape of input_c ", f.c_shape.DebugString()));
+}
+
 struct BwdInputs {
   const Tensor *output, *output_h, *output_c, *dy, *dhn, *dcn, *reserve;
 };
 
 inline absl::Status ValidateBackward(OpKernelContext* ctx, const FwdInputs& in, BwdInputs* b) {
-  const std::string op = ctx->op_kernel().type_string();
   TF_RETURN_IF_ERROR(GetInputs(ctx, {{"output", &b->output},
                                      {"output_h", &b->output_h},
                                      {"output_c", &b->output_c},
@@ -241,25 +292,10 @@ inline absl::Status ValidateBackward(OpKernelContext* ctx, const FwdInputs& in, 
                                      {"output_h_backprop", &b->dhn},
                                      {"output_c_backprop", &b->dcn},
                                      {"reserve_space", &b->reserve}}));
-  // Each pair of inputs must have the shape that the forward's inputs give.
-  auto same_shape = [&](const char* n1, const Tensor* t1, const char* n2, const Tensor* t2,
-                        const TensorShape& want, const std::string& what) {
-    for (auto [name, t] : {std::make_pair(n1, t1), std::make_pair(n2, t2)}) {
-      if (t->shape() != want) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op, ": ", name, " must have ", what, ", got ", ShapeStr(*t)));
-      }
-    }
-    return absl::OkStatus();
-  };
-  TF_RETURN_IF_ERROR(same_shape("output", b->output, "output_backprop", b->dy, in.out_shape,
-                                absl::StrCat("shape ", in.out_shape.DebugString())));
-  TF_RETURN_IF_ERROR(same_shape("output_h", b->output_h, "output_h_backprop", b->dhn,
-                                in.input_h->shape(),
-                                absl::StrCat("the shape of input_h ", ShapeStr(*in.input_h))));
-  if (in.spec.mode != RnnMode::kLstm) return absl::OkStatus();
-  return same_shape("output_c", b->output_c, "output_c_backprop", b->dcn, in.c_shape,
-                    absl::StrCat("the shape of input_c ", in.c_shape.DebugString()));
+  return CheckBackwardShapes(ctx->op_kernel().type_string(),
+                             {in.spec, in.out_shape, in.c_shape}, in.input_h->shape(),
+                             {b->output->shape(), b->output_h->shape(), b->output_c->shape(),
+                              b->dy->shape(), b->dhn->shape(), b->dcn->shape()});
 }
 
 // What the forward and backward kernels share: the family's attrs and the op version (1-3:

@@ -31,12 +31,9 @@ class KerasRnnXla : public XlaOpKernel {
     OP_REQUIRES_OK(ctx, KerasLayoutOf(op, attrs_, shapes, &layout));
     const tensorflow::DataType dt = ctx->input_type(0);
     const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
-    XlaRnnCall call;
-    call.spec = layout.spec;
-    call.spec.bf16 = dt == tensorflow::DT_BFLOAT16;
-    call.face = kBackward ? XlaFace::kKerasRNNBackprop : XlaFace::kKerasRNN;
-    call.f64 = a_type == xla::F64;
-    call.weights = XlaWeights::kKerasWeights;
+    XlaRnnCall call =
+        MakeXlaRnnCall(layout.spec, dt, kBackward ? XlaFace::kKerasRNNBackprop : XlaFace::kKerasRNN,
+                       XlaWeights::kKerasWeights);
     call.has_lengths = layout.has_lengths;
     call.two_biases = layout.two_biases;
     const RnnSpec& s = call.spec;
@@ -45,7 +42,7 @@ class KerasRnnXla : public XlaOpKernel {
 
     std::vector<xla::XlaOp> operands = {ctx->Input(6), SwapMajor(Convert(ctx->Input(0), a_type))};
     for (int k : {1, 2, 3, 4, 5, 7}) operands.push_back(Convert(ctx->Input(k), a_type));
-    if (!lstm) operands[3] = xla::Zeros(ctx->builder(), xla::ShapeUtil::MakeShape(a_type, {0}));
+    if (!lstm) operands[3] = Empty(ctx->builder(), a_type);
     auto shape = [&](std::initializer_list<int64_t> dims) {
       return xla::ShapeUtil::MakeShape(a_type, dims);
     };
@@ -59,24 +56,18 @@ class KerasRnnXla : public XlaOpKernel {
       ctx->SetOutput(1, Convert(r[1], t_type));
       ctx->SetOutput(2, Convert(r[2], t_type));
       ctx->SetOutput(3, s.training ? ReserveToOpType(r[3], reserve, a_type, t_type)
-                                   : xla::Zeros(ctx->builder(),
-                                                xla::ShapeUtil::MakeShape(t_type, {0})));
+                                   : Empty(ctx->builder(), t_type));
       return;
     }
-    const int64_t t_reserve =
-        t_type == a_type ? reserve : 2 * reserve;  // ReserveElementsOfT for 2-byte types
+    const int64_t t_reserve = OpTypeReserve(reserve, a_type, t_type);
     OP_REQUIRES_OK(ctx, CheckKerasBackpropShapes(op, s, ctx->InputShape(8), ctx->InputShape(9),
                                                  ctx->InputShape(10), ctx->InputShape(11),
                                                  t_reserve));
     operands.push_back(SwapMajor(Convert(ctx->Input(8), a_type)));
     operands.push_back(Convert(ctx->Input(9), a_type));
-    operands.push_back(lstm ? Convert(ctx->Input(10), a_type)
-                            : xla::Zeros(ctx->builder(), shape({0})));
+    operands.push_back(lstm ? Convert(ctx->Input(10), a_type) : Empty(ctx->builder(), a_type));
     operands.push_back(ReserveFromOpType(ctx->Input(11), reserve, a_type, t_type));
-    auto like = [&](int k) {
-      tensorflow::TensorShape t = ctx->InputShape(k);
-      return xla::ShapeUtil::MakeShape(a_type, t.dim_sizes());
-    };
+    auto like = [&](int k) { return XlaShape(a_type, ctx->InputShape(k)); };
     std::vector<xla::XlaOp> r =
         EmitRnnCall(ctx->builder(), kXlaRnnBackward, call, operands,
                     {shape({s.T, s.B, s.I}), shape({s.B, s.N}), shape({c_rows, s.N}), like(3),
@@ -85,9 +76,7 @@ class KerasRnnXla : public XlaOpKernel {
     ctx->SetOutput(1, Convert(r[1], t_type));
     // input_c's gradient has input_c's shape (zeros but for lstm).
     ctx->SetOutput(2, lstm ? Convert(r[2], t_type)
-                           : xla::Zeros(ctx->builder(),
-                                        xla::ShapeUtil::MakeShape(
-                                            t_type, ctx->InputShape(2).dim_sizes())));
+                           : ZerosOf(ctx->builder(), t_type, ctx->InputShape(2)));
     for (int k = 3; k < 6; ++k) ctx->SetOutput(k, Convert(r[k], t_type));
   }
 
@@ -95,15 +84,12 @@ class KerasRnnXla : public XlaOpKernel {
   KerasAttrs attrs_;
 };
 
-constexpr std::initializer_list<tensorflow::DataType> kTypes = {
-    tensorflow::DT_HALF, tensorflow::DT_BFLOAT16, tensorflow::DT_FLOAT, tensorflow::DT_DOUBLE};
-
 REGISTER_XLA_OP(Name("TfRnn>KerasRNN").Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint(
-                    "T", kTypes),
+                    "T", kXlaRnnTypes),
                 KerasRnnXla<false>);
 REGISTER_XLA_OP(Name("TfRnn>KerasRNNBackprop")
                     .Device(tensorflow::DEVICE_CPU_XLA_JIT)
-                    .TypeConstraint("T", kTypes),
+                    .TypeConstraint("T", kXlaRnnTypes),
                 KerasRnnXla<true>);
 
 }  // namespace

@@ -28,9 +28,12 @@ namespace tfrnn {
 enum class XlaWeights : int64_t { kKerasWeights = 0, kParamsVector = 1 };
 
 // The ops with an XLA kernel, named in the targets' error messages.
-#define TFRNN_XLA_FACES(X)                                                \
-  X(KerasRNN, "TfRnn>KerasRNN") X(KerasRNNBackprop, "TfRnn>KerasRNNBackprop") \
-  X(CudnnRNNV3, "TfRnn>CudnnRNNV3") X(CudnnRNNBackpropV3, "TfRnn>CudnnRNNBackpropV3")
+#define TFRNN_XLA_FACES(X)                                                                \
+  X(KerasRNN, "TfRnn>KerasRNN") X(KerasRNNBackprop, "TfRnn>KerasRNNBackprop")               \
+  X(CudnnRNN, "TfRnn>CudnnRNN") X(CudnnRNNV2, "TfRnn>CudnnRNNV2")                           \
+  X(CudnnRNNV3, "TfRnn>CudnnRNNV3") X(CudnnRNNBackprop, "TfRnn>CudnnRNNBackprop")           \
+  X(CudnnRNNBackpropV2, "TfRnn>CudnnRNNBackpropV2")                                         \
+  X(CudnnRNNBackpropV3, "TfRnn>CudnnRNNBackpropV3")
 
 enum class XlaFace : int64_t {
 #define TFRNN_FACE_ENUM(name, op) k##name,

@@ -20,6 +20,10 @@ namespace tfrnn {
 constexpr char kXlaRnnForward[] = "tfrnn_rnn_forward";
 constexpr char kXlaRnnBackward[] = "tfrnn_rnn_backward";
 
+// The op types with XLA kernels (every type the ops take).
+constexpr std::initializer_list<tensorflow::DataType> kXlaRnnTypes = {
+    tensorflow::DT_HALF, tensorflow::DT_BFLOAT16, tensorflow::DT_FLOAT, tensorflow::DT_DOUBLE};
+
 // The engine computes a half or bfloat16 op in float (the TensorFlow kernels' ComputeBridge);
 // the XLA kernels convert in HLO around the call.
 inline xla::PrimitiveType XlaComputeType(tensorflow::DataType t) {
@@ -40,6 +44,36 @@ inline xla::PrimitiveType XlaOpType(tensorflow::DataType t) {
 
 inline xla::XlaOp Convert(xla::XlaOp v, xla::PrimitiveType to) {
   return xla::ConvertElementType(v, to);
+}
+
+// The call of `spec` for an op of type `dt` (a bfloat16 op lets the engine round its products'
+// operands to bf16, as the TensorFlow kernels' SpecFor does).
+inline XlaRnnCall MakeXlaRnnCall(const RnnSpec& spec, tensorflow::DataType dt, XlaFace face,
+                                 XlaWeights weights) {
+  XlaRnnCall call;
+  call.spec = spec;
+  call.spec.bf16 = dt == tensorflow::DT_BFLOAT16;
+  call.face = face;
+  call.f64 = XlaComputeType(dt) == xla::F64;
+  call.weights = weights;
+  return call;
+}
+
+// An array of no elements (an absent optional operand or result), and zeros of a shape.
+inline xla::XlaOp Empty(xla::XlaBuilder* b, xla::PrimitiveType t) {
+  return xla::Zeros(b, xla::ShapeUtil::MakeShape(t, {0}));
+}
+inline xla::Shape XlaShape(xla::PrimitiveType t, const tensorflow::TensorShape& s) {
+  return xla::ShapeUtil::MakeShape(t, s.dim_sizes());
+}
+inline xla::XlaOp ZerosOf(xla::XlaBuilder* b, xla::PrimitiveType t,
+                          const tensorflow::TensorShape& s) {
+  return xla::Zeros(b, XlaShape(t, s));
+}
+
+// Elements of an op-type reserve_space holding n compute-type values (ReserveElementsOfT).
+inline int64_t OpTypeReserve(int64_t n, xla::PrimitiveType compute, xla::PrimitiveType op_type) {
+  return op_type == compute ? n : 2 * n;
 }
 
 // [d0, d1, c] -> [d1, d0, c] (a bitcast when d0 or d1 is 1: XLA simplifies it).

@@ -1,0 +1,106 @@
+"""XLA: the cuDNN RNN family's forward and backprop ops (TfRnn>CudnnRNN, V2, V3) compile inside
+tf.function(jit_compile=True) as one custom call each (cc/xla/cudnn_rnn_xla.cc).
+
+References: the float64 reference (cudnn_reference.py) and the same ops without XLA (their CPU
+kernels), forward and gradients (the registered gradient's CudnnRNNBackprop[V2|V3]).
+"""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_rnn_ops
+from tf_rnn_ops import raw_ops
+from test_cudnn_rnn import call_fwd, make_inputs, model_kw, ref_fwd
+
+_REQUIRED = tf.__version__.startswith("2.21.") and os.environ.get("TF_RNN_OPS_XLA") != "0"
+pytestmark = pytest.mark.skipif(not _REQUIRED and not tf_rnn_ops.has_xla(),
+                                reason=f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
+
+F16, F32, F64 = tf.float16, tf.float32, tf.float64
+TOL = {F64: 1e-10, F32: 2e-5, F16: 1e-2}
+
+
+def _close(got, want, tol, what):
+    got = np.asarray(tf.cast(got, tf.float64))
+    want = np.asarray(tf.cast(want, tf.float64))
+    assert got.shape == want.shape, f"{what}: {got.shape} != {want.shape}"
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+CASES = [
+    # mode, layers, units, input, direction, version, dtype, extra
+    ("lstm", 1, 6, 4, "unidirectional", "V3", F32, {}),
+    ("lstm", 2, 5, 3, "bidirectional", "V3", F64, {"time_major": False}),
+    ("gru", 2, 5, 4, "unidirectional", "V3", F32, {"lengths": [6, 2, 0]}),
+    ("rnn_tanh", 1, 4, 4, "bidirectional", "V2", F64, {"input_mode": "skip_input"}),
+    ("rnn_relu", 1, 5, 3, "unidirectional", "", F32, {}),
+    ("lstm", 1, 6, 4, "unidirectional", "V3", F32, {"num_proj": 3}),
+    ("lstm", 1, 6, 4, "unidirectional", "V3", F16, {}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[
+    f"{c[0]}-L{c[1]}-{c[4][:3]}-{c[5] or 'V1'}-{c[6].name}-{'-'.join(c[7]) or 'plain'}"
+    for c in CASES])
+def test_cudnn_ops_under_jit(case):
+    mode, L, N, I, direction, version, dtype, extra = case
+    extra = dict(extra)
+    tm = extra.pop("time_major", True)
+    lengths = extra.pop("lengths", None)
+    kw = model_kw(mode, L, N, I, direction=direction, num_proj=extra.pop("num_proj", 0),
+                  input_mode=extra.pop("input_mode", "linear_input"))
+    T, B = 6, 3
+    x, h0, c0, params = make_inputs(np.random.default_rng(L * 10 + N), kw, T, B, time_major=tm)
+    args = [tf.constant(v, dtype) for v in (x, h0, c0, params)]
+    v3 = {"seq_lengths": lengths, "time_major": tm} if version == "V3" else {}
+
+    def f(x, h0, c0, params):
+        with tf.GradientTape() as tape:
+            tape.watch([x, h0, c0, params])
+            outs = call_fwd(raw_ops, version, x, h0, c0, params, kw, dtype, **v3)
+            loss = (tf.reduce_sum(tf.cast(outs[0], tf.float32) ** 2)
+                    + tf.reduce_sum(tf.cast(outs[1], tf.float32) * 1.5)
+                    + (tf.reduce_sum(tf.cast(outs[2], tf.float32)) if mode == "lstm" else 0.0))
+        grads = tape.gradient(loss, [x, h0, c0, params])
+        if mode != "lstm":
+            grads[2] = tf.zeros_like(c0)
+        return list(outs[:3]) + grads
+
+    want = tf.function(f)(*args)
+    jit = tf.function(f, jit_compile=True)
+    got = jit(*args)
+    for k, (g, w) in enumerate(zip(got, want)):
+        _close(g, w, TOL[dtype], f"{version} output {k}")
+    if lengths is None and tm and dtype == F64:  # also the float64 reference, forward
+        ref = ref_fwd(x, h0, c0, params, kw)
+        _close(got[0], ref[0], 1e-10, "output vs float64 reference")
+    hlo = jit.experimental_get_compiler_ir(*args)(stage="hlo")
+    assert 'custom_call_target="tfrnn_rnn_forward"' in hlo
+    assert 'custom_call_target="tfrnn_rnn_backward"' in hlo
+    assert "while(" not in hlo
+
+
+def test_inference_outputs_match_the_kernel():
+    kw = model_kw("gru", 1, 5, 3)
+    x, h0, c0, params = make_inputs(np.random.default_rng(3), kw, 4, 2)
+    args = [tf.constant(v, F32) for v in (x, h0, c0, params)]
+
+    def f(*a):
+        return call_fwd(raw_ops, "V3", *a, kw, F32, is_training=False)
+    want, got = tf.function(f)(*args), tf.function(f, jit_compile=True)(*args)
+    assert len(got) == len(want) == 5
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and g.shape == w.shape, f"output {k}"
+        _close(g, w, TOL[F32], f"output {k}")
+
+
+def test_wrong_params_size_fails_at_compile_time():
+    kw = model_kw("lstm", 1, 4, 3)
+    x, h0, c0, params = make_inputs(np.random.default_rng(4), kw, 3, 2)
+    f = tf.function(lambda: call_fwd(raw_ops, "V3", x, h0, c0, params[:-1], kw, F32),
+                    jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="params has"):
+        f()
