@@ -69,7 +69,7 @@ class CudnnRnnXla : public XlaOpKernel {
       std::vector<xla::XlaOp> r = EmitRnnCall(
           b, kXlaRnnForward, call, operands,
           {XlaShape(a_type, {s.T, s.B, s.D * RnnHs(s)}), XlaShape(a_type, h_shape), c_result,
-           XlaShape(a_type, {reserve}), XlaShape(a_type, {XlaRnnFwdWorkspace(call)})});
+           XlaShape(a_type, {XlaRnnReserveResult(call)})});
       ctx->SetOutput(0, Convert(seq(r[0]), t_type));
       ctx->SetOutput(1, Convert(r[1], t_type));
       ctx->SetOutput(2, lstm ? Convert(r[2], t_type) : ZerosOf(b, t_type, TensorShape({})));
@@ -96,8 +96,7 @@ class CudnnRnnXla : public XlaOpKernel {
     std::vector<xla::XlaOp> r = EmitRnnCall(
         b, kXlaRnnBackward, call, operands,
         {XlaShape(a_type, {s.T, s.B, s.I}), XlaShape(a_type, h_shape), c_result,
-         XlaShape(a_type, ctx->InputShape(3)), XlaShape(a_type, {0}), XlaShape(a_type, {0}),
-         XlaShape(a_type, {XlaRnnBwdWorkspace(call)})});
+         XlaShape(a_type, ctx->InputShape(3)), XlaShape(a_type, {0}), XlaShape(a_type, {0})});
     ctx->SetOutput(0, Convert(seq(r[0]), t_type));
     ctx->SetOutput(1, Convert(r[1], t_type));
     // input_c's gradient has input_c's shape (zeros but for lstm).

@@ -51,7 +51,7 @@ class KerasRnnXla : public XlaOpKernel {
       std::vector<xla::XlaOp> r = EmitRnnCall(
           ctx->builder(), kXlaRnnForward, call, operands,
           {shape({s.T, s.B, s.N}), shape({s.B, s.N}), lstm ? shape({s.B, s.N}) : shape({0}),
-           shape({reserve}), shape({XlaRnnFwdWorkspace(call)})});
+           shape({XlaRnnReserveResult(call)})});
       ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
       ctx->SetOutput(1, Convert(r[1], t_type));
       ctx->SetOutput(2, Convert(r[2], t_type));
@@ -71,7 +71,7 @@ class KerasRnnXla : public XlaOpKernel {
     std::vector<xla::XlaOp> r =
         EmitRnnCall(ctx->builder(), kXlaRnnBackward, call, operands,
                     {shape({s.T, s.B, s.I}), shape({s.B, s.N}), shape({c_rows, s.N}), like(3),
-                     like(4), like(5), shape({XlaRnnBwdWorkspace(call)})});
+                     like(4), like(5)});
     ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
     ctx->SetOutput(1, Convert(r[1], t_type));
     // input_c's gradient has input_c's shape (zeros but for lstm).

@@ -5,9 +5,10 @@
 //
 // The call's operands and results (the engine's time-major arrays, in the compute type A):
 //   forward  operands  lengths (s32 [B] or [0]), x [T, B, I], h0, c0, w0, w1, w2, mask
-//            results   y [T, B, D·Hs], hn, cn, reserve [RnnReserveSize], workspace
+//            results   y [T, B, D·Hs], hn, cn, reserve [XlaRnnReserveResult]
 //   backward operands  the forward's eight, dy [T, B, D·Hs], dhn, dcn, reserve
-//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2, workspace
+//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2
+// The engine's workspace is the target's own (scratch_cache.h).
 // w0, w1, w2 are kernel [in, K·N], recurrent_kernel [N, K·N] and bias ([K·N] or [2, K·N]) for
 // kKerasWeights, and the params vector and two empty arrays for kParamsVector.
 #ifndef TF_RNN_OPS_CC_XLA_RNN_CALL_H_
@@ -133,13 +134,22 @@ inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
   return RnnSpecProblem(c->spec);
 }
 
-// Elements of A the forward's workspace result holds: the engine's workspace, then (Keras
-// weights with one bias) the zero recurrent bias.
+// The forward's reserve result has XlaRnnReserveResult elements: the reserve when training;
+// otherwise none, and the reserve is scratch at the end of the target's workspace.
+inline Index XlaRnnReserveResult(const XlaRnnCall& c) {
+  return c.spec.training ? RnnReserveSize(c.spec) : 0;
+}
+inline Index XlaRnnScratchReserve(const XlaRnnCall& c) {
+  return c.spec.training ? 0 : RnnReserveSize(c.spec);
+}
+
+// Elements of A of the target's workspace: the engine's, then (Keras weights with one bias)
+// the zero recurrent bias, then (forward, not training) the reserve.
 inline Index XlaRnnFwdWorkspace(const XlaRnnCall& c) {
   const Index zeros = c.weights == XlaWeights::kKerasWeights && !c.two_biases
                           ? RnnK(c.spec) * c.spec.N
                           : 0;
-  return RnnFwdWorkspaceSize(c.spec) + zeros;
+  return RnnFwdWorkspaceSize(c.spec) + zeros + XlaRnnScratchReserve(c);
 }
 inline Index XlaRnnBwdWorkspace(const XlaRnnCall& c) {
   const Index zeros = c.weights == XlaWeights::kKerasWeights && !c.two_biases

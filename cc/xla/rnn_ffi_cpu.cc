@@ -16,6 +16,7 @@
 #include "cc/engine/engine_api.h"
 #include "cc/kernels/engine_loader.h"
 #include "cc/xla/rnn_call.h"
+#include "cc/xla/scratch_cache.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 #include "xla/ffi/api/ffi.h"
 
@@ -128,6 +129,12 @@ ffi::Error Decode(ffi::Span<const int64_t> enc, XlaRnnCall* call) {
       absl::StrCat(XlaFaceName(call->face), " (XLA custom call): ", why));
 }
 
+ffi::Error OutOfMemory(const XlaRnnCall& call, size_t bytes) {
+  return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                    absl::StrCat(XlaFaceName(call.face), " (XLA custom call): could not allocate ",
+                                 bytes, " bytes of engine workspace"));
+}
+
 // Every length in [0, T]; *shorter: some sequence is shorter than T.
 ffi::Error CheckLengths(const XlaRnnCall& call, const int* len, bool* shorter) {
   *shorter = false;
@@ -184,20 +191,23 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs ar
   const Index states = s.L * s.D * s.B;
   Buffers buf(call, args, rets);
   RnnFwdArgs<A> a;
-  A* ws = static_cast<A*>(buf.Out(4, XlaRnnFwdWorkspace(call), "workspace"));
   const Index engine_ws = RnnFwdWorkspaceSize(s);
-  BindCommon<A>(call, buf, &a, &a.x, ws == nullptr ? nullptr : ws + engine_ws);
+  ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnFwdWorkspace(call));
+  A* ws = static_cast<A*>(lease.data());
+  if (ws == nullptr) return OutOfMemory(call, sizeof(A) * XlaRnnFwdWorkspace(call));
+  BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
   a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "cn"));
   if (!lstm) a.cn = nullptr;
   const Index reserve = RnnReserveSize(s);
-  a.reserve = static_cast<A*>(buf.Out(3, reserve, "reserve"));
+  a.reserve = static_cast<A*>(buf.Out(3, XlaRnnReserveResult(call), "reserve"));
+  if (!s.training) a.reserve = ws + (XlaRnnFwdWorkspace(call) - reserve);
   if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
   bool shorter;
   if (ffi::Error e = CheckLengths(call, a.lengths, &shorter); e.failure()) return e;
   // The engine leaves the reserve rows past each sequence's length unwritten.
-  if (shorter) std::fill_n(a.reserve, reserve, A(0));
+  if (shorter && s.training) std::fill_n(a.reserve, reserve, A(0));
   const EngineApi* engine;
   const absl::Status st = GetEngine(&engine);
   if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
@@ -213,9 +223,11 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
   const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
   Buffers buf(call, args, rets);
   RnnBwdArgs<A> a;
-  A* ws = static_cast<A*>(buf.Out(6, XlaRnnBwdWorkspace(call), "workspace"));
   const Index engine_ws = RnnBwdWorkspaceSize(s);
-  BindCommon<A>(call, buf, &a, &a.x, ws == nullptr ? nullptr : ws + engine_ws);
+  ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnBwdWorkspace(call));
+  A* ws = static_cast<A*>(lease.data());
+  if (ws == nullptr) return OutOfMemory(call, sizeof(A) * XlaRnnBwdWorkspace(call));
+  BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
   a.dcn = lstm ? static_cast<const A*>(buf.In(10, states * s.N, "dcn")) : nullptr;
