@@ -32,8 +32,8 @@ CHECK = textwrap.dedent("""
                                                                         list(o) + list(go)))
     maps = open("/proc/self/maps").read()
     engines = sorted({l.split("/")[-1] for l in maps.splitlines() if "_tfrnn_engine_" in l})
-    print("ENGINES", ",".join(engines), "ERR", err)
-    sys.exit(0 if err < 1e-5 else 1)
+    print("ENGINES", ",".join(engines), "ERR", err, "XLA", repr(tf_rnn_ops.xla_status()))
+    sys.exit(0 if err < 1e-5 and tf_rnn_ops.has_xla() else 1)
 """)
 
 

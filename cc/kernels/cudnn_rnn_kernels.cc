@@ -55,8 +55,7 @@ struct CpuCudnn {
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
     a.cn = lstm ? br.Out(output_c) : nullptr;
-    a.reserve = s.training ? reinterpret_cast<A*>(reserve->flat<T>().data())
-                           : br.Scratch(reserve_a);
+    a.reserve = s.training ? reinterpret_cast<A*>(reserve->flat<T>().data()) : nullptr;
     return RunRnnForward<T>(ctx, br, s, op.attrs().time_major, x, y, &a);
   }
 

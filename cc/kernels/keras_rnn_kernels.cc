@@ -120,8 +120,7 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
     A* y = br.Out(output);
     a.hn = br.Out(output_h);
     a.cn = lstm ? br.Out(output_c) : nullptr;
-    a.reserve = training ? reinterpret_cast<A*>(reserve->flat<T>().data())
-                         : br.Scratch(reserve_a);
+    a.reserve = training ? reinterpret_cast<A*>(reserve->flat<T>().data()) : nullptr;
     return RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a);
   }
 

@@ -16,7 +16,7 @@
 #include "cc/engine/engine_api.h"
 #include "cc/kernels/engine_loader.h"
 #include "cc/xla/rnn_call.h"
-#include "cc/xla/scratch_cache.h"
+#include "cc/kernels/scratch_cache.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 #include "xla/ffi/api/ffi.h"
 

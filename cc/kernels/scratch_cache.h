@@ -5,8 +5,8 @@
 // 32 MB mmap ceiling come from fresh mmap pages on every call. A GRU 100x64x256x256 training
 // step took a median 185 ms with the workspace as an XLA result buffer and 135 ms with malloc
 // serving it from the heap (MALLOC_MMAP_THRESHOLD_), inference 68 ms against 48 ms (2-core VM).
-#ifndef TF_RNN_OPS_CC_XLA_SCRATCH_CACHE_H_
-#define TF_RNN_OPS_CC_XLA_SCRATCH_CACHE_H_
+#ifndef TF_RNN_OPS_CC_KERNELS_SCRATCH_CACHE_H_
+#define TF_RNN_OPS_CC_KERNELS_SCRATCH_CACHE_H_
 
 #include <cstdlib>
 #include <memory>
@@ -87,4 +87,4 @@ class ScratchCache {
 
 }  // namespace tfrnn
 
-#endif  // TF_RNN_OPS_CC_XLA_SCRATCH_CACHE_H_
+#endif  // TF_RNN_OPS_CC_KERNELS_SCRATCH_CACHE_H_
