@@ -28,6 +28,7 @@ class ScratchCache {
       if (p_ != nullptr) cache_->Give(p_, bytes_);
     }
     void* data() const { return p_; }
+    size_t bytes() const { return bytes_; }
 
    private:
     ScratchCache* cache_;

@@ -129,10 +129,10 @@ ffi::Error Decode(ffi::Span<const int64_t> enc, XlaRnnCall* call) {
       absl::StrCat(XlaFaceName(call->face), " (XLA custom call): ", why));
 }
 
-ffi::Error OutOfMemory(const XlaRnnCall& call, size_t bytes) {
+ffi::Error OutOfMemory(const XlaRnnCall& call, const ScratchCache::Lease& lease) {
   return ffi::Error(ffi::ErrorCode::kResourceExhausted,
                     absl::StrCat(XlaFaceName(call.face), " (XLA custom call): could not allocate ",
-                                 bytes, " bytes of engine workspace"));
+                                 lease.bytes(), " bytes of engine workspace"));
 }
 
 // Every length in [0, T]; *shorter: some sequence is shorter than T.
@@ -148,6 +148,17 @@ ffi::Error CheckLengths(const XlaRnnCall& call, const int* len, bool* shorter) {
     }
     *shorter |= len[b] < s.T;
   }
+  return ffi::Error::Success();
+}
+
+// After the buffers are bound: their check, the sequence lengths' (*shorter: some sequence is
+// shorter than T) and the engine.
+ffi::Error ReadyToRun(const XlaRnnCall& call, const Buffers& buf, const int* lengths,
+                      bool* shorter, const EngineApi** engine) {
+  if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
+  if (ffi::Error e = CheckLengths(call, lengths, shorter); e.failure()) return e;
+  const absl::Status st = GetEngine(engine);
+  if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
   return ffi::Error::Success();
 }
 
@@ -194,7 +205,7 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs ar
   const Index engine_ws = RnnFwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnFwdWorkspace(call));
   A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(call, sizeof(A) * XlaRnnFwdWorkspace(call));
+  if (ws == nullptr) return OutOfMemory(call, lease);
   BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
@@ -203,14 +214,11 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs ar
   const Index reserve = RnnReserveSize(s);
   a.reserve = static_cast<A*>(buf.Out(3, XlaRnnReserveResult(call), "reserve"));
   if (!s.training) a.reserve = ws + (XlaRnnFwdWorkspace(call) - reserve);
-  if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
   bool shorter;
-  if (ffi::Error e = CheckLengths(call, a.lengths, &shorter); e.failure()) return e;
+  const EngineApi* engine;
+  if (ffi::Error e = ReadyToRun(call, buf, a.lengths, &shorter, &engine); e.failure()) return e;
   // The engine leaves the reserve rows past each sequence's length unwritten.
   if (shorter && s.training) std::fill_n(a.reserve, reserve, A(0));
-  const EngineApi* engine;
-  const absl::Status st = GetEngine(&engine);
-  if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
   EngineFns<A>::RnnFwd(*engine)(pool, s, a, ws);
   return ffi::Error::Success();
 }
@@ -226,7 +234,7 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
   const Index engine_ws = RnnBwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnBwdWorkspace(call));
   A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(call, sizeof(A) * XlaRnnBwdWorkspace(call));
+  if (ws == nullptr) return OutOfMemory(call, lease);
   BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
@@ -245,12 +253,9 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
     dw.dbW = static_cast<A*>(buf.Out(5, (call.two_biases ? 2 : 1) * KN, "dbias"));
     dw.dbR = call.two_biases && dw.dbW != nullptr ? dw.dbW + KN : nullptr;
   }
-  if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
   bool shorter;
-  if (ffi::Error e = CheckLengths(call, a.lengths, &shorter); e.failure()) return e;
   const EngineApi* engine;
-  const absl::Status st = GetEngine(&engine);
-  if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
+  if (ffi::Error e = ReadyToRun(call, buf, a.lengths, &shorter, &engine); e.failure()) return e;
   EngineFns<A>::RnnBwd(*engine)(pool, s, a, ws);
   return ffi::Error::Success();
 }
