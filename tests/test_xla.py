@@ -125,6 +125,15 @@ def test_raw_op_under_jit_equals_the_kernel(mode, dtype, opts):
     assert " while(" not in hlo and "while(" not in hlo.replace("custom-call", "")
 
 
+@pytest.mark.parametrize("B,T", [(0, 3), (2, 0), (0, 0)])
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_empty_problems_under_jit(mode, B, T):
+    inp = _op_inputs(mode, tf.float32, B=B, T=T, lengths=False)
+    f = _fwd_and_grads({"rnn_mode": mode})
+    want = tf.function(f)(**inp)
+    _assert_close(tf.function(f, jit_compile=True)(**inp), want, tf.float32, f"B={B} T={T}")
+
+
 def test_inference_call_has_no_reserve_and_exact_gradients():
     inp = _op_inputs("lstm", tf.float32)
     attrs = {"rnn_mode": "lstm"}
