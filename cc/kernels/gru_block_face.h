@@ -24,59 +24,82 @@ struct GruInputs {
   const Tensor *r_grad = nullptr, *u_grad = nullptr, *c_grad = nullptr;
 };
 
-// The family's validation helper: ranks first, then sizes; nothing read before it passes.
-inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, GruInputs* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  std::vector<std::pair<const char*, const Tensor**>> params = {
-      {"x", &in->x},       {"h_prev", &in->h_prev}, {"w_ru", &in->w_ru},
-      {"w_c", &in->w_c},   {"b_ru", &in->b_ru},     {"b_c", &in->b_c}};
-  std::vector<std::pair<const char*, const Tensor**>> acts;
-  if (grad) acts = {{"r", &in->r}, {"u", &in->u}, {"c", &in->c}, {"d_h", &in->d_h}};
-  if (exact) {
-    acts.insert(acts.end(),
-                {{"r_grad", &in->r_grad}, {"u_grad", &in->u_grad}, {"c_grad", &in->c_grad}});
-  }
-  for (auto& p : params) TF_RETURN_IF_ERROR(GetInput(ctx, p.first, p.second));
-  for (auto& p : acts) TF_RETURN_IF_ERROR(GetInput(ctx, p.first, p.second));
+// The shapes of an op's inputs: the six parameters, then (grad) r, u, c, d_h and (exact)
+// r_grad, u_grad, c_grad, by name.
+struct GruShapes {
+  TensorShape x, h_prev, w_ru, w_c, b_ru, b_c;
+  std::vector<std::pair<const char*, TensorShape>> acts;
+};
 
-  TF_RETURN_IF_ERROR(CheckRank(op, "x", *in->x, 2, "[batch_size, input_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "h_prev", *in->h_prev, 2, "[batch_size, cell_size]"));
+// The family's shape checks: ranks first, then sizes; sets B, I, H.
+inline absl::Status GruSizesOf(const std::string& op, const GruShapes& in, GruInputs* out) {
+  TF_RETURN_IF_ERROR(CheckRank(op, "x", in.x, 2, "[batch_size, input_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "h_prev", in.h_prev, 2, "[batch_size, cell_size]"));
   TF_RETURN_IF_ERROR(
-      CheckRank(op, "w_ru", *in->w_ru, 2, "[input_size + cell_size, 2 * cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "w_c", *in->w_c, 2, "[input_size + cell_size, cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "b_ru", *in->b_ru, 1, "[2 * cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "b_c", *in->b_c, 1, "[cell_size]"));
-  for (auto& p : acts) {
-    TF_RETURN_IF_ERROR(CheckRank(op, p.first, **p.second, 2, "[batch_size, cell_size]"));
+      CheckRank(op, "w_ru", in.w_ru, 2, "[input_size + cell_size, 2 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "w_c", in.w_c, 2, "[input_size + cell_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "b_ru", in.b_ru, 1, "[2 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "b_c", in.b_c, 1, "[cell_size]"));
+  for (auto& p : in.acts) {
+    TF_RETURN_IF_ERROR(CheckRank(op, p.first, p.second, 2, "[batch_size, cell_size]"));
   }
   // Sizes, input by input, each against the sizes the inputs before it set (x: batch_size,
   // input_size; h_prev: cell_size), so that a message names the first input that is wrong.
   // batch_size or cell_size 0 is valid, as in stock: an empty (or zero) result.
-  const int64_t B = in->x->dim_size(0), I = in->x->dim_size(1);
-  TF_RETURN_IF_ERROR(
-      CheckCounts(op, {B, I, Count(B) * I}, absl::StrCat("x ", ShapeStr(*in->x))));
-  if (in->h_prev->dim_size(0) != B) {
+  const int64_t B = in.x.dim_size(0), I = in.x.dim_size(1);
+  TF_RETURN_IF_ERROR(CheckCounts(op, {B, I, Count(B) * I}, absl::StrCat("x ", ShapeStr(in.x))));
+  if (in.h_prev.dim_size(0) != B) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": h_prev must have shape [batch_size, cell_size] with batch_size = ", B,
-        " (from x ", ShapeStr(*in->x), "), got ", ShapeStr(*in->h_prev)));
+        " (from x ", ShapeStr(in.x), "), got ", ShapeStr(in.h_prev)));
   }
-  const int64_t H = in->h_prev->dim_size(1);
+  const int64_t H = in.h_prev.dim_size(1);
   TF_RETURN_IF_ERROR(CheckCounts(
       op, {H, Count(B) * (Count(I) + H), (Count(I) + H) * H * Count(3), Count(B) * H * Count(4)},
-      absl::StrCat("h_prev ", ShapeStr(*in->h_prev), ", x ", ShapeStr(*in->x))));
-  in->B = B;
-  in->I = I;
-  in->H = H;
-  TF_RETURN_IF_ERROR(CheckShape(op, "w_ru", *in->w_ru, {I + H, 2 * H},
+      absl::StrCat("h_prev ", ShapeStr(in.h_prev), ", x ", ShapeStr(in.x))));
+  out->B = B;
+  out->I = I;
+  out->H = H;
+  TF_RETURN_IF_ERROR(CheckShape(op, "w_ru", in.w_ru, {I + H, 2 * H},
                                 "[input_size + cell_size, 2 * cell_size]"));
   TF_RETURN_IF_ERROR(
-      CheckShape(op, "w_c", *in->w_c, {I + H, H}, "[input_size + cell_size, cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "b_ru", *in->b_ru, {2 * H}, "[2 * cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "b_c", *in->b_c, {H}, "[cell_size]"));
-  for (auto& p : acts) {
-    TF_RETURN_IF_ERROR(CheckShape(op, p.first, **p.second, {B, H}, "[batch_size, cell_size]"));
+      CheckShape(op, "w_c", in.w_c, {I + H, H}, "[input_size + cell_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "b_ru", in.b_ru, {2 * H}, "[2 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "b_c", in.b_c, {H}, "[cell_size]"));
+  for (auto& p : in.acts) {
+    TF_RETURN_IF_ERROR(CheckShape(op, p.first, p.second, {B, H}, "[batch_size, cell_size]"));
   }
   return absl::OkStatus();
+}
+
+// The names of the inputs after the parameters: the backward's, then the exact backward's.
+inline std::vector<const char*> GruActNames(bool grad, bool exact) {
+  std::vector<const char*> names;
+  if (grad) names = {"r", "u", "c", "d_h"};
+  if (exact) names.insert(names.end(), {"r_grad", "u_grad", "c_grad"});
+  return names;
+}
+
+// The family's validation helper on the op's tensors: GruSizesOf; nothing read before it
+// passes.
+inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, GruInputs* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"x", &in->x},
+                                     {"h_prev", &in->h_prev},
+                                     {"w_ru", &in->w_ru},
+                                     {"w_c", &in->w_c},
+                                     {"b_ru", &in->b_ru},
+                                     {"b_c", &in->b_c}}));
+  const Tensor** acts[] = {&in->r, &in->u, &in->c, &in->d_h,
+                           &in->r_grad, &in->u_grad, &in->c_grad};
+  GruShapes shapes{in->x->shape(),    in->h_prev->shape(), in->w_ru->shape(),
+                   in->w_c->shape(),  in->b_ru->shape(),   in->b_c->shape(), {}};
+  int k = 0;
+  for (const char* name : GruActNames(grad, exact)) {
+    TF_RETURN_IF_ERROR(GetInput(ctx, name, acts[k]));
+    shapes.acts.push_back({name, (*acts[k++])->shape()});
+  }
+  return GruSizesOf(op, shapes, in);
 }
 
 // The (operand, tensor) pairs of the inputs the forward and the backward read, in the engine's

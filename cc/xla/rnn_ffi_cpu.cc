@@ -5,134 +5,27 @@
 #ifndef EIGEN_USE_THREADS
 #define EIGEN_USE_THREADS
 #endif
-#include <sched.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "cc/engine/engine_api.h"
 #include "cc/kernels/engine_loader.h"
-#include "cc/xla/rnn_call.h"
 #include "cc/kernels/scratch_cache.h"
-#include "unsupported/Eigen/CXX11/ThreadPool"
+#include "cc/xla/ffi_cpu_common.h"
+#include "cc/xla/rnn_call.h"
 #include "xla/ffi/api/ffi.h"
-
-namespace xla::ffi {
-const XLA_FFI_Api* GetXlaFfiApi();  // exported by libtensorflow_cc (xla/ffi/ffi_api.h)
-}  // namespace xla::ffi
 
 namespace tfrnn {
 namespace {
 
 namespace ffi = ::xla::ffi;
 
-// The engine's HostPool in a custom call: by default a process-wide pool of our own with one
-// thread per CPU this process may run on (TensorFlow's intra-op default). XLA's intra-op pool
-// (TF_RNN_OPS_XLA_POOL=xla, where the runtime gives one) runs the call on one of its own
-// threads, which then waits inside the engine's GEMMs while holding a share of the pool:
-// LSTM 100x64x256x256 inference took a median 89 ms on XLA's 2-thread pool against 69 ms on
-// our own 2-thread pool and 65 ms in the TensorFlow kernel (2-core VM, one process).
-class XlaHostPool final : public HostPool {
- public:
-  explicit XlaHostPool(ffi::ThreadPool& pool) : xla_(pool) {
-    static const bool use_xla = [] {
-      const char* v = std::getenv("TF_RNN_OPS_XLA_POOL");
-      return v != nullptr && std::string(v) == "xla";
-    }();
-    const int64_t n = use_xla ? pool.num_threads() : 0;
-    if (n > 0) {
-      threads_ = static_cast<int>(n);
-    } else {
-      own_ = &OwnPool();
-      threads_ = own_->NumThreads();
-    }
-  }
-  void Schedule(std::function<void()> fn) override {
-    if (own_ != nullptr) {
-      own_->Schedule(std::move(fn));
-    } else {
-      xla_.Schedule(std::move(fn));
-    }
-  }
-  int NumThreads() const override { return threads_; }
-  int CurrentThreadId() const override { return own_ != nullptr ? own_->CurrentThreadId() : -1; }
-
- private:
-  static int UsableCpus() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  static Eigen::ThreadPool& OwnPool() {
-    static Eigen::ThreadPool* pool = new Eigen::ThreadPool(UsableCpus());
-    return *pool;
-  }
-
-  ffi::ThreadPool& xla_;
-  Eigen::ThreadPool* own_ = nullptr;
-  int threads_ = 1;
-};
-
-// The call's buffers, checked against the sizes its spec implies.
-class Buffers {
- public:
-  Buffers(const XlaRnnCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets)
-      : call_(call), args_(args), rets_(rets) {}
-
-  const std::string& error() const { return error_; }
-
-  // Operand k, which must hold `want` elements of the compute type (or int32 when is_int).
-  const void* In(size_t k, Index want, const char* what, bool is_int = false) {
-    auto b = args_.get<ffi::AnyBuffer>(k);
-    if (!b.has_value()) return Fail(what, "missing");
-    return Check(*b, want, what, is_int);
-  }
-  void* Out(size_t k, Index want, const char* what) {
-    auto b = rets_.get<ffi::AnyBuffer>(k);
-    if (!b.has_value()) return const_cast<void*>(Fail(what, "missing"));
-    return const_cast<void*>(Check(**b, want, what, false));
-  }
-
- private:
-  const void* Check(const ffi::AnyBuffer& b, Index want, const char* what, bool is_int) {
-    const ffi::DataType dt = is_int ? ffi::DataType::S32
-                             : call_.f64 ? ffi::DataType::F64
-                                         : ffi::DataType::F32;
-    if (b.element_type() != dt || static_cast<Index>(b.element_count()) != want) {
-      return Fail(what, absl::StrCat("has ", b.element_count(), " elements of type ",
-                                     static_cast<int>(b.element_type()), ", want ", want,
-                                     " of type ", static_cast<int>(dt)));
-    }
-    return b.untyped_data();
-  }
-  const void* Fail(const char* what, const std::string& why) {
-    if (error_.empty()) {
-      error_ = absl::StrCat(XlaFaceName(call_.face), " (XLA custom call): buffer ", what, " ",
-                            why, "; the call does not match its spec");
-    }
-    return nullptr;
-  }
-
-  const XlaRnnCall& call_;
-  ffi::RemainingArgs args_;
-  ffi::RemainingRets rets_;
-  std::string error_;
-};
-
 ffi::Error Decode(ffi::Span<const int64_t> enc, XlaRnnCall* call) {
   const std::string why = DecodeXlaRnnCall(enc.begin(), enc.size(), call);
   if (why.empty()) return ffi::Error::Success();
   return ffi::Error::InvalidArgument(
       absl::StrCat(XlaFaceName(call->face), " (XLA custom call): ", why));
-}
-
-ffi::Error OutOfMemory(const XlaRnnCall& call, const ScratchCache::Lease& lease) {
-  return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                    absl::StrCat(XlaFaceName(call.face), " (XLA custom call): could not allocate ",
-                                 lease.bytes(), " bytes of engine workspace"));
 }
 
 // Every length in [0, T]; *shorter: some sequence is shorter than T.
@@ -157,9 +50,7 @@ ffi::Error ReadyToRun(const XlaRnnCall& call, const Buffers& buf, const int* len
                       bool* shorter, const EngineApi** engine) {
   if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
   if (ffi::Error e = CheckLengths(call, lengths, shorter); e.failure()) return e;
-  const absl::Status st = GetEngine(engine);
-  if (!st.ok()) return ffi::Error::Internal(std::string(st.message()));
-  return ffi::Error::Success();
+  return LoadEngine(engine);
 }
 
 // Operands 0..7 (lengths, x, h0, c0, w0, w1, w2, mask) into the engine's forward arguments
@@ -200,12 +91,12 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs ar
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B;
-  Buffers buf(call, args, rets);
+  Buffers buf(XlaFaceName(call.face), call.f64, args, rets);
   RnnFwdArgs<A> a;
   const Index engine_ws = RnnFwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnFwdWorkspace(call));
   A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(call, lease);
+  if (ws == nullptr) return OutOfMemory(XlaFaceName(call.face), lease);
   BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
@@ -229,12 +120,12 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
-  Buffers buf(call, args, rets);
+  Buffers buf(XlaFaceName(call.face), call.f64, args, rets);
   RnnBwdArgs<A> a;
   const Index engine_ws = RnnBwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnBwdWorkspace(call));
   A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(call, lease);
+  if (ws == nullptr) return OutOfMemory(XlaFaceName(call.face), lease);
   BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));

@@ -92,12 +92,13 @@ inline xla::XlaOp ReserveFromOpType(xla::XlaOp reserve, int64_t n, xla::Primitiv
   return xla::BitcastConvertType(xla::Reshape(reserve, {n, 2}), compute);
 }
 
-// The custom call `target` of `call` on `operands`, whose results have the given element
-// counts... as shapes; default (row-major) layouts throughout. Returns one XlaOp per result.
-inline std::vector<xla::XlaOp> EmitRnnCall(xla::XlaBuilder* b, const char* target,
-                                           const XlaRnnCall& call,
-                                           const std::vector<xla::XlaOp>& operands,
-                                           const std::vector<xla::Shape>& results) {
+// The XLA FFI custom call `target` on `operands`, its int64 array attribute "call" = `call`,
+// with results of the given shapes; default (row-major) layouts throughout. Returns one XlaOp
+// per result.
+inline std::vector<xla::XlaOp> EmitCustomCall(xla::XlaBuilder* b, const char* target,
+                                              const std::vector<int64_t>& call,
+                                              const std::vector<xla::XlaOp>& operands,
+                                              const std::vector<xla::Shape>& results) {
   std::vector<xla::Shape> operand_shapes;
   for (const xla::XlaOp& op : operands) {
     xla::Shape s = b->GetShape(op).value();
@@ -109,8 +110,7 @@ inline std::vector<xla::XlaOp> EmitRnnCall(xla::XlaBuilder* b, const char* targe
     laid_out.push_back(
         xla::ShapeUtil::MakeShapeWithDescendingLayout(s.element_type(), s.dimensions()));
   }
-  const std::string config =
-      absl::StrCat("{call = array<i64: ", absl::StrJoin(EncodeXlaRnnCall(call), ", "), ">}");
+  const std::string config = absl::StrCat("{call = array<i64: ", absl::StrJoin(call, ", "), ">}");
   xla::XlaOp tuple = xla::CustomCallWithLayout(
       b, target, operands, xla::ShapeUtil::MakeTupleShape(laid_out), operand_shapes, config,
       /*has_side_effect=*/false, /*output_operand_aliasing=*/{}, /*literal=*/nullptr,
@@ -118,6 +118,14 @@ inline std::vector<xla::XlaOp> EmitRnnCall(xla::XlaBuilder* b, const char* targe
   std::vector<xla::XlaOp> out;
   for (size_t k = 0; k < results.size(); ++k) out.push_back(xla::GetTupleElement(tuple, k));
   return out;
+}
+
+// The stacked-RNN call `call` (rnn_call.h) to `target`.
+inline std::vector<xla::XlaOp> EmitRnnCall(xla::XlaBuilder* b, const char* target,
+                                           const XlaRnnCall& call,
+                                           const std::vector<xla::XlaOp>& operands,
+                                           const std::vector<xla::Shape>& results) {
+  return EmitCustomCall(b, target, EncodeXlaRnnCall(call), operands, results);
 }
 
 }  // namespace tfrnn

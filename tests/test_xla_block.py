@@ -1,0 +1,113 @@
+"""XLA: the GRU block family (TfRnn>GRUBlockCell, GRUBlockCellGrad, GRUBlockCellGradExact)
+compiles inside tf.function(jit_compile=True) as one custom call per op (cc/xla/
+gru_block_xla.cc), forward and gradients equal to the TensorFlow kernels (themselves checked
+against stock and float64 elsewhere) and to stock GRUBlockCell (float32) under no XLA.
+"""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_rnn_ops
+from tf_rnn_ops import raw_ops
+
+_REQUIRED = tf.__version__.startswith("2.21.") and os.environ.get("TF_RNN_OPS_XLA") != "0"
+pytestmark = pytest.mark.skipif(not _REQUIRED and not tf_rnn_ops.has_xla(),
+                                reason=f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
+
+TOL = {tf.float64: 1e-12, tf.float32: 1e-5, tf.float16: 5e-3, tf.bfloat16: 3e-2}
+
+
+def _close(got, want, dtype, what):
+    assert len(got) == len(want), what
+    for k, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(tf.cast(g, tf.float64))
+        w = np.asarray(tf.cast(w, tf.float64))
+        assert g.shape == w.shape, f"{what}[{k}]: {g.shape} != {w.shape}"
+        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
+        np.testing.assert_allclose(g, w, rtol=TOL[dtype], atol=TOL[dtype] * scale,
+                                   err_msg=f"{what}[{k}]")
+
+
+def _gru_inputs(dtype, B=3, I=4, H=5, seed=0):
+    rng = np.random.default_rng(seed)
+    c = lambda *s: tf.constant(rng.standard_normal(s) * 0.5, dtype)  # noqa: E731
+    return dict(x=c(B, I), h_prev=c(B, H), w_ru=c(I + H, 2 * H), w_c=c(I + H, H),
+                b_ru=c(2 * H), b_c=c(H))
+
+
+def _fwd_and_grads(ops):
+    def f(**k):
+        wrt = list(k.values())
+        with tf.GradientTape() as tape:
+            tape.watch(wrt)
+            r, u, c, h = ops.GRUBlockCell(**k)
+            loss = (tf.reduce_sum(tf.cast(h, tf.float32) ** 2) + tf.reduce_sum(tf.cast(r, tf.float32))
+                    + tf.reduce_sum(tf.cast(u, tf.float32) * 0.5)
+                    + tf.reduce_sum(tf.cast(c, tf.float32) * 2))
+        return [r, u, c, h] + tape.gradient(loss, wrt)
+    return f
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16],
+                         ids=lambda d: d.name)
+def test_gru_cell_and_its_gradient_under_jit(dtype):
+    inp = _gru_inputs(dtype)
+    f = _fwd_and_grads(raw_ops)
+    jit = tf.function(f, jit_compile=True)
+    _close(jit(**inp), tf.function(f)(**inp), dtype, dtype.name)
+    hlo = jit.experimental_get_compiler_ir(**inp)(stage="hlo")
+    assert hlo.count('custom_call_target="tfrnn_gru_cell"') == 2  # forward, exact gradient
+
+
+def test_gru_cell_under_jit_matches_stock():
+    inp = _gru_inputs(tf.float32, seed=1)
+    got = tf.function(lambda **k: raw_ops.GRUBlockCell(**k), jit_compile=True)(**inp)
+    _close(got, tf.raw_ops.GRUBlockCell(**inp), tf.float32, "vs stock")
+
+
+def test_raw_grad_op_under_jit():
+    inp = _gru_inputs(tf.float64, seed=2)
+    r, u, c, _ = raw_ops.GRUBlockCell(**inp)
+    d_h = tf.constant(np.random.default_rng(3).standard_normal((3, 5)), tf.float64)
+    args = dict(inp, r=r, u=u, c=c, d_h=d_h)
+    got = tf.function(lambda **k: raw_ops.GRUBlockCellGrad(**k), jit_compile=True)(**args)
+    _close(got, raw_ops.GRUBlockCellGrad(**args), tf.float64, "GRUBlockCellGrad")
+
+
+def test_stepped_over_a_sequence_with_scan():
+    """A GRU cell stepped by tf.scan inside one XLA cluster, with the gradient of the loop."""
+    T, B, I, H = 6, 2, 3, 4
+    rng = np.random.default_rng(4)
+    xs = tf.constant(rng.standard_normal((T, B, I)), tf.float32)
+    inp = _gru_inputs(tf.float32, B=B, I=I, H=H, seed=5)
+    weights = [inp[k] for k in ("w_ru", "w_c", "b_ru", "b_c")]
+
+    def f(xs, *w):
+        with tf.GradientTape() as tape:
+            tape.watch(list(w))
+            step = lambda h, x: raw_ops.GRUBlockCell(  # noqa: E731
+                x=x, h_prev=h, w_ru=w[0], w_c=w[1], b_ru=w[2], b_c=w[3])[3]
+            hs = tf.scan(step, xs, inp["h_prev"])
+            loss = tf.reduce_sum(hs ** 2)
+        return [hs] + tape.gradient(loss, list(w))
+    _close(tf.function(f, jit_compile=True)(xs, *weights), tf.function(f)(xs, *weights),
+           tf.float32, "scan")
+
+
+@pytest.mark.parametrize("B,H", [(0, 4), (3, 0)])
+def test_empty_problems_under_jit(B, H):
+    inp = _gru_inputs(tf.float32, B=B, H=H)
+    f = _fwd_and_grads(raw_ops)
+    _close(tf.function(f, jit_compile=True)(**inp), tf.function(f)(**inp), tf.float32,
+           f"B={B} H={H}")
+
+
+def test_bad_shape_fails_at_compile_time_naming_the_input():
+    inp = _gru_inputs(tf.float32)
+    inp["w_c"] = inp["w_c"][:, :-1]
+    f = tf.function(lambda **k: raw_ops.GRUBlockCell(**k), jit_compile=True)
+    # (the shape function names it at trace time; the XLA kernel's own check would next)
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="w_c"):
+        f(**inp)
