@@ -29,63 +29,60 @@ struct LstmBlockInputs {
                *co_grad = nullptr;
 };
 
-// The family's one validation helper, shared by forward and backward kernels: ranks first,
-// then sizes, then values; nothing is read or allocated before it succeeds.
-inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlockInputs* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  const bool seq = face == Face::kSeq || face == Face::kSeqGrad || face == Face::kSeqGradExact;
-  const Tensor* slm = nullptr;
-  if (seq) TF_RETURN_IF_ERROR(GetInput(ctx, "seq_len_max", &slm));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "x", &in->x));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "cs_prev", &in->cs_prev));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "h_prev", &in->h_prev));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "w", &in->w));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "wci", &in->wci));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "wcf", &in->wcf));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "wco", &in->wco));
-  TF_RETURN_IF_ERROR(GetInput(ctx, "b", &in->b));
+inline bool IsSeq(Face face) {
+  return face == Face::kSeq || face == Face::kSeqGrad || face == Face::kSeqGradExact;
+}
 
-  // Activations and incoming gradients, [T, B, H] (sequence) or [B, H] (cell).
-  std::vector<std::pair<const char*, const Tensor**>> acts;
+// The inputs after the parameters (activations and incoming gradients, [T, B, H] or [B, H]),
+// in the op's order.
+inline std::vector<const char*> LstmActNames(Face face) {
+  std::vector<const char*> names;
   if (face != Face::kCell && face != Face::kSeq) {
-    acts = {{"i", &in->i},   {"cs", &in->cs}, {"f", &in->f},   {"o", &in->o},
-            {"ci", &in->ci}, {"co", &in->co}};
-    if (seq) acts.push_back({"h", &in->h});
-    acts.push_back({"cs_grad", &in->cs_grad});
-    acts.push_back({"h_grad", &in->h_grad});
+    names = {"i", "cs", "f", "o", "ci", "co"};
+    if (IsSeq(face)) names.push_back("h");
+    names.insert(names.end(), {"cs_grad", "h_grad"});
   }
   if (face == Face::kSeqGradExact) {
-    acts.insert(acts.end(), {{"i_grad", &in->i_grad},
-                             {"f_grad", &in->f_grad},
-                             {"o_grad", &in->o_grad},
-                             {"ci_grad", &in->ci_grad},
-                             {"co_grad", &in->co_grad}});
+    names.insert(names.end(), {"i_grad", "f_grad", "o_grad", "ci_grad", "co_grad"});
   }
-  for (auto& a : acts) TF_RETURN_IF_ERROR(GetInput(ctx, a.first, a.second));
+  return names;
+}
 
+// The shapes of an op's inputs (slm: seq_len_max, sequence ops only; acts in LstmActNames'
+// order).
+struct LstmBlockShapes {
+  TensorShape slm, x, cs_prev, h_prev, w, wci, wcf, wco, b;
+  std::vector<std::pair<const char*, TensorShape>> acts;
+};
+
+// The family's shape checks, shared by the TensorFlow and XLA kernels: ranks first, then sizes;
+// sets T, B, I, H. seq_len_max's value is the caller's to check.
+inline absl::Status LstmBlockSizesOf(const std::string& op, Face face, const LstmBlockShapes& in,
+                                     LstmBlockInputs* out) {
+  const bool seq = IsSeq(face);
   // 1. Ranks.
-  if (seq && slm->dims() != 0) {
+  if (seq && in.slm.dims() != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(op, ": seq_len_max must be a scalar, got shape ", ShapeStr(*slm)));
+        absl::StrCat(op, ": seq_len_max must be a scalar, got shape ", ShapeStr(in.slm)));
   }
   const char* seq_layout = seq ? "[timelen, batch_size, cell_size]" : "[batch_size, cell_size]";
-  TF_RETURN_IF_ERROR(CheckRank(op, "x", *in->x, seq ? 3 : 2,
+  TF_RETURN_IF_ERROR(CheckRank(op, "x", in.x, seq ? 3 : 2,
                                seq ? "[timelen, batch_size, input_size]"
                                    : "[batch_size, input_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "cs_prev", *in->cs_prev, 2, "[batch_size, cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "h_prev", *in->h_prev, 2, "[batch_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "cs_prev", in.cs_prev, 2, "[batch_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "h_prev", in.h_prev, 2, "[batch_size, cell_size]"));
   TF_RETURN_IF_ERROR(
-      CheckRank(op, "w", *in->w, 2, "[input_size + cell_size, 4 * cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "wci", *in->wci, 1, "[cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "wcf", *in->wcf, 1, "[cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "wco", *in->wco, 1, "[cell_size]"));
-  TF_RETURN_IF_ERROR(CheckRank(op, "b", *in->b, 1, "[4 * cell_size]"));
-  for (auto& a : acts) TF_RETURN_IF_ERROR(CheckRank(op, a.first, **a.second, seq ? 3 : 2, seq_layout));
+      CheckRank(op, "w", in.w, 2, "[input_size + cell_size, 4 * cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "wci", in.wci, 1, "[cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "wcf", in.wcf, 1, "[cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "wco", in.wco, 1, "[cell_size]"));
+  TF_RETURN_IF_ERROR(CheckRank(op, "b", in.b, 1, "[4 * cell_size]"));
+  for (auto& a : in.acts) TF_RETURN_IF_ERROR(CheckRank(op, a.first, a.second, seq ? 3 : 2, seq_layout));
 
   // 2. Sizes, input by input, each against the sizes the inputs before it set (x: timelen,
   //    batch_size, input_size; cs_prev: cell_size, as in stock), so that a message names the
   //    first input that is wrong. Counts are checked before any arithmetic on them.
-  const Tensor& x = *in->x;
+  const TensorShape& x = in.x;
   const int64_t T = seq ? x.dim_size(0) : 1, B = x.dim_size(seq ? 1 : 0),
                 I = x.dim_size(seq ? 2 : 1);
   TF_RETURN_IF_ERROR(
@@ -96,45 +93,84 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": x has an empty batch dimension (batch_size = 0), shape ", ShapeStr(x)));
   }
-  if (in->cs_prev->dim_size(0) != B) {
+  if (in.cs_prev.dim_size(0) != B) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": cs_prev must have shape [batch_size, cell_size] with batch_size = ", B,
-        " (from x ", ShapeStr(x), "), got ", ShapeStr(*in->cs_prev)));
+        " (from x ", ShapeStr(x), "), got ", ShapeStr(in.cs_prev)));
   }
-  const int64_t H = in->cs_prev->dim_size(1);
+  const int64_t H = in.cs_prev.dim_size(1);
   if (face == Face::kCell && H == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": cs_prev is empty (cell_size = 0), shape ", ShapeStr(*in->cs_prev)));
+        op, ": cs_prev is empty (cell_size = 0), shape ", ShapeStr(in.cs_prev)));
   }
   TF_RETURN_IF_ERROR(CheckCounts(
       op, {H, Count(T) * B * H * Count(4), (Count(I) + H) * H * Count(4)},
-      absl::StrCat("cs_prev ", ShapeStr(*in->cs_prev), ", x ", ShapeStr(x))));
-  in->T = T;
-  in->B = B;
-  in->I = I;
-  in->H = H;
-  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", *in->h_prev, {B, H}, "[batch_size, cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "w", *in->w, {I + H, 4 * H},
+      absl::StrCat("cs_prev ", ShapeStr(in.cs_prev), ", x ", ShapeStr(x))));
+  out->T = T;
+  out->B = B;
+  out->I = I;
+  out->H = H;
+  TF_RETURN_IF_ERROR(CheckShape(op, "h_prev", in.h_prev, {B, H}, "[batch_size, cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "w", in.w, {I + H, 4 * H},
                                 "[input_size + cell_size, 4 * cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "wci", *in->wci, {H}, "[cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "wcf", *in->wcf, {H}, "[cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "wco", *in->wco, {H}, "[cell_size]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "b", *in->b, {4 * H}, "[4 * cell_size]"));
-  for (auto& a : acts) {
+  TF_RETURN_IF_ERROR(CheckShape(op, "wci", in.wci, {H}, "[cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "wcf", in.wcf, {H}, "[cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "wco", in.wco, {H}, "[cell_size]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "b", in.b, {4 * H}, "[4 * cell_size]"));
+  for (auto& a : in.acts) {
     if (seq) {
-      TF_RETURN_IF_ERROR(CheckShape(op, a.first, **a.second, {T, B, H}, seq_layout));
+      TF_RETURN_IF_ERROR(CheckShape(op, a.first, a.second, {T, B, H}, seq_layout));
     } else {
-      TF_RETURN_IF_ERROR(CheckShape(op, a.first, **a.second, {B, H}, seq_layout));
+      TF_RETURN_IF_ERROR(CheckShape(op, a.first, a.second, {B, H}, seq_layout));
     }
   }
+  return absl::OkStatus();
+}
 
+// seq_len_max's value must be in [0, timelen].
+inline absl::Status CheckSeqLenMax(const std::string& op, int64_t v, int64_t T) {
+  if (v >= 0 && v <= T) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": seq_len_max must be in [0, timelen = ", T, "], got ", v));
+}
+
+// The family's one validation helper on the op's tensors, shared by forward and backward
+// kernels: LstmBlockSizesOf, then values; nothing is read or allocated before it succeeds.
+inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlockInputs* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  const bool seq = IsSeq(face);
+  const Tensor* slm = nullptr;
+  if (seq) TF_RETURN_IF_ERROR(GetInput(ctx, "seq_len_max", &slm));
+  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"x", &in->x},
+                                     {"cs_prev", &in->cs_prev},
+                                     {"h_prev", &in->h_prev},
+                                     {"w", &in->w},
+                                     {"wci", &in->wci},
+                                     {"wcf", &in->wcf},
+                                     {"wco", &in->wco},
+                                     {"b", &in->b}}));
+  const std::pair<const char*, const Tensor**> fields[] = {
+      {"i", &in->i},           {"cs", &in->cs},         {"f", &in->f},
+      {"o", &in->o},           {"ci", &in->ci},         {"co", &in->co},
+      {"h", &in->h},           {"cs_grad", &in->cs_grad}, {"h_grad", &in->h_grad},
+      {"i_grad", &in->i_grad}, {"f_grad", &in->f_grad}, {"o_grad", &in->o_grad},
+      {"ci_grad", &in->ci_grad}, {"co_grad", &in->co_grad}};
+  LstmBlockShapes shapes{seq ? slm->shape() : TensorShape(), in->x->shape(),
+                         in->cs_prev->shape(), in->h_prev->shape(), in->w->shape(),
+                         in->wci->shape(), in->wcf->shape(), in->wco->shape(), in->b->shape(),
+                         {}};
+  for (const char* name : LstmActNames(face)) {
+    for (const auto& f : fields) {
+      if (std::string(f.first) != name) continue;
+      TF_RETURN_IF_ERROR(GetInput(ctx, name, f.second));
+      shapes.acts.push_back({name, (*f.second)->shape()});
+    }
+  }
+  TF_RETURN_IF_ERROR(LstmBlockSizesOf(op, face, shapes, in));
   // 3. Values.
   if (seq) {
     const int64_t v = slm->scalar<int64_t>()();
-    if (v < 0 || v > T) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": seq_len_max must be in [0, timelen = ", T, "], got ", v));
-    }
+    TF_RETURN_IF_ERROR(CheckSeqLenMax(op, v, in->T));
     in->seq_len_max = v;
   }
   return absl::OkStatus();

@@ -1,8 +1,9 @@
-// The CPU custom-call targets of the block ops' XLA kernels (XLA FFI, platform "Host"):
-// tfrnn_gru_cell_forward and tfrnn_gru_cell_backward bind the call's operands and results to
-// the engine's arguments in the order of cc/engine/block_arg_fields.h (block_call.h), each
-// checked against the size its shape text there gives, then run the CPU engine.
+// The CPU custom-call target of the block ops' XLA kernels (XLA FFI, platform "Host"):
+// tfrnn_block_call binds the call's operands and results to the engine's arguments in the
+// order of cc/engine/block_arg_fields.h (block_call.h), each checked against the size its shape
+// text there gives, then runs the CPU engine's GRU cell or LSTM block forward or backward.
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "cc/engine/block_arg_fields.h"
@@ -18,16 +19,14 @@ namespace {
 
 namespace ffi = ::xla::ffi;
 
-const char* BlockOpName(XlaBlockKind k) {
-  return k == XlaBlockKind::kGruCellForward ? "TfRnn>GRUBlockCell" : "TfRnn>GRUBlockCellGrad";
-}
-
 // Binds operand and result k of the call to the fields of Args, in the field list's order: an
 // absent optional operand (its bit in call.present clear) must have no elements and is null.
 template <typename A, typename Args>
 class Binder {
  public:
   Binder(const XlaBlockCall& call, Buffers* buf) : call_(call), buf_(buf) {}
+
+  int inputs() const { return in_; }
 
   void In(const A** field, const char* name, const char* shape) {
     const int k = in_++;
@@ -50,44 +49,102 @@ class Binder {
   int in_ = 0, out_ = 0;
 };
 
+// Binds Args's fields (the list FIELDS of block_arg_fields.h) to the call's buffers.
+#define TFRNN_BIND_IN(name, shape) bind.In(&a->name, #name, shape);
+#define TFRNN_BIND_OUT(name, shape) bind.Out(&a->name, #name, shape);
+#define TFRNN_BIND_ARGS(FIELDS)                  \
+  Binder<A, std::remove_pointer_t<decltype(a)>> bind(call, buf); \
+  FIELDS(TFRNN_BIND_IN, TFRNN_BIND_OUT)          \
+  return bind.inputs();
+
 template <typename A>
-ffi::Error GruCell(HostPool& pool, const XlaBlockCall& call, ffi::RemainingArgs args,
-                   ffi::RemainingRets rets) {
-  const char* op = BlockOpName(call.kind);
-  Buffers buf(op, call.f64, args, rets);
-  const bool fwd = call.kind == XlaBlockKind::kGruCellForward;
-  GruCellFwdArgs<A> f;
-  GruCellBwdArgs<A> b;
-  f.B = b.B = call.B;
-  f.I = b.I = call.I;
-  f.H = b.H = call.H;
-#define TFRNN_BIND_IN(name, shape) bind.In(&a.name, #name, shape);
-#define TFRNN_BIND_OUT(name, shape) bind.Out(&a.name, #name, shape);
-  if (fwd) {
-    Binder<A, GruCellFwdArgs<A>> bind(call, &buf);
-    auto& a = f;
-    TFRNN_GRU_CELL_FWD_ARGS(TFRNN_BIND_IN, TFRNN_BIND_OUT)
-  } else {
-    Binder<A, GruCellBwdArgs<A>> bind(call, &buf);
-    auto& a = b;
-    TFRNN_GRU_CELL_BWD_ARGS(TFRNN_BIND_IN, TFRNN_BIND_OUT)
-  }
+int Bind(const XlaBlockCall& call, Buffers* buf, GruCellFwdArgs<A>* a) {
+  TFRNN_BIND_ARGS(TFRNN_GRU_CELL_FWD_ARGS)
+}
+template <typename A>
+int Bind(const XlaBlockCall& call, Buffers* buf, GruCellBwdArgs<A>* a) {
+  TFRNN_BIND_ARGS(TFRNN_GRU_CELL_BWD_ARGS)
+}
+template <typename A>
+int Bind(const XlaBlockCall& call, Buffers* buf, LstmFwdArgs<A>* a) {
+  TFRNN_BIND_ARGS(TFRNN_LSTM_FWD_ARGS)
+}
+template <typename A>
+int Bind(const XlaBlockCall& call, Buffers* buf, LstmBwdArgs<A>* a) {
+  TFRNN_BIND_ARGS(TFRNN_LSTM_BWD_ARGS)
+}
+#undef TFRNN_BIND_ARGS
 #undef TFRNN_BIND_IN
 #undef TFRNN_BIND_OUT
+
+// The engine call of one block op: Args's sizes and buffers bound and checked, the LSTM's
+// seq_len_max (the operand after the bound ones) checked against T, the workspace taken, then
+// run(engine, a, ws).
+template <typename A, typename Args, typename Size, typename Run>
+ffi::Error BlockCall(const XlaBlockCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                     Size workspace, Run run) {
+  const char* op = XlaBlockOpName(call.op);
+  Buffers buf(op, call.f64, args, rets);
+  Args a;
+  a.B = call.B;
+  a.I = call.I;
+  a.H = call.H;
+  const int inputs = Bind<A>(call, &buf, &a);
+  Index steps = 1;
+  if constexpr (std::is_same_v<Args, LstmFwdArgs<A>> || std::is_same_v<Args, LstmBwdArgs<A>>) {
+    a.T = call.T;
+    steps = buf.InInt64(inputs, "seq_len_max");
+    if (buf.error().empty() && (steps < 0 || steps > call.T)) {
+      return ffi::Error::InvalidArgument(absl::StrCat(
+          op, ": seq_len_max must be in [0, timelen = ", call.T, "], got ", steps));
+    }
+    a.seq_len_max = steps;
+  }
   if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
-  const Index elems =
-      fwd ? GruCellFwdWorkspaceSize(call.B, call.H) : GruCellBwdWorkspaceSize(call.B, call.H);
+  const Index elems = workspace(steps);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
   A* ws = static_cast<A*>(lease.data());
   if (ws == nullptr) return OutOfMemory(op, lease);
   const EngineApi* engine;
   if (ffi::Error e = LoadEngine(&engine); e.failure()) return e;
-  if (fwd) {
-    EngineFns<A>::GruForward(*engine)(pool, f, ws);
-  } else {
-    EngineFns<A>::GruBackward(*engine)(pool, b, ws);
-  }
+  run(*engine, a, ws);
   return ffi::Error::Success();
+}
+
+template <typename A>
+ffi::Error RunBlock(HostPool& pool, const XlaBlockCall& call, ffi::RemainingArgs args,
+                    ffi::RemainingRets rets) {
+  const Index B = call.B, I = call.I, H = call.H;
+  LstmCellSpec cell = call.cell;
+  switch (XlaBlockKindOf(call.op)) {
+    case XlaBlockKind::kGruCellForward:
+      return BlockCall<A, GruCellFwdArgs<A>>(
+          call, args, rets, [&](Index) { return GruCellFwdWorkspaceSize(B, H); },
+          [&](const EngineApi& e, const GruCellFwdArgs<A>& a, A* ws) {
+            EngineFns<A>::GruForward(e)(pool, a, ws);
+          });
+    case XlaBlockKind::kGruCellBackward:
+      return BlockCall<A, GruCellBwdArgs<A>>(
+          call, args, rets, [&](Index) { return GruCellBwdWorkspaceSize(B, H); },
+          [&](const EngineApi& e, const GruCellBwdArgs<A>& a, A* ws) {
+            EngineFns<A>::GruBackward(e)(pool, a, ws);
+          });
+    case XlaBlockKind::kLstmForward:
+      return BlockCall<A, LstmFwdArgs<A>>(
+          call, args, rets,
+          [&](Index steps) { return LstmFwdWorkspaceSize(steps, B, I, H, cell.bf16); },
+          [&](const EngineApi& e, const LstmFwdArgs<A>& a, A* ws) {
+            EngineFns<A>::Forward(e)(pool, cell, a, ws);
+          });
+    case XlaBlockKind::kLstmBackward:
+      return BlockCall<A, LstmBwdArgs<A>>(
+          call, args, rets, [&](Index steps) { return LstmBwdWorkspaceSize(steps, B, H); },
+          [&](const EngineApi& e, LstmBwdArgs<A>& a, A* ws) {
+            a.exact_clip_grad = call.exact_clip_grad;
+            EngineFns<A>::Backward(e)(pool, cell, a, ws);
+          });
+  }
+  return ffi::Error::Internal("unknown block call");
 }
 
 ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
@@ -98,8 +155,8 @@ ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::Remaining
     return ffi::Error::InvalidArgument(absl::StrCat("tf_rnn_ops block op (XLA custom call): ", why));
   }
   XlaHostPool pool(xla_pool);
-  return call.f64 ? GruCell<double>(pool, call, args, rets)
-                  : GruCell<float>(pool, call, args, rets);
+  return call.f64 ? RunBlock<double>(pool, call, args, rets)
+                  : RunBlock<float>(pool, call, args, rets);
 }
 
 XLA_FFI_DEFINE_HANDLER(kBlockCall, Run,
@@ -109,7 +166,7 @@ XLA_FFI_DEFINE_HANDLER(kBlockCall, Run,
                            .RemainingRets()
                            .Attr<ffi::Span<const int64_t>>("call"));
 
-XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_gru_cell", "Host", kBlockCall);
+XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_block_call", "Host", kBlockCall);
 
 }  // namespace
 }  // namespace tfrnn

@@ -85,20 +85,30 @@ class Buffers {
 
   // Operand k, which must hold `want` elements of the compute type (or int32 when is_int).
   const void* In(size_t k, Index want, const char* what, bool is_int = false) {
-    auto b = args_.get<::xla::ffi::AnyBuffer>(k);
-    if (!b.has_value()) return Fail(what, "missing");
-    return Check(*b, want, what, is_int);
+    return InOf(k, want, what, is_int ? ::xla::ffi::DataType::S32 : Compute());
+  }
+  // Operand k as an int64 scalar (0 when it is not one; the error is kept).
+  int64_t InInt64(size_t k, const char* what) {
+    const void* p = InOf(k, 1, what, ::xla::ffi::DataType::S64);
+    return p == nullptr ? 0 : *static_cast<const int64_t*>(p);
   }
   void* Out(size_t k, Index want, const char* what) {
     auto b = rets_.get<::xla::ffi::AnyBuffer>(k);
     if (!b.has_value()) return const_cast<void*>(Fail(what, "missing"));
-    return const_cast<void*>(Check(**b, want, what, false));
+    return const_cast<void*>(Check(**b, want, what, Compute()));
   }
 
  private:
-  const void* Check(const ::xla::ffi::AnyBuffer& b, Index want, const char* what, bool is_int) {
-    using ::xla::ffi::DataType;
-    const DataType dt = is_int ? DataType::S32 : f64_ ? DataType::F64 : DataType::F32;
+  ::xla::ffi::DataType Compute() const {
+    return f64_ ? ::xla::ffi::DataType::F64 : ::xla::ffi::DataType::F32;
+  }
+  const void* InOf(size_t k, Index want, const char* what, ::xla::ffi::DataType dt) {
+    auto b = args_.get<::xla::ffi::AnyBuffer>(k);
+    if (!b.has_value()) return Fail(what, "missing");
+    return Check(*b, want, what, dt);
+  }
+  const void* Check(const ::xla::ffi::AnyBuffer& b, Index want, const char* what,
+                    ::xla::ffi::DataType dt) {
     if (b.element_type() != dt || static_cast<Index>(b.element_count()) != want) {
       return Fail(what, absl::StrCat("has ", b.element_count(), " elements of type ",
                                      static_cast<int>(b.element_type()), ", want ", want,

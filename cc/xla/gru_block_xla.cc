@@ -1,7 +1,7 @@
 // XLA kernels of the GRU block family (TfRnn>GRUBlockCell, GRUBlockCellGrad,
 // GRUBlockCellGradExact): the shape checks of the TensorFlow kernels (GruSizesOf,
 // cc/kernels/gru_block_face.h), then half/bf16 converted to float in HLO and one custom call
-// (tfrnn_gru_cell, cc/xla/block_ffi_cpu.cc) whose operands and results follow the engine's
+// (tfrnn_block_call, cc/xla/block_ffi_cpu.cc) whose operands and results follow the engine's
 // argument lists (cc/engine/block_arg_fields.h). An empty problem (batch or cell size 0) is
 // zeros in HLO, as the TensorFlow kernels write.
 #include <string>
@@ -19,8 +19,6 @@ namespace {
 using tensorflow::TensorShape;
 using tensorflow::XlaOpKernel;
 using tensorflow::XlaOpKernelContext;
-
-constexpr char kXlaGruCell[] = "tfrnn_gru_cell";
 
 // The op's input index of each IN argument of the engine call, in block_arg_fields.h's order:
 // forward x, h_prev, w_ru, w_c, b_ru, b_c; backward x, h_prev, w_ru, w_c, r, u, c, d_h, then
@@ -53,7 +51,9 @@ class GruCellXla : public XlaOpKernel {
       return;
     }
     XlaBlockCall call;
-    call.kind = kGrad ? XlaBlockKind::kGruCellBackward : XlaBlockKind::kGruCellForward;
+    call.op = !kGrad    ? XlaBlockOp::kGRUBlockCell
+              : kExact ? XlaBlockOp::kGRUBlockCellGradExact
+                       : XlaBlockOp::kGRUBlockCellGrad;
     call.f64 = a_type == xla::F64;
     call.B = in.B;
     call.I = in.I;
@@ -71,7 +71,7 @@ class GruCellXla : public XlaOpKernel {
     std::vector<xla::Shape> results;
     for (const TensorShape& s : out_shapes) results.push_back(XlaShape(a_type, s));
     const std::vector<xla::XlaOp> r =
-        EmitCustomCall(b, kXlaGruCell, EncodeXlaBlockCall(call), operands, results);
+        EmitCustomCall(b, kXlaBlockCall, EncodeXlaBlockCall(call), operands, results);
     for (int o = 0; o < 4; ++o) ctx->SetOutput(o, Convert(r[o], t_type));
   }
 };

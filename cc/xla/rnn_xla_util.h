@@ -16,9 +16,10 @@
 
 namespace tfrnn {
 
-// The custom-call targets (cc/xla/rnn_ffi_cpu.cc).
+// The custom-call targets (cc/xla/rnn_ffi_cpu.cc, block_ffi_cpu.cc).
 constexpr char kXlaRnnForward[] = "tfrnn_rnn_forward";
 constexpr char kXlaRnnBackward[] = "tfrnn_rnn_backward";
+constexpr char kXlaBlockCall[] = "tfrnn_block_call";  // cc/xla/block_ffi_cpu.cc
 
 // The op types with XLA kernels (every type the ops take).
 constexpr std::initializer_list<tensorflow::DataType> kXlaRnnTypes = {

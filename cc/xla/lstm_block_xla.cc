@@ -1,0 +1,149 @@
+// XLA kernels of the LSTM block family's forward and sequence-backward ops (TfRnn>LSTMBlockCell,
+// BlockLSTM, BlockLSTMV2, BlockLSTMGrad, BlockLSTMGradV2, BlockLSTMGradExact): the shape checks
+// of the TensorFlow kernels (LstmBlockSizesOf, cc/kernels/lstm_block_face.h), then half/bf16
+// converted to float in HLO and one custom call (tfrnn_block_call, cc/xla/block_ffi_cpu.cc)
+// whose operands and results follow the engine's argument lists (block_arg_fields.h), with
+// seq_len_max (checked by the target: a run-time value) last. An empty problem (batch or cell
+// size 0) is zeros in HLO, as the TensorFlow kernels write.
+#include <string>
+#include <vector>
+
+#include "cc/kernels/lstm_block_face.h"
+#include "cc/xla/block_call.h"
+#include "cc/xla/rnn_xla_util.h"
+#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
+
+namespace tfrnn {
+namespace lstm_block {
+namespace {
+
+using tensorflow::TensorShape;
+using tensorflow::XlaOpKernel;
+using tensorflow::XlaOpKernelContext;
+
+// The op's input index of each IN argument of the engine call, in block_arg_fields.h's order
+// (-1: absent), for an op with seq_len_max first (sequence ops: +1 on every index).
+//   forward  x, cs_prev, h_prev, w, wci, wcf, wco, b
+//   backward x, cs_prev, h_prev, w, wci, wcf, wco, i, cs, f, o, ci, co, h, cs_grad, h_grad,
+//            i_grad, f_grad, o_grad, ci_grad, co_grad (the last five: BlockLSTMGradExact)
+std::vector<int> EngineInputs(bool grad, bool exact) {
+  if (!grad) return {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<int> in = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  for (int k = 0; k < 5; ++k) in.push_back(exact ? 18 + k : -1);
+  return in;
+}
+
+// kOp: the op (XlaBlockOp). The cell (LSTMBlockCell) has no seq_len_max input: its inputs are
+// shifted by one and its one step is T = 1.
+template <XlaBlockOp kOp>
+class LstmBlockXla : public XlaOpKernel {
+ public:
+  static constexpr bool kCell = kOp == XlaBlockOp::kLSTMBlockCell;
+  static constexpr bool kGrad = kOp == XlaBlockOp::kBlockLSTMGrad ||
+                                kOp == XlaBlockOp::kBlockLSTMGradV2 ||
+                                kOp == XlaBlockOp::kBlockLSTMGradExact;
+  static constexpr bool kExact = kOp == XlaBlockOp::kBlockLSTMGradExact;
+  static constexpr Face kFace = kCell    ? Face::kCell
+                                : kExact ? Face::kSeqGradExact
+                                : kGrad  ? Face::kSeqGrad
+                                         : Face::kSeq;
+
+  explicit LstmBlockXla(tensorflow::OpKernelConstruction* c) : XlaOpKernel(c) {
+    bool v2 = kOp == XlaBlockOp::kBlockLSTMV2 || kOp == XlaBlockOp::kBlockLSTMGradV2;
+    float forget_bias = 0.f, cell_clip = 0.f;
+    bool peephole = false;
+    if (!kGrad && kOp != XlaBlockOp::kBlockLSTMV2) {
+      OP_REQUIRES_OK(c, c->GetAttr("forget_bias", &forget_bias));
+    }
+    if (!kGrad || kExact) OP_REQUIRES_OK(c, c->GetAttr("cell_clip", &cell_clip));
+    OP_REQUIRES_OK(c, c->GetAttr("use_peephole", &peephole));
+    if (kExact) {
+      std::string order;
+      OP_REQUIRES_OK(c, c->GetAttr("gate_order", &order));
+      v2 = order == "ifco";
+    }
+    cell_ = MakeSpec(v2, forget_bias, cell_clip, peephole);
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    const int shift = kCell ? -1 : 0;  // the cell has no seq_len_max
+    LstmBlockShapes shapes{kCell ? TensorShape() : ctx->InputShape(0)};
+    TensorShape* params[] = {&shapes.x,   &shapes.cs_prev, &shapes.h_prev, &shapes.w,
+                             &shapes.wci, &shapes.wcf,     &shapes.wco,    &shapes.b};
+    for (int k = 0; k < 8; ++k) *params[k] = ctx->InputShape(1 + k + shift);
+    int next = 9 + shift;
+    for (const char* name : LstmActNames(kFace)) {
+      shapes.acts.push_back({name, ctx->InputShape(next++)});
+    }
+    LstmBlockInputs in;
+    OP_REQUIRES_OK(ctx, LstmBlockSizesOf(type_string(), kFace, shapes, &in));
+    const tensorflow::DataType dt = ctx->input_type(kCell ? 0 : 1);
+    const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
+    xla::XlaBuilder* b = ctx->builder();
+    const TensorShape act = kCell ? TensorShape({in.B, in.H}) : TensorShape({in.T, in.B, in.H});
+    std::vector<TensorShape> out_shapes(7, act);
+    if (kGrad) {
+      out_shapes = {TensorShape({in.T, in.B, in.I}), TensorShape({in.B, in.H}),
+                    TensorShape({in.B, in.H}),        TensorShape({in.I + in.H, 4 * in.H}),
+                    TensorShape({in.H}),              TensorShape({in.H}),
+                    TensorShape({in.H}),              TensorShape({4 * in.H})};
+    }
+    if (in.empty()) {
+      for (size_t o = 0; o < out_shapes.size(); ++o) {
+        ctx->SetOutput(o, ZerosOf(b, t_type, out_shapes[o]));
+      }
+      return;
+    }
+    XlaBlockCall call;
+    call.op = kOp;
+    call.f64 = a_type == xla::F64;
+    call.T = in.T;
+    call.B = in.B;
+    call.I = in.I;
+    call.H = in.H;
+    call.cell = cell_;
+    call.cell.bf16 = dt == tensorflow::DT_BFLOAT16;
+    call.exact_clip_grad = kExact;
+    call.present = 0;
+    std::vector<xla::XlaOp> operands;
+    int arg = 0;
+    for (int input : EngineInputs(kGrad, kExact)) {
+      const bool present = input >= 0;
+      operands.push_back(present ? Convert(ctx->Input(input + shift), a_type)
+                                 : Empty(b, a_type));
+      if (present) call.present |= int64_t{1} << arg;
+      ++arg;
+    }
+    operands.push_back(kCell ? xla::ConstantR0<int64_t>(b, 1) : ctx->Input(0));
+    std::vector<xla::Shape> results;
+    for (const TensorShape& s : out_shapes) results.push_back(XlaShape(a_type, s));
+    const std::vector<xla::XlaOp> r =
+        EmitCustomCall(b, kXlaBlockCall, EncodeXlaBlockCall(call), operands, results);
+    for (size_t o = 0; o < r.size(); ++o) ctx->SetOutput(o, Convert(r[o], t_type));
+  }
+
+ private:
+  LstmCellSpec cell_;
+};
+
+using Cell = LstmBlockXla<XlaBlockOp::kLSTMBlockCell>;
+using Seq = LstmBlockXla<XlaBlockOp::kBlockLSTM>;
+using SeqV2 = LstmBlockXla<XlaBlockOp::kBlockLSTMV2>;
+using Grad = LstmBlockXla<XlaBlockOp::kBlockLSTMGrad>;
+using GradV2 = LstmBlockXla<XlaBlockOp::kBlockLSTMGradV2>;
+using GradExact = LstmBlockXla<XlaBlockOp::kBlockLSTMGradExact>;
+#define TFRNN_REGISTER_LSTM_XLA_OP(NAME, KERNEL)                                            \
+  REGISTER_XLA_OP(                                                                        \
+      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes), \
+      KERNEL)
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>LSTMBlockCell", Cell);
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTM", Seq);
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMV2", SeqV2);
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGrad", Grad);
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGradV2", GradV2);
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGradExact", GradExact);
+#undef TFRNN_REGISTER_LSTM_XLA_OP
+
+}  // namespace
+}  // namespace lstm_block
+}  // namespace tfrnn
