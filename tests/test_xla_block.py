@@ -200,3 +200,14 @@ def test_block_lstm_empty_problems_under_jit(B, H):
     f = _lstm_fwd_and_grads(lambda **k: raw_ops.BlockLSTM(seq_len_max=5, **k))
     _close(tf.function(f, jit_compile=True)(**inp), tf.function(f)(**inp), tf.float32,
            f"B={B} H={H}")
+
+
+def test_raw_lstm_block_cell_grad_under_jit():
+    inp = _lstm_inputs(tf.float64, cell=True, seed=6)
+    outs = raw_ops.LSTMBlockCell(**inp, use_peephole=True)
+    rng = np.random.default_rng(7)
+    g = lambda: tf.constant(rng.standard_normal((3, 6)), tf.float64)  # noqa: E731
+    args = dict(inp, **dict(zip("i cs f o ci co".split(), outs[:6])), cs_grad=g(), h_grad=g())
+    op = lambda **k: raw_ops.LSTMBlockCellGrad(**k, use_peephole=True)  # noqa: E731
+    _close(tf.function(op, jit_compile=True)(**args), op(**args), tf.float64,
+           "LSTMBlockCellGrad")

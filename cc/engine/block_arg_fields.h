@@ -1,7 +1,8 @@
 /* The pointer arguments of the block ops' engine calls (LSTM block forward and backward, GRU
  * block cell forward and backward), one list each, in their C ABI order. Expanded from them:
- * the engine's typed structs (types.h: LstmFwdArgs, LstmBwdArgs, GruCellFwdArgs,
- * GruCellBwdArgs), the CUDA C API's void* structs (cc/gpu/c_api.h), c_api.cc's conversion
+ * the engine's typed structs (types.h: LstmFwdArgs, LstmBwdArgs, LstmCellBwdArgs,
+ * GruCellFwdArgs, GruCellBwdArgs), the CUDA C API's void* structs (cc/gpu/c_api.h; not the
+ * CPU-only cell backward), c_api.cc's conversion
  * between the two, and the Python ctypes mirror (tests/gpu/cuda_engine.py, which parses this
  * file). IN(name, shape): read by the call; OUT(name, shape): written. Shapes: T steps, B batch,
  * I input width, H units; every array dense and row-major. C-compatible (no C++). */
@@ -30,6 +31,15 @@
   OUT(x_grad, "[T, B, I]") OUT(cs_prev_grad, "[B, H]") OUT(h_prev_grad, "[B, H]")             \
   OUT(w_grad, "[I+H, 4H]") OUT(wci_grad, "[H]") OUT(wcf_grad, "[H]") OUT(wco_grad, "[H]")     \
   OUT(b_grad, "[4H]")
+
+/* LSTMBlockCellGrad: one step's pointwise backward, no GEMMs (dgates: dicfo, i c f o blocks;
+ * the peephole gradients are zeros without use_peephole). */
+#define TFRNN_LSTM_CELL_BWD_ARGS(IN, OUT)                                                     \
+  IN(cs_prev, "[B, H]") IN(wci, "[H]") IN(wcf, "[H]") IN(wco, "[H]")                          \
+  IN(i, "[B, H]") IN(cs, "[B, H]") IN(f, "[B, H]") IN(o, "[B, H]") IN(ci, "[B, H]")           \
+  IN(co, "[B, H]") IN(cs_grad, "[B, H]") IN(h_grad, "[B, H]")                                 \
+  OUT(cs_prev_grad, "[B, H]") OUT(dgates, "[B, 4H]") OUT(wci_grad, "[H]") OUT(wcf_grad, "[H]") \
+  OUT(wco_grad, "[H]")
 
 /* GRUBlockCell: w_ru's r block first. */
 #define TFRNN_GRU_CELL_FWD_ARGS(IN, OUT)                                                      \

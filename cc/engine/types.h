@@ -66,12 +66,7 @@ struct LstmBwdArgs {
 template <typename A>
 struct LstmCellBwdArgs {
   Index B = 0, H = 0;
-  const A *cs_prev = nullptr, *wci = nullptr, *wcf = nullptr, *wco = nullptr;
-  const A *i = nullptr, *cs = nullptr, *f = nullptr, *o = nullptr, *ci = nullptr,
-          *co = nullptr;
-  const A *cs_grad = nullptr, *h_grad = nullptr;
-  A *cs_prev_grad = nullptr, *dgates = nullptr, *wci_grad = nullptr, *wcf_grad = nullptr,
-    *wco_grad = nullptr;
+  TFRNN_LSTM_CELL_BWD_ARGS(TFRNN_ARG_IN, TFRNN_ARG_OUT)
 };
 
 

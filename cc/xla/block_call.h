@@ -22,13 +22,20 @@ namespace tfrnn {
   X(GRUBlockCellGrad, "TfRnn>GRUBlockCellGrad", kGruCellBackward)                            \
   X(GRUBlockCellGradExact, "TfRnn>GRUBlockCellGradExact", kGruCellBackward)                  \
   X(LSTMBlockCell, "TfRnn>LSTMBlockCell", kLstmForward)                                      \
+  X(LSTMBlockCellGrad, "TfRnn>LSTMBlockCellGrad", kLstmCellBackward)                          \
   X(BlockLSTM, "TfRnn>BlockLSTM", kLstmForward)                                              \
   X(BlockLSTMV2, "TfRnn>BlockLSTMV2", kLstmForward)                                          \
   X(BlockLSTMGrad, "TfRnn>BlockLSTMGrad", kLstmBackward)                                     \
   X(BlockLSTMGradV2, "TfRnn>BlockLSTMGradV2", kLstmBackward)                                 \
   X(BlockLSTMGradExact, "TfRnn>BlockLSTMGradExact", kLstmBackward)
 
-enum class XlaBlockKind { kGruCellForward, kGruCellBackward, kLstmForward, kLstmBackward };
+enum class XlaBlockKind {
+  kGruCellForward,
+  kGruCellBackward,
+  kLstmForward,
+  kLstmBackward,
+  kLstmCellBackward
+};
 
 enum class XlaBlockOp : int64_t {
 #define TFRNN_BLOCK_OP_ENUM(name, op, kind) k##name,

@@ -1,7 +1,7 @@
 // The CPU custom-call target of the block ops' XLA kernels (XLA FFI, platform "Host"):
 // tfrnn_block_call binds the call's operands and results to the engine's arguments in the
 // order of cc/engine/block_arg_fields.h (block_call.h), each checked against the size its shape
-// text there gives, then runs the CPU engine's GRU cell or LSTM block forward or backward.
+// text there gives, then runs the CPU engine's GRU cell, LSTM block or LSTM cell backward.
 #include <string>
 #include <type_traits>
 
@@ -73,6 +73,10 @@ template <typename A>
 int Bind(const XlaBlockCall& call, Buffers* buf, LstmBwdArgs<A>* a) {
   TFRNN_BIND_ARGS(TFRNN_LSTM_BWD_ARGS)
 }
+template <typename A>
+int Bind(const XlaBlockCall& call, Buffers* buf, LstmCellBwdArgs<A>* a) {
+  TFRNN_BIND_ARGS(TFRNN_LSTM_CELL_BWD_ARGS)
+}
 #undef TFRNN_BIND_ARGS
 #undef TFRNN_BIND_IN
 #undef TFRNN_BIND_OUT
@@ -87,8 +91,8 @@ ffi::Error BlockCall(const XlaBlockCall& call, ffi::RemainingArgs args, ffi::Rem
   Buffers buf(op, call.f64, args, rets);
   Args a;
   a.B = call.B;
-  a.I = call.I;
   a.H = call.H;
+  if constexpr (!std::is_same_v<Args, LstmCellBwdArgs<A>>) a.I = call.I;
   const int inputs = Bind<A>(call, &buf, &a);
   Index steps = 1;
   if constexpr (std::is_same_v<Args, LstmFwdArgs<A>> || std::is_same_v<Args, LstmBwdArgs<A>>) {
@@ -142,6 +146,12 @@ ffi::Error RunBlock(HostPool& pool, const XlaBlockCall& call, ffi::RemainingArgs
           [&](const EngineApi& e, LstmBwdArgs<A>& a, A* ws) {
             a.exact_clip_grad = call.exact_clip_grad;
             EngineFns<A>::Backward(e)(pool, cell, a, ws);
+          });
+    case XlaBlockKind::kLstmCellBackward:
+      return BlockCall<A, LstmCellBwdArgs<A>>(
+          call, args, rets, [&](Index) { return Index(0); },
+          [&](const EngineApi& e, const LstmCellBwdArgs<A>& a, A*) {
+            EngineFns<A>::CellBackward(e)(pool, cell, a);
           });
   }
   return ffi::Error::Internal("unknown block call");

@@ -1,9 +1,10 @@
-// XLA kernels of the LSTM block family's forward and sequence-backward ops (TfRnn>LSTMBlockCell,
-// BlockLSTM, BlockLSTMV2, BlockLSTMGrad, BlockLSTMGradV2, BlockLSTMGradExact): the shape checks
+// XLA kernels of the LSTM block family (TfRnn>LSTMBlockCell, LSTMBlockCellGrad, BlockLSTM,
+// BlockLSTMV2, BlockLSTMGrad, BlockLSTMGradV2, BlockLSTMGradExact): the shape checks
 // of the TensorFlow kernels (LstmBlockSizesOf, cc/kernels/lstm_block_face.h), then half/bf16
 // converted to float in HLO and one custom call (tfrnn_block_call, cc/xla/block_ffi_cpu.cc)
 // whose operands and results follow the engine's argument lists (block_arg_fields.h), with
-// seq_len_max (checked by the target: a run-time value) last. An empty problem (batch or cell
+// seq_len_max (checked by the target: a run-time value) last (not for LSTMBlockCellGrad, whose
+// engine call is one step's pointwise backward). An empty problem (batch or cell
 // size 0) is zeros in HLO, as the TensorFlow kernels write.
 #include <string>
 #include <vector>
@@ -26,7 +27,9 @@ using tensorflow::XlaOpKernelContext;
 //   forward  x, cs_prev, h_prev, w, wci, wcf, wco, b
 //   backward x, cs_prev, h_prev, w, wci, wcf, wco, i, cs, f, o, ci, co, h, cs_grad, h_grad,
 //            i_grad, f_grad, o_grad, ci_grad, co_grad (the last five: BlockLSTMGradExact)
-std::vector<int> EngineInputs(bool grad, bool exact) {
+//   cell backward cs_prev, wci, wcf, wco, i, cs, f, o, ci, co, cs_grad, h_grad
+std::vector<int> EngineInputs(bool cell_grad, bool grad, bool exact) {
+  if (cell_grad) return {2, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16};
   if (!grad) return {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<int> in = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17};
   for (int k = 0; k < 5; ++k) in.push_back(exact ? 18 + k : -1);
@@ -38,12 +41,14 @@ std::vector<int> EngineInputs(bool grad, bool exact) {
 template <XlaBlockOp kOp>
 class LstmBlockXla : public XlaOpKernel {
  public:
-  static constexpr bool kCell = kOp == XlaBlockOp::kLSTMBlockCell;
+  static constexpr bool kCellGrad = kOp == XlaBlockOp::kLSTMBlockCellGrad;
+  static constexpr bool kCell = kOp == XlaBlockOp::kLSTMBlockCell || kCellGrad;
   static constexpr bool kGrad = kOp == XlaBlockOp::kBlockLSTMGrad ||
                                 kOp == XlaBlockOp::kBlockLSTMGradV2 ||
                                 kOp == XlaBlockOp::kBlockLSTMGradExact;
   static constexpr bool kExact = kOp == XlaBlockOp::kBlockLSTMGradExact;
-  static constexpr Face kFace = kCell    ? Face::kCell
+  static constexpr Face kFace = kCellGrad ? Face::kCellGrad
+                                : kCell  ? Face::kCell
                                 : kExact ? Face::kSeqGradExact
                                 : kGrad  ? Face::kSeqGrad
                                          : Face::kSeq;
@@ -52,10 +57,10 @@ class LstmBlockXla : public XlaOpKernel {
     bool v2 = kOp == XlaBlockOp::kBlockLSTMV2 || kOp == XlaBlockOp::kBlockLSTMGradV2;
     float forget_bias = 0.f, cell_clip = 0.f;
     bool peephole = false;
-    if (!kGrad && kOp != XlaBlockOp::kBlockLSTMV2) {
+    if (!kGrad && !kCellGrad && kOp != XlaBlockOp::kBlockLSTMV2) {
       OP_REQUIRES_OK(c, c->GetAttr("forget_bias", &forget_bias));
     }
-    if (!kGrad || kExact) OP_REQUIRES_OK(c, c->GetAttr("cell_clip", &cell_clip));
+    if ((!kGrad && !kCellGrad) || kExact) OP_REQUIRES_OK(c, c->GetAttr("cell_clip", &cell_clip));
     OP_REQUIRES_OK(c, c->GetAttr("use_peephole", &peephole));
     if (kExact) {
       std::string order;
@@ -82,7 +87,10 @@ class LstmBlockXla : public XlaOpKernel {
     xla::XlaBuilder* b = ctx->builder();
     const TensorShape act = kCell ? TensorShape({in.B, in.H}) : TensorShape({in.T, in.B, in.H});
     std::vector<TensorShape> out_shapes(7, act);
-    if (kGrad) {
+    if (kCellGrad) {
+      out_shapes = {TensorShape({in.B, in.H}), TensorShape({in.B, 4 * in.H}),
+                    TensorShape({in.H}), TensorShape({in.H}), TensorShape({in.H})};
+    } else if (kGrad) {
       out_shapes = {TensorShape({in.T, in.B, in.I}), TensorShape({in.B, in.H}),
                     TensorShape({in.B, in.H}),        TensorShape({in.I + in.H, 4 * in.H}),
                     TensorShape({in.H}),              TensorShape({in.H}),
@@ -107,14 +115,14 @@ class LstmBlockXla : public XlaOpKernel {
     call.present = 0;
     std::vector<xla::XlaOp> operands;
     int arg = 0;
-    for (int input : EngineInputs(kGrad, kExact)) {
+    for (int input : EngineInputs(kCellGrad, kGrad, kExact)) {
       const bool present = input >= 0;
       operands.push_back(present ? Convert(ctx->Input(input + shift), a_type)
                                  : Empty(b, a_type));
       if (present) call.present |= int64_t{1} << arg;
       ++arg;
     }
-    operands.push_back(kCell ? xla::ConstantR0<int64_t>(b, 1) : ctx->Input(0));
+    if (!kCellGrad) operands.push_back(kCell ? xla::ConstantR0<int64_t>(b, 1) : ctx->Input(0));
     std::vector<xla::Shape> results;
     for (const TensorShape& s : out_shapes) results.push_back(XlaShape(a_type, s));
     const std::vector<xla::XlaOp> r =
@@ -127,6 +135,7 @@ class LstmBlockXla : public XlaOpKernel {
 };
 
 using Cell = LstmBlockXla<XlaBlockOp::kLSTMBlockCell>;
+using CellGrad = LstmBlockXla<XlaBlockOp::kLSTMBlockCellGrad>;
 using Seq = LstmBlockXla<XlaBlockOp::kBlockLSTM>;
 using SeqV2 = LstmBlockXla<XlaBlockOp::kBlockLSTMV2>;
 using Grad = LstmBlockXla<XlaBlockOp::kBlockLSTMGrad>;
@@ -137,6 +146,7 @@ using GradExact = LstmBlockXla<XlaBlockOp::kBlockLSTMGradExact>;
       Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes), \
       KERNEL)
 TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>LSTMBlockCell", Cell);
+TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>LSTMBlockCellGrad", CellGrad);
 TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTM", Seq);
 TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMV2", SeqV2);
 TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGrad", Grad);
