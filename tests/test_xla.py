@@ -297,3 +297,29 @@ def test_model_compiles_with_xla_and_trains_to_stock_weights(tmp_path):
     loaded = tf.saved_model.load(path)
     np.testing.assert_allclose(loaded.serve(tf.constant(x)), ours_model.predict(x, verbose=0),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_xla_kernels_register_when_xla_compiled_before_the_import():
+    """TensorFlow registers XLA kernels once, at the first XLA compilation; a process that
+    compiled before importing tf_rnn_ops must still compile our ops."""
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, tensorflow as tf\n"
+        "tf.function(lambda x: x * 2, jit_compile=True)(tf.ones([2]))\n"
+        "import tf_rnn_ops\n"
+        "from tf_rnn_ops.keras import _keras_rnn\n"
+        "c = lambda *s: tf.constant(np.random.default_rng(0).standard_normal(s), tf.float32)\n"
+        "k = dict(input=c(2, 3, 4), input_h=c(2, 5), input_c=c(2, 5), kernel=c(4, 20),\n"
+        "         recurrent_kernel=c(5, 20), bias=c(20),\n"
+        "         sequence_lengths=tf.zeros([0], tf.int32), recurrent_mask=tf.zeros([0]))\n"
+        "f = lambda **a: _keras_rnn(**a, rnn_mode='lstm')[0]\n"
+        "d = tf.function(f, jit_compile=True)(**k) - tf.function(f)(**k)\n"
+        "print('MAXDIFF', float(tf.reduce_max(tf.abs(d))))\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "MAXDIFF 0.0" in p.stdout, p.stdout

@@ -1,4 +1,5 @@
 """Lazy loading of the op library, with a clear error on a TensorFlow version mismatch."""
+import ctypes
 import os
 import threading
 
@@ -88,8 +89,11 @@ def _load_xla_kernels():
     else:
         try:
             tf.load_op_library(path)
+            # Its XLA kernels become kernels of the JIT devices in TensorFlow's one pass at the
+            # first XLA compilation; if that already ran, the library registers them itself.
+            ctypes.CDLL(path).tfrnn_xla_register_late()
             _xla_status = ""
-        except (tf.errors.NotFoundError, OSError) as e:
+        except (tf.errors.NotFoundError, OSError, AttributeError) as e:
             _xla_status = f"{path} did not load: {e}"
 
 

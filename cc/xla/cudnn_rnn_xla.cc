@@ -114,17 +114,12 @@ using Forward3 = CudnnRnnXla<false, 3>;
 using Backward1 = CudnnRnnXla<true, 1>;
 using Backward2 = CudnnRnnXla<true, 2>;
 using Backward3 = CudnnRnnXla<true, 3>;
-#define TFRNN_REGISTER_CUDNN_XLA(NAME, KERNEL)                                              \
-  REGISTER_XLA_OP(                                                                        \
-      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes), \
-      KERNEL)
-TFRNN_REGISTER_CUDNN_XLA("TfRnn>CudnnRNN", Forward1);
-TFRNN_REGISTER_CUDNN_XLA("TfRnn>CudnnRNNV2", Forward2);
-TFRNN_REGISTER_CUDNN_XLA("TfRnn>CudnnRNNV3", Forward3);
-TFRNN_REGISTER_CUDNN_XLA("TfRnn>CudnnRNNBackprop", Backward1);
-TFRNN_REGISTER_CUDNN_XLA("TfRnn>CudnnRNNBackpropV2", Backward2);
-TFRNN_REGISTER_CUDNN_XLA("TfRnn>CudnnRNNBackpropV3", Backward3);
-#undef TFRNN_REGISTER_CUDNN_XLA
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNN", Forward1);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNV2", Forward2);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNV3", Forward3);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackprop", Backward1);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackpropV2", Backward2);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackpropV3", Backward3);
 
 }  // namespace
 }  // namespace cudnn

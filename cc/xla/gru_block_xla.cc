@@ -79,14 +79,9 @@ class GruCellXla : public XlaOpKernel {
 using Forward = GruCellXla<false, false>;
 using Backward = GruCellXla<true, false>;
 using BackwardExact = GruCellXla<true, true>;
-#define TFRNN_REGISTER_GRU_XLA(NAME, KERNEL)                                                \
-  REGISTER_XLA_OP(                                                                        \
-      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes), \
-      KERNEL)
-TFRNN_REGISTER_GRU_XLA("TfRnn>GRUBlockCell", Forward);
-TFRNN_REGISTER_GRU_XLA("TfRnn>GRUBlockCellGrad", Backward);
-TFRNN_REGISTER_GRU_XLA("TfRnn>GRUBlockCellGradExact", BackwardExact);
-#undef TFRNN_REGISTER_GRU_XLA
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>GRUBlockCell", Forward);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>GRUBlockCellGrad", Backward);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>GRUBlockCellGradExact", BackwardExact);
 
 }  // namespace
 }  // namespace gru_block

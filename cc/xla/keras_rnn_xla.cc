@@ -84,13 +84,10 @@ class KerasRnnXla : public XlaOpKernel {
   KerasAttrs attrs_;
 };
 
-REGISTER_XLA_OP(Name("TfRnn>KerasRNN").Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint(
-                    "T", kXlaRnnTypes),
-                KerasRnnXla<false>);
-REGISTER_XLA_OP(Name("TfRnn>KerasRNNBackprop")
-                    .Device(tensorflow::DEVICE_CPU_XLA_JIT)
-                    .TypeConstraint("T", kXlaRnnTypes),
-                KerasRnnXla<true>);
+using KerasForward = KerasRnnXla<false>;
+using KerasBackward = KerasRnnXla<true>;
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>KerasRNN", KerasForward);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>KerasRNNBackprop", KerasBackward);
 
 }  // namespace
 }  // namespace tfrnn

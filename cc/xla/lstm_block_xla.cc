@@ -141,18 +141,13 @@ using SeqV2 = LstmBlockXla<XlaBlockOp::kBlockLSTMV2>;
 using Grad = LstmBlockXla<XlaBlockOp::kBlockLSTMGrad>;
 using GradV2 = LstmBlockXla<XlaBlockOp::kBlockLSTMGradV2>;
 using GradExact = LstmBlockXla<XlaBlockOp::kBlockLSTMGradExact>;
-#define TFRNN_REGISTER_LSTM_XLA_OP(NAME, KERNEL)                                            \
-  REGISTER_XLA_OP(                                                                        \
-      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes), \
-      KERNEL)
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>LSTMBlockCell", Cell);
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>LSTMBlockCellGrad", CellGrad);
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTM", Seq);
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMV2", SeqV2);
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGrad", Grad);
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGradV2", GradV2);
-TFRNN_REGISTER_LSTM_XLA_OP("TfRnn>BlockLSTMGradExact", GradExact);
-#undef TFRNN_REGISTER_LSTM_XLA_OP
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>LSTMBlockCell", Cell);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>LSTMBlockCellGrad", CellGrad);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>BlockLSTM", Seq);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>BlockLSTMV2", SeqV2);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>BlockLSTMGrad", Grad);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>BlockLSTMGradV2", GradV2);
+TFRNN_REGISTER_XLA_KERNEL("TfRnn>BlockLSTMGradExact", GradExact);
 
 }  // namespace
 }  // namespace lstm_block

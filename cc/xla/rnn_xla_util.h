@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "cc/xla/rnn_call.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
+#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
 #include "xla/shape_util.h"
@@ -20,6 +21,31 @@ namespace tfrnn {
 constexpr char kXlaRnnForward[] = "tfrnn_rnn_forward";
 constexpr char kXlaRnnBackward[] = "tfrnn_rnn_backward";
 constexpr char kXlaBlockCall[] = "tfrnn_block_call";  // cc/xla/block_ffi_cpu.cc
+
+// Every XLA kernel of this library, for RegisterXlaKernelsLate (late_registration.cc).
+struct XlaKernelEntry {
+  const char* op;
+  tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*);
+};
+std::vector<XlaKernelEntry>& XlaKernelEntries();
+template <typename K>
+tensorflow::OpKernel* MakeXlaKernel(tensorflow::OpKernelConstruction* c) {
+  return new K(c);
+}
+struct XlaKernelListed {
+  XlaKernelListed(const char* op, tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*)) {
+    XlaKernelEntries().push_back({op, factory});
+  }
+};
+#define TFRNN_XLA_CONCAT_(a, b) a##b
+#define TFRNN_XLA_CONCAT(a, b) TFRNN_XLA_CONCAT_(a, b)
+// REGISTER_XLA_OP for CPU_XLA_JIT and every type, and the kernel listed for late registration.
+#define TFRNN_REGISTER_XLA_KERNEL(NAME, KERNEL)                                              \
+  REGISTER_XLA_OP(                                                                         \
+      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes),  \
+      KERNEL);                                                                             \
+  static ::tfrnn::XlaKernelListed TFRNN_XLA_CONCAT(tfrnn_xla_listed_, __COUNTER__)(        \
+      NAME, &::tfrnn::MakeXlaKernel<KERNEL>)
 
 // The op types with XLA kernels (every type the ops take).
 constexpr std::initializer_list<tensorflow::DataType> kXlaRnnTypes = {
