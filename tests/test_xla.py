@@ -162,16 +162,13 @@ def test_bad_shapes_fail_at_compile_time_naming_the_input():
 
 
 def test_op_without_xla_kernel_is_named():
+    from tf_rnn_ops import mps
     rng = np.random.default_rng(1)
-    T, B, I, H = 3, 2, 4, 5
-    x = tf.constant(rng.standard_normal((T, B, I)), tf.float32)
-    z = tf.zeros([B, H])
-    w = tf.constant(rng.standard_normal((I + H, 4 * H)), tf.float32)
-    f = tf.function(lambda: raw_ops.BlockLSTM(
-        seq_len_max=tf.constant(T, tf.int64), x=x, cs_prev=z, h_prev=z, w=w,
-        wci=tf.zeros([H]), wcf=tf.zeros([H]), wco=tf.zeros([H]), b=tf.zeros([4 * H])),
-        jit_compile=True)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="BlockLSTM"):
+    T, B, H = 3, 2, 4
+    src = tf.constant(rng.standard_normal((T, B, 4 * H)), tf.float32)
+    rw = tf.constant(rng.standard_normal((4 * H, H)), tf.float32)
+    f = tf.function(lambda: mps.lstm(src, rw), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"TfRnn>LSTM\b"):
         f()
 
 
