@@ -16,13 +16,9 @@ import tensorflow as tf
 import tf_rnn_ops
 import tf_rnn_ops.keras as K
 from tf_rnn_ops import raw_ops
+from xla_test_util import assert_all_close, needs_xla
 
-# TensorFlow 2.21 (the version this project is built and tested with) must have them; another
-# version may lack what they need (tools/compat_matrix.sh's xla column), and TF_RNN_OPS_XLA=0
-# turns them off.
-_REQUIRED = tf.__version__.startswith("2.21.") and os.environ.get("TF_RNN_OPS_XLA") != "0"
-pytestmark = pytest.mark.skipif(not _REQUIRED and not tf_rnn_ops.has_xla(),
-                                reason=f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
+pytestmark = needs_xla
 
 # jit vs no jit run the same engine code on the same thread count; the tolerance covers a
 # different summation split of the weight gradients (float32) and rounding of half/bf16 outputs.
@@ -40,14 +36,7 @@ def _hlo(fn, *args):
 
 
 def _assert_close(got, want, dtype, what):
-    assert len(got) == len(want), what
-    for k, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(tf.cast(g, tf.float64))
-        w = np.asarray(tf.cast(w, tf.float64))
-        assert g.shape == w.shape, f"{what}[{k}]: {g.shape} != {w.shape}"
-        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
-        np.testing.assert_allclose(g, w, rtol=TOL[dtype], atol=TOL[dtype] * scale,
-                                   err_msg=f"{what}[{k}]")
+    assert_all_close(got, want, TOL[dtype], what)
 
 
 def _op_inputs(mode, dtype, B=3, T=5, I=4, N=6, lengths=True, two_biases=False, mask=False,

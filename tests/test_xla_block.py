@@ -5,31 +5,22 @@ BlockLSTMGradExact) compile inside tf.function(jit_compile=True) as one custom c
 kernels (themselves checked against stock and float64 elsewhere) and to stock GRUBlockCell and
 BlockLSTM (float32).
 """
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import tf_rnn_ops
+import tf_rnn_ops  # noqa: F401
 from tf_rnn_ops import raw_ops
+from xla_test_util import assert_all_close, needs_xla
 
-_REQUIRED = tf.__version__.startswith("2.21.") and os.environ.get("TF_RNN_OPS_XLA") != "0"
-pytestmark = pytest.mark.skipif(not _REQUIRED and not tf_rnn_ops.has_xla(),
-                                reason=f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
+pytestmark = needs_xla
 
 TOL = {tf.float64: 1e-12, tf.float32: 1e-5, tf.float16: 5e-3, tf.bfloat16: 3e-2}
 
 
 def _close(got, want, dtype, what):
-    assert len(got) == len(want), what
-    for k, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(tf.cast(g, tf.float64))
-        w = np.asarray(tf.cast(w, tf.float64))
-        assert g.shape == w.shape, f"{what}[{k}]: {g.shape} != {w.shape}"
-        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
-        np.testing.assert_allclose(g, w, rtol=TOL[dtype], atol=TOL[dtype] * scale,
-                                   err_msg=f"{what}[{k}]")
+    assert_all_close(got, want, TOL[dtype], what)
 
 
 def _gru_inputs(dtype, B=3, I=4, H=5, seed=0):

@@ -4,30 +4,24 @@ tf.function(jit_compile=True) as one custom call each (cc/xla/cudnn_rnn_xla.cc).
 References: the float64 reference (cudnn_reference.py) and the same ops without XLA (their CPU
 kernels), forward and gradients (the registered gradient's CudnnRNNBackprop[V2|V3]).
 """
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import tf_rnn_ops
+import tf_rnn_ops  # noqa: F401
 from tf_rnn_ops import raw_ops
+from xla_test_util import assert_all_close, needs_xla
 from test_cudnn_rnn import call_fwd, make_inputs, model_kw, ref_fwd
 
-_REQUIRED = tf.__version__.startswith("2.21.") and os.environ.get("TF_RNN_OPS_XLA") != "0"
-pytestmark = pytest.mark.skipif(not _REQUIRED and not tf_rnn_ops.has_xla(),
-                                reason=f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
+pytestmark = needs_xla
 
 F16, F32, F64 = tf.float16, tf.float32, tf.float64
 TOL = {F64: 1e-10, F32: 2e-5, F16: 1e-2}
 
 
 def _close(got, want, tol, what):
-    got = np.asarray(tf.cast(got, tf.float64))
-    want = np.asarray(tf.cast(want, tf.float64))
-    assert got.shape == want.shape, f"{what}: {got.shape} != {want.shape}"
-    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
-    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=what)
+    assert_all_close([got], [want], tol, what)
 
 
 CASES = [
