@@ -5,6 +5,7 @@
 
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
+#include "cc/kernels/rnn_kernel_util.h"
 #include "cc/kernels/lstm_block_face.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -36,7 +37,11 @@ struct CpuLstm {
     a.b = br.In(*in.b);
     br.BindOut({&a.i, &a.cs, &a.f, &a.o, &a.ci, &a.co, &a.h}, outs);
     const LstmCellSpec spec = SpecFor<T>(cell);
-    A* ws = br.Scratch(LstmFwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H, spec.bf16));
+    const int64_t elems = LstmFwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H, spec.bf16);
+    ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
+    absl::Status st;
+    A* ws = EngineWorkspace<A>(ctx->op_kernel().type_string(), lease, elems, &st);
+    TF_RETURN_IF_ERROR(st);
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::Forward(engine)(pool, spec, a, ws);
     });
@@ -70,7 +75,11 @@ struct CpuLstm {
     br.BindOut({&a.x_grad, &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad, &a.wcf_grad,
                 &a.wco_grad, &a.b_grad},
                outs);
-    A* ws = br.Scratch(LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.H));
+    const int64_t elems = LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.H);
+    ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
+    absl::Status st;
+    A* ws = EngineWorkspace<A>(ctx->op_kernel().type_string(), lease, elems, &st);
+    TF_RETURN_IF_ERROR(st);
     const LstmCellSpec spec = SpecFor<T>(cell);
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::Backward(engine)(pool, spec, a, ws);
