@@ -55,6 +55,11 @@ fi
 # trains on; nothing is downloaded at run time) and matplotlib (the example's plot).
 "$VPY" -c 'import hypothesis, statsmodels, matplotlib' 2>/dev/null ||
   "$VPY" -m pip install -q --disable-pip-version-check hypothesis statsmodels matplotlib
+# ONNX export (tf_rnn_ops/onnx_export.py, tests/test_onnx.py): pinned; their declared
+# dependencies (numpy, protobuf, onnx) are all met by TensorFlow's, so pip changes none of them.
+"$VPY" -c 'import tf2onnx, onnx, onnxruntime' 2>/dev/null ||
+  "$VPY" -m pip install -q --disable-pip-version-check tf2onnx==1.17.0 onnx==1.23.2 \
+    onnxruntime==1.32.0
 
 # --- 2. Bazel ----------------------------------------------------------------------------
 if ! command -v bazel >/dev/null 2>&1; then
