@@ -61,6 +61,24 @@ inline std::string RnnSpecProblem(const RnnSpec& s) {
   return "";
 }
 
+// Why the sequence lengths len[0, B) are not all in [0, T] ("sequence_lengths[b] = v is
+// outside [0, <time> = T]"), or "" (then *shorter: some length is below T). Shared by the
+// TensorFlow kernels (CheckSeqLengths) and the XLA custom calls, which name the op before it.
+inline std::string SeqLengthsProblem(const int32_t* len, Index B, Index T, const char* time,
+                                     bool* shorter) {
+  *shorter = false;
+  for (Index b = 0; b < B; ++b) {
+    if (len[b] < 0 || len[b] > T) {
+      std::ostringstream m;
+      m << "sequence_lengths[" << b << "] = " << len[b] << " is outside [0, " << time << " = "
+        << T << "]";
+      return m.str();
+    }
+    *shorter |= len[b] < T;
+  }
+  return "";
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_RNN_SPEC_CHECK_H_

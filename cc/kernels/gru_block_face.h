@@ -72,12 +72,17 @@ inline absl::Status GruSizesOf(const std::string& op, const GruShapes& in, GruIn
   return absl::OkStatus();
 }
 
-// The names of the inputs after the parameters: the backward's, then the exact backward's.
-inline std::vector<const char*> GruActNames(bool grad, bool exact) {
-  std::vector<const char*> names;
-  if (grad) names = {"r", "u", "c", "d_h"};
-  if (exact) names.insert(names.end(), {"r_grad", "u_grad", "c_grad"});
-  return names;
+// The inputs after the parameters, in the op's order: the backward's (r, u, c, d_h), then the
+// exact backward's (r_grad, u_grad, c_grad), each with the field of `in` that holds it.
+inline std::vector<std::pair<const char*, const Tensor**>> GruActs(bool grad, bool exact,
+                                                                 GruInputs* in) {
+  std::vector<std::pair<const char*, const Tensor**>> acts;
+  if (grad) acts = {{"r", &in->r}, {"u", &in->u}, {"c", &in->c}, {"d_h", &in->d_h}};
+  if (exact) {
+    acts.insert(acts.end(),
+                {{"r_grad", &in->r_grad}, {"u_grad", &in->u_grad}, {"c_grad", &in->c_grad}});
+  }
+  return acts;
 }
 
 // The family's validation helper on the op's tensors: GruSizesOf; nothing read before it
@@ -90,14 +95,11 @@ inline absl::Status ValidateGru(OpKernelContext* ctx, bool grad, bool exact, Gru
                                      {"w_c", &in->w_c},
                                      {"b_ru", &in->b_ru},
                                      {"b_c", &in->b_c}}));
-  const Tensor** acts[] = {&in->r, &in->u, &in->c, &in->d_h,
-                           &in->r_grad, &in->u_grad, &in->c_grad};
   GruShapes shapes{in->x->shape(),    in->h_prev->shape(), in->w_ru->shape(),
                    in->w_c->shape(),  in->b_ru->shape(),   in->b_c->shape(), {}};
-  int k = 0;
-  for (const char* name : GruActNames(grad, exact)) {
-    TF_RETURN_IF_ERROR(GetInput(ctx, name, acts[k]));
-    shapes.acts.push_back({name, (*acts[k++])->shape()});
+  for (const auto& a : GruActs(grad, exact, in)) {
+    TF_RETURN_IF_ERROR(GetInput(ctx, a.first, a.second));
+    shapes.acts.push_back({a.first, (*a.second)->shape()});
   }
   return GruSizesOf(op, shapes, in);
 }

@@ -34,21 +34,27 @@ inline bool IsSeq(Face face) {
 }
 
 // The inputs after the parameters (activations and incoming gradients, [T, B, H] or [B, H]),
-// in the op's order.
-inline std::vector<const char*> LstmActNames(Face face) {
-  std::vector<const char*> names;
+// in the op's order, each with the field of `in` that holds it.
+inline std::vector<std::pair<const char*, const Tensor**>> LstmActs(Face face,
+                                                                  LstmBlockInputs* in) {
+  std::vector<std::pair<const char*, const Tensor**>> acts;
   if (face != Face::kCell && face != Face::kSeq) {
-    names = {"i", "cs", "f", "o", "ci", "co"};
-    if (IsSeq(face)) names.push_back("h");
-    names.insert(names.end(), {"cs_grad", "h_grad"});
+    acts = {{"i", &in->i},   {"cs", &in->cs}, {"f", &in->f},
+            {"o", &in->o},   {"ci", &in->ci}, {"co", &in->co}};
+    if (IsSeq(face)) acts.push_back({"h", &in->h});
+    acts.insert(acts.end(), {{"cs_grad", &in->cs_grad}, {"h_grad", &in->h_grad}});
   }
   if (face == Face::kSeqGradExact) {
-    names.insert(names.end(), {"i_grad", "f_grad", "o_grad", "ci_grad", "co_grad"});
+    acts.insert(acts.end(), {{"i_grad", &in->i_grad},
+                             {"f_grad", &in->f_grad},
+                             {"o_grad", &in->o_grad},
+                             {"ci_grad", &in->ci_grad},
+                             {"co_grad", &in->co_grad}});
   }
-  return names;
+  return acts;
 }
 
-// The shapes of an op's inputs (slm: seq_len_max, sequence ops only; acts in LstmActNames'
+// The shapes of an op's inputs (slm: seq_len_max, sequence ops only; acts in LstmActs'
 // order).
 struct LstmBlockShapes {
   TensorShape slm, x, cs_prev, h_prev, w, wci, wcf, wco, b;
@@ -149,22 +155,13 @@ inline absl::Status ValidateLstmBlock(OpKernelContext* ctx, Face face, LstmBlock
                                      {"wcf", &in->wcf},
                                      {"wco", &in->wco},
                                      {"b", &in->b}}));
-  const std::pair<const char*, const Tensor**> fields[] = {
-      {"i", &in->i},           {"cs", &in->cs},         {"f", &in->f},
-      {"o", &in->o},           {"ci", &in->ci},         {"co", &in->co},
-      {"h", &in->h},           {"cs_grad", &in->cs_grad}, {"h_grad", &in->h_grad},
-      {"i_grad", &in->i_grad}, {"f_grad", &in->f_grad}, {"o_grad", &in->o_grad},
-      {"ci_grad", &in->ci_grad}, {"co_grad", &in->co_grad}};
   LstmBlockShapes shapes{seq ? slm->shape() : TensorShape(), in->x->shape(),
                          in->cs_prev->shape(), in->h_prev->shape(), in->w->shape(),
                          in->wci->shape(), in->wcf->shape(), in->wco->shape(), in->b->shape(),
                          {}};
-  for (const char* name : LstmActNames(face)) {
-    for (const auto& f : fields) {
-      if (std::string(f.first) != name) continue;
-      TF_RETURN_IF_ERROR(GetInput(ctx, name, f.second));
-      shapes.acts.push_back({name, (*f.second)->shape()});
-    }
+  for (const auto& a : LstmActs(face, in)) {
+    TF_RETURN_IF_ERROR(GetInput(ctx, a.first, a.second));
+    shapes.acts.push_back({a.first, (*a.second)->shape()});
   }
   TF_RETURN_IF_ERROR(LstmBlockSizesOf(op, face, shapes, in));
   // 3. Values.

@@ -5,7 +5,6 @@
 
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
-#include "cc/kernels/rnn_kernel_util.h"
 #include "cc/kernels/lstm_block_face.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -39,9 +38,8 @@ struct CpuLstm {
     const LstmCellSpec spec = SpecFor<T>(cell);
     const int64_t elems = LstmFwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H, spec.bf16);
     ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
-    absl::Status st;
-    A* ws = EngineWorkspace<A>(ctx->op_kernel().type_string(), lease, elems, &st);
-    TF_RETURN_IF_ERROR(st);
+    TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
+    A* ws = lease.As<A>();
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::Forward(engine)(pool, spec, a, ws);
     });
@@ -77,9 +75,8 @@ struct CpuLstm {
                outs);
     const int64_t elems = LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.H);
     ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
-    absl::Status st;
-    A* ws = EngineWorkspace<A>(ctx->op_kernel().type_string(), lease, elems, &st);
-    TF_RETURN_IF_ERROR(st);
+    TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
+    A* ws = lease.As<A>();
     const LstmCellSpec spec = SpecFor<T>(cell);
     return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
       EngineFns<A>::Backward(engine)(pool, spec, a, ws);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cc/engine/rnn_spec_check.h"
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/kernel_util.h"
-#include "cc/kernels/scratch_cache.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
@@ -26,15 +26,10 @@ inline RnnMode ParseRnnMode(const std::string& mode) {
 // Every sequences_lengths[b] (b < B) must be in [0, T]; `time` names T in the message.
 inline absl::Status CheckSeqLengths(const std::string& op, const Tensor& lengths, int64_t B,
                                     int64_t T, const char* time) {
-  auto len = lengths.flat<int32_t>();
-  for (int64_t b = 0; b < B; ++b) {
-    if (len(b) < 0 || len(b) > T) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": sequence_lengths[", b, "] = ",
-                                                     len(b), " is outside [0, ", time, " = ", T,
-                                                     "]"));
-    }
-  }
-  return absl::OkStatus();
+  bool shorter;
+  const std::string why = SeqLengthsProblem(lengths.flat<int32_t>().data(), B, T, time, &shorter);
+  if (why.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", why));
 }
 
 // The sequence lengths (null: every sequence has T steps) as the engine's ints, copied into
@@ -94,20 +89,6 @@ void FromTimeMajor(const CpuDevice& dev, const RnnSpec& s, bool time_major, cons
   if (!time_major) SwapMajor<A>(dev, tm, dst, s.T, s.B, c);
 }
 
-// The engine's workspace of `elems` elements of A from the process-wide ScratchCache (kept
-// between calls: a fresh allocation of tens of MB faults in new pages on every call, 10-20 % of
-// an LSTM/GRU step at 100x64x256x256), or null with *status set.
-template <typename A>
-A* EngineWorkspace(const std::string& op, const ScratchCache::Lease& lease, int64_t elems,
-                   absl::Status* status) {
-  if (lease.data() == nullptr) {
-    *status = absl::ResourceExhaustedError(absl::StrCat(
-        op, ": could not allocate ", elems * static_cast<int64_t>(sizeof(A)),
-        " bytes of engine workspace"));
-  }
-  return static_cast<A*>(lease.data());
-}
-
 // The engine's forward of `s` on x [T, B, I] into y [T, B, D·Hs] (time_major), or on x
 // [B, T, I] into y [B, T, D·Hs] through time-major scratch; a's other operands are the
 // caller's, but for a null a->reserve (not training), which is scratch here. Ends with the
@@ -124,10 +105,11 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
   a->y = TimeMajorOut(br, s, time_major, y, ycols);
   const int64_t ws_elems = RnnFwdWorkspaceSize(SpecFor<T>(s));
   const int64_t elems = ws_elems + (a->reserve == nullptr ? RnnReserveSize(s) : 0);
+  // The workspace is kept between calls (ScratchCache): a fresh allocation of tens of MB
+  // faults in new pages on every call, 10-20 % of an LSTM/GRU step at 100x64x256x256.
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
-  absl::Status st;
-  A* ws = EngineWorkspace<A>(ctx->op_kernel().type_string(), lease, elems, &st);
-  TF_RETURN_IF_ERROR(st);
+  TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
+  A* ws = lease.As<A>();
   if (a->reserve == nullptr) a->reserve = ws + ws_elems;
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnFwd(engine)(pool, SpecFor<T>(s), *a, ws);
@@ -150,9 +132,8 @@ absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rn
   a->dx = TimeMajorOut(br, s, time_major, dx, s.I);
   const int64_t elems = RnnBwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
-  absl::Status st;
-  A* ws = EngineWorkspace<A>(ctx->op_kernel().type_string(), lease, elems, &st);
-  TF_RETURN_IF_ERROR(st);
+  TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
+  A* ws = lease.As<A>();
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnBwd(engine)(pool, SpecFor<T>(s), *a, ws);
     FromTimeMajor<A>(dev, s, time_major, a->dx, dx, s.I);

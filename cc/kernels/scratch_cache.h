@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace tfrnn {
@@ -28,7 +29,15 @@ class ScratchCache {
       if (p_ != nullptr) cache_->Give(p_, bytes_);
     }
     void* data() const { return p_; }
-    size_t bytes() const { return bytes_; }
+    template <typename A>
+    A* As() const {
+      return static_cast<A*>(p_);
+    }
+    // "" when the buffer was had, else the error message naming `op`.
+    std::string Failure(const std::string& op) const {
+      if (p_ != nullptr) return "";
+      return op + ": could not allocate " + std::to_string(bytes_) + " bytes of engine workspace";
+    }
 
    private:
     ScratchCache* cache_;

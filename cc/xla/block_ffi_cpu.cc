@@ -9,6 +9,7 @@
 #include "cc/engine/block_arg_fields.h"
 #include "cc/engine/engine_api.h"
 #include "cc/engine/workspace.h"
+#include "cc/kernels/lstm_block_face.h"
 #include "cc/kernels/scratch_cache.h"
 #include "cc/xla/block_call.h"
 #include "cc/xla/ffi_cpu_common.h"
@@ -98,17 +99,18 @@ ffi::Error BlockCall(const XlaBlockCall& call, ffi::RemainingArgs args, ffi::Rem
   if constexpr (std::is_same_v<Args, LstmFwdArgs<A>> || std::is_same_v<Args, LstmBwdArgs<A>>) {
     a.T = call.T;
     steps = buf.InInt64(inputs, "seq_len_max");
-    if (buf.error().empty() && (steps < 0 || steps > call.T)) {
-      return ffi::Error::InvalidArgument(absl::StrCat(
-          op, ": seq_len_max must be in [0, timelen = ", call.T, "], got ", steps));
+    if (buf.error().empty()) {
+      const absl::Status st = lstm_block::CheckSeqLenMax(op, steps, call.T);
+      if (!st.ok()) return ffi::Error::InvalidArgument(std::string(st.message()));
     }
     a.seq_len_max = steps;
   }
   if (!buf.error().empty()) return ffi::Error::InvalidArgument(buf.error());
   const Index elems = workspace(steps);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
-  A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(op, lease);
+  ffi::Error error = ffi::Error::Success();
+  A* ws = Workspace<A>(op, lease, &error);
+  if (ws == nullptr) return error;
   const EngineApi* engine;
   if (ffi::Error e = LoadEngine(&engine); e.failure()) return e;
   run(*engine, a, ws);
@@ -169,12 +171,7 @@ ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::Remaining
                   : RunBlock<float>(pool, call, args, rets);
 }
 
-XLA_FFI_DEFINE_HANDLER(kBlockCall, Run,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::ThreadPool>()
-                           .RemainingArgs()
-                           .RemainingRets()
-                           .Attr<ffi::Span<const int64_t>>("call"));
+XLA_FFI_DEFINE_HANDLER(kBlockCall, Run, CallBinding());
 
 XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_block_call", "Host", kBlockCall);
 

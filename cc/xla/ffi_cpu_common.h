@@ -131,10 +131,22 @@ class Buffers {
   std::string error_;
 };
 
-inline ::xla::ffi::Error OutOfMemory(const char* op, const ScratchCache::Lease& lease) {
-  return ::xla::ffi::Error(::xla::ffi::ErrorCode::kResourceExhausted,
-                           absl::StrCat(op, " (XLA custom call): could not allocate ",
-                                        lease.bytes(), " bytes of engine workspace"));
+// The engine's workspace in `lease` as A*, or null with *error ResourceExhausted.
+template <typename A>
+A* Workspace(const char* op, const ScratchCache::Lease& lease, ::xla::ffi::Error* error) {
+  const std::string why = lease.Failure(absl::StrCat(op, " (XLA custom call)"));
+  if (!why.empty()) *error = ::xla::ffi::Error(::xla::ffi::ErrorCode::kResourceExhausted, why);
+  return lease.As<A>();
+}
+
+// The binding of every target: the thread pool, the operands and results as they come, and the
+// call's int64 array attribute "call".
+inline auto CallBinding() {
+  return ::xla::ffi::Ffi::Bind()
+      .Ctx<::xla::ffi::ThreadPool>()
+      .RemainingArgs()
+      .RemainingRets()
+      .Attr<::xla::ffi::Span<const int64_t>>("call");
 }
 
 // The engine, or an Internal error naming why it did not load.

@@ -20,11 +20,14 @@ using tensorflow::TensorShape;
 using tensorflow::XlaOpKernel;
 using tensorflow::XlaOpKernelContext;
 
-// The op's input index of each IN argument of the engine call, in block_arg_fields.h's order:
-// forward x, h_prev, w_ru, w_c, b_ru, b_c; backward x, h_prev, w_ru, w_c, r, u, c, d_h, then
-// (exact) the gradients of r, u, c (absent otherwise).
-constexpr int kFwdInputs[] = {0, 1, 2, 3, 4, 5};
-constexpr int kBwdInputs[] = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12};
+// The op's input index of each IN argument of the engine call, in block_arg_fields.h's order
+// (-1: absent): forward x, h_prev, w_ru, w_c, b_ru, b_c; backward x, h_prev, w_ru, w_c, r, u,
+// c, d_h, then (exact) the gradients of r, u, c.
+std::vector<int> EngineInputs(bool grad, bool exact) {
+  if (!grad) return {0, 1, 2, 3, 4, 5};
+  if (exact) return {0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12};
+  return {0, 1, 2, 3, 6, 7, 8, 9, -1, -1, -1};
+}
 
 template <bool kGrad, bool kExact>
 class GruCellXla : public XlaOpKernel {
@@ -35,44 +38,22 @@ class GruCellXla : public XlaOpKernel {
     GruShapes shapes{ctx->InputShape(0), ctx->InputShape(1), ctx->InputShape(2),
                      ctx->InputShape(3), ctx->InputShape(4), ctx->InputShape(5), {}};
     int k = 6;
-    for (const char* name : GruActNames(kGrad, kExact)) {
-      shapes.acts.push_back({name, ctx->InputShape(k++)});
-    }
     GruInputs in;
-    OP_REQUIRES_OK(ctx, GruSizesOf(type_string(), shapes, &in));
-    const tensorflow::DataType dt = ctx->input_type(0);
-    const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
-    xla::XlaBuilder* b = ctx->builder();
-    const std::vector<TensorShape> out_shapes = {
-        TensorShape({in.B, kGrad ? in.I : in.H}), TensorShape({in.B, in.H}),
-        TensorShape({in.B, in.H}), TensorShape({in.B, kGrad ? 2 * in.H : in.H})};
-    if (in.empty()) {
-      for (int o = 0; o < 4; ++o) ctx->SetOutput(o, ZerosOf(b, t_type, out_shapes[o]));
-      return;
+    for (const auto& a : GruActs(kGrad, kExact, &in)) {
+      shapes.acts.push_back({a.first, ctx->InputShape(k++)});
     }
+    OP_REQUIRES_OK(ctx, GruSizesOf(type_string(), shapes, &in));
     XlaBlockCall call;
     call.op = !kGrad    ? XlaBlockOp::kGRUBlockCell
               : kExact ? XlaBlockOp::kGRUBlockCellGradExact
                        : XlaBlockOp::kGRUBlockCellGrad;
-    call.f64 = a_type == xla::F64;
     call.B = in.B;
     call.I = in.I;
     call.H = in.H;
-    std::vector<xla::XlaOp> operands;
-    int arg = 0;
-    call.present = 0;
-    for (int input : kGrad ? std::vector<int>(std::begin(kBwdInputs), std::end(kBwdInputs))
-                           : std::vector<int>(std::begin(kFwdInputs), std::end(kFwdInputs))) {
-      const bool present = input < ctx->num_inputs();
-      operands.push_back(present ? Convert(ctx->Input(input), a_type) : Empty(b, a_type));
-      if (present) call.present |= int64_t{1} << arg;
-      ++arg;
-    }
-    std::vector<xla::Shape> results;
-    for (const TensorShape& s : out_shapes) results.push_back(XlaShape(a_type, s));
-    const std::vector<xla::XlaOp> r =
-        EmitCustomCall(b, kXlaBlockCall, EncodeXlaBlockCall(call), operands, results);
-    for (int o = 0; o < 4; ++o) ctx->SetOutput(o, Convert(r[o], t_type));
+    EmitBlockOp(ctx, call, in.empty(), EngineInputs(kGrad, kExact), {},
+                {TensorShape({in.B, kGrad ? in.I : in.H}), TensorShape({in.B, in.H}),
+                 TensorShape({in.B, in.H}), TensorShape({in.B, kGrad ? 2 * in.H : in.H})},
+                ctx->input_type(0));
   }
 };
 

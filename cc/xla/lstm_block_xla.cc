@@ -23,7 +23,8 @@ using tensorflow::XlaOpKernel;
 using tensorflow::XlaOpKernelContext;
 
 // The op's input index of each IN argument of the engine call, in block_arg_fields.h's order
-// (-1: absent), for an op with seq_len_max first (sequence ops: +1 on every index).
+// (-1: absent), counted as if seq_len_max were the op's first input (the cell ops, which have
+// none, subtract one).
 //   forward  x, cs_prev, h_prev, w, wci, wcf, wco, b
 //   backward x, cs_prev, h_prev, w, wci, wcf, wco, i, cs, f, o, ci, co, h, cs_grad, h_grad,
 //            i_grad, f_grad, o_grad, ci_grad, co_grad (the last five: BlockLSTMGradExact)
@@ -77,14 +78,12 @@ class LstmBlockXla : public XlaOpKernel {
                              &shapes.wci, &shapes.wcf,     &shapes.wco,    &shapes.b};
     for (int k = 0; k < 8; ++k) *params[k] = ctx->InputShape(1 + k + shift);
     int next = 9 + shift;
-    for (const char* name : LstmActNames(kFace)) {
-      shapes.acts.push_back({name, ctx->InputShape(next++)});
-    }
     LstmBlockInputs in;
+    for (const auto& a : LstmActs(kFace, &in)) {
+      shapes.acts.push_back({a.first, ctx->InputShape(next++)});
+    }
     OP_REQUIRES_OK(ctx, LstmBlockSizesOf(type_string(), kFace, shapes, &in));
     const tensorflow::DataType dt = ctx->input_type(kCell ? 0 : 1);
-    const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
-    xla::XlaBuilder* b = ctx->builder();
     const TensorShape act = kCell ? TensorShape({in.B, in.H}) : TensorShape({in.T, in.B, in.H});
     std::vector<TensorShape> out_shapes(7, act);
     if (kCellGrad) {
@@ -96,15 +95,8 @@ class LstmBlockXla : public XlaOpKernel {
                     TensorShape({in.H}),              TensorShape({in.H}),
                     TensorShape({in.H}),              TensorShape({4 * in.H})};
     }
-    if (in.empty()) {
-      for (size_t o = 0; o < out_shapes.size(); ++o) {
-        ctx->SetOutput(o, ZerosOf(b, t_type, out_shapes[o]));
-      }
-      return;
-    }
     XlaBlockCall call;
     call.op = kOp;
-    call.f64 = a_type == xla::F64;
     call.T = in.T;
     call.B = in.B;
     call.I = in.I;
@@ -112,22 +104,13 @@ class LstmBlockXla : public XlaOpKernel {
     call.cell = cell_;
     call.cell.bf16 = dt == tensorflow::DT_BFLOAT16;
     call.exact_clip_grad = kExact;
-    call.present = 0;
-    std::vector<xla::XlaOp> operands;
-    int arg = 0;
-    for (int input : EngineInputs(kCellGrad, kGrad, kExact)) {
-      const bool present = input >= 0;
-      operands.push_back(present ? Convert(ctx->Input(input + shift), a_type)
-                                 : Empty(b, a_type));
-      if (present) call.present |= int64_t{1} << arg;
-      ++arg;
+    std::vector<int> inputs = EngineInputs(kCellGrad, kGrad, kExact);
+    for (int& k : inputs) k = k < 0 ? k : k + shift;
+    std::vector<xla::XlaOp> extra;  // seq_len_max (the cell: 1) for the forward and backward
+    if (!kCellGrad) {
+      extra.push_back(kCell ? xla::ConstantR0<int64_t>(ctx->builder(), 1) : ctx->Input(0));
     }
-    if (!kCellGrad) operands.push_back(kCell ? xla::ConstantR0<int64_t>(b, 1) : ctx->Input(0));
-    std::vector<xla::Shape> results;
-    for (const TensorShape& s : out_shapes) results.push_back(XlaShape(a_type, s));
-    const std::vector<xla::XlaOp> r =
-        EmitCustomCall(b, kXlaBlockCall, EncodeXlaBlockCall(call), operands, results);
-    for (size_t o = 0; o < r.size(); ++o) ctx->SetOutput(o, Convert(r[o], t_type));
+    EmitBlockOp(ctx, call, in.empty(), inputs, extra, out_shapes, dt);
   }
 
  private:

@@ -145,17 +145,14 @@ inline Index XlaRnnScratchReserve(const XlaRnnCall& c) {
 
 // Elements of A of the target's workspace: the engine's, then (Keras weights with one bias)
 // the zero recurrent bias, then (forward, not training) the reserve.
+inline Index XlaRnnZeroBias(const XlaRnnCall& c) {
+  return c.weights == XlaWeights::kKerasWeights && !c.two_biases ? RnnK(c.spec) * c.spec.N : 0;
+}
 inline Index XlaRnnFwdWorkspace(const XlaRnnCall& c) {
-  const Index zeros = c.weights == XlaWeights::kKerasWeights && !c.two_biases
-                          ? RnnK(c.spec) * c.spec.N
-                          : 0;
-  return RnnFwdWorkspaceSize(c.spec) + zeros + XlaRnnScratchReserve(c);
+  return RnnFwdWorkspaceSize(c.spec) + XlaRnnZeroBias(c) + XlaRnnScratchReserve(c);
 }
 inline Index XlaRnnBwdWorkspace(const XlaRnnCall& c) {
-  const Index zeros = c.weights == XlaWeights::kKerasWeights && !c.two_biases
-                          ? RnnK(c.spec) * c.spec.N
-                          : 0;
-  return RnnBwdWorkspaceSize(c.spec) + zeros;
+  return RnnBwdWorkspaceSize(c.spec) + XlaRnnZeroBias(c);
 }
 
 }  // namespace tfrnn

@@ -32,16 +32,9 @@ ffi::Error Decode(ffi::Span<const int64_t> enc, XlaRnnCall* call) {
 ffi::Error CheckLengths(const XlaRnnCall& call, const int* len, bool* shorter) {
   *shorter = false;
   if (len == nullptr) return ffi::Error::Success();
-  const RnnSpec& s = call.spec;
-  for (Index b = 0; b < s.B; ++b) {
-    if (len[b] < 0 || len[b] > s.T) {
-      return ffi::Error::InvalidArgument(absl::StrCat(XlaFaceName(call.face),
-                                                      ": sequence_lengths[", b, "] = ", len[b],
-                                                      " is outside [0, time = ", s.T, "]"));
-    }
-    *shorter |= len[b] < s.T;
-  }
-  return ffi::Error::Success();
+  const std::string why = SeqLengthsProblem(len, call.spec.B, call.spec.T, "time", shorter);
+  if (why.empty()) return ffi::Error::Success();
+  return ffi::Error::InvalidArgument(absl::StrCat(XlaFaceName(call.face), ": ", why));
 }
 
 // After the buffers are bound: their check, the sequence lengths' (*shorter: some sequence is
@@ -95,8 +88,9 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs ar
   RnnFwdArgs<A> a;
   const Index engine_ws = RnnFwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnFwdWorkspace(call));
-  A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(XlaFaceName(call.face), lease);
+  ffi::Error error = ffi::Error::Success();
+  A* ws = Workspace<A>(XlaFaceName(call.face), lease, &error);
+  if (ws == nullptr) return error;
   BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
@@ -124,8 +118,9 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
   RnnBwdArgs<A> a;
   const Index engine_ws = RnnBwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnBwdWorkspace(call));
-  A* ws = static_cast<A*>(lease.data());
-  if (ws == nullptr) return OutOfMemory(XlaFaceName(call.face), lease);
+  ffi::Error error = ffi::Error::Success();
+  A* ws = Workspace<A>(XlaFaceName(call.face), lease, &error);
+  if (ws == nullptr) return error;
   BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
@@ -165,18 +160,8 @@ ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::Remaining
                   : Forward<float>(pool, call, args, rets);
 }
 
-XLA_FFI_DEFINE_HANDLER(kRnnForward, Run<false>,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::ThreadPool>()
-                           .RemainingArgs()
-                           .RemainingRets()
-                           .Attr<ffi::Span<const int64_t>>("call"));
-XLA_FFI_DEFINE_HANDLER(kRnnBackward, Run<true>,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::ThreadPool>()
-                           .RemainingArgs()
-                           .RemainingRets()
-                           .Attr<ffi::Span<const int64_t>>("call"));
+XLA_FFI_DEFINE_HANDLER(kRnnForward, Run<false>, CallBinding());
+XLA_FFI_DEFINE_HANDLER(kRnnBackward, Run<true>, CallBinding());
 
 XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_rnn_forward", "Host", kRnnForward);
 XLA_FFI_REGISTER_HANDLER(ffi::GetXlaFfiApi(), "tfrnn_rnn_backward", "Host", kRnnBackward);

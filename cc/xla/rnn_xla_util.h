@@ -1,4 +1,4 @@
-// What the XLA kernels of the stacked-RNN ops share: the compute type, the layout changes done
+// What the XLA kernels share: the compute type, the layout changes done
 // in HLO around the custom call (batch-major <-> the engine's time-major, a half/bf16 op's
 // reserve_space as the float values it holds), and the call itself (rnn_call.h).
 #ifndef TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "cc/xla/block_call.h"
 #include "cc/xla/rnn_call.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
@@ -153,6 +154,36 @@ inline std::vector<xla::XlaOp> EmitRnnCall(xla::XlaBuilder* b, const char* targe
                                            const std::vector<xla::XlaOp>& operands,
                                            const std::vector<xla::Shape>& results) {
   return EmitCustomCall(b, target, EncodeXlaRnnCall(call), operands, results);
+}
+
+// A block op's outputs (shapes `outs`, the op's type `dt`): zeros when `empty` (batch or cell
+// size 0), else the block custom call `call` (block_call.h) on the op's inputs `inputs`, one per
+// engine IN argument in block_arg_fields.h's order (-1: absent, an empty array; call.present
+// says which are there), then the operands `extra` as they are.
+inline void EmitBlockOp(tensorflow::XlaOpKernelContext* ctx, XlaBlockCall call, bool empty,
+                        const std::vector<int>& inputs, const std::vector<xla::XlaOp>& extra,
+                        const std::vector<tensorflow::TensorShape>& outs,
+                        tensorflow::DataType dt) {
+  const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
+  xla::XlaBuilder* b = ctx->builder();
+  if (empty) {
+    for (size_t o = 0; o < outs.size(); ++o) ctx->SetOutput(o, ZerosOf(b, t_type, outs[o]));
+    return;
+  }
+  call.f64 = a_type == xla::F64;
+  call.present = 0;
+  std::vector<xla::XlaOp> operands;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const bool present = inputs[k] >= 0;
+    operands.push_back(present ? Convert(ctx->Input(inputs[k]), a_type) : Empty(b, a_type));
+    if (present) call.present |= int64_t{1} << k;
+  }
+  operands.insert(operands.end(), extra.begin(), extra.end());
+  std::vector<xla::Shape> results;
+  for (const tensorflow::TensorShape& s : outs) results.push_back(XlaShape(a_type, s));
+  const std::vector<xla::XlaOp> r =
+      EmitCustomCall(b, kXlaBlockCall, EncodeXlaBlockCall(call), operands, results);
+  for (size_t o = 0; o < r.size(); ++o) ctx->SetOutput(o, Convert(r[o], t_type));
 }
 
 }  // namespace tfrnn
