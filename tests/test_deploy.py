@@ -307,10 +307,18 @@ def test_tflite_runs_the_stock_copy_with_builtin_ops():
     _assert_close([got.astype(np.float64)], [expected], "float32", "tflite")
 
 
-def test_tflite_cannot_convert_our_ops():
+def test_tflite_converts_our_layers_without_to_stock():
+    """Our layers convert as they are (tests/test_tflite.py has the cases): the converter's
+    trace emits TFLite's forms, and the interpreter computes our outputs."""
     model = _randomize(sequential_model(), seed=8)
-    with pytest.raises(Exception, match=r"TfRnn>KerasRNN"):
-        _converter(model).convert()
+    x = _inputs(model, seed=9)
+    interp = _tflite_interpreter(_converter(model).convert())
+    interp.allocate_tensors()
+    interp.reset_all_variables()
+    interp.set_tensor(interp.get_input_details()[0]["index"], x)
+    interp.invoke()
+    got = interp.get_tensor(interp.get_output_details()[0]["index"])
+    _assert_close([got.astype(np.float64)], _outputs(model, x), "float32", "tflite")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -69,12 +69,15 @@ import keras
 import tensorflow as tf
 
 from tf_rnn_ops._loader import has_xla, load_library
+from tf_rnn_ops._tflite import (_install_converter_hook, exporting_for_tflite, lstm_composite,
+                                tflite_export)
 
-__all__ = ["LSTM", "GRU", "SimpleRNN", "to_stock"]
+__all__ = ["LSTM", "GRU", "SimpleRNN", "to_stock", "tflite_export"]
 
 # The op must be registered before a SavedModel that uses it is loaded, so a process that
 # imports these layers can also load one.
 load_library()
+_install_converter_hook()
 
 _warned = set()
 _warned_lock = threading.Lock()
@@ -276,6 +279,30 @@ class _FusedRNNMixin:
         outputs = tf.where(tf.expand_dims(keep, 2), outputs, tf.zeros_like(outputs))
         return outputs[:, -1], outputs, states
 
+    # --- TFLite ---------------------------------------------------------------------------
+
+    def _tflite_loop(self, sequences, initial_state, mask, training):
+        """The TFLite form (tf_rnn_ops/_tflite.py): an LSTM the converter can fuse as its
+        Keras-LSTM composite, everything else the stock loop."""
+        cell = self.cell
+        if not sequences.dtype.is_floating:
+            sequences = tf.cast(sequences, self.compute_dtype)
+        fusable = (self._RNN_MODE == "lstm" and mask is None and not _is_on(training)
+                   and not self.return_state and not self.stateful
+                   and sequences.dtype == tf.float32
+                   and _ACT_NAMES.get(cell.activation) == "tanh"
+                   and _ACT_NAMES.get(cell.recurrent_activation) == "sigmoid")
+        if not fusable:
+            return self._generic_loop(sequences, initial_state, mask, training)
+        # Values, not variables: the converter reads the weights as the function's tensors.
+        kernel, recurrent, bias = (tf.identity(w) for w in self._weights(tf.float32, False))
+        last, outputs, h, c = lstm_composite(
+            sequences, tf.cast(initial_state[0], tf.float32),
+            tf.cast(initial_state[1], tf.float32), kernel, recurrent, bias, self.go_backwards)
+        if not self.return_sequences:
+            outputs = tf.expand_dims(last, 1)
+        return last, outputs, [h, c]
+
     # --- Keras hook -----------------------------------------------------------------------
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
@@ -285,6 +312,8 @@ class _FusedRNNMixin:
             initial_state = [initial_state]
         initial_state = list(initial_state)
 
+        if exporting_for_tflite():
+            return self._tflite_loop(sequences, initial_state, mask, training)
         if getattr(self, "use_cudnn", "auto") is False:
             return self._generic_loop(sequences, initial_state, mask, training)
         if keras.backend.backend() == "tensorflow" and tf.config.list_logical_devices("GPU"):
