@@ -229,3 +229,16 @@ def test_import_does_not_import_tf2onnx():
             "ops = [m for opset in tf_op.get_opsets()[''] for m in opset]\n"
             "assert 'TfRnn>KerasRNN' in ops, 'not registered'\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_from_keras():
+    """tf2onnx.convert.from_keras works for this functional model with Keras 3 (it fails for
+    some Keras 3 models even with stock layers: KeyError 'keras_tensor_...')."""
+    inp = keras.Input((T, I), batch_size=B)
+    model = keras.Model(inp, L.Bidirectional(K.GRU(H, return_sequences=True))(inp))
+    proto, _ = tf2onnx.convert.from_keras(model, opset=17)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = _data(9)
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    np.testing.assert_allclose(got, model(x), **TOL["float32"])
+    assert op_types(proto).count("GRU") == 1 and "Loop" not in op_types(proto)
