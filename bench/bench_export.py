@@ -1,10 +1,10 @@
-"""ONNX export: file size and onnxruntime latency of an LSTM and a GRU model exported
-(a) from our layers (tf_rnn_ops/onnx_export.py: native LSTM / GRU nodes) and (b) from
-``tf_rnn_ops.keras.to_stock(model)`` (stock Keras 3 layers: tf2onnx gives an LSTM node for
-the LSTM, a Loop for the GRU). B=1, T=100, I=64, H=128, float32; the median of 50 runs after
-5 warm-up runs, one onnxruntime thread (intra_op_num_threads=1).
+"""Exported models: file size and latency of LSTM, GRU and SimpleRNN models exported
+(a) from our layers and (b) from ``tf_rnn_ops.keras.to_stock(model)`` (the stock Keras 3
+layers), to ONNX (tf2onnx; run by onnxruntime) and to TFLite (the stock converter; run by
+tf.lite.Interpreter, with its default XNNPACK delegate and without it). B=1, T=100, I=64,
+H=128, float32, return_sequences; the median of 50 runs after 5 warm-up runs, one thread.
 
-    .venv/bin/python bench/bench_export.py [--runs 50] [--threads 1]
+    .venv/bin/python bench/bench_export.py [--runs 50] [--threads 1] [--targets onnx,tflite]
 """
 import argparse
 import os
@@ -37,40 +37,91 @@ def export(model):
     return proto
 
 
+def _median_ms(run, runs):
+    for _ in range(5):
+        run()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(times))
+
+
+def tflite_rows(models, x, args):
+    """(model, from, ops, bytes, ms with XNNPACK, ms without, max |tflite - ours|) rows."""
+    import warnings
+    rows = []
+    for name, variant, model, want in models:
+        log(f"{name} {variant}: converting to TFLite")
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        data = conv.convert()
+        ms, err = [], 0.0
+        for resolver in (tf.lite.experimental.OpResolverType.AUTO,
+                         tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                interp = tf.lite.Interpreter(model_content=data, num_threads=args.threads,
+                                             experimental_op_resolver_type=resolver)
+            interp.allocate_tensors()
+            index = interp.get_input_details()[0]["index"]
+            out = interp.get_output_details()[0]["index"]
+
+            def run():
+                interp.reset_all_variables()   # the fused LSTM's states (README, Deploying)
+                interp.set_tensor(index, x)
+                interp.invoke()
+
+            ms.append(_median_ms(run, args.runs))
+            err = max(err, float(np.abs(interp.get_tensor(out) - want).max()))
+        ops = sorted({o["op_name"] for o in interp._get_ops_details()}  # noqa: SLF001
+                     & {"UNIDIRECTIONAL_SEQUENCE_LSTM", "WHILE"})
+        rows.append((name, variant, "+".join(ops), len(data), ms[0], ms[1], err))
+        log(f"{name} {variant}: {'+'.join(ops)}, {len(data)} bytes, {ms[0]:.3f} ms "
+            f"(XNNPACK) / {ms[1]:.3f} ms (builtin kernels), max |tflite - ours| {err:.2e}")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--targets", default="onnx,tflite")
     args = ap.parse_args()
     x = np.random.default_rng(0).standard_normal((B, T, I)).astype(np.float32)
-    rows = []
-    for name, layer in (("LSTM", K.LSTM), ("GRU", K.GRU)):
+    models = []
+    for name, layer in (("LSTM", K.LSTM), ("GRU", K.GRU), ("SimpleRNN", K.SimpleRNN)):
         inp = keras.Input((T, I), batch_size=B)
         ours = keras.Model(inp, layer(H, return_sequences=True)(inp))
         want = np.asarray(ours(x))
-        for variant, model in (("ours", ours), ("to_stock", K.to_stock(ours))):
-            log(f"{name} {variant}: exporting")
-            proto = export(model)
-            ops = sorted({n.op_type for n in proto.graph.node}
-                         & {"LSTM", "GRU", "RNN", "Loop", "Scan"})
-            data = proto.SerializeToString()
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = args.threads
-            sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-            feed = {sess.get_inputs()[0].name: x}
-            got = sess.run(None, feed)[0]
-            err = float(np.abs(got - want).max())
-            for _ in range(5):
-                sess.run(None, feed)
-            times = []
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                sess.run(None, feed)
-                times.append(time.perf_counter() - t0)
-            ms = 1e3 * float(np.median(times))
-            rows.append((name, variant, "+".join(ops), len(data), ms, err))
-            log(f"{name} {variant}: nodes {'+'.join(ops)}, {len(data)} bytes, {ms:.3f} ms, "
-                f"max |ort - ours| {err:.2e}")
+        models += [(name, "ours", ours, want), (name, "to_stock", K.to_stock(ours), want)]
+    if "tflite" in args.targets:
+        rows = tflite_rows(models, x, args)
+        log("\n| model | from | TFLite ops | file (bytes) | ms, XNNPACK | ms, builtin kernels "
+            "| max abs err |")
+        log("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+        for name, variant, ops, size, ms, ms_plain, err in rows:
+            log(f"| {name} | {variant} | {ops} | {size} | {ms:.3f} | {ms_plain:.3f} | "
+                f"{err:.1e} |")
+    if "onnx" not in args.targets:
+        return
+    rows = []
+    for name, variant, model, want in models:
+        log(f"{name} {variant}: exporting to ONNX")
+        proto = export(model)
+        ops = sorted({n.op_type for n in proto.graph.node}
+                     & {"LSTM", "GRU", "RNN", "Loop", "Scan"})
+        data = proto.SerializeToString()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = args.threads
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        feed = {sess.get_inputs()[0].name: x}
+        err = float(np.abs(sess.run(None, feed)[0] - want).max())
+        ms = _median_ms(lambda: sess.run(None, feed), args.runs)
+        rows.append((name, variant, "+".join(ops), len(data), ms, err))
+        log(f"{name} {variant}: nodes {'+'.join(ops)}, {len(data)} bytes, {ms:.3f} ms, "
+            f"max |ort - ours| {err:.2e}")
     log("\n| model | from | recurrent node | file (bytes) | ms / inference | max abs err |")
     log("| --- | --- | --- | ---: | ---: | ---: |")
     for name, variant, ops, size, ms, err in rows:

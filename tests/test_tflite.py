@@ -133,6 +133,9 @@ NOT_FUSABLE = {
     "mask": lambda x: K.LSTM(5, return_sequences=True)(L.Masking(0.0)(x)),
     "hard_sigmoid": lambda x: K.LSTM(5, recurrent_activation="hard_sigmoid")(x),
     "bidirectional_gru": lambda x: L.Bidirectional(K.GRU(4))(x),
+    "gru_backwards_no_bias": lambda x: K.GRU(5, go_backwards=True, use_bias=False)(x),
+    "gru_softsign": lambda x: K.GRU(5, activation="softsign")(x),
+    "lstm_stateful_states": lambda x: K.LSTM(5, return_state=True, go_backwards=True)(x)[1:],
 }
 
 

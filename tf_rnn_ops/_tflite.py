@@ -49,31 +49,63 @@ def tflite_export():
         _state.depth -= 1
 
 
-def _recurrence(inputs, init_h, init_c, kernel, recurrent_kernel, bias, go_backwards):
-    """The Keras LSTM (gates i, f, c, o; tanh / sigmoid) in stock ops: a while loop over the
-    batch-major ``inputs``; outputs in processing order."""
+def loop(inputs, states, kernel, bias, go_backwards, step):
+    """The recurrence in stock ops, the input product x·kernel + bias hoisted out of the loop
+    (one product over every step): a while loop of step(xw_t, states) -> states over the
+    batch-major ``inputs`` (states[0] is h). (outputs [B, T, H] in processing order, final
+    states)."""
     x = tf.transpose(inputs, [1, 0, 2])
     if go_backwards:
         x = tf.reverse(x, [0])
     steps = tf.shape(x)[0]
     xw = tf.einsum("tbi,ik->tbk", x, kernel) + bias
-    out = tf.TensorArray(inputs.dtype, size=steps, element_shape=init_h.shape)
+    out = tf.TensorArray(inputs.dtype, size=steps, element_shape=states[0].shape)
 
-    def step(t, h, c, out):
-        z = xw[t] + tf.matmul(h, recurrent_kernel)
-        i, f, g, o = tf.split(z, 4, axis=1)
-        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-        h = tf.sigmoid(o) * tf.tanh(c)
-        return t + 1, h, c, out.write(t, h)
+    def body(t, out, *states):
+        states = step(xw[t], list(states))
+        return (t + 1, out.write(t, states[0])) + tuple(states)
 
-    _, h, c, out = tf.while_loop(lambda t, *_: t < steps, step,
-                                 (tf.constant(0), init_h, init_c, out))
-    outputs = tf.transpose(out.stack(), [1, 0, 2])
-    # Static result shapes: the converter reads the types of results 2-4 as ranked tensors
-    # (a while loop's results may come out of the import unranked).
-    h, c = _shaped(h, init_h.shape), _shaped(c, init_c.shape)
-    outputs = _shaped(outputs, inputs.shape[:2] + init_h.shape[1:])
-    return h, outputs, h, c
+    res = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), out) + tuple(states))
+    outputs = tf.transpose(res[1].stack(), [1, 0, 2])
+    # Static result shapes: the converter reads the types of a composite's results as ranked
+    # tensors (a while loop's results may come out of the import unranked).
+    final = [_shaped(s, s0.shape) for s, s0 in zip(res[2:], states)]
+    return _shaped(outputs, inputs.shape[:2] + states[0].shape[1:]), final
+
+
+def lstm_step(recurrent_kernel, act=tf.tanh, rec_act=tf.sigmoid):
+    """Keras's LSTM step (gates i, f, c, o) on the hoisted input product."""
+    def step(xw, states):
+        h, c = states
+        i, f, g, o = tf.split(xw + tf.matmul(h, recurrent_kernel), 4, axis=1)
+        c = rec_act(f) * c + rec_act(i) * act(g)
+        return [rec_act(o) * act(c), c]
+    return step
+
+
+def gru_step(recurrent_kernel, recurrent_bias, reset_after, act, rec_act):
+    """Keras's GRU step (gates z, r, h; reset_after: the recurrent product with its bias
+    before the reset gate multiplies it, else (r ⊙ h)·R_h without a recurrent bias)."""
+    units = recurrent_kernel.shape[0]
+
+    def step(xw, states):
+        h = states[0]
+        x_z, x_r, x_h = tf.split(xw, 3, axis=1)
+        if reset_after:
+            r_z, r_r, r_h = tf.split(tf.matmul(h, recurrent_kernel) + recurrent_bias, 3, axis=1)
+            z, r = rec_act(x_z + r_z), rec_act(x_r + r_r)
+            hh = act(x_h + r * r_h)
+        else:
+            r_z, r_r = tf.split(tf.matmul(h, recurrent_kernel[:, :2 * units]), 2, axis=1)
+            z, r = rec_act(x_z + r_z), rec_act(x_r + r_r)
+            hh = act(x_h + tf.matmul(r * h, recurrent_kernel[:, 2 * units:]))
+        return [z * h + (1.0 - z) * hh]
+    return step
+
+
+def rnn_step(recurrent_kernel, act):
+    """Keras's SimpleRNN step."""
+    return lambda xw, states: [act(xw + tf.matmul(states[0], recurrent_kernel))]
 
 
 def _shaped(t, shape):
@@ -94,9 +126,9 @@ def lstm_composite(inputs, init_h, init_c, kernel, recurrent_kernel, bias, go_ba
 
     @tf.function(autograph=False, experimental_attributes=_composite_attrs(go_backwards))
     def keras_lstm(inputs, init_h, init_c, kernel, recurrent_kernel, bias):
-        last, outputs, h, c = _recurrence(inputs, init_h, init_c, kernel, recurrent_kernel,
-                                          bias, go_backwards)
-        return last, outputs, h, c, tf.constant(0.0)
+        outputs, (h, c) = loop(inputs, [init_h, init_c], kernel, bias, go_backwards,
+                               lstm_step(recurrent_kernel))
+        return h, outputs, h, c, tf.constant(0.0)
 
     last, outputs, h, c, _ = keras_lstm(inputs, init_h, init_c, kernel, recurrent_kernel, bias)
     return last, outputs, h, c

@@ -69,8 +69,9 @@ import keras
 import tensorflow as tf
 
 from tf_rnn_ops._loader import has_xla, load_library
-from tf_rnn_ops._tflite import (_install_converter_hook, exporting_for_tflite, lstm_composite,
-                                tflite_export)
+from tf_rnn_ops._tflite import _install_converter_hook, exporting_for_tflite, gru_step
+from tf_rnn_ops._tflite import loop as tflite_loop
+from tf_rnn_ops._tflite import lstm_composite, lstm_step, rnn_step, tflite_export
 
 __all__ = ["LSTM", "GRU", "SimpleRNN", "to_stock", "tflite_export"]
 
@@ -283,25 +284,38 @@ class _FusedRNNMixin:
 
     def _tflite_loop(self, sequences, initial_state, mask, training):
         """The TFLite form (tf_rnn_ops/_tflite.py): an LSTM the converter can fuse as its
-        Keras-LSTM composite, everything else the stock loop."""
+        Keras-LSTM composite; without a mask and outside training, the recurrence in stock
+        ops with the input product hoisted out of the loop; else the stock loop."""
         cell = self.cell
         if not sequences.dtype.is_floating:
             sequences = tf.cast(sequences, self.compute_dtype)
-        fusable = (self._RNN_MODE == "lstm" and mask is None and not _is_on(training)
-                   and not self.return_state and not self.stateful
-                   and sequences.dtype == tf.float32
-                   and _ACT_NAMES.get(cell.activation) == "tanh"
-                   and _ACT_NAMES.get(cell.recurrent_activation) == "sigmoid")
-        if not fusable:
+        if mask is not None or _is_on(training):
             return self._generic_loop(sequences, initial_state, mask, training)
+        dtype = sequences.dtype
         # Values, not variables: the converter reads the weights as the function's tensors.
-        kernel, recurrent, bias = (tf.identity(w) for w in self._weights(tf.float32, False))
-        last, outputs, h, c = lstm_composite(
-            sequences, tf.cast(initial_state[0], tf.float32),
-            tf.cast(initial_state[1], tf.float32), kernel, recurrent, bias, self.go_backwards)
-        if not self.return_sequences:
-            outputs = tf.expand_dims(last, 1)
-        return last, outputs, [h, c]
+        kernel, recurrent, bias = (tf.identity(w) for w in self._weights(dtype, False))
+        states = [tf.cast(s, dtype) for s in initial_state]
+        if self._RNN_MODE == "lstm":
+            if (not self.return_state and not self.stateful and dtype == tf.float32
+                    and _ACT_NAMES.get(cell.activation) == "tanh"
+                    and _ACT_NAMES.get(cell.recurrent_activation) == "sigmoid"):
+                last, outputs, h, c = lstm_composite(sequences, states[0], states[1], kernel,
+                                                     recurrent, bias, self.go_backwards)
+                return last, (outputs if self.return_sequences else last[:, None]), [h, c]
+            step = lstm_step(recurrent, cell.activation, cell.recurrent_activation)
+        elif self._RNN_MODE == "gru":
+            reset_after = bool(cell.reset_after)
+            rec_bias = None
+            if reset_after:
+                bias, rec_bias = (bias[0], bias[1]) if bias.shape.rank == 2 else (bias, bias)
+                rec_bias = rec_bias if cell.use_bias else tf.zeros_like(rec_bias)
+            step = gru_step(recurrent, rec_bias, reset_after, cell.activation,
+                            cell.recurrent_activation)
+        else:
+            step = rnn_step(recurrent, cell.activation)
+        outputs, states = tflite_loop(sequences, states, kernel, bias, self.go_backwards, step)
+        last = states[0]
+        return last, (outputs if self.return_sequences else last[:, None]), states
 
     # --- Keras hook -----------------------------------------------------------------------
 
