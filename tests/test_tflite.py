@@ -210,3 +210,25 @@ def test_model_still_runs_the_fused_op_after_conversion(monkeypatch):
     monkeypatch.setattr(K, "_keras_rnn", lambda **kw: calls.append(1) or real(**kw))
     model.predict(_inputs(model, seed=12)[0], verbose=0)
     assert calls, "the model no longer calls TfRnn>KerasRNN after a TFLite conversion"
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru", "simple_rnn_backwards"])
+def test_dynamic_batch_converts_to_a_loop_that_takes_any_batch(name):
+    """With batch None the converter cannot fuse (nor lower the stock loop's tensor lists);
+    ours converts to a while loop that runs at any batch size."""
+    layer = {"lstm": lambda: K.LSTM(5, return_sequences=True), "gru": lambda: K.GRU(5),
+             "simple_rnn_backwards": lambda: K.SimpleRNN(5, go_backwards=True)}[name]()
+    inp = keras.Input((T, I))
+    model = _randomize(keras.Model(inp, layer(inp)), seed=16)
+    interp = _interpreter(_convert(model))
+    ops = [op["op_name"] for op in interp._get_ops_details()]  # noqa: SLF001
+    assert "WHILE" in ops and FUSED not in ops, ops
+    index = interp.get_input_details()[0]["index"]
+    for batch in (3, 1):
+        x = np.random.default_rng(batch).normal(size=(batch, T, I)).astype("float32")
+        interp.resize_tensor_input(index, [batch, T, I])
+        interp.allocate_tensors()
+        interp.set_tensor(index, x)
+        interp.invoke()
+        got = interp.get_tensor(interp.get_output_details()[0]["index"])
+        np.testing.assert_allclose(got, np.asarray(model(x)), rtol=RTOL, atol=ATOL)

@@ -59,14 +59,26 @@ def loop(inputs, states, kernel, bias, go_backwards, step):
         x = tf.reverse(x, [0])
     steps = tf.shape(x)[0]
     xw = tf.einsum("tbi,ik->tbk", x, kernel) + bias
-    out = tf.TensorArray(inputs.dtype, size=steps, element_shape=states[0].shape)
+    if states[0].shape.is_fully_defined():
+        out = tf.TensorArray(inputs.dtype, size=steps, element_shape=states[0].shape)
+        write = lambda out, t, h: out.write(t, h)  # noqa: E731
+        invariant = tf.TensorShape(None)
+    else:
+        # A dynamic batch size: the converter's tensor lists need a static element shape, so
+        # the outputs grow by concatenation instead ([steps so far, B, H]).
+        out = tf.zeros(tf.concat([[0], tf.shape(states[0])], 0), inputs.dtype)
+        write = lambda out, t, h: tf.concat([out, h[None]], 0)  # noqa: E731
+        invariant = tf.TensorShape([None]).concatenate(states[0].shape)
 
     def body(t, out, *states):
         states = step(xw[t], list(states))
-        return (t + 1, out.write(t, states[0])) + tuple(states)
+        return (t + 1, write(out, t, states[0])) + tuple(states)
 
-    res = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), out) + tuple(states))
-    outputs = tf.transpose(res[1].stack(), [1, 0, 2])
+    res = tf.while_loop(
+        lambda t, *_: t < steps, body, (tf.constant(0), out) + tuple(states),
+        shape_invariants=(tf.TensorShape([]), invariant) + tuple(s.shape for s in states))
+    stacked = res[1].stack() if isinstance(res[1], tf.TensorArray) else res[1]
+    outputs = tf.transpose(stacked, [1, 0, 2])
     # Static result shapes: the converter reads the types of a composite's results as ranked
     # tensors (a while loop's results may come out of the import unranked).
     final = [_shaped(s, s0.shape) for s, s0 in zip(res[2:], states)]
