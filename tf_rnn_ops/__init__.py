@@ -12,9 +12,11 @@ from tf_rnn_ops import _grads  # noqa: F401  (registers gradients)
 from tf_rnn_ops import mps, raw_ops
 from tf_rnn_ops import keras  # noqa: E402  (loads the op library: SavedModels with our ops load)
 from tf_rnn_ops._cudnn_cpu import register_cudnn_rnn_cpu_kernels
-from tf_rnn_ops.onnx_export import install as _install_onnx; _install_onnx()  # noqa: E702
+from tf_rnn_ops.onnx_export import install as _install_onnx
 from tf_rnn_ops._loader import (built_tf_version, has_xla, library_path, load_library,
                                 xla_status)
+
+_install_onnx()   # tf2onnx handlers, registered when tf2onnx is imported
 
 __version__ = "0.1.0"
 

@@ -2,13 +2,13 @@
 
 A model that contains ``tf_rnn_ops.keras.LSTM`` / ``GRU`` / ``SimpleRNN`` runs
 ``TfRnn>KerasRNN``, which only a process that has imported ``tf_rnn_ops`` can run: TF
-Serving, TFLite and plain TensorFlow installs cannot. Our layers are subclasses of the stock
+Serving and plain TensorFlow installs cannot (TFLite and ONNX take our layers as they are:
+README, "Deploying"). Our layers are subclasses of the stock
 ones with the same config and the same weights, so the deployable model is the same model
 with the stock classes:
 
     stock = tf_rnn_ops.keras.to_stock(model)
-    stock.export("serving_dir")     # or tf.saved_model.save, stock.save("m.keras"), TFLite
-                                    # (README, "Deploying": TFLite needs a fixed batch size)
+    stock.export("serving_dir")     # or tf.saved_model.save, stock.save("m.keras")
 
 How: the model is serialized (``keras.saving.serialize_keras_object``), every serialized
 object whose registered name is ``tf_rnn_ops>LSTM`` / ``tf_rnn_ops>GRU`` is pointed at

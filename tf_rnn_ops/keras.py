@@ -11,7 +11,10 @@ constraints, ``stateful``, ``go_backwards``, ``return_sequences`` / ``return_sta
 input dropout, ``Bidirectional``, serialization. ``set_weights(stock.get_weights())`` works in
 both directions. ``to_stock(model)`` returns a copy of a model with every one of our layers the
 stock layer (same config and weights), to deploy where tf_rnn_ops is not installed (TF
-Serving, TFLite).
+Serving). TFLite's converter and tf2onnx take our layers as they are: while the TFLite
+converter traces a model the layers emit TFLite's fused LSTM or a loop of builtins
+(``_tflite.py``), and tf2onnx maps the fused op to ONNX LSTM / GRU / RNN nodes
+(``onnx_export.py``).
 
 The sequence loop (``inner_loop``) runs in one fused CPU op with a registered gradient,
 ``TfRnn>KerasRNN`` (cc/ops/keras_rnn_ops.cc): the stacked engine of the CudnnRNN ops, reading
