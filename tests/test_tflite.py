@@ -139,10 +139,18 @@ NOT_FUSABLE = {
 }
 
 
+WHY = {"gru": "no GRU op", "gru_reset_before": "no GRU op", "bidirectional_gru": "no GRU op",
+       "gru_backwards_no_bias": "no GRU op", "gru_softsign": "no GRU op",
+       "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN", "simple_rnn_relu": "SEQUENCE_RNN",
+       "return_state": "return_state", "lstm_stateful_states": "return_state",
+       "mask": "a mask", "hard_sigmoid": "other than tanh"}
+
+
 @pytest.mark.parametrize("name", sorted(NOT_FUSABLE))
-def test_what_cannot_fuse_converts_to_the_stock_loop(name):
+def test_what_cannot_fuse_converts_to_a_loop_and_says_why(name):
     model = _model(NOT_FUSABLE[name], seed=len(name))
-    _check(model, _inputs(model, seed=4, masked=name == "mask"), 0, name)
+    with pytest.warns(UserWarning, match=f"TFLite gets a WHILE loop.*{WHY[name]}"):
+        _check(model, _inputs(model, seed=4, masked=name == "mask"), 0, name)
 
 
 def test_initial_state_inputs():
@@ -220,7 +228,8 @@ def test_dynamic_batch_converts_to_a_loop_that_takes_any_batch(name):
              "simple_rnn_backwards": lambda: K.SimpleRNN(5, go_backwards=True)}[name]()
     inp = keras.Input((T, I))
     model = _randomize(keras.Model(inp, layer(inp)), seed=16)
-    interp = _interpreter(_convert(model))
+    with pytest.warns(UserWarning, match="TFLite gets a WHILE loop"):
+        interp = _interpreter(_convert(model))
     ops = [op["op_name"] for op in interp._get_ops_details()]  # noqa: SLF001
     assert "WHILE" in ops and FUSED not in ops, ops
     index = interp.get_input_details()[0]["index"]

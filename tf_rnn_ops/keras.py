@@ -285,26 +285,50 @@ class _FusedRNNMixin:
 
     # --- TFLite ---------------------------------------------------------------------------
 
+    def _tflite_unfused(self, sequences, mask, training):
+        """Why TFLite cannot fuse this layer into UNIDIRECTIONAL_SEQUENCE_LSTM, or None."""
+        cell = self.cell
+        if self._RNN_MODE == "gru":
+            return "TFLite has no GRU op"
+        if self._RNN_MODE is None:
+            return "the converter has no path to UNIDIRECTIONAL_SEQUENCE_RNN"
+        why = [(mask is not None, "a mask (the fused op takes none)"),
+               (_is_on(training), "training"),
+               (self.return_state or self.stateful,
+                "return_state / stateful (the converter fuses only when the states are unused)"),
+               (sequences.dtype != tf.float32, f"dtype {sequences.dtype.name}, not float32"),
+               (_ACT_NAMES.get(cell.activation) != "tanh"
+                or _ACT_NAMES.get(cell.recurrent_activation) != "sigmoid",
+                "activations other than tanh / sigmoid"),
+               (not sequences.shape[:1].is_fully_defined(),
+                "a dynamic batch size (the converter fuses only static shapes; set it with "
+                "keras.Input(batch_shape=...))")]
+        return next((reason for cond, reason in why if cond), None)
+
     def _tflite_loop(self, sequences, initial_state, mask, training):
         """The TFLite form (tf_rnn_ops/_tflite.py): an LSTM the converter can fuse as its
         Keras-LSTM composite; without a mask and outside training, the recurrence in stock
-        ops with the input product hoisted out of the loop; else the stock loop."""
+        ops with the input product hoisted out of the loop; else the stock loop. A layer that
+        is not fused says why (UserWarning)."""
         cell = self.cell
         if not sequences.dtype.is_floating:
             sequences = tf.cast(sequences, self.compute_dtype)
+        reason = self._tflite_unfused(sequences, mask, training)
+        if reason is not None:
+            warnings.warn(f"tf_rnn_ops.keras.{type(self).__name__} '{self.name}': TFLite gets a "
+                          f"WHILE loop, not a fused sequence op: {reason}.", UserWarning,
+                          stacklevel=3)
         if mask is not None or _is_on(training):
             return self._generic_loop(sequences, initial_state, mask, training)
         dtype = sequences.dtype
         # Values, not variables: the converter reads the weights as the function's tensors.
         kernel, recurrent, bias = (tf.identity(w) for w in self._weights(dtype, False))
         states = [tf.cast(s, dtype) for s in initial_state]
+        if self._RNN_MODE == "lstm" and reason is None:
+            last, outputs, h, c = lstm_composite(sequences, states[0], states[1], kernel,
+                                                 recurrent, bias, self.go_backwards)
+            return last, (outputs if self.return_sequences else last[:, None]), [h, c]
         if self._RNN_MODE == "lstm":
-            if (not self.return_state and not self.stateful and dtype == tf.float32
-                    and _ACT_NAMES.get(cell.activation) == "tanh"
-                    and _ACT_NAMES.get(cell.recurrent_activation) == "sigmoid"):
-                last, outputs, h, c = lstm_composite(sequences, states[0], states[1], kernel,
-                                                     recurrent, bias, self.go_backwards)
-                return last, (outputs if self.return_sequences else last[:, None]), [h, c]
             step = lstm_step(recurrent, cell.activation, cell.recurrent_activation)
         elif self._RNN_MODE == "gru":
             reset_after = bool(cell.reset_after)
