@@ -136,6 +136,10 @@ NOT_FUSABLE = {
     "gru_backwards_no_bias": lambda x: K.GRU(5, go_backwards=True, use_bias=False)(x),
     "gru_softsign": lambda x: K.GRU(5, activation="softsign")(x),
     "lstm_stateful_states": lambda x: K.LSTM(5, return_state=True, go_backwards=True)(x)[1:],
+    "mask_gru_backwards": lambda x: K.GRU(5, go_backwards=True)(L.Masking(0.0)(x)),
+    "mask_simple_rnn_last": lambda x: K.SimpleRNN(5)(L.Masking(0.0)(x)),
+    "mask_bidirectional": lambda x: L.Bidirectional(K.LSTM(4, return_sequences=True))(
+        L.Masking(0.0)(x)),
 }
 
 
@@ -143,14 +147,15 @@ WHY = {"gru": "no GRU op", "gru_reset_before": "no GRU op", "bidirectional_gru":
        "gru_backwards_no_bias": "no GRU op", "gru_softsign": "no GRU op",
        "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN", "simple_rnn_relu": "SEQUENCE_RNN",
        "return_state": "return_state", "lstm_stateful_states": "return_state",
-       "mask": "a mask", "hard_sigmoid": "other than tanh"}
+       "mask": "a mask", "hard_sigmoid": "other than tanh", "mask_gru_backwards": "no GRU op",
+       "mask_simple_rnn_last": "SEQUENCE_RNN", "mask_bidirectional": "a mask"}
 
 
 @pytest.mark.parametrize("name", sorted(NOT_FUSABLE))
 def test_what_cannot_fuse_converts_to_a_loop_and_says_why(name):
     model = _model(NOT_FUSABLE[name], seed=len(name))
     with pytest.warns(UserWarning, match=f"TFLite gets a WHILE loop.*{WHY[name]}"):
-        _check(model, _inputs(model, seed=4, masked=name == "mask"), 0, name)
+        _check(model, _inputs(model, seed=4, masked=name.startswith("mask")), 0, name)
 
 
 def test_initial_state_inputs():
@@ -220,12 +225,14 @@ def test_model_still_runs_the_fused_op_after_conversion(monkeypatch):
     assert calls, "the model no longer calls TfRnn>KerasRNN after a TFLite conversion"
 
 
-@pytest.mark.parametrize("name", ["lstm", "gru", "simple_rnn_backwards"])
+@pytest.mark.parametrize("name", ["lstm", "gru", "simple_rnn_backwards", "masked_lstm"])
 def test_dynamic_batch_converts_to_a_loop_that_takes_any_batch(name):
     """With batch None the converter cannot fuse (nor lower the stock loop's tensor lists);
     ours converts to a while loop that runs at any batch size."""
-    layer = {"lstm": lambda: K.LSTM(5, return_sequences=True), "gru": lambda: K.GRU(5),
-             "simple_rnn_backwards": lambda: K.SimpleRNN(5, go_backwards=True)}[name]()
+    layer = {"lstm": lambda x: K.LSTM(5, return_sequences=True)(x),
+             "gru": lambda x: K.GRU(5)(x),
+             "simple_rnn_backwards": lambda x: K.SimpleRNN(5, go_backwards=True)(x),
+             "masked_lstm": lambda x: K.LSTM(5, return_sequences=True)(L.Masking(0.0)(x))}[name]
     inp = keras.Input((T, I))
     model = _randomize(keras.Model(inp, layer(inp)), seed=16)
     with pytest.warns(UserWarning, match="TFLite gets a WHILE loop"):
@@ -235,6 +242,7 @@ def test_dynamic_batch_converts_to_a_loop_that_takes_any_batch(name):
     index = interp.get_input_details()[0]["index"]
     for batch in (3, 1):
         x = np.random.default_rng(batch).normal(size=(batch, T, I)).astype("float32")
+        x[0, :2] = x[-1, T - 3:] = 0.0       # masked steps where there is a Masking layer
         interp.resize_tensor_input(index, [batch, T, I])
         interp.allocate_tensors()
         interp.set_tensor(index, x)

@@ -16,8 +16,10 @@ converter understands:
   ``last_output`` / ``outputs`` are used; otherwise it keeps the body, the LSTM recurrence in
   stock ops (a ``WHILE`` loop), which computes the same thing;
 * everything else (GRU, SimpleRNN, a mask, ``return_state``, ``stateful``, other
-  activations, float16 / bfloat16, training) is the stock layer's own loop, which the
-  converter turns into a ``WHILE`` loop of builtins, as it does for the stock layers.
+  activations, float16 / bfloat16, a dynamic batch size) is a while loop of builtins with the
+  input product hoisted out of it (``loop``; the Keras loop's mask rules; outputs grown by
+  concatenation when the batch size is dynamic, where tensor lists would need a static
+  one); training keeps the stock layer's own loop (dropout).
 
 The converter's fused LSTM clips the cell state to [-10, 10] (the cell_clip it sets); the
 Keras layer does not clip.
@@ -49,14 +51,17 @@ def tflite_export():
         _state.depth -= 1
 
 
-def loop(inputs, states, kernel, bias, go_backwards, step):
+def loop(inputs, states, kernel, bias, go_backwards, step, mask=None, zero_output=True):
     """The recurrence in stock ops, the input product x·kernel + bias hoisted out of the loop
     (one product over every step): a while loop of step(xw_t, states) -> states over the
-    batch-major ``inputs`` (states[0] is h). (outputs [B, T, H] in processing order, final
-    states)."""
+    batch-major ``inputs`` (states[0] is h), with the Keras loop's mask rules (``mask``
+    [B, T]: a masked step keeps the states and emits zeros, or with ``zero_output`` False the
+    previous output). (outputs [B, T, H] in processing order, final states, last output)."""
     x = tf.transpose(inputs, [1, 0, 2])
+    m = None if mask is None else tf.transpose(tf.cast(mask, tf.bool))[:, :, None]
     if go_backwards:
         x = tf.reverse(x, [0])
+        m = None if m is None else tf.reverse(m, [0])
     steps = tf.shape(x)[0]
     xw = tf.einsum("tbi,ik->tbk", x, kernel) + bias
     if states[0].shape.is_fully_defined():
@@ -70,19 +75,27 @@ def loop(inputs, states, kernel, bias, go_backwards, step):
         write = lambda out, t, h: tf.concat([out, h[None]], 0)  # noqa: E731
         invariant = tf.TensorShape([None]).concatenate(states[0].shape)
 
-    def body(t, out, *states):
-        states = step(xw[t], list(states))
-        return (t + 1, write(out, t, states[0])) + tuple(states)
+    def body(t, out, last, *old):
+        new = step(xw[t], list(old))
+        if m is None:
+            emitted = new[0]
+        else:
+            new = [tf.where(m[t], n, o) for n, o in zip(new, old)]
+            emitted = tf.where(m[t], new[0], tf.zeros_like(last) if zero_output else last)
+        return (t + 1, write(out, t, emitted), emitted) + tuple(new)
 
+    shapes = tuple(s.shape for s in states)
     res = tf.while_loop(
-        lambda t, *_: t < steps, body, (tf.constant(0), out) + tuple(states),
-        shape_invariants=(tf.TensorShape([]), invariant) + tuple(s.shape for s in states))
+        lambda t, *_: t < steps, body,
+        (tf.constant(0), out, tf.zeros_like(states[0])) + tuple(states),
+        shape_invariants=(tf.TensorShape([]), invariant, shapes[0]) + shapes)
     stacked = res[1].stack() if isinstance(res[1], tf.TensorArray) else res[1]
     outputs = tf.transpose(stacked, [1, 0, 2])
     # Static result shapes: the converter reads the types of a composite's results as ranked
     # tensors (a while loop's results may come out of the import unranked).
-    final = [_shaped(s, s0.shape) for s, s0 in zip(res[2:], states)]
-    return _shaped(outputs, inputs.shape[:2] + states[0].shape[1:]), final
+    final = [_shaped(s, s0.shape) for s, s0 in zip(res[3:], states)]
+    return (_shaped(outputs, inputs.shape[:2] + states[0].shape[1:]), final,
+            _shaped(res[2], states[0].shape))
 
 
 def lstm_step(recurrent_kernel, act=tf.tanh, rec_act=tf.sigmoid):
@@ -138,8 +151,8 @@ def lstm_composite(inputs, init_h, init_c, kernel, recurrent_kernel, bias, go_ba
 
     @tf.function(autograph=False, experimental_attributes=_composite_attrs(go_backwards))
     def keras_lstm(inputs, init_h, init_c, kernel, recurrent_kernel, bias):
-        outputs, (h, c) = loop(inputs, [init_h, init_c], kernel, bias, go_backwards,
-                               lstm_step(recurrent_kernel))
+        outputs, (h, c), _ = loop(inputs, [init_h, init_c], kernel, bias, go_backwards,
+                                  lstm_step(recurrent_kernel))
         return h, outputs, h, c, tf.constant(0.0)
 
     last, outputs, h, c, _ = keras_lstm(inputs, init_h, init_c, kernel, recurrent_kernel, bias)

@@ -307,9 +307,9 @@ class _FusedRNNMixin:
 
     def _tflite_loop(self, sequences, initial_state, mask, training):
         """The TFLite form (tf_rnn_ops/_tflite.py): an LSTM the converter can fuse as its
-        Keras-LSTM composite; without a mask and outside training, the recurrence in stock
-        ops with the input product hoisted out of the loop; else the stock loop. A layer that
-        is not fused says why (UserWarning)."""
+        Keras-LSTM composite; else, outside training, the recurrence in stock ops with the
+        input product hoisted out of the loop; in training the stock loop. A layer that is not
+        fused says why (UserWarning)."""
         cell = self.cell
         if not sequences.dtype.is_floating:
             sequences = tf.cast(sequences, self.compute_dtype)
@@ -318,7 +318,7 @@ class _FusedRNNMixin:
             warnings.warn(f"tf_rnn_ops.keras.{type(self).__name__} '{self.name}': TFLite gets a "
                           f"WHILE loop, not a fused sequence op: {reason}.", UserWarning,
                           stacklevel=3)
-        if mask is not None or _is_on(training):
+        if _is_on(training):
             return self._generic_loop(sequences, initial_state, mask, training)
         dtype = sequences.dtype
         # Values, not variables: the converter reads the weights as the function's tensors.
@@ -340,8 +340,8 @@ class _FusedRNNMixin:
                             cell.recurrent_activation)
         else:
             step = rnn_step(recurrent, cell.activation)
-        outputs, states = tflite_loop(sequences, states, kernel, bias, self.go_backwards, step)
-        last = states[0]
+        outputs, states, last = tflite_loop(sequences, states, kernel, bias, self.go_backwards,
+                                            step, mask, self.zero_output_for_mask)
         return last, (outputs if self.return_sequences else last[:, None]), states
 
     # --- Keras hook -----------------------------------------------------------------------
