@@ -9,10 +9,10 @@ H=128, float32, return_sequences; the median of 50 runs after 5 warm-up runs, on
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -22,6 +22,8 @@ import tf_rnn_ops.keras as K  # noqa: E402
 import keras  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import tf2onnx  # noqa: E402
+
+from bench_util import median_ms  # noqa: E402
 
 B, T, I, H = 1, 100, 64, 128
 
@@ -35,17 +37,6 @@ def export(model):
     fn = tf.function(lambda x: model(x, training=False))
     proto, _ = tf2onnx.convert.from_function(fn, input_signature=spec, opset=17)
     return proto
-
-
-def _median_ms(run, runs):
-    for _ in range(5):
-        run()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
 
 
 def tflite_rows(models, x, args):
@@ -73,7 +64,7 @@ def tflite_rows(models, x, args):
                 interp.set_tensor(index, x)
                 interp.invoke()
 
-            ms.append(_median_ms(run, args.runs))
+            ms.append(median_ms(run, args.runs, warmup=5))
             err = max(err, float(np.abs(interp.get_tensor(out) - want).max()))
         ops = sorted({o["op_name"] for o in interp._get_ops_details()}  # noqa: SLF001
                      & {"UNIDIRECTIONAL_SEQUENCE_LSTM", "WHILE"})
@@ -118,7 +109,7 @@ def main():
         sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x}
         err = float(np.abs(sess.run(None, feed)[0] - want).max())
-        ms = _median_ms(lambda: sess.run(None, feed), args.runs)
+        ms = median_ms(lambda: sess.run(None, feed), args.runs, warmup=5)
         rows.append((name, variant, "+".join(ops), len(data), ms, err))
         log(f"{name} {variant}: nodes {'+'.join(ops)}, {len(data)} bytes, {ms:.3f} ms, "
             f"max |ort - ours| {err:.2e}")

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 keras = pytest.importorskip("keras")
 
+from export_util import tflite_interpreter  # noqa: E402
 import tf_rnn_ops  # noqa: E402,F401
 import tf_rnn_ops.keras as K  # noqa: E402
 from tf_rnn_ops import raw_ops  # noqa: E402
@@ -269,18 +270,6 @@ def test_to_stock_layers_outside_the_config():
 # TFLite
 # ---------------------------------------------------------------------------------------------
 
-def _tflite_interpreter(content):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # tf.lite.Interpreter's deprecation notice
-        cls = getattr(getattr(tf, "lite", None), "Interpreter", None)
-        if cls is None:
-            try:
-                from ai_edge_litert.interpreter import Interpreter as cls
-            except ImportError:
-                pytest.skip("neither tf.lite.Interpreter nor ai_edge_litert is available")
-        return cls(model_content=content)
-
-
 def _fixed_batch(model):
     """TFLite lowers the stock loop only with a static batch size (the converter's tensor
     lists need a static element shape)."""
@@ -299,7 +288,7 @@ def test_tflite_runs_the_stock_copy_with_builtin_ops():
     x = _inputs(model, seed=7)
     expected = _outputs(model, x)[0]
     content = _converter(K.to_stock(model)).convert()
-    interp = _tflite_interpreter(content)
+    interp = tflite_interpreter(content)
     interp.allocate_tensors()
     interp.set_tensor(interp.get_input_details()[0]["index"], x)
     interp.invoke()
@@ -312,7 +301,7 @@ def test_tflite_converts_our_layers_without_to_stock():
     trace emits TFLite's forms, and the interpreter computes our outputs."""
     model = _randomize(sequential_model(), seed=8)
     x = _inputs(model, seed=9)
-    interp = _tflite_interpreter(_converter(model).convert())
+    interp = tflite_interpreter(_converter(model).convert())
     interp.allocate_tensors()
     interp.reset_all_variables()
     interp.set_tensor(interp.get_input_details()[0]["index"], x)

@@ -6,14 +6,13 @@ the stock loop's ``WHILE``. The reference is our layer's own output in TensorFlo
 op, which other tests hold against stock Keras); the TFLite interpreter is the independent
 implementation under test here.
 """
-import warnings
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
 keras = pytest.importorskip("keras")
 
+from export_util import tflite_interpreter  # noqa: E402
 import tf_rnn_ops.keras as K  # noqa: E402
 
 L = keras.layers
@@ -21,18 +20,6 @@ B, T, I = 2, 7, 4
 FUSED = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 # The interpreter's fused LSTM and its WHILE loop against the TF kernel, float32.
 RTOL, ATOL = 2e-5, 2e-5
-
-
-def _interpreter(content):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # tf.lite.Interpreter's deprecation notice
-        cls = getattr(getattr(tf, "lite", None), "Interpreter", None)
-        if cls is None:
-            try:
-                from ai_edge_litert.interpreter import Interpreter as cls
-            except ImportError:
-                pytest.skip("neither tf.lite.Interpreter nor ai_edge_litert is available")
-        return cls(model_content=content)
 
 
 def _randomize(model, seed):
@@ -59,7 +46,7 @@ def _run(content, model, xs, invokes=1, reset=True):
     """The interpreter's outputs (in the model's output order) and op names, after `invokes`
     invokes, each with the inputs set again (fed by name: the converter orders them by name)
     and, with `reset`, the variable tensors (the fused LSTM's states) zeroed first."""
-    interp = _interpreter(content)
+    interp = tflite_interpreter(content)
     interp.allocate_tensors()
     by_name = {d["name"]: d["index"] for d in interp.get_input_details()}
     for _ in range(invokes):
@@ -236,7 +223,7 @@ def test_dynamic_batch_converts_to_a_loop_that_takes_any_batch(name):
     inp = keras.Input((T, I))
     model = _randomize(keras.Model(inp, layer(inp)), seed=16)
     with pytest.warns(UserWarning, match="TFLite gets a WHILE loop"):
-        interp = _interpreter(_convert(model))
+        interp = tflite_interpreter(_convert(model))
     ops = [op["op_name"] for op in interp._get_ops_details()]  # noqa: SLF001
     assert "WHILE" in ops and FUSED not in ops, ops
     index = interp.get_input_details()[0]["index"]
