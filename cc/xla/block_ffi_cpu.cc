@@ -53,32 +53,19 @@ class Binder {
 // Binds Args's fields (the list FIELDS of block_arg_fields.h) to the call's buffers.
 #define TFRNN_BIND_IN(name, shape) bind.In(&a->name, #name, shape);
 #define TFRNN_BIND_OUT(name, shape) bind.Out(&a->name, #name, shape);
-#define TFRNN_BIND_ARGS(FIELDS)                  \
-  Binder<A, std::remove_pointer_t<decltype(a)>> bind(call, buf); \
-  FIELDS(TFRNN_BIND_IN, TFRNN_BIND_OUT)          \
-  return bind.inputs();
-
-template <typename A>
-int Bind(const XlaBlockCall& call, Buffers* buf, GruCellFwdArgs<A>* a) {
-  TFRNN_BIND_ARGS(TFRNN_GRU_CELL_FWD_ARGS)
-}
-template <typename A>
-int Bind(const XlaBlockCall& call, Buffers* buf, GruCellBwdArgs<A>* a) {
-  TFRNN_BIND_ARGS(TFRNN_GRU_CELL_BWD_ARGS)
-}
-template <typename A>
-int Bind(const XlaBlockCall& call, Buffers* buf, LstmFwdArgs<A>* a) {
-  TFRNN_BIND_ARGS(TFRNN_LSTM_FWD_ARGS)
-}
-template <typename A>
-int Bind(const XlaBlockCall& call, Buffers* buf, LstmBwdArgs<A>* a) {
-  TFRNN_BIND_ARGS(TFRNN_LSTM_BWD_ARGS)
-}
-template <typename A>
-int Bind(const XlaBlockCall& call, Buffers* buf, LstmCellBwdArgs<A>* a) {
-  TFRNN_BIND_ARGS(TFRNN_LSTM_CELL_BWD_ARGS)
-}
-#undef TFRNN_BIND_ARGS
+#define TFRNN_DEFINE_BIND(ARGS, FIELDS)                                                 \
+  template <typename A>                                                                  \
+  int Bind(const XlaBlockCall& call, Buffers* buf, ARGS<A>* a) {                         \
+    Binder<A, ARGS<A>> bind(call, buf);                                                  \
+    FIELDS(TFRNN_BIND_IN, TFRNN_BIND_OUT)                                                \
+    return bind.inputs();                                                                \
+  }
+TFRNN_DEFINE_BIND(GruCellFwdArgs, TFRNN_GRU_CELL_FWD_ARGS)
+TFRNN_DEFINE_BIND(GruCellBwdArgs, TFRNN_GRU_CELL_BWD_ARGS)
+TFRNN_DEFINE_BIND(LstmFwdArgs, TFRNN_LSTM_FWD_ARGS)
+TFRNN_DEFINE_BIND(LstmBwdArgs, TFRNN_LSTM_BWD_ARGS)
+TFRNN_DEFINE_BIND(LstmCellBwdArgs, TFRNN_LSTM_CELL_BWD_ARGS)
+#undef TFRNN_DEFINE_BIND
 #undef TFRNN_BIND_IN
 #undef TFRNN_BIND_OUT
 

@@ -78,20 +78,37 @@ void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* z
   if (!s.has_mask) a->mask = nullptr;
 }
 
+// What both targets start with: the call's buffers, its workspace (`total` elements of A from
+// the ScratchCache, the engine's own first `engine_ws`, then BindCommon's zeros) and operands
+// 0..7 bound into `a`; ws is null (and `error` says why) when the workspace could not be had.
+template <typename A, typename Args>
+struct Prepared {
+  Prepared(const XlaRnnCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets,
+           Index engine_ws, Index total)
+      : buf(XlaFaceName(call.face), call.f64, args, rets),
+        lease(ScratchCache::Global().Take(sizeof(A) * total)),
+        ws(Workspace<A>(XlaFaceName(call.face), lease, &error)) {
+    if (ws != nullptr) BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
+  }
+  Buffers buf;
+  ScratchCache::Lease lease;
+  ffi::Error error = ffi::Error::Success();
+  A* ws;
+  Args a;
+};
+
 template <typename A>
 ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
                    ffi::RemainingRets rets) {
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B;
-  Buffers buf(XlaFaceName(call.face), call.f64, args, rets);
-  RnnFwdArgs<A> a;
-  const Index engine_ws = RnnFwdWorkspaceSize(s);
-  ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnFwdWorkspace(call));
-  ffi::Error error = ffi::Error::Success();
-  A* ws = Workspace<A>(XlaFaceName(call.face), lease, &error);
-  if (ws == nullptr) return error;
-  BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
+  Prepared<A, RnnFwdArgs<A>> p(call, args, rets, RnnFwdWorkspaceSize(s),
+                               XlaRnnFwdWorkspace(call));
+  if (p.ws == nullptr) return std::move(p.error);
+  Buffers& buf = p.buf;
+  RnnFwdArgs<A>& a = p.a;
+  A* ws = p.ws;
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
   a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "cn"));
@@ -114,14 +131,12 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
-  Buffers buf(XlaFaceName(call.face), call.f64, args, rets);
-  RnnBwdArgs<A> a;
-  const Index engine_ws = RnnBwdWorkspaceSize(s);
-  ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * XlaRnnBwdWorkspace(call));
-  ffi::Error error = ffi::Error::Success();
-  A* ws = Workspace<A>(XlaFaceName(call.face), lease, &error);
-  if (ws == nullptr) return error;
-  BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
+  Prepared<A, RnnBwdArgs<A>> p(call, args, rets, RnnBwdWorkspaceSize(s),
+                               XlaRnnBwdWorkspace(call));
+  if (p.ws == nullptr) return std::move(p.error);
+  Buffers& buf = p.buf;
+  RnnBwdArgs<A>& a = p.a;
+  A* ws = p.ws;
   a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
   a.dcn = lstm ? static_cast<const A*>(buf.In(10, states * s.N, "dcn")) : nullptr;
