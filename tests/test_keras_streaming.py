@@ -105,3 +105,37 @@ def test_integer_features(kind):
     model_o = keras.Model(inp, ours(inp))
     np.testing.assert_allclose(model_o.predict(feats, verbose=0),
                                model_s.predict(feats, verbose=0), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, monkeypatch):
+    """A mixed-precision streaming step runs the op in float32 on the float32 variables (no
+    cast of the weights and back); a long call and a training call keep the compute dtype.
+    Outputs and gradients stay the stock layer's, in the compute dtype's tolerance."""
+    dtypes = []
+    real = K._keras_rnn
+
+    def recording(**kw):
+        dtypes.append((kw["input"].dtype, kw["kernel"].dtype))
+        return real(**kw)
+    monkeypatch.setattr(K, "_keras_rnn", recording)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        compute = tf.as_dtype(policy.split("_")[1])
+        step_shape, long_shape = (2, 1, I), (4, 20, I)
+        stock, ours = _pair(kind, step_shape, return_sequences=True)
+        got, want = ours(_x(7, step_shape), training=False), stock(_x(7, step_shape))
+        assert got.dtype == want.dtype == compute
+        _assert_close([np.asarray(tf.cast(got, tf.float64))],
+                      [np.asarray(tf.cast(want, tf.float64))], dtype=compute.name,
+                      what="mixed step")
+        assert dtypes[-1] == (tf.float32, tf.float32)
+        _compare(stock, ours, _x(8, step_shape), training=False, dtype=compute.name)
+        stock, ours = _pair(kind, long_shape, return_sequences=True)
+        ours(_x(9, long_shape), training=False)
+        assert dtypes[-1] == (compute, compute)
+        ours(_x(9, step_shape[:1] + long_shape[1:]), training=True)
+        assert dtypes[-1] == (compute, compute)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")

@@ -126,6 +126,18 @@ def _value(v):
     return v.value if isinstance(v, keras.Variable) else v
 
 
+def _raw_value(v):
+    """A Keras variable's own value, without the policy's autocast (TF backend: its tf.Variable,
+    whose reads the gradient tape records as reads of the Keras variable)."""
+    raw = getattr(v, "_value", None) if isinstance(v, keras.Variable) else None
+    return raw if raw is not None else _value(v)
+
+
+# A mixed-precision call of at most this many rows (steps × batch) outside training runs the
+# op in float32 on the float32 variables (_FusedRNNMixin._float32_step).
+_SMALL_MIXED_ROWS = 64
+
+
 def _keras_rnn(**kw):
     """TfRnn>KerasRNN (one place, so that tests can count the layers' calls)."""
     return load_library().tf_rnn_keras_rnn(**kw)
@@ -204,18 +216,31 @@ class _FusedRNNMixin:
                            kernel[:, k * n:(k + 1) * n]) for k, m in enumerate(dp_masks)]
         return tf.concat(parts, axis=-1)
 
-    def _weights(self, dtype, preprojected):
+    def _weights(self, dtype, preprojected, raw=False):
         """kernel, recurrent_kernel and bias as the cell holds them (the op reads Keras's
-        layout and gate order): no conversion, only the policy's cast."""
+        layout and gate order): no conversion, only the policy's cast (`raw`: the float32
+        variables as they are, not the policy's autocast values)."""
         cell = self.cell
         kn = self._GATES * cell.units
-        recurrent = tf.cast(_value(cell.recurrent_kernel), dtype)
+        value = _raw_value if raw else _value
+        recurrent = tf.cast(value(cell.recurrent_kernel), dtype)
         if preprojected:
             kernel = tf.zeros([0, kn], dtype)
         else:
-            kernel = tf.cast(_value(cell.kernel), dtype)
-        bias = tf.cast(_value(cell.bias), dtype) if cell.use_bias else tf.zeros([kn], dtype)
+            kernel = tf.cast(value(cell.kernel), dtype)
+        bias = tf.cast(value(cell.bias), dtype) if cell.use_bias else tf.zeros([kn], dtype)
         return kernel, recurrent, bias
+
+    def _float32_step(self, x, on):
+        """Whether a mixed-precision call runs the op in float32 on the float32 variables:
+        outside training, for at most _SMALL_MIXED_ROWS rows (steps × batch, a streaming
+        step). The op computes half and bfloat16 in float anyway; what float32 saves is the
+        policy's cast of every weight to the compute dtype and the op's conversion of it back,
+        which in a streaming step cost more than its products."""
+        if on or x.dtype not in (tf.float16, tf.bfloat16) or self.variable_dtype != "float32":
+            return False
+        rows = x.shape[0] * x.shape[1] if x.shape[:2].is_fully_defined() else None
+        return rows is not None and rows <= _SMALL_MIXED_ROWS
 
     def _fused_loop(self, sequences, initial_state, mask, training):
         cell = self.cell
@@ -251,18 +276,22 @@ class _FusedRNNMixin:
                 mask = tf.reverse(mask, [1])
             x, lengths, idx = _compact(x, mask)
         lstm = self._RNN_MODE == "lstm"
-        h0 = tf.cast(initial_state[0], dtype)
-        c0 = tf.cast(initial_state[1], dtype) if lstm else tf.zeros([0], dtype)
-        kernel, recurrent, bias = self._weights(dtype, preprojected)
+        op_dtype = tf.float32 if self._float32_step(x, on) else dtype
+        x = tf.cast(x, op_dtype)
+        h0 = tf.cast(initial_state[0], op_dtype)
+        c0 = tf.cast(initial_state[1], op_dtype) if lstm else tf.zeros([0], op_dtype)
+        kernel, recurrent, bias = self._weights(op_dtype, preprojected, raw=op_dtype != dtype)
         gates = self._RNN_MODE is not None
         out, h, c, _ = _keras_rnn(
             input=x, input_h=h0, input_c=c0, kernel=kernel, recurrent_kernel=recurrent,
-            bias=bias, sequence_lengths=tf.cast(lengths, tf.int32), recurrent_mask=rec_mask,
+            bias=bias, sequence_lengths=tf.cast(lengths, tf.int32),
+            recurrent_mask=tf.cast(rec_mask, op_dtype),
             rnn_mode=self._rnn_mode(),
             activation=_ACT_NAMES[cell.activation] if gates else "tanh",
             recurrent_activation=_ACT_NAMES[cell.recurrent_activation] if gates else "sigmoid",
             reset_after=bool(getattr(cell, "reset_after", True)), preprojected=preprojected,
             is_training=on)
+        out, h, c = (tf.cast(t, dtype) for t in (out, h, c))
         states = [h, c] if lstm else [h]
 
         if mask is None:
