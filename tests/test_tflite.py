@@ -193,6 +193,22 @@ def test_saved_model_exported_inside_tflite_export(tmp_path):
     np.testing.assert_allclose(got[0], np.asarray(model(xs[0])), rtol=RTOL, atol=ATOL)
 
 
+def test_concrete_function_traced_inside_tflite_export():
+    """from_concrete_functions freezes the function, which loses the composite's attributes:
+    the LSTM converts to the loop (correct, not fused); README 'Deploying' says to take the
+    SavedModel route for the fused op."""
+    model = _model(lambda x: K.LSTM(5, return_sequences=True)(x), seed=17)
+    fn = tf.function(lambda x: model(x, training=False))
+    with K.tflite_export():
+        concrete = fn.get_concrete_function(tf.TensorSpec([B, T, I], tf.float32))
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([concrete])
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    xs = _inputs(model, seed=18)
+    got, ops = _run(conv.convert(), model, xs)
+    assert "WHILE" in ops or FUSED in ops, ops
+    np.testing.assert_allclose(got[0], np.asarray(model(xs[0])), rtol=RTOL, atol=ATOL)
+
+
 def test_export_outside_the_block_keeps_our_op(tmp_path):
     """A SavedModel exported outside the block runs our op (and needs tf_rnn_ops)."""
     model = _model(lambda x: K.LSTM(5, return_sequences=True)(x), seed=15)
