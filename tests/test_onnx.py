@@ -142,13 +142,21 @@ def test_bidirectional_one_node(kind):
     check(keras.Model(inp, out), [_data(6)], NATIVE[kind], direction="bidirectional")
 
 
-@pytest.mark.parametrize("kind,pad", [("LSTM", "left"), ("GRU", "right")])
-def test_bidirectional_masked_two_nodes(kind, pad):
-    """With a mask each direction is its own forward node (see onnx_export's docstring)."""
+@pytest.mark.parametrize("kind,pad", [("LSTM", "left"), ("GRU", "right"),
+                                      ("SimpleRNN", "left")])
+def test_bidirectional_masked_one_node(kind, pad):
+    """With a mask too: the backward op reads the forward op's compacted input reversed within
+    each row's length, so the pair is one bidirectional node with sequence_lens."""
     inp = keras.Input((T, I), batch_size=B)
     out = L.Bidirectional(LAYER[kind](H, return_sequences=True, return_state=True))(
         L.Masking(0.0)(inp))
-    check(keras.Model(inp, out), [_data(6, pad)], NATIVE[kind], count=2, direction="forward")
+    check(keras.Model(inp, out), [_data(6, pad)], NATIVE[kind], direction="bidirectional")
+
+
+def test_bidirectional_masked_last_output_concat():
+    inp = keras.Input((T, I), batch_size=B)
+    out = L.Bidirectional(K.LSTM(H))(L.Masking(0.0)(inp))
+    check(keras.Model(inp, out), [_data(7, "left")], "LSTM", direction="bidirectional")
 
 
 def test_raw_op_lengths_and_steps_past_them():

@@ -149,7 +149,24 @@ def _compact(x, mask):
     A masked step keeps the state unchanged, so running a row's unmasked steps one after the
     other (lengths = their count) gives the stock loop's states; idx[b, t] is the slot of the
     last unmasked step at or before t (-1 before the first), where step t's output is found.
+    In a graph, the layers that compact the same tensors share one compaction (a
+    Bidirectional's two directions: ONNX export then sees one tensor read by both).
     """
+    graph = getattr(x, "graph", None)
+    if tf.executing_eagerly() or graph is None:
+        return _compact_now(x, mask)
+    # The cache lives in the graph (a collection), so that it goes with the graph.
+    store = graph.get_collection_ref("tf_rnn_ops_compactions")
+    if not store:
+        store.append({})
+    cache = store[0]
+    key = (x.ref(), mask.ref())
+    if key not in cache:
+        cache[key] = _compact_now(x, mask)
+    return cache[key]
+
+
+def _compact_now(x, mask):
     m = tf.cast(mask, tf.int32)
     order = tf.argsort(1 - m, axis=1, stable=True)      # unmasked times first, in order
     idx = tf.cumsum(m, axis=1) - 1
@@ -267,14 +284,19 @@ class _FusedRNNMixin:
 
         # Processing order: go_backwards reverses the steps (and the mask) first; the outputs
         # stay in processing order, as the stock loop returns them.
-        x = tf.reverse(sequences, [1]) if self.go_backwards else sequences
         if mask is None:
+            x = tf.reverse(sequences, [1]) if self.go_backwards else sequences
             lengths = tf.zeros([0], tf.int32)   # every row has every step
         else:
             mask = tf.cast(mask, tf.bool)
+            x, lengths, idx = _compact(sequences, mask)
             if self.go_backwards:
+                # Each row's unmasked steps in reverse order: the forward direction's
+                # compaction reversed within each length (so that a Bidirectional's two ops
+                # read one tensor, which ONNX export turns into one bidirectional node).
+                x = tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
                 mask = tf.reverse(mask, [1])
-            x, lengths, idx = _compact(x, mask)
+                idx = tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1
         lstm = self._RNN_MODE == "lstm"
         op_dtype = tf.float32 if self._float32_step(x, on) else dtype
         x = tf.cast(x, op_dtype)

@@ -9,13 +9,12 @@ registry (``tf2onnx.handler.tf_op``) at once if tf2onnx is already imported, els
 first imported (a ``sys.meta_path`` hook; tf2onnx is not imported until then).
 
 One op becomes one node (``direction="forward"``; ``go_backwards`` reverses the input before
-the op, as in TF). The two ops of a ``keras.layers.Bidirectional`` without a mask become one
-node with ``direction="bidirectional"``: the backward op's input is the forward op's input
-reversed along time (``ReverseV2``, or tf2onnx's conversion of it when tf2onnx converted it
-first). With a mask they stay two forward nodes: each op's input is then a gather of its own
-(``_compact`` in keras.py), and by the time the handler runs tf2onnx has converted those
-gathers into ONNX ops (``GatherND`` of ``TopK``), so that the two inputs cannot be proven to be
-one sequence reversed within each row's length. The layouts are converted here: the ONNX nodes
+the op, as in TF). The two ops of a ``keras.layers.Bidirectional`` become one node with
+``direction="bidirectional"``: the backward op's input is the forward op's input reversed in
+time, along whole rows (``ReverseV2``) without a mask, within each row's length
+(``ReverseSequence`` of the one compaction both layers share, keras.py ``_compact``) with one,
+and then both ops take the same lengths; the handler recognises either form before or after
+tf2onnx has converted it. The layouts are converted here: the ONNX nodes
 run time-major (``layout=0``, which every runtime has), W/R/B in ONNX gate order (LSTM i o f c,
 GRU z r h), ``sequence_lens`` from the op's ``sequence_lengths``. A row whose length is 0 keeps
 its initial state (``Where``; onnxruntime gives zeros). Steps past a row's length are zeros in
@@ -45,6 +44,7 @@ _ORDER = {"lstm": (0, 3, 1, 2), "gru": (0, 1, 2), "rnn_tanh": (0,), "rnn_relu": 
 _ACTS = {"tanh": ("Tanh",), "sigmoid": ("Sigmoid",), "relu": ("Relu",),
          "linear": ("Affine", 1.0, 0.0), "hard_sigmoid": ("HardSigmoid", 1.0 / 6.0, 0.5)}
 
+_INT64 = 7   # onnx.TensorProto.INT64
 _lock = threading.Lock()
 _registered = False
 
@@ -203,7 +203,12 @@ def _convert(ctx, nodes):
             return ctx.make_node("Gather", [tensor, index], attr={"axis": axis}).output[0]
 
         y = pick(rnn.output[0], 1)              # [T, B, H]
-        if d == 1:   # the backward op's outputs are in its own (processing) order
+        if d == 1 and lengths:   # the backward op's outputs in its own (processing) order:
+            # each row's first `length` steps reversed (zeros past them stay in place)
+            lens64 = ctx.make_node("Cast", [lengths], attr={"to": _INT64}).output[0]
+            y = ctx.make_node("ReverseSequence", [y, lens64],
+                              attr={"batch_axis": 1, "time_axis": 0}).output[0]
+        elif d == 1:
             y = gb.make_slice({"data": y, "starts": [-1], "ends": [-(2 ** 62)], "axes": [0],
                                "steps": [-1]})
         ctx.make_node("Transpose", [y], attr={"perm": [1, 0, 2]}, outputs=[names[0]],
@@ -298,20 +303,51 @@ def _const_is(ctx, tensor, value):
         np.atleast_1d(node.get_tensor_value(as_list=False)) == value)
 
 
-def _partner(ctx, node):
-    """The op that is the other direction of node's Bidirectional layer (without a mask): its
-    input is node's input reversed along time, every row of full length, same attributes."""
-    if _has_lengths(ctx, node) or ctx.get_rank(node.input[0]) != 3:
+def _reversed_within(ctx, tensor):
+    """(t, lengths) when tensor is t [B, T, ...] with each row's first lengths[b] steps
+    reversed (TensorFlow's ReverseSequence, or as tf2onnx converts it), else None."""
+    node = ctx.get_node_by_output(tensor)
+    if node is None or node.type != "ReverseSequence":
         return None
-    mine = _canon(ctx, node.input[0])
+    if node.get_attr("seq_dim") is not None:      # not converted yet
+        ok = node.get_attr_value("seq_dim") == 1 and node.get_attr_value("batch_dim", 0) == 0
+        return (node.input[0], node.input[1]) if ok else None
+    if node.get_attr_value("time_axis") != 1 or node.get_attr_value("batch_axis") != 0:
+        return None
+    lengths = node.inputs[1]
+    return node.input[0], lengths.input[0] if lengths.type == "Cast" else node.input[1]
+
+
+def _direction_input(ctx, node):
+    """(tensor, flip): what node's op reads, as (t, False) or (t, True) when it reads t
+    reversed in time: along the whole row without lengths, within each row's length with
+    them (a masked Bidirectional's backward op, keras.py)."""
+    if not _has_lengths(ctx, node):
+        return _canon(ctx, node.input[0])
+    inner = _reversed_within(ctx, node.input[0])
+    if inner is None:
+        return node.input[0], False
+    return inner[0], True
+
+
+def _partner(ctx, node):
+    """The op that is the other direction of node's Bidirectional layer: its input is node's
+    input reversed in time (whole rows, or each row's unmasked steps when both have the same
+    lengths), with the same attributes."""
+    if ctx.get_rank(node.input[0]) != 3:
+        return None
+    mine = _direction_input(ctx, node)
     keys = ("rnn_mode", "activation", "recurrent_activation", "reset_after")
     for other in ctx.get_nodes():
-        if (other is node or other.type != OP or other.need_skip() or _has_lengths(ctx, other)
+        if (other is node or other.type != OP or other.need_skip()
+                or _has_lengths(ctx, other) != _has_lengths(ctx, node)
                 or any(_attr(other, k) != _attr(node, k) for k in keys)
                 or ctx.get_shape(other.input[0]) != ctx.get_shape(node.input[0])):
             continue
-        theirs = _canon(ctx, other.input[0])
-        if _same(ctx, mine[0], theirs[0]) and mine[1] != theirs[1]:
+        if _has_lengths(ctx, node) and not _same(ctx, node.input[6], other.input[6], 32):
+            continue
+        theirs = _direction_input(ctx, other)
+        if _same(ctx, mine[0], theirs[0], 32) and mine[1] != theirs[1]:
             return other
     return None
 
@@ -325,7 +361,7 @@ class KerasRNNHandler:
         other = _partner(ctx, node)
         if other is not None:
             # The op whose input is not reversed is the ONNX forward direction.
-            pair = [node, other] if not _canon(ctx, node.input[0])[1] else [other, node]
+            pair = [node, other] if not _direction_input(ctx, node)[1] else [other, node]
             if _convert(ctx, pair):
                 # tf2onnx's loop still visits the partner (removed from the graph): skip it,
                 # and let it print its debug summary, which reads node.graph.
