@@ -3,8 +3,9 @@
 ``TfRnn>KerasRNN`` exists only in a process that has imported tf_rnn_ops; the TFLite
 converter cannot translate it. While a model is traced for TFLite, inside
 ``tf.lite.TFLiteConverter.from_keras_model(model).convert()`` (``import tf_rnn_ops`` wraps
-that method) or inside ``with tf_rnn_ops.keras.tflite_export():`` (for
-``from_concrete_functions``: trace the function inside it), our layers emit what the
+that method) or inside ``with tf_rnn_ops.keras.tflite_export():`` (export a SavedModel inside
+it and convert the directory; a concrete function traced inside it converts too, but freezing
+it drops the composite's attributes, so its LSTMs become loops), our layers emit what the
 converter understands:
 
 * an LSTM the converter can fuse becomes a Keras-LSTM composite function: a ``tf.function``
@@ -21,8 +22,10 @@ converter understands:
   concatenation when the batch size is dynamic, where tensor lists would need a static
   one); training keeps the stock layer's own loop (dropout).
 
-The converter's fused LSTM clips the cell state to [-10, 10] (the cell_clip it sets); the
-Keras layer does not clip.
+The converter's fused LSTM clips the cell state to [-10, 10] (the cell_clip it sets; the
+Keras layer does not clip), and keeps its final states in its state tensors (variables), so an
+invoke starts where the previous one ended unless the interpreter's reset_all_variables() is
+called first or the initial states are model inputs.
 """
 import contextlib
 import functools
