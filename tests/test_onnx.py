@@ -217,9 +217,10 @@ def test_preprojected_input_in_training_says_why(caplog):
     assert "TfRnn>KerasRNN" in ops and "LSTM" not in ops
 
 
-def test_custom_activation_converts_unfused_and_says_why():
+def test_custom_activation_converts_unfused_and_says_why(monkeypatch):
     """A custom activation runs the stock loop (the layer warns why); the export still works,
     with a loop instead of a native node, and equals the layer."""
+    monkeypatch.setattr(K, "_warned", set())   # the layers warn once per process and reason
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = seq_model("SimpleRNN", return_sequences=True, activation=tf.nn.softsign)
