@@ -7,6 +7,7 @@
 #endif
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "cc/engine/engine_api.h"
@@ -78,16 +79,21 @@ void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* z
   if (!s.has_mask) a->mask = nullptr;
 }
 
-// What both targets start with: the call's buffers, its workspace (`total` elements of A from
-// the ScratchCache, the engine's own first `engine_ws`, then BindCommon's zeros) and operands
-// 0..7 bound into `a`; ws is null (and `error` says why) when the workspace could not be had.
+// What both targets start with: the call's buffers, its workspace (from the ScratchCache: the
+// engine's own first, then BindCommon's zeros, then a forward's scratch reserve) and operands
+// 0..7 bound into `a` (Args: the engine's forward or backward arguments); ws is null (and
+// `error` says why) when the workspace could not be had.
 template <typename A, typename Args>
 struct Prepared {
-  Prepared(const XlaRnnCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets,
-           Index engine_ws, Index total)
+  static constexpr bool kBackward = std::is_same_v<Args, RnnBwdArgs<A>>;
+
+  Prepared(const XlaRnnCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets)
       : buf(XlaFaceName(call.face), call.f64, args, rets),
-        lease(ScratchCache::Global().Take(sizeof(A) * total)),
+        lease(ScratchCache::Global().Take(
+            sizeof(A) * (kBackward ? XlaRnnBwdWorkspace(call) : XlaRnnFwdWorkspace(call)))),
         ws(Workspace<A>(XlaFaceName(call.face), lease, &error)) {
+    const Index engine_ws =
+        kBackward ? RnnBwdWorkspaceSize(call.spec) : RnnFwdWorkspaceSize(call.spec);
     if (ws != nullptr) BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
   }
   Buffers buf;
@@ -97,18 +103,13 @@ struct Prepared {
   Args a;
 };
 
+// The forward target after Prepared: the outputs bound, the engine's forward.
 template <typename A>
-ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
-                   ffi::RemainingRets rets) {
+ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnFwdArgs<A>& a,
+                   A* ws) {
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B;
-  Prepared<A, RnnFwdArgs<A>> p(call, args, rets, RnnFwdWorkspaceSize(s),
-                               XlaRnnFwdWorkspace(call));
-  if (p.ws == nullptr) return std::move(p.error);
-  Buffers& buf = p.buf;
-  RnnFwdArgs<A>& a = p.a;
-  A* ws = p.ws;
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
   a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "cn"));
@@ -125,18 +126,14 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs ar
   return ffi::Error::Success();
 }
 
+// The backward target after Prepared: the incoming gradients and the outputs bound, the
+// engine's backward.
 template <typename A>
-ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
-                    ffi::RemainingRets rets) {
+ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnBwdArgs<A>& a,
+                    A* ws) {
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
-  Prepared<A, RnnBwdArgs<A>> p(call, args, rets, RnnBwdWorkspaceSize(s),
-                               XlaRnnBwdWorkspace(call));
-  if (p.ws == nullptr) return std::move(p.error);
-  Buffers& buf = p.buf;
-  RnnBwdArgs<A>& a = p.a;
-  A* ws = p.ws;
   a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
   a.dcn = lstm ? static_cast<const A*>(buf.In(10, states * s.N, "dcn")) : nullptr;
@@ -161,18 +158,26 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs a
   return ffi::Error::Success();
 }
 
+template <typename A, bool kBackward>
+ffi::Error Call(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
+                ffi::RemainingRets rets) {
+  Prepared<A, std::conditional_t<kBackward, RnnBwdArgs<A>, RnnFwdArgs<A>>> p(call, args, rets);
+  if (p.ws == nullptr) return std::move(p.error);
+  if constexpr (kBackward) {
+    return Backward<A>(pool, call, p.buf, p.a, p.ws);
+  } else {
+    return Forward<A>(pool, call, p.buf, p.a, p.ws);
+  }
+}
+
 template <bool kBackward>
 ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
                ffi::Span<const int64_t> enc) {
   XlaRnnCall call;
   if (ffi::Error e = Decode(enc, &call); e.failure()) return e;
   XlaHostPool pool(xla_pool);
-  if (kBackward) {
-    return call.f64 ? Backward<double>(pool, call, args, rets)
-                    : Backward<float>(pool, call, args, rets);
-  }
-  return call.f64 ? Forward<double>(pool, call, args, rets)
-                  : Forward<float>(pool, call, args, rets);
+  return call.f64 ? Call<double, kBackward>(pool, call, args, rets)
+                  : Call<float, kBackward>(pool, call, args, rets);
 }
 
 XLA_FFI_DEFINE_HANDLER(kRnnForward, Run<false>, CallBinding());
