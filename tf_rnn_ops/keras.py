@@ -384,9 +384,9 @@ class _FusedRNNMixin:
         elif self._RNN_MODE == "gru":
             reset_after = bool(cell.reset_after)
             rec_bias = None
-            if reset_after:
-                bias, rec_bias = (bias[0], bias[1]) if bias.shape.rank == 2 else (bias, bias)
-                rec_bias = rec_bias if cell.use_bias else tf.zeros_like(rec_bias)
+            if reset_after:   # bias [2, 3H] (input, recurrent); [3H] zeros without use_bias
+                bias, rec_bias = ((bias[0], bias[1]) if bias.shape.rank == 2
+                                  else (bias, tf.zeros_like(bias)))
             step = gru_step(recurrent, rec_bias, reset_after, cell.activation,
                             cell.recurrent_activation)
         else:
