@@ -151,14 +151,14 @@ def test_bad_shapes_fail_at_compile_time_naming_the_input():
 
 
 def test_op_without_xla_kernel_is_named():
-    from tf_rnn_ops import mps
-    rng = np.random.default_rng(1)
-    T, B, H = 3, 2, 4
-    src = tf.constant(rng.standard_normal((T, B, 4 * H)), tf.float32)
-    rw = tf.constant(rng.standard_normal((4 * H, H)), tf.float32)
-    f = tf.function(lambda: mps.lstm(src, rw), jit_compile=True)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"TfRnn>LSTM\b"):
-        f()
+    """The params converters have no XLA kernel: compiling one fails naming it."""
+    from tf_rnn_ops import raw_ops
+    sizes = dict(num_layers=1, num_units=4, input_size=3)
+    params = tf.zeros(raw_ops.CudnnRNNParamsSize(**sizes, T=tf.float32, S=tf.int32))
+    f = tf.function(lambda p: raw_ops.CudnnRNNParamsToCanonical(**sizes, params=p, num_params=8),
+                    jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"TfRnn>CudnnRNNParamsToCanonical\b"):
+        f(params)
 
 
 # --- the Keras layers ---------------------------------------------------------------------

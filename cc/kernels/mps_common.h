@@ -69,7 +69,7 @@ struct MpsPacked {
     const A* ce = in.init_cell != nullptr ? br.In(*in.init_cell) : nullptr;
     f.peephole = in.peephole != nullptr ? br.In(*in.peephole) : nullptr;
     f.mask = in.mask != nullptr ? br.In(*in.mask) : nullptr;
-    f.mask_per_step = in.mask != nullptr && in.mask->dims() == 3;
+    f.mask_per_step = in.mask_per_step;
     f.hn = br.Scratch(D * B * H);
     f.cn = lstm ? br.Scratch(D * B * H) : nullptr;
     f.reserve = br.Scratch(RnnReserveSize(s));

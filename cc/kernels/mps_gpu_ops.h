@@ -107,7 +107,7 @@ class MpsGpuRun {
     a_.params = params;
     a_.peephole = gpu::DevPtrOrNull<Tt>(in_.peephole);
     a_.mask = gpu::DevPtrOrNull<Tt>(in_.mask);
-    a_.mask_per_step = in_.mask != nullptr && in_.mask->dims() == 3;
+    a_.mask_per_step = in_.mask_per_step;
     return absl::OkStatus();
   }
 

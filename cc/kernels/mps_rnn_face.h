@@ -38,28 +38,34 @@ inline absl::Status GetMpsAct(tensorflow::OpKernelConstruction* c, const char* a
   return st;
 }
 
-// An optional operand: a list input of length 0 or 1.
-inline absl::Status Optional(OpKernelContext* ctx, const char* name, const Tensor** t) {
-  tensorflow::OpInputList list;
-  TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
-  if (list.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(ctx->op_kernel().type_string(), ": ", name,
-                                                   " is optional: give 0 or 1 tensors, got ",
-                                                   list.size()));
-  }
-  *t = list.size() == 1 ? &list[0] : nullptr;
-  return absl::OkStatus();
-}
+// The shapes of MPSGraph's operands of one call (absent = null), for the TensorFlow and the XLA
+// kernels. Per direction d, W holds rows [d·K·H, (d+1)·K·H), R is [D, K·H, H], bias [D·K·H],
+// states [B, D·H] with direction d in columns [d·H, (d+1)·H), secondary bias (gru, reset
+// after) [D·H].
+struct MpsShapes {
+  const TensorShape *source = nullptr, *R = nullptr, *W = nullptr, *bias = nullptr,
+                    *init_state = nullptr, *init_cell = nullptr, *mask = nullptr,
+                    *peephole = nullptr, *bias2 = nullptr;
+};
 
-// MPSGraph's operands of one call (absent = null). Per direction d, W holds rows
-// [d·K·H, (d+1)·K·H), R is [D, K·H, H], bias [D·K·H], states [B, D·H] with direction d in
-// columns [d·H, (d+1)·H), secondary bias (gru, reset after) [D·H].
-struct MpsOperands {
+// What the validation makes of them: the engine's spec, the hidden size and directions.
+struct MpsLayout {
+  RnnSpec spec;
+  int64_t H = 0, D = 1;
+  bool mask_per_step = false;  // the mask is [T, B, D·H] (else [B, D·H] for every step)
+};
+
+// The operands themselves (TensorFlow kernels) and their layout.
+struct MpsOperands : MpsLayout {
   const Tensor *source = nullptr, *R = nullptr, *W = nullptr, *bias = nullptr,
                *init_state = nullptr, *init_cell = nullptr, *mask = nullptr,
                *peephole = nullptr, *bias2 = nullptr;
-  RnnSpec spec;
-  int64_t H = 0, D = 1;
+
+  MpsShapes Shapes() const {
+    auto s = [](const Tensor* t) { return t != nullptr ? &t->shape() : nullptr; };
+    return {s(source), s(R), s(W), s(bias), s(init_state), s(init_cell), s(mask), s(peephole),
+            s(bias2)};
+  }
 };
 
 // What both descriptors start with (the attrs reverse, bidirectional and training).
@@ -73,73 +79,105 @@ struct MpsDescriptorBase {
   }
 };
 
-// Reads and validates the operands of the MPSGraph LSTM (K = 4: init_cell, peephole) or GRU
-// (K = 3: secondary_bias) that both have (D and reverse from the descriptor): ranks first, then
-// sizes (saturating counts before any K·H arithmetic), then shapes of source, recurrent_weight,
-// input_weight, bias, init_state, init_cell and mask. Fills the spec's sizes and direction;
-// the caller checks its own operands, adds its mode and options and ends with CheckMpsSizes.
-inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K,
-                                      const MpsDescriptorBase& desc, MpsOperands* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  const int64_t D = desc.bidirectional ? 2 : 1;
-  const bool lstm = K == 4;
+// The family's optional operands in input order (K = 4: the LSTM's, with init_cell and
+// peephole; K = 3: the GRU's, with secondary_bias), each with its slot in *s (MpsShapes or
+// MpsOperands: P is the slot's pointer type).
+template <typename P, typename S>
+std::vector<std::pair<const char*, P*>> MpsOptionalSlots(int64_t K, S* s) {
+  std::vector<std::pair<const char*, P*>> v = {
+      {"input_weight", &s->W}, {"bias", &s->bias}, {"init_state", &s->init_state}};
+  if (K == 4) v.push_back({"init_cell", &s->init_cell});
+  v.push_back({"mask", &s->mask});
+  v.push_back(K == 4 ? std::make_pair("peephole", &s->peephole)
+                     : std::make_pair("secondary_bias", &s->bias2));
+  return v;
+}
+
+// The error for an optional operand given as a list of n > 1 tensors.
+inline absl::Status OptionalListError(const std::string& op, const char* name, int64_t n) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", name, " is optional: give 0 or 1 tensors, got ", n));
+}
+
+// An optional operand: a list input of length 0 or 1.
+inline absl::Status Optional(OpKernelContext* ctx, const char* name, const Tensor** t) {
+  tensorflow::OpInputList list;
+  TF_RETURN_IF_ERROR(ctx->input_list(name, &list));
+  if (list.size() > 1) {
+    return OptionalListError(ctx->op_kernel().type_string(), name, list.size());
+  }
+  *t = list.size() == 1 ? &list[0] : nullptr;
+  return absl::OkStatus();
+}
+
+// Reads the operands of the MPSGraph LSTM (K = 4) or GRU (K = 3) from the kernel's inputs.
+inline absl::Status ReadMpsOperands(OpKernelContext* ctx, int64_t K, MpsOperands* in) {
   TF_RETURN_IF_ERROR(GetInput(ctx, "source", &in->source));
   TF_RETURN_IF_ERROR(GetInput(ctx, "recurrent_weight", &in->R));
-  TF_RETURN_IF_ERROR(Optional(ctx, "input_weight", &in->W));
-  TF_RETURN_IF_ERROR(Optional(ctx, "bias", &in->bias));
-  TF_RETURN_IF_ERROR(Optional(ctx, "init_state", &in->init_state));
-  if (lstm) TF_RETURN_IF_ERROR(Optional(ctx, "init_cell", &in->init_cell));
-  TF_RETURN_IF_ERROR(Optional(ctx, "mask", &in->mask));
-  TF_RETURN_IF_ERROR(
-      Optional(ctx, lstm ? "peephole" : "secondary_bias", lstm ? &in->peephole : &in->bias2));
+  for (const auto& [name, slot] : MpsOptionalSlots<const Tensor*>(K, in)) {
+    TF_RETURN_IF_ERROR(Optional(ctx, name, slot));
+  }
+  return absl::OkStatus();
+}
+
+// Validates the shapes of the operands that both the MPSGraph LSTM (K = 4: init_cell,
+// peephole) and GRU (K = 3: secondary_bias) have (D and reverse from the descriptor): ranks
+// first, then sizes (saturating counts before any K·H arithmetic), then shapes of source,
+// recurrent_weight, input_weight, bias, init_state, init_cell and mask. Fills the spec's sizes
+// and direction; the caller checks its own operands, adds its mode and options and ends with
+// CheckMpsSizes.
+inline absl::Status ValidateMpsShared(const std::string& op, int64_t K,
+                                      const MpsDescriptorBase& desc, const MpsShapes& in,
+                                      MpsLayout* out) {
+  const int64_t D = desc.bidirectional ? 2 : 1;
   const std::string kh = absl::StrCat(K, " * hidden");
-  in->D = D;
+  out->D = D;
   TF_RETURN_IF_ERROR(CheckRank(
-      op, "source", *in->source, 3,
+      op, "source", *in.source, 3,
       absl::StrCat("[time, batch, input] (or [time, batch, dirs * ", kh, "])").c_str()));
   const std::string r_layout = D == 2 ? absl::StrCat("[2, ", kh, ", hidden] (bidirectional)")
                                       : absl::StrCat("[", kh, ", hidden] (unidirectional)");
-  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in->R, D == 2 ? 3 : 2, r_layout.c_str()));
-  const int64_t H = in->R->dim_size(D == 2 ? 2 : 1);
-  in->H = H;
+  TF_RETURN_IF_ERROR(CheckRank(op, "recurrent_weight", *in.R, D == 2 ? 3 : 2, r_layout.c_str()));
+  const int64_t H = in.R->dim_size(D == 2 ? 2 : 1);
+  out->H = H;
   if (H == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in->R)));
+        op, ": recurrent_weight must have hidden > 0, got shape ", ShapeStr(*in.R)));
   }
-  const int64_t T = in->source->dim_size(0), B = in->source->dim_size(1);
-  const int64_t X = in->source->dim_size(2);
+  const int64_t T = in.source->dim_size(0), B = in.source->dim_size(1);
+  const int64_t X = in.source->dim_size(2);
   // Dimensions first (so that K * H etc. below cannot overflow); the engine's counts last.
-  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X}, absl::StrCat("source ", ShapeStr(*in->source))));
+  TF_RETURN_IF_ERROR(CheckCounts(op, {T, B, X}, absl::StrCat("source ", ShapeStr(*in.source))));
   TF_RETURN_IF_ERROR(CheckCounts(op, {Count(H) * Count(K * D)},
-                                 absl::StrCat("recurrent_weight ", ShapeStr(*in->R))));
+                                 absl::StrCat("recurrent_weight ", ShapeStr(*in.R))));
   const int64_t KH = K * H;
   if (D == 2) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {2, KH, H}, r_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in.R, {2, KH, H}, r_layout.c_str()));
   } else {
-    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in->R, {KH, H}, r_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckShape(op, "recurrent_weight", *in.R, {KH, H}, r_layout.c_str()));
   }
   const std::string w_layout = absl::StrCat("[dirs * ", kh, ", input]");
-  if (in->W != nullptr) {
-    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in->W, 2, w_layout.c_str()));
-    TF_RETURN_IF_ERROR(CheckShape(op, "input_weight", *in->W, {D * KH, X}, w_layout.c_str()));
+  if (in.W != nullptr) {
+    TF_RETURN_IF_ERROR(CheckRank(op, "input_weight", *in.W, 2, w_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckShape(op, "input_weight", *in.W, {D * KH, X}, w_layout.c_str()));
   } else if (X != D * KH) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": without input_weight, source must be projected already: shape [time, batch, ",
-        D * KH, "] (dirs * ", kh, "), got ", ShapeStr(*in->source)));
+        D * KH, "] (dirs * ", kh, "), got ", ShapeStr(*in.source)));
   }
-  if (in->bias != nullptr) {
+  if (in.bias != nullptr) {
     const std::string b_layout = absl::StrCat("[dirs * ", kh, "]");
-    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in->bias, 1, b_layout.c_str()));
-    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in->bias, {D * KH}, b_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckRank(op, "bias", *in.bias, 1, b_layout.c_str()));
+    TF_RETURN_IF_ERROR(CheckShape(op, "bias", *in.bias, {D * KH}, b_layout.c_str()));
   }
-  for (auto p : {std::make_pair("init_state", in->init_state),
-                 std::make_pair("init_cell", in->init_cell)}) {
+  for (auto p : {std::make_pair("init_state", in.init_state),
+                 std::make_pair("init_cell", in.init_cell)}) {
     if (p.second == nullptr) continue;
     TF_RETURN_IF_ERROR(CheckRank(op, p.first, *p.second, 2, "[batch, dirs * hidden]"));
     TF_RETURN_IF_ERROR(CheckShape(op, p.first, *p.second, {B, D * H}, "[batch, dirs * hidden]"));
   }
-  if (in->mask != nullptr) {
-    const Tensor& m = *in->mask;
+  if (in.mask != nullptr) {
+    const TensorShape& m = *in.mask;
     const bool ok = (m.dims() == 2 && m.dim_size(0) == B && m.dim_size(1) == D * H) ||
                     (m.dims() == 3 && m.dim_size(0) == T && m.dim_size(1) == B &&
                      m.dim_size(2) == D * H);
@@ -149,71 +187,97 @@ inline absl::Status ValidateMpsShared(OpKernelContext* ctx, int64_t K,
                        "] or [time, batch, dirs * hidden] = [", T, ", ", B, ", ", D * H,
                        "], got ", ShapeStr(m)));
     }
+    out->mask_per_step = m.dims() == 3;
   }
-  RnnSpec& s = in->spec;
+  RnnSpec& s = out->spec;
   s.T = T;
   s.B = B;
   s.I = X;
   s.N = H;
   s.L = 1;
   s.D = D;
-  s.preprojected = in->W == nullptr;
+  s.preprojected = in.W == nullptr;
   s.training = true;
-  s.has_mask = in->mask != nullptr;
+  s.has_mask = in.mask != nullptr;
   s.reverse = desc.reverse && D == 1;
   return absl::OkStatus();
 }
 
 // The size check that ends the validation of a forward's operands.
-inline absl::Status CheckMpsSizes(const std::string& op, const MpsOperands& in) {
-  return CheckRnnSizes(op, in.spec,
+inline absl::Status CheckMpsSizes(const std::string& op, const MpsShapes& in,
+                                  const MpsLayout& out) {
+  return CheckRnnSizes(op, out.spec,
                        absl::StrCat("source ", ShapeStr(*in.source), ", recurrent_weight ",
-                                    ShapeStr(*in.R), ", hidden ", in.H));
+                                    ShapeStr(*in.R), ", hidden ", out.H));
 }
 
-// The gradients ops' inputs beyond the forward's operands (LSTMGradients: cell_output_fwd,
-// cell_gradient, cell_output_gradient; GRUGradients: output_fwd), checked against the spec.
-// The forward is recomputed from the operands, so z_state and the forward output are only
-// checked (an empty tensor stands for "not kept").
+// The shapes of the gradients ops' inputs beyond the forward's operands (LSTMGradients:
+// cell_output_fwd, cell_gradient, cell_output_gradient; GRUGradients: output_fwd; absent =
+// null). The forward is recomputed from the operands, so z_state and the forward output are
+// only checked (an empty tensor stands for "not kept").
+struct MpsGradShapes {
+  const TensorShape *dy = nullptr, *z_state = nullptr, *fwd_out = nullptr;
+  const TensorShape *dstate = nullptr, *dcell = nullptr, *dcseq = nullptr;
+};
+
+// The names of those inputs (forward output, optional ones) for the family of spec s.
+inline const char* MpsFwdOutName(const RnnSpec& s) {
+  return s.mode == RnnMode::kLstm ? "cell_output_fwd" : "output_fwd";
+}
+template <typename P, typename S>
+std::vector<std::pair<const char*, P*>> MpsGradOptionalSlots(const RnnSpec& s, S* g) {
+  std::vector<std::pair<const char*, P*>> v = {{"state_gradient", &g->dstate}};
+  if (s.mode == RnnMode::kLstm) {
+    v.push_back({"cell_gradient", &g->dcell});
+    v.push_back({"cell_output_gradient", &g->dcseq});
+  }
+  return v;
+}
+
+inline absl::Status ValidateMpsGradShapes(const std::string& op, const RnnSpec& s,
+                                          const MpsGradShapes& g) {
+  const int64_t T = s.T, B = s.B, H = s.N, D = s.D, K = RnnK(s);
+  const char* fwd_name = MpsFwdOutName(s);
+  const char* seq = "[time, batch, dirs * hidden]";
+  const char* fin = "[batch, dirs * hidden]";
+  TF_RETURN_IF_ERROR(CheckRank(op, "source_gradient", *g.dy, 3, seq));
+  TF_RETURN_IF_ERROR(CheckShape(op, "source_gradient", *g.dy, {T, B, D * H}, seq));
+  if (g.z_state->num_elements() != 0) {
+    const std::string layout = absl::StrCat("[time, batch, dirs * ", K, " * hidden]");
+    TF_RETURN_IF_ERROR(CheckShape(op, "z_state", *g.z_state, {T, B, D * K * H}, layout.c_str()));
+  }
+  if (g.fwd_out->num_elements() != 0) {
+    TF_RETURN_IF_ERROR(CheckShape(op, fwd_name, *g.fwd_out, {T, B, D * H}, seq));
+  }
+  if (g.dstate != nullptr) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "state_gradient", *g.dstate, {B, D * H}, fin));
+  }
+  if (g.dcell != nullptr) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "cell_gradient", *g.dcell, {B, D * H}, fin));
+  }
+  if (g.dcseq != nullptr) {
+    TF_RETURN_IF_ERROR(CheckShape(op, "cell_output_gradient", *g.dcseq, {T, B, D * H}, seq));
+  }
+  return absl::OkStatus();
+}
+
+// Those inputs themselves (TensorFlow kernels), read and checked against the spec.
 struct MpsGradInputs {
   const Tensor *dy = nullptr, *z_state = nullptr, *fwd_out = nullptr;
   const Tensor *dstate = nullptr, *dcell = nullptr, *dcseq = nullptr;
 };
 
 inline absl::Status ValidateMpsGrad(OpKernelContext* ctx, const RnnSpec& s, MpsGradInputs* g) {
-  const std::string op = ctx->op_kernel().type_string();
-  const bool lstm = s.mode == RnnMode::kLstm;
-  const int64_t T = s.T, B = s.B, H = s.N, D = s.D, K = RnnK(s);
-  const char* fwd_name = lstm ? "cell_output_fwd" : "output_fwd";
-  const char* seq = "[time, batch, dirs * hidden]";
-  const char* fin = "[batch, dirs * hidden]";
   TF_RETURN_IF_ERROR(GetInput(ctx, "source_gradient", &g->dy));
   TF_RETURN_IF_ERROR(GetInput(ctx, "z_state", &g->z_state));
-  TF_RETURN_IF_ERROR(GetInput(ctx, fwd_name, &g->fwd_out));
-  TF_RETURN_IF_ERROR(Optional(ctx, "state_gradient", &g->dstate));
-  if (lstm) {
-    TF_RETURN_IF_ERROR(Optional(ctx, "cell_gradient", &g->dcell));
-    TF_RETURN_IF_ERROR(Optional(ctx, "cell_output_gradient", &g->dcseq));
+  TF_RETURN_IF_ERROR(GetInput(ctx, MpsFwdOutName(s), &g->fwd_out));
+  for (const auto& [name, slot] : MpsGradOptionalSlots<const Tensor*>(s, g)) {
+    TF_RETURN_IF_ERROR(Optional(ctx, name, slot));
   }
-  TF_RETURN_IF_ERROR(CheckRank(op, "source_gradient", *g->dy, 3, seq));
-  TF_RETURN_IF_ERROR(CheckShape(op, "source_gradient", *g->dy, {T, B, D * H}, seq));
-  if (g->z_state->NumElements() != 0) {
-    const std::string layout = absl::StrCat("[time, batch, dirs * ", K, " * hidden]");
-    TF_RETURN_IF_ERROR(CheckShape(op, "z_state", *g->z_state, {T, B, D * K * H}, layout.c_str()));
-  }
-  if (g->fwd_out->NumElements() != 0) {
-    TF_RETURN_IF_ERROR(CheckShape(op, fwd_name, *g->fwd_out, {T, B, D * H}, seq));
-  }
-  if (g->dstate != nullptr) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "state_gradient", *g->dstate, {B, D * H}, fin));
-  }
-  if (g->dcell != nullptr) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "cell_gradient", *g->dcell, {B, D * H}, fin));
-  }
-  if (g->dcseq != nullptr) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "cell_output_gradient", *g->dcseq, {T, B, D * H}, seq));
-  }
-  return absl::OkStatus();
+  auto sh = [](const Tensor* t) { return t != nullptr ? &t->shape() : nullptr; };
+  return ValidateMpsGradShapes(
+      ctx->op_kernel().type_string(), s,
+      {sh(g->dy), sh(g->z_state), sh(g->fwd_out), sh(g->dstate), sh(g->dcell), sh(g->dcseq)});
 }
 
 // The gradients ops' outputs: source and recurrent-weight gradients, and one gradient per
@@ -272,20 +336,20 @@ struct MpsLstmDescriptor : MpsDescriptorBase {
 // The LSTM's own operand (the peephole) and its spec (gate order and activations), after the
 // shared operands.
 inline absl::Status ValidateMpsOwn(const std::string& op, const MpsLstmDescriptor& desc,
-                                   MpsOperands* in) {
-  const int64_t D = in->D, H = in->H;
-  if (in->peephole != nullptr) {
+                                   const MpsShapes& in, MpsLayout* out) {
+  const int64_t D = out->D, H = out->H;
+  if (in.peephole != nullptr) {
     if (D == 2) {
       TF_RETURN_IF_ERROR(
-          CheckRank(op, "peephole", *in->peephole, 2, "[2, 4 * hidden] (bidirectional)"));
-      TF_RETURN_IF_ERROR(CheckShape(op, "peephole", *in->peephole, {2, 4 * H},
+          CheckRank(op, "peephole", *in.peephole, 2, "[2, 4 * hidden] (bidirectional)"));
+      TF_RETURN_IF_ERROR(CheckShape(op, "peephole", *in.peephole, {2, 4 * H},
                                     "[2, 4 * hidden] (bidirectional)"));
     } else {
-      TF_RETURN_IF_ERROR(CheckRank(op, "peephole", *in->peephole, 1, "[4 * hidden]"));
-      TF_RETURN_IF_ERROR(CheckShape(op, "peephole", *in->peephole, {4 * H}, "[4 * hidden]"));
+      TF_RETURN_IF_ERROR(CheckRank(op, "peephole", *in.peephole, 1, "[4 * hidden]"));
+      TF_RETURN_IF_ERROR(CheckShape(op, "peephole", *in.peephole, {4 * H}, "[4 * hidden]"));
     }
   }
-  RnnSpec& s = in->spec;
+  RnnSpec& s = out->spec;
   s.mode = RnnMode::kLstm;
   if (desc.forget_gate_last) {  // i, z, f, o
     s.gate_pos[0] = 0;
@@ -295,7 +359,7 @@ inline absl::Status ValidateMpsOwn(const std::string& op, const MpsLstmDescripto
   }
   for (int q = 0; q < 4; ++q) s.gate_act[q] = desc.gate_act[q];
   s.cell_act = desc.cell_act;
-  s.peephole = in->peephole != nullptr;
+  s.peephole = in.peephole != nullptr;
   return absl::OkStatus();
 }
 
@@ -320,19 +384,19 @@ struct MpsGruDescriptor : MpsDescriptorBase {
 // The GRU's own operand (the secondary bias) and its spec (gate order, activations, reset
 // before or after the recurrent product, flip_z), after the shared operands.
 inline absl::Status ValidateMpsOwn(const std::string& op, const MpsGruDescriptor& desc,
-                                   MpsOperands* in) {
-  const int64_t D = in->D, H = in->H;
-  if (in->bias2 != nullptr) {
+                                   const MpsShapes& in, MpsLayout* out) {
+  const int64_t D = out->D, H = out->H;
+  if (in.bias2 != nullptr) {
     if (!desc.reset_after) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": secondary_bias is only used with reset_after=True (it is added to the "
               "recurrent product before the reset gate); remove it or set reset_after"));
     }
-    TF_RETURN_IF_ERROR(CheckRank(op, "secondary_bias", *in->bias2, 1, "[dirs * hidden]"));
+    TF_RETURN_IF_ERROR(CheckRank(op, "secondary_bias", *in.bias2, 1, "[dirs * hidden]"));
     TF_RETURN_IF_ERROR(
-        CheckShape(op, "secondary_bias", *in->bias2, {D * H}, "[dirs * hidden]"));
+        CheckShape(op, "secondary_bias", *in.bias2, {D * H}, "[dirs * hidden]"));
   }
-  RnnSpec& s = in->spec;
+  RnnSpec& s = out->spec;
   s.mode = RnnMode::kGru;
   // The engine's logical gates r, z, n at MPSGraph's positions: [z, r, o] or [r, z, o].
   s.gate_pos[0] = desc.reset_gate_first ? 0 : 1;
@@ -347,14 +411,21 @@ inline absl::Status ValidateMpsOwn(const std::string& op, const MpsGruDescriptor
   return absl::OkStatus();
 }
 
-// The operands of the family of descriptor Desc (MpsLstmDescriptor, MpsGruDescriptor): the
-// shared ones, the family's own (ValidateMpsOwn), then the sizes.
+// The operands' shapes for the family of descriptor Desc (MpsLstmDescriptor, MpsGruDescriptor):
+// the shared ones, the family's own (ValidateMpsOwn), then the sizes.
+template <typename Desc>
+absl::Status ValidateMpsShapes(const std::string& op, const Desc& desc, const MpsShapes& in,
+                               MpsLayout* out) {
+  TF_RETURN_IF_ERROR(ValidateMpsShared(op, Desc::kGates, desc, in, out));
+  TF_RETURN_IF_ERROR(ValidateMpsOwn(op, desc, in, out));
+  return CheckMpsSizes(op, in, *out);
+}
+
+// The operands of a TensorFlow kernel of the family, read and validated.
 template <typename Desc>
 absl::Status ValidateMps(OpKernelContext* ctx, const Desc& desc, MpsOperands* in) {
-  const std::string op = ctx->op_kernel().type_string();
-  TF_RETURN_IF_ERROR(ValidateMpsShared(ctx, Desc::kGates, desc, in));
-  TF_RETURN_IF_ERROR(ValidateMpsOwn(op, desc, in));
-  return CheckMpsSizes(op, *in);
+  TF_RETURN_IF_ERROR(ReadMpsOperands(ctx, Desc::kGates, in));
+  return ValidateMpsShapes(ctx->op_kernel().type_string(), desc, in->Shapes(), in);
 }
 
 // A forward's outputs: state [T, B, D·H], the LSTM's cell [T, B, D·H] (or [0] without

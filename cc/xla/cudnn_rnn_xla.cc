@@ -63,7 +63,8 @@ class CudnnRnnXla : public XlaOpKernel {
         Convert(ctx->Input(3), a_type),
         Empty(b, a_type),
         Empty(b, a_type),
-        Empty(b, a_type)};  // no recurrent mask
+        Empty(b, a_type),   // no recurrent mask
+        Empty(b, a_type)};  // no peephole
     const xla::Shape c_result = lstm ? XlaShape(a_type, c_shape) : XlaShape(a_type, {0});
     if (!kBackward) {
       std::vector<xla::XlaOp> r = EmitRnnCall(
@@ -93,10 +94,12 @@ class CudnnRnnXla : public XlaOpKernel {
     operands.push_back(Convert(ctx->Input(bwd + 4), a_type));
     operands.push_back(lstm ? Convert(ctx->Input(bwd + 5), a_type) : Empty(b, a_type));
     operands.push_back(ReserveFromOpType(ctx->Input(bwd + 6), reserve, a_type, t_type));
+    operands.push_back(Empty(b, a_type));  // no dc_seq
     std::vector<xla::XlaOp> r = EmitRnnCall(
         b, kXlaRnnBackward, call, operands,
         {XlaShape(a_type, {s.T, s.B, s.I}), XlaShape(a_type, h_shape), c_result,
-         XlaShape(a_type, ctx->InputShape(3)), XlaShape(a_type, {0}), XlaShape(a_type, {0})});
+         XlaShape(a_type, ctx->InputShape(3)), XlaShape(a_type, {0}), XlaShape(a_type, {0}),
+         XlaShape(a_type, {0})});
     ctx->SetOutput(0, Convert(seq(r[0]), t_type));
     ctx->SetOutput(1, Convert(r[1], t_type));
     // input_c's gradient has input_c's shape (zeros but for lstm).

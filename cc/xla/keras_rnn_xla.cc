@@ -43,6 +43,7 @@ class KerasRnnXla : public XlaOpKernel {
     std::vector<xla::XlaOp> operands = {ctx->Input(6), SwapMajor(Convert(ctx->Input(0), a_type))};
     for (int k : {1, 2, 3, 4, 5, 7}) operands.push_back(Convert(ctx->Input(k), a_type));
     if (!lstm) operands[3] = Empty(ctx->builder(), a_type);
+    operands.push_back(Empty(ctx->builder(), a_type));  // no peephole
     auto shape = [&](std::initializer_list<int64_t> dims) {
       return xla::ShapeUtil::MakeShape(a_type, dims);
     };
@@ -67,11 +68,12 @@ class KerasRnnXla : public XlaOpKernel {
     operands.push_back(Convert(ctx->Input(9), a_type));
     operands.push_back(lstm ? Convert(ctx->Input(10), a_type) : Empty(ctx->builder(), a_type));
     operands.push_back(ReserveFromOpType(ctx->Input(11), reserve, a_type, t_type));
+    operands.push_back(Empty(ctx->builder(), a_type));  // no dc_seq
     auto like = [&](int k) { return XlaShape(a_type, ctx->InputShape(k)); };
     std::vector<xla::XlaOp> r =
         EmitRnnCall(ctx->builder(), kXlaRnnBackward, call, operands,
                     {shape({s.T, s.B, s.I}), shape({s.B, s.N}), shape({c_rows, s.N}), like(3),
-                     like(4), like(5)});
+                     like(4), like(5), shape({0})});
     ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
     ctx->SetOutput(1, Convert(r[1], t_type));
     // input_c's gradient has input_c's shape (zeros but for lstm).

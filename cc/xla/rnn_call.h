@@ -3,11 +3,14 @@
 // call's backend config. The XLA kernels (cc/xla/*_xla.cc) encode it when they compile; the
 // custom-call targets (cc/xla/rnn_ffi_cpu.cc) decode and check it before they read a buffer.
 //
-// The call's operands and results (the engine's time-major arrays, in the compute type A):
+// The call's operands and results (the engine's time-major arrays, in the compute type A; an
+// absent optional one has no elements):
 //   forward  operands  lengths (s32 [B] or [0]), x [T, B, I], h0, c0, w0, w1, w2, mask
+//                      [XlaRnnMaskSize], peephole [L·D, K·N] (spec.peephole)
 //            results   y [T, B, D·Hs], hn, cn, reserve [XlaRnnReserveResult]
-//   backward operands  the forward's eight, dy [T, B, D·Hs], dhn, dcn, reserve
-//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2
+//   backward operands  the forward's nine, dy [T, B, D·Hs], dhn, dcn, reserve, dc_seq
+//                      [T, B, D·N] (has_dc_seq)
+//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2, dpeephole [L·D, K·N]
 // The engine's workspace is the target's own (scratch_cache.h).
 // w0, w1, w2 are kernel [in, K·N], recurrent_kernel [N, K·N] and bias ([K·N] or [2, K·N]) for
 // kKerasWeights, and the params vector and two empty arrays for kParamsVector.
@@ -34,7 +37,9 @@ enum class XlaWeights : int64_t { kKerasWeights = 0, kParamsVector = 1 };
   X(CudnnRNN, "TfRnn>CudnnRNN") X(CudnnRNNV2, "TfRnn>CudnnRNNV2")                           \
   X(CudnnRNNV3, "TfRnn>CudnnRNNV3") X(CudnnRNNBackprop, "TfRnn>CudnnRNNBackprop")           \
   X(CudnnRNNBackpropV2, "TfRnn>CudnnRNNBackpropV2")                                         \
-  X(CudnnRNNBackpropV3, "TfRnn>CudnnRNNBackpropV3")
+  X(CudnnRNNBackpropV3, "TfRnn>CudnnRNNBackpropV3")                                         \
+  X(LSTM, "TfRnn>LSTM") X(LSTMGradients, "TfRnn>LSTMGradients") X(GRU, "TfRnn>GRU")         \
+  X(GRUGradients, "TfRnn>GRUGradients")
 
 enum class XlaFace : int64_t {
 #define TFRNN_FACE_ENUM(name, op) k##name,
@@ -60,10 +65,12 @@ struct XlaRnnCall {
   XlaWeights weights = XlaWeights::kKerasWeights;
   bool has_lengths = false;  // the lengths operand is [B] (else [0]: every sequence has T steps)
   bool two_biases = false;   // kKerasWeights: bias is [2, K·N], input and recurrent biases
+  bool mask_per_step = false;  // spec.has_mask: the mask is [T, B, ·] (else [B, ·])
+  bool has_dc_seq = false;     // backward: the dc_seq operand is there
 };
 
 // Bump when the encoding changes: a call compiled by one build is never run by another.
-constexpr int64_t kXlaRnnCallVersion = 1;
+constexpr int64_t kXlaRnnCallVersion = 2;
 
 namespace xla_call {
 inline int64_t FloatBits(double v) {
@@ -83,7 +90,8 @@ inline double BitsFloat(int64_t b) {
 inline std::vector<int64_t> EncodeXlaRnnCall(const XlaRnnCall& c) {
   std::vector<int64_t> v = {kXlaRnnCallVersion,     static_cast<int64_t>(c.face),
                             c.f64,                  static_cast<int64_t>(c.weights),
-                            c.has_lengths,          c.two_biases};
+                            c.has_lengths,          c.two_biases,
+                            c.mask_per_step,        c.has_dc_seq};
   auto put = [&v](auto x) {
     if constexpr (std::is_floating_point<decltype(x)>::value) {
       v.push_back(xla_call::FloatBits(x));
@@ -103,7 +111,7 @@ inline std::vector<int64_t> EncodeXlaRnnCall(const XlaRnnCall& c) {
 // Decodes v into *c; "" or why v is no call this build can run (wrong version or length, a
 // field out of range, a spec the engine cannot run).
 inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
-  constexpr size_t kHead = 6;
+  constexpr size_t kHead = 8;
   if (n != EncodeXlaRnnCall(XlaRnnCall()).size() || v[0] != kXlaRnnCallVersion) {
     return "the custom call was compiled by another build of tf_rnn_ops (call encoding "
            "version or length differs); recompile the function";
@@ -116,6 +124,8 @@ inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
   c->weights = static_cast<XlaWeights>(v[3]);
   c->has_lengths = v[4] != 0;
   c->two_biases = v[5] != 0;
+  c->mask_per_step = v[6] != 0;
+  c->has_dc_seq = v[7] != 0;
   size_t k = kHead;
   auto get = [&](auto* x) {
     using X = std::remove_pointer_t<decltype(x)>;
@@ -132,6 +142,17 @@ inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
 #undef TFRNN_GET
 #undef TFRNN_GET_ARRAY
   return RnnSpecProblem(c->spec);
+}
+
+// Elements of the recurrent mask operand: [T or 1, B, D·Hs], D·K·Hs columns with per-gate masks.
+inline Index XlaRnnMaskSize(const XlaRnnCall& c) {
+  const RnnSpec& s = c.spec;
+  if (!s.has_mask) return 0;
+  return (c.mask_per_step ? s.T : 1) * s.B * s.D * (RnnGateMasks(s) ? RnnK(s) : 1) * RnnHs(s);
+}
+// Elements of the peephole operand and its gradient.
+inline Index XlaRnnPeepholeSize(const XlaRnnCall& c) {
+  return c.spec.peephole ? c.spec.L * c.spec.D * RnnK(c.spec) * c.spec.N : 0;
 }
 
 // The forward's reserve result has XlaRnnReserveResult elements: the reserve when training;

@@ -47,8 +47,9 @@ ffi::Error ReadyToRun(const XlaRnnCall& call, const Buffers& buf, const int* len
   return LoadEngine(engine);
 }
 
-// Operands 0..7 (lengths, x, h0, c0, w0, w1, w2, mask) into the engine's forward arguments
-// and weights; `zeros` (KN elements) is the recurrent bias when Keras's bias has one row.
+// Operands 0..8 (lengths, x, h0, c0, w0, w1, w2, mask, peephole) into the engine's forward
+// arguments and weights; `zeros` (KN elements) is the recurrent bias when Keras's bias has one
+// row.
 template <typename A, typename Args>
 void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* zeros) {
   const RnnSpec& s = call.spec;
@@ -74,14 +75,16 @@ void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* z
       w.bR = zeros;
     }
   }
-  const Index mask_cols = s.D * RnnK(s) * s.N;
-  a->mask = static_cast<const A*>(buf.In(7, s.has_mask ? s.B * mask_cols : 0, "mask"));
+  a->mask = static_cast<const A*>(buf.In(7, XlaRnnMaskSize(call), "mask"));
   if (!s.has_mask) a->mask = nullptr;
+  a->mask_per_step = call.mask_per_step;
+  a->peephole = static_cast<const A*>(buf.In(8, XlaRnnPeepholeSize(call), "peephole"));
+  if (!s.peephole) a->peephole = nullptr;
 }
 
 // What both targets start with: the call's buffers, its workspace (from the ScratchCache: the
 // engine's own first, then BindCommon's zeros, then a forward's scratch reserve) and operands
-// 0..7 bound into `a` (Args: the engine's forward or backward arguments); ws is null (and
+// 0..8 bound into `a` (Args: the engine's forward or backward arguments); ws is null (and
 // `error` says why) when the workspace could not be had.
 template <typename A, typename Args>
 struct Prepared {
@@ -134,10 +137,13 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnBwd
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
   const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
-  a.dy = static_cast<const A*>(buf.In(8, s.T * s.B * s.D * RnnHs(s), "dy"));
-  a.dhn = static_cast<const A*>(buf.In(9, states * RnnHs(s), "dhn"));
-  a.dcn = lstm ? static_cast<const A*>(buf.In(10, states * s.N, "dcn")) : nullptr;
-  a.reserve = static_cast<const A*>(buf.In(11, RnnReserveSize(s), "reserve"));
+  a.dy = static_cast<const A*>(buf.In(9, s.T * s.B * s.D * RnnHs(s), "dy"));
+  a.dhn = static_cast<const A*>(buf.In(10, states * RnnHs(s), "dhn"));
+  a.dcn = lstm ? static_cast<const A*>(buf.In(11, states * s.N, "dcn")) : nullptr;
+  a.reserve = static_cast<const A*>(buf.In(12, RnnReserveSize(s), "reserve"));
+  const bool dc_seq = lstm && call.has_dc_seq;
+  a.dc_seq = static_cast<const A*>(buf.In(13, dc_seq ? s.T * s.B * s.D * s.N : 0, "dc_seq"));
+  if (!dc_seq) a.dc_seq = nullptr;
   a.dx = static_cast<A*>(buf.Out(0, s.T * s.B * s.I, "dx"));
   a.dh0 = static_cast<A*>(buf.Out(1, states * RnnHs(s), "dh0"));
   a.dc0 = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "dc0"));
@@ -151,6 +157,12 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnBwd
     dw.dbW = static_cast<A*>(buf.Out(5, (call.two_biases ? 2 : 1) * KN, "dbias"));
     dw.dbR = call.two_biases && dw.dbW != nullptr ? dw.dbW + KN : nullptr;
   }
+  if (call.weights == XlaWeights::kParamsVector) {
+    buf.Out(4, 0, "dw1");
+    buf.Out(5, 0, "dw2");
+  }
+  a.dpeephole = static_cast<A*>(buf.Out(6, XlaRnnPeepholeSize(call), "dpeephole"));
+  if (!s.peephole) a.dpeephole = nullptr;
   bool shorter;
   const EngineApi* engine;
   if (ffi::Error e = ReadyToRun(call, buf, a.lengths, &shorter, &engine); e.failure()) return e;
