@@ -6,6 +6,9 @@ References: the same computation without XLA (the op's CPU kernel, itself checke
 stock and float64 elsewhere) and the stock Keras layers compiled with XLA (their loop).
 """
 import os
+import re
+import subprocess
+import sys
 import warnings
 
 import keras
@@ -151,14 +154,20 @@ def test_bad_shapes_fail_at_compile_time_naming_the_input():
 
 
 def test_op_without_xla_kernel_is_named():
-    """The params converters have no XLA kernel: compiling one fails naming it."""
-    from tf_rnn_ops import raw_ops
-    sizes = dict(num_layers=1, num_units=4, input_size=3)
-    params = tf.zeros(raw_ops.CudnnRNNParamsSize(**sizes, T=tf.float32, S=tf.int32))
-    f = tf.function(lambda p: raw_ops.CudnnRNNParamsToCanonical(**sizes, params=p, num_params=8),
-                    jit_compile=True)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"TfRnn>CudnnRNNParamsToCanonical\b"):
-        f(params)
+    """Without the XLA kernels (TF_RNN_OPS_XLA=0: not loaded), compiling an op of ours fails
+    with TensorFlow's error naming the op (every op has an XLA kernel when they are loaded)."""
+    code = (
+        "import tensorflow as tf\n"
+        "from tf_rnn_ops import mps\n"
+        "f = tf.function(lambda s, r: mps.lstm(s, r), jit_compile=True)\n"
+        "try:\n"
+        "    f(tf.zeros([3, 2, 16]), tf.zeros([16, 4]))\n"
+        "except tf.errors.InvalidArgumentError as e:\n"
+        "    print('ERROR', e.message)\n")
+    env = dict(os.environ, TF_RNN_OPS_XLA="0", TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert re.search(r"ERROR .*TfRnn>LSTM\b", out.stdout), out.stdout + out.stderr
 
 
 # --- the Keras layers ---------------------------------------------------------------------

@@ -98,3 +98,69 @@ def test_wrong_params_size_fails_at_compile_time():
                     jit_compile=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="params has"):
         f()
+
+
+# --- the params converters: plain HLO, sizes as compile-time constants ----------------------
+
+CONVERTER_CASES = [
+    # mode, layers, units, input, direction, input_mode, num_proj
+    ("lstm", 2, 5, 3, "bidirectional", "linear_input", 0),
+    ("gru", 1, 4, 4, "unidirectional", "skip_input", 0),
+    ("rnn_relu", 3, 3, 2, "bidirectional", "linear_input", 0),
+    ("lstm", 1, 6, 4, "unidirectional", "linear_input", 3),
+]
+
+
+@pytest.mark.parametrize("case", CONVERTER_CASES,
+                         ids=lambda c: f"{c[0]}-L{c[1]}-{c[4][:3]}-P{c[6]}")
+@pytest.mark.parametrize("v2", [False, True], ids=["V1", "V2"])
+def test_params_converters_under_jit(case, v2):
+    """ParamsSize, ParamsToCanonical and CanonicalToParams under jit equal their CPU kernels,
+    and a round trip through both converters gives params back."""
+    mode, L, N, I, direction, input_mode, P = case
+    if P and not v2:
+        pytest.skip("num_proj is a V2 attr")
+    attrs = dict(rnn_mode=mode, direction=direction, input_mode=input_mode)
+    if P:
+        attrs["num_proj"] = P
+    sizes = dict(num_layers=L, num_units=N, input_size=I)
+    size = tf.function(lambda: raw_ops.CudnnRNNParamsSize(**sizes, T=F64, S=tf.int64, **attrs),
+                       jit_compile=True)()
+    assert size.dtype == tf.int64
+    want_size = raw_ops.CudnnRNNParamsSize(**sizes, T=F64, S=tf.int64, **attrs)
+    np.testing.assert_array_equal(size, want_size)
+    params = tf.constant(np.random.default_rng(L * N).standard_normal(int(want_size[0])), F64)
+    K = {"lstm": 4, "gru": 3}.get(mode, 1)
+    D = 2 if direction == "bidirectional" else 1
+    n_w, n_b = L * D * (2 * K + (1 if P else 0)), L * D * 2 * K
+    if v2:
+        to_c = lambda p: raw_ops.CudnnRNNParamsToCanonicalV2(  # noqa: E731
+            **sizes, params=p, num_params_weights=n_w, num_params_biases=n_b, **attrs)
+        to_p = lambda w, b: raw_ops.CudnnRNNCanonicalToParamsV2(  # noqa: E731
+            **sizes, weights=w, biases=b, **attrs)
+    else:
+        assert n_w == n_b
+        to_c = lambda p: raw_ops.CudnnRNNParamsToCanonical(  # noqa: E731
+            **sizes, params=p, num_params=n_w, **attrs)
+        to_p = lambda w, b: raw_ops.CudnnRNNCanonicalToParams(  # noqa: E731
+            **sizes, weights=w, biases=b, **attrs)
+    w, b = tf.function(to_c, jit_compile=True)(params)
+    want_w, want_b = to_c(params)
+    assert_all_close(list(w) + list(b), list(want_w) + list(want_b), 0, "ParamsToCanonical")
+    back = tf.function(to_p, jit_compile=True)(list(want_w), list(want_b))
+    assert_all_close([back, back], [to_p(list(want_w), list(want_b)), params], 0,
+                     "CanonicalToParams")
+    hlo = tf.function(to_p, jit_compile=True).experimental_get_compiler_ir(
+        list(want_w), list(want_b))(stage="hlo")
+    assert "custom_call" not in hlo
+
+
+def test_converter_bad_sizes_fail_at_compile_time():
+    f = tf.function(lambda p: raw_ops.CudnnRNNParamsToCanonical(
+        num_layers=1, num_units=4, input_size=3, params=p, num_params=8), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"params has 5 elements"):
+        f(tf.zeros([5]))
+    g = tf.function(lambda n: raw_ops.CudnnRNNParamsSize(
+        num_layers=n, num_units=4, input_size=3, T=F32, S=tf.int32), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"num_layers must be positive"):
+        g(tf.constant(0))

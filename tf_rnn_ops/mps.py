@@ -69,10 +69,11 @@ __all__ = ["LSTMDescriptor", "lstm", "lstm_gradients", "GRUDescriptor", "gru",
 
 @dataclasses.dataclass(frozen=True)
 class _Descriptor:
-    """What both descriptors have: reverse and bidirectional first; every field ending in
-    'activation' names one of ACTIVATIONS; the fields are the op's attrs."""
+    """What both descriptors have: reverse, bidirectional and training first; every field
+    ending in 'activation' names one of ACTIVATIONS; the fields are the op's attrs."""
     reverse: bool = False
     bidirectional: bool = False
+    training: bool = False
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -88,7 +89,6 @@ class _Descriptor:
 class LSTMDescriptor(_Descriptor):
     """MPSGraphLSTMDescriptor: defaults as in MPSGraph."""
     produce_cell: bool = False
-    training: bool = False
     forget_gate_last: bool = False
     input_gate_activation: str = "sigmoid"
     forget_gate_activation: str = "sigmoid"
@@ -236,7 +236,6 @@ def _lstm_grad(op, d_state, d_cell, d_z):
 @dataclasses.dataclass(frozen=True)
 class GRUDescriptor(_Descriptor):
     """MPSGraphGRUDescriptor: defaults as in MPSGraph."""
-    training: bool = False
     reset_gate_first: bool = False
     reset_after: bool = False
     flip_z: bool = False

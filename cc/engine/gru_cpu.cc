@@ -36,10 +36,7 @@ void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
   const RnnSpec s = GruBlockRnnSpec(B, I, H);
   Carver<A> cv(ws);
   const GruCellFwdScratch<A> w = CarveGruCellFwd(B, H, &cv);
-  A* gx = w.gx;
-  A* rh = w.rh;
-  A* bw = w.bw;
-  A* br = w.br;
+  A *gx = w.gx, *rh = w.rh, *bw = w.bw, *br = w.br;
   std::copy_n(a.b_ru, 2 * H, bw);
   std::copy_n(a.b_c, H, bw + 2 * H);
   std::fill_n(br, G, A(0));

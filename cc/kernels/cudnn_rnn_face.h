@@ -74,21 +74,22 @@ struct CudnnAttrs {
   }
 };
 
-// Sizes given as int32 scalars (ParamsSize, ParamsToCanonical, CanonicalToParams).
-inline absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) {
-  const std::string op = ctx->op_kernel().type_string();
-  const char* names[3] = {"num_layers", "num_units", "input_size"};
-  int64_t v[3];
+// The size inputs 0, 1, 2 of ParamsSize, ParamsToCanonical and CanonicalToParams: int32
+// scalars, in the TensorFlow kernels tensors, in the XLA kernels compile-time constants.
+constexpr const char* kSizeInputs[3] = {"num_layers", "num_units", "input_size"};
+inline absl::Status CheckSizeScalar(const std::string& op, int k, const TensorShape& shape) {
+  if (shape.dims() == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", kSizeInputs[k], " must be a scalar, got shape ", ShapeStr(shape)));
+}
+
+// The spec of the sizes v (the size inputs' values) under the attrs.
+inline absl::Status SizesSpec(const std::string& op, const CudnnAttrs& at, const int64_t v[3],
+                              RnnSpec* s) {
   for (int k = 0; k < 3; ++k) {
-    const Tensor& t = ctx->input(k);
-    if (t.dims() != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", names[k],
-                                                     " must be a scalar, got shape ", ShapeStr(t)));
-    }
-    v[k] = t.scalar<int32_t>()();
     if (v[k] <= 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(op, ": ", names[k], " must be positive, got ", v[k]));
+          absl::StrCat(op, ": ", kSizeInputs[k], " must be positive, got ", v[k]));
     }
   }
   s->mode = at.mode;
@@ -108,6 +109,16 @@ inline absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSp
   }
   s->skip_input = at.Skip(s->I, s->N);
   return CheckRnnSizes(op, *s, at.Describe(*s));
+}
+
+inline absl::Status ScalarSpec(OpKernelContext* ctx, const CudnnAttrs& at, RnnSpec* s) {
+  const std::string op = ctx->op_kernel().type_string();
+  int64_t v[3];
+  for (int k = 0; k < 3; ++k) {
+    TF_RETURN_IF_ERROR(CheckSizeScalar(op, k, ctx->input(k).shape()));
+    v[k] = ctx->input(k).scalar<int32_t>()();
+  }
+  return SizesSpec(op, at, v, s);
 }
 
 // The shapes of a forward op's inputs (lengths: V3's sequence_lengths, else unused).
@@ -440,94 +451,87 @@ inline absl::Status CheckListLengths(const std::string& op, const CudnnAttrs& at
 }
 
 
-// ParamsToCanonical(V2) and CanonicalToParams(V2) (CPU and GPU): the family's attrs, the list
-// lengths of the op (num_params, or num_params_weights and num_params_biases: V2) and the
-// checks of the sizes, params and lists, up to the canonical regions.
-class CanonicalOpBase : public AttrsOpKernel<CudnnAttrs> {
- public:
-  explicit CanonicalOpBase(OpKernelConstruction* c) : AttrsOpKernel(c) {
-    v2_ = c->HasAttr("num_params_weights");
-    if (v2_) {
-      OP_REQUIRES_OK(c, c->GetAttr("num_params_weights", &num_weights_));
-      OP_REQUIRES_OK(c, c->GetAttr("num_params_biases", &num_biases_));
-    } else {
-      OP_REQUIRES_OK(c, c->GetAttr("num_params", &num_weights_));
-      num_biases_ = num_weights_;
-    }
-  }
+// The attrs of ParamsToCanonical(V2) and CanonicalToParams(V2): the family's, and the list
+// lengths (num_params, or num_params_weights and num_params_biases: V2).
+struct CanonicalAttrs : CudnnAttrs {
+  bool v2 = false;
+  int num_weights = 0, num_biases = 0;
 
- protected:
-  // ParamsToCanonical: the spec of the size scalars, params (input 3) of its size, the
-  // regions of the num_weights_ + num_biases_ outputs.
-  absl::Status ParamsToCanonicalRegions(OpKernelContext* ctx, RnnSpec* s,
-                                        std::vector<Region>* w,
-                                        std::vector<Region>* b) const {
-    const std::string op = type_string();
-    TF_RETURN_IF_ERROR(ScalarSpec(ctx, attrs_, s));
-    const Tensor& params = ctx->input(3);
-    TF_RETURN_IF_ERROR(CheckRank(op, "params", params, 1, "[params_size]"));
-    const int64_t expect = RnnParamsCount(*s).value();
-    if (params.NumElements() != expect) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": params has ", params.NumElements(),
-                                                     " elements, expected ", expect, " for ",
-                                                     attrs_.Describe(*s)));
+  absl::Status Read(OpKernelConstruction* c) {
+    TF_RETURN_IF_ERROR(CudnnAttrs::Read(c));
+    v2 = c->HasAttr("num_params_weights");
+    if (!v2) {
+      TF_RETURN_IF_ERROR(c->GetAttr("num_params", &num_weights));
+      num_biases = num_weights;
+      return absl::OkStatus();
     }
-    // The list lengths are checked before the regions are listed: num_layers comes from a
-    // scalar and may be huge.
-    TF_RETURN_IF_ERROR(CheckListLengths(op, attrs_, *s, v2_, num_weights_, num_biases_,
-                                        NumCanonicalWeights(*s), NumCanonicalBiases(*s)));
-    CanonicalRegions(*s, w, b);
-    return absl::OkStatus();
+    TF_RETURN_IF_ERROR(c->GetAttr("num_params_weights", &num_weights));
+    return c->GetAttr("num_params_biases", &num_biases);
   }
-
-  // CanonicalToParams: the spec of the size scalars, the weights and biases lists, each
-  // tensor of its region's size (`count_elements`: the weights' message names the count).
-  absl::Status CanonicalToParamsRegions(OpKernelContext* ctx, bool count_elements, RnnSpec* s,
-                                        OpInputList* weights, OpInputList* biases,
-                                        std::vector<Region>* w,
-                                        std::vector<Region>* b) const {
-    const std::string op = type_string();
-    TF_RETURN_IF_ERROR(ScalarSpec(ctx, attrs_, s));
-    TF_RETURN_IF_ERROR(ctx->input_list("weights", weights));
-    TF_RETURN_IF_ERROR(ctx->input_list("biases", biases));
-    TF_RETURN_IF_ERROR(CheckListLengths(op, attrs_, *s, v2_, weights->size(), biases->size(),
-                                        NumCanonicalWeights(*s), NumCanonicalBiases(*s)));
-    CanonicalRegions(*s, w, b);
-    for (size_t k = 0; k < w->size(); ++k) {
-      const Region& r = (*w)[k];
-      if ((*weights)[k].NumElements() != r.rows * r.cols) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": weights[", k, "] has shape ", ShapeStr((*weights)[k]), ", expected [", r.rows,
-            ", ", r.cols, "]",
-            count_elements ? absl::StrCat(" (", r.rows * r.cols, " elements)") : "", " for ",
-            attrs_.Describe(*s)));
-      }
-    }
-    for (size_t k = 0; k < b->size(); ++k) {
-      if ((*biases)[k].NumElements() != (*b)[k].rows) {
-        return absl::InvalidArgumentError(absl::StrCat(op, ": biases[", k, "] has shape ",
-                                                       ShapeStr((*biases)[k]), ", expected [",
-                                                       (*b)[k].rows, "] for ",
-                                                       attrs_.Describe(*s)));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  bool v2_ = false;
-  int num_weights_ = 0, num_biases_ = 0;
 };
+
+// ParamsToCanonical: params (shape `params`) of the spec's size, the list lengths, then the
+// regions of the num_weights + num_biases outputs.
+inline absl::Status ParamsToCanonicalRegions(const std::string& op, const CanonicalAttrs& at,
+                                             const RnnSpec& s, const TensorShape& params,
+                                             std::vector<Region>* w, std::vector<Region>* b) {
+  TF_RETURN_IF_ERROR(CheckRank(op, "params", params, 1, "[params_size]"));
+  const int64_t expect = RnnParamsCount(s).value();
+  if (params.num_elements() != expect) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": params has ", params.num_elements(),
+                                                   " elements, expected ", expect, " for ",
+                                                   at.Describe(s)));
+  }
+  // The list lengths are checked before the regions are listed: num_layers comes from a
+  // scalar and may be huge.
+  TF_RETURN_IF_ERROR(CheckListLengths(op, at, s, at.v2, at.num_weights, at.num_biases,
+                                      NumCanonicalWeights(s), NumCanonicalBiases(s)));
+  CanonicalRegions(s, w, b);
+  return absl::OkStatus();
+}
+
+// CanonicalToParams: the weights' and biases' shapes, each of its region's size
+// (`count_elements`: the weights' message names the count).
+inline absl::Status CanonicalToParamsRegions(const std::string& op, const CanonicalAttrs& at,
+                                             const RnnSpec& s, bool count_elements,
+                                             const std::vector<TensorShape>& weights,
+                                             const std::vector<TensorShape>& biases,
+                                             std::vector<Region>* w, std::vector<Region>* b) {
+  TF_RETURN_IF_ERROR(CheckListLengths(op, at, s, at.v2, weights.size(), biases.size(),
+                                      NumCanonicalWeights(s), NumCanonicalBiases(s)));
+  CanonicalRegions(s, w, b);
+  for (size_t k = 0; k < w->size(); ++k) {
+    const Region& r = (*w)[k];
+    if (weights[k].num_elements() != r.rows * r.cols) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": weights[", k, "] has shape ", ShapeStr(weights[k]), ", expected [", r.rows,
+          ", ", r.cols, "]",
+          count_elements ? absl::StrCat(" (", r.rows * r.cols, " elements)") : "", " for ",
+          at.Describe(s)));
+    }
+  }
+  for (size_t k = 0; k < b->size(); ++k) {
+    if (biases[k].num_elements() != (*b)[k].rows) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": biases[", k, "] has shape ",
+                                                     ShapeStr(biases[k]), ", expected [",
+                                                     (*b)[k].rows, "] for ", at.Describe(s)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // CudnnRNNParamsToCanonical(V2): the params' regions copied into the weights and biases.
 template <template <typename> class Dev, typename T>
-class ParamsToCanonicalOp : public CanonicalOpBase {
+class ParamsToCanonicalOp : public AttrsOpKernel<CanonicalAttrs> {
  public:
-  using CanonicalOpBase::CanonicalOpBase;
+  using AttrsOpKernel::AttrsOpKernel;
 
   void Compute(OpKernelContext* ctx) override {
     RnnSpec s;
     std::vector<Region> w, b;
-    OP_REQUIRES_OK(ctx, ParamsToCanonicalRegions(ctx, &s, &w, &b));
+    OP_REQUIRES_OK(ctx, ScalarSpec(ctx, attrs_, &s));
+    OP_REQUIRES_OK(ctx, ParamsToCanonicalRegions(type_string(), attrs_, s,
+                                                 ctx->input(3).shape(), &w, &b));
     Dev<T> dev;
     OP_REQUIRES_OK(ctx, dev.Init(ctx));
     OpOutputList weights, biases;
@@ -550,16 +554,25 @@ class ParamsToCanonicalOp : public CanonicalOpBase {
 
 // CudnnRNNCanonicalToParams(V2): the weights and biases copied into the params' regions.
 template <template <typename> class Dev, typename T>
-class CanonicalToParamsOp : public CanonicalOpBase {
+class CanonicalToParamsOp : public AttrsOpKernel<CanonicalAttrs> {
  public:
-  using CanonicalOpBase::CanonicalOpBase;
+  using AttrsOpKernel::AttrsOpKernel;
 
   void Compute(OpKernelContext* ctx) override {
     RnnSpec s;
     OpInputList weights, biases;
     std::vector<Region> w, b;
-    OP_REQUIRES_OK(ctx, CanonicalToParamsRegions(ctx, Dev<T>::kCountElements, &s, &weights,
-                                                 &biases, &w, &b));
+    OP_REQUIRES_OK(ctx, ScalarSpec(ctx, attrs_, &s));
+    OP_REQUIRES_OK(ctx, ctx->input_list("weights", &weights));
+    OP_REQUIRES_OK(ctx, ctx->input_list("biases", &biases));
+    auto shapes = [](const OpInputList& list) {
+      std::vector<TensorShape> v;
+      for (int k = 0; k < list.size(); ++k) v.push_back(list[k].shape());
+      return v;
+    };
+    OP_REQUIRES_OK(ctx,
+                   CanonicalToParamsRegions(type_string(), attrs_, s, Dev<T>::kCountElements,
+                                            shapes(weights), shapes(biases), &w, &b));
     Dev<T> dev;
     OP_REQUIRES_OK(ctx, dev.Init(ctx));
     Tensor* params;

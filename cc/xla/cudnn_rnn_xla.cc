@@ -1,9 +1,13 @@
-// XLA kernels of the cuDNN RNN family's forward and backprop ops (TfRnn>CudnnRNN, V2, V3 and
+// XLA kernels of the cuDNN RNN family. The forward and backprop ops (TfRnn>CudnnRNN, V2, V3 and
 // their Backprop ops): the shape checks and spec of the TensorFlow kernels
 // (cc/kernels/cudnn_rnn_face.h), then in HLO the sequences turned time-major where the op is
 // batch-major, half/bf16 converted to float, and one custom call into the engine with the
-// params vector (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc).
+// params vector (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc). The params
+// converters (CudnnRNNParamsSize, ParamsToCanonical(V2), CanonicalToParams(V2)): plain HLO.
+#include <algorithm>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cc/kernels/cudnn_rnn_face.h"
@@ -123,6 +127,125 @@ TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNV3", Forward3);
 TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackprop", Backward1);
 TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackpropV2", Backward2);
 TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackpropV3", Backward3);
+
+// --- the params converters: plain HLO (no custom call), the size inputs (num_layers,
+// num_units, input_size) compile-time constants; checks and canonical regions as in the
+// TensorFlow kernels (SizesSpec, ParamsToCanonicalRegions, CanonicalToParamsRegions).
+
+// A converter's kernel: its attrs (CudnnAttrs, or CanonicalAttrs with the list lengths) and
+// the spec of its constant size inputs.
+template <typename Attrs>
+class SizesXlaKernel : public XlaOpKernel {
+ public:
+  explicit SizesXlaKernel(tensorflow::OpKernelConstruction* c) : XlaOpKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+  }
+
+ protected:
+  absl::Status Spec(XlaOpKernelContext* ctx, RnnSpec* s) const {
+    const std::string op = type_string();
+    int64_t v[3];
+    for (int k = 0; k < 3; ++k) {
+      TF_RETURN_IF_ERROR(CheckSizeScalar(op, k, ctx->InputShape(k)));
+      TF_RETURN_IF_ERROR(ctx->ConstantInputAsIntScalar(k, &v[k]));
+    }
+    return SizesSpec(op, attrs_, v, s);
+  }
+
+  Attrs attrs_;
+};
+
+class ParamsSizeXla : public SizesXlaKernel<CudnnAttrs> {
+ public:
+  explicit ParamsSizeXla(tensorflow::OpKernelConstruction* c) : SizesXlaKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("S", &s_type_));
+  }
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    RnnSpec s;
+    OP_REQUIRES_OK(ctx, Spec(ctx, &s));
+    const int64_t size = RnnParamsCount(s).value();
+    xla::XlaBuilder* b = ctx->builder();
+    if (s_type_ == tensorflow::DT_INT64) {
+      ctx->SetOutput(0, xla::ConstantR1<int64_t>(b, {size}));
+      return;
+    }
+    OP_REQUIRES(ctx, size <= std::numeric_limits<int32_t>::max(),
+                absl::InvalidArgumentError(absl::StrCat(type_string(), ": params size ", size,
+                                                        " does not fit in S; use S=int64")));
+    ctx->SetOutput(0, xla::ConstantR1<int32_t>(b, {static_cast<int32_t>(size)}));
+  }
+
+ private:
+  tensorflow::DataType s_type_ = tensorflow::DT_INT32;
+};
+
+// Slices of params (input 3): the weights, then the biases.
+class ParamsToCanonicalXla : public SizesXlaKernel<CanonicalAttrs> {
+ public:
+  using SizesXlaKernel::SizesXlaKernel;
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    std::vector<Region> regions[2];  // the weights', the biases'
+    OP_REQUIRES_OK(ctx, Regions(ctx, &regions[0], &regions[1]));
+    const xla::XlaOp params = ctx->Input(3);
+    int out = 0;
+    for (int list = 0; list < 2; ++list) {
+      for (const Region& r : regions[list]) {
+        const xla::XlaOp piece =
+            xla::SliceInDim(params, r.offset, r.offset + r.rows * r.cols, 1, 0);
+        ctx->SetOutput(out++, list == 0 ? xla::Reshape(piece, {r.rows, r.cols}) : piece);
+      }
+    }
+  }
+
+ private:
+  absl::Status Regions(XlaOpKernelContext* ctx, std::vector<Region>* w,
+                       std::vector<Region>* b) const {
+    RnnSpec s;
+    TF_RETURN_IF_ERROR(Spec(ctx, &s));
+    return ParamsToCanonicalRegions(type_string(), attrs_, s, ctx->InputShape(3), w, b);
+  }
+};
+
+// The weights and biases flattened and concatenated in their regions' order in params (the
+// regions tile params).
+class CanonicalToParamsXla : public SizesXlaKernel<CanonicalAttrs> {
+ public:
+  using SizesXlaKernel::SizesXlaKernel;
+
+  void Compile(XlaOpKernelContext* ctx) override {
+    RnnSpec s;
+    OP_REQUIRES_OK(ctx, Spec(ctx, &s));
+    std::vector<xla::XlaOp> weights, biases;
+    std::vector<TensorShape> w_shapes, b_shapes;
+    OP_REQUIRES_OK(ctx, ctx->InputList("weights", &weights, &w_shapes));
+    OP_REQUIRES_OK(ctx, ctx->InputList("biases", &biases, &b_shapes));
+    std::vector<Region> w, b;
+    OP_REQUIRES_OK(ctx, CanonicalToParamsRegions(type_string(), attrs_, s,
+                                                 /*count_elements=*/true, w_shapes, b_shapes,
+                                                 &w, &b));
+    std::vector<std::pair<int64_t, xla::XlaOp>> pieces;
+    for (size_t k = 0; k < w.size(); ++k) {
+      pieces.push_back({w[k].offset, xla::Reshape(weights[k], {w[k].rows * w[k].cols})});
+    }
+    for (size_t k = 0; k < b.size(); ++k) {
+      pieces.push_back({b[k].offset, xla::Reshape(biases[k], {b[k].rows})});
+    }
+    std::sort(pieces.begin(), pieces.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<xla::XlaOp> ordered;
+    for (const auto& p : pieces) ordered.push_back(p.second);
+    ctx->SetOutput(0, xla::ConcatInDim(ctx->builder(), ordered, 0));
+  }
+};
+
+TFRNN_REGISTER_XLA_SIZES_KERNEL("TfRnn>CudnnRNNParamsSize", ParamsSizeXla);
+TFRNN_REGISTER_XLA_SIZES_KERNEL("TfRnn>CudnnRNNParamsToCanonical", ParamsToCanonicalXla);
+TFRNN_REGISTER_XLA_SIZES_KERNEL("TfRnn>CudnnRNNParamsToCanonicalV2", ParamsToCanonicalXla);
+TFRNN_REGISTER_XLA_SIZES_KERNEL("TfRnn>CudnnRNNCanonicalToParams", CanonicalToParamsXla);
+TFRNN_REGISTER_XLA_SIZES_KERNEL("TfRnn>CudnnRNNCanonicalToParamsV2", CanonicalToParamsXla);
+
 
 }  // namespace
 }  // namespace cudnn

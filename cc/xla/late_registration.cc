@@ -39,11 +39,14 @@ extern "C" __attribute__((visibility("default"))) int tfrnn_xla_register_late() 
   int n = 0;
   for (const tfrnn::XlaKernelEntry& e : XlaKernelEntries()) {
     if (tfrnn::HasJitKernel(e.op)) continue;
-    const tensorflow::KernelDef* kdef =
-        tensorflow::KernelDefBuilder(e.op)
-            .Device(tensorflow::DEVICE_CPU_XLA_JIT)
-            .TypeConstraint("T", std::vector<tensorflow::DataType>(tfrnn::kXlaRnnTypes))
-            .Build();
+    tensorflow::KernelDefBuilder builder(e.op);
+    builder.Device(tensorflow::DEVICE_CPU_XLA_JIT)
+        .TypeConstraint("T", std::vector<tensorflow::DataType>(tfrnn::kXlaRnnTypes));
+    // Compile-time constant inputs are host memory, as TensorFlow's own pass marks them.
+    if (e.size_inputs) {
+      builder.HostMemory("num_layers").HostMemory("num_units").HostMemory("input_size");
+    }
+    const tensorflow::KernelDef* kdef = builder.Build();
     // Registrars live for the process, as REGISTER_KERNEL_BUILDER's static ones do.
     new tensorflow::kernel_factory::OpKernelRegistrar(kdef, "TfRnnXlaLate", e.factory);
     ++n;

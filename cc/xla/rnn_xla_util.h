@@ -27,6 +27,7 @@ constexpr char kXlaBlockCall[] = "tfrnn_block_call";  // cc/xla/block_ffi_cpu.cc
 struct XlaKernelEntry {
   const char* op;
   tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*);
+  bool size_inputs;  // inputs num_layers, num_units, input_size are compile-time constants
 };
 std::vector<XlaKernelEntry>& XlaKernelEntries();
 template <typename K>
@@ -34,8 +35,10 @@ tensorflow::OpKernel* MakeXlaKernel(tensorflow::OpKernelConstruction* c) {
   return new K(c);
 }
 struct XlaKernelListed {
-  XlaKernelListed(const char* op, tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*)) {
-    XlaKernelEntries().push_back({op, factory});
+  XlaKernelListed(const char* op,
+                  tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*),
+                  bool size_inputs = false) {
+    XlaKernelEntries().push_back({op, factory, size_inputs});
   }
 };
 #define TFRNN_XLA_CONCAT_(a, b) a##b
@@ -47,6 +50,17 @@ struct XlaKernelListed {
       KERNEL);                                                                             \
   static ::tfrnn::XlaKernelListed TFRNN_XLA_CONCAT(tfrnn_xla_listed_, __COUNTER__)(        \
       NAME, &::tfrnn::MakeXlaKernel<KERNEL>)
+// The same for the params converters, whose size inputs are compile-time constants.
+#define TFRNN_REGISTER_XLA_SIZES_KERNEL(NAME, KERNEL)                                        \
+  REGISTER_XLA_OP(Name(NAME)                                                               \
+                      .Device(tensorflow::DEVICE_CPU_XLA_JIT)                              \
+                      .TypeConstraint("T", kXlaRnnTypes)                                   \
+                      .CompileTimeConstantInput("num_layers")                              \
+                      .CompileTimeConstantInput("num_units")                               \
+                      .CompileTimeConstantInput("input_size"),                             \
+                  KERNEL);                                                                 \
+  static ::tfrnn::XlaKernelListed TFRNN_XLA_CONCAT(tfrnn_xla_listed_, __COUNTER__)(        \
+      NAME, &::tfrnn::MakeXlaKernel<KERNEL>, true)
 
 // The op types with XLA kernels (every type the ops take).
 constexpr std::initializer_list<tensorflow::DataType> kXlaRnnTypes = {
