@@ -165,3 +165,18 @@ def test_bad_shapes_fail_at_compile_time_naming_the_operand():
     f = tf.function(lambda **a: mps.gru(**a), jit_compile=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"secondary_bias.*reset_after"):
         f(**g)
+
+
+def test_optional_operand_given_twice_fails_naming_it():
+    """An optional operand is a list of 0 or 1 tensors: two are an InvalidArgument naming it,
+    from the TensorFlow kernel and from the XLA kernel (at compile time)."""
+    from tf_rnn_ops._loader import load_library
+    k = _operands(4, tf.float32)
+    bias = k.pop("bias")
+    lists = {n: [k.pop(n)] for n in ("input_weight", "init_state")}
+    raw = lambda **a: load_library().tf_rnn_lstm(  # noqa: E731
+        **a, bias=[bias, bias], init_cell=[], mask=[], peephole=[], **lists)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"TfRnn>LSTM: bias is optional"):
+        raw(**k)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"TfRnn>LSTM: bias is optional"):
+        tf.function(raw, jit_compile=True)(**k)

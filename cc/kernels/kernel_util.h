@@ -323,13 +323,13 @@ absl::Status RunEngine(OpKernelContext* ctx, ComputeBridge<T>& br, Run run) {
   return absl::OkStatus();
 }
 
-// Elements of a T tensor that holds n_a elements of the compute type A (a reserve_space).
 // ResourceExhausted naming `op` when the engine's workspace (ScratchCache) could not be had.
 inline absl::Status WorkspaceStatus(const std::string& op, const ScratchCache::Lease& lease) {
   const std::string why = lease.Failure(op);
   return why.empty() ? absl::OkStatus() : absl::ResourceExhaustedError(why);
 }
 
+// Elements of a T tensor that holds n_a elements of the compute type A (a reserve_space).
 template <typename T, typename A>
 int64_t ReserveElementsOfT(int64_t n_a) {
   return (n_a * static_cast<int64_t>(sizeof(A)) + static_cast<int64_t>(sizeof(T)) - 1) /

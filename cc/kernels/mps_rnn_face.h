@@ -55,6 +55,11 @@ struct MpsLayout {
   bool mask_per_step = false;  // the mask is [T, B, D·H] (else [B, D·H] for every step)
 };
 
+// The shape of an optional tensor (null: absent).
+inline const TensorShape* ShapeOrNull(const Tensor* t) {
+  return t != nullptr ? &t->shape() : nullptr;
+}
+
 // The operands themselves (TensorFlow kernels) and their layout.
 struct MpsOperands : MpsLayout {
   const Tensor *source = nullptr, *R = nullptr, *W = nullptr, *bias = nullptr,
@@ -62,9 +67,9 @@ struct MpsOperands : MpsLayout {
                *peephole = nullptr, *bias2 = nullptr;
 
   MpsShapes Shapes() const {
-    auto s = [](const Tensor* t) { return t != nullptr ? &t->shape() : nullptr; };
-    return {s(source), s(R), s(W), s(bias), s(init_state), s(init_cell), s(mask), s(peephole),
-            s(bias2)};
+    return {ShapeOrNull(source),     ShapeOrNull(R),         ShapeOrNull(W),
+            ShapeOrNull(bias),       ShapeOrNull(init_state), ShapeOrNull(init_cell),
+            ShapeOrNull(mask),       ShapeOrNull(peephole),  ShapeOrNull(bias2)};
   }
 };
 
@@ -274,10 +279,10 @@ inline absl::Status ValidateMpsGrad(OpKernelContext* ctx, const RnnSpec& s, MpsG
   for (const auto& [name, slot] : MpsGradOptionalSlots<const Tensor*>(s, g)) {
     TF_RETURN_IF_ERROR(Optional(ctx, name, slot));
   }
-  auto sh = [](const Tensor* t) { return t != nullptr ? &t->shape() : nullptr; };
-  return ValidateMpsGradShapes(
-      ctx->op_kernel().type_string(), s,
-      {sh(g->dy), sh(g->z_state), sh(g->fwd_out), sh(g->dstate), sh(g->dcell), sh(g->dcseq)});
+  return ValidateMpsGradShapes(ctx->op_kernel().type_string(), s,
+                               {ShapeOrNull(g->dy), ShapeOrNull(g->z_state),
+                                ShapeOrNull(g->fwd_out), ShapeOrNull(g->dstate),
+                                ShapeOrNull(g->dcell), ShapeOrNull(g->dcseq)});
 }
 
 // The gradients ops' outputs: source and recurrent-weight gradients, and one gradient per

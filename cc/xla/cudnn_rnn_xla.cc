@@ -4,7 +4,6 @@
 // batch-major, half/bf16 converted to float, and one custom call into the engine with the
 // params vector (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc). The params
 // converters (CudnnRNNParamsSize, ParamsToCanonical(V2), CanonicalToParams(V2)): plain HLO.
-#include <algorithm>
 #include <limits>
 #include <string>
 #include <utility>
@@ -192,8 +191,7 @@ class ParamsToCanonicalXla : public SizesXlaKernel<CanonicalAttrs> {
     int out = 0;
     for (int list = 0; list < 2; ++list) {
       for (const Region& r : regions[list]) {
-        const xla::XlaOp piece =
-            xla::SliceInDim(params, r.offset, r.offset + r.rows * r.cols, 1, 0);
+        const xla::XlaOp piece = Rows(params, r.offset, r.offset + r.rows * r.cols);
         ctx->SetOutput(out++, list == 0 ? xla::Reshape(piece, {r.rows, r.cols}) : piece);
       }
     }
@@ -232,11 +230,7 @@ class CanonicalToParamsXla : public SizesXlaKernel<CanonicalAttrs> {
     for (size_t k = 0; k < b.size(); ++k) {
       pieces.push_back({b[k].offset, xla::Reshape(biases[k], {b[k].rows})});
     }
-    std::sort(pieces.begin(), pieces.end(),
-              [](const auto& x, const auto& y) { return x.first < y.first; });
-    std::vector<xla::XlaOp> ordered;
-    for (const auto& p : pieces) ordered.push_back(p.second);
-    ctx->SetOutput(0, xla::ConcatInDim(ctx->builder(), ordered, 0));
+    ctx->SetOutput(0, ConcatAtOffsets(ctx->builder(), std::move(pieces)));
   }
 };
 

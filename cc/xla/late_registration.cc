@@ -42,9 +42,9 @@ extern "C" __attribute__((visibility("default"))) int tfrnn_xla_register_late() 
     tensorflow::KernelDefBuilder builder(e.op);
     builder.Device(tensorflow::DEVICE_CPU_XLA_JIT)
         .TypeConstraint("T", std::vector<tensorflow::DataType>(tfrnn::kXlaRnnTypes));
-    // Compile-time constant inputs are host memory, as TensorFlow's own pass marks them.
-    if (e.size_inputs) {
-      builder.HostMemory("num_layers").HostMemory("num_units").HostMemory("input_size");
+    // Compile-time constant inputs (as REGISTER_XLA_OP recorded them) are host memory.
+    if (const auto* args = tensorflow::XlaOpRegistry::CompileTimeConstantInputArgNames(e.op)) {
+      for (const std::string& arg : *args) builder.HostMemory(arg.c_str());
     }
     const tensorflow::KernelDef* kdef = builder.Build();
     // Registrars live for the process, as REGISTER_KERNEL_BUILDER's static ones do.

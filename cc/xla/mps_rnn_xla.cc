@@ -6,7 +6,6 @@
 // cc/xla/rnn_ffi_cpu.cc). The forward's z_state and cell sequence are the reserve's gate
 // activations and cell states, each direction's interleaved in HLO; the gradients recompute the
 // forward (as the TensorFlow kernels do) and unpack the engine's dparams into MPSGraph's layouts.
-#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -25,15 +24,15 @@ using tensorflow::XlaOpKernel;
 using tensorflow::XlaOpKernelContext;
 
 // The kernel's operands by input name (lists of length 0 or 1: absent or present), each with its
-// shape and its value in the compute type; `shapes` points at them for the shared validation.
+// shape and its value in the compute type.
 class XlaOperands {
  public:
   XlaOperands(XlaOpKernelContext* ctx, xla::PrimitiveType a_type)
       : ctx_(ctx), a_type_(a_type) {}
 
-  absl::Status Required(const char* name) {  // a single-tensor input
+  // The single-tensor input `name`.
+  void Required(const char* name) {
     got_[name] = {ctx_->InputShape(name), Convert(ctx_->Input(name), a_type_)};
-    return absl::OkStatus();
   }
   // The optional operand `name` (a list input), with *shape pointing at its shape (null: absent).
   absl::Status Optional(const char* name, const TensorShape** shape) {
@@ -56,6 +55,12 @@ class XlaOperands {
   }
   bool Has(const char* name) const { return got_.count(name) != 0; }
   xla::XlaOp Value(const char* name) const { return got_.at(name).second; }
+  // The state or final-state gradient `name` [B, D·H] as [D, B, H] (MpsPacked's ToDirMajor in
+  // HLO), zeros when absent.
+  xla::XlaOp DirMajor(const char* name, int64_t D, int64_t B, int64_t H) const {
+    if (!Has(name)) return ZerosOf(ctx_->builder(), a_type_, TensorShape({D, B, H}));
+    return xla::Transpose(xla::Reshape(Value(name), {B, D, H}), {1, 0, 2});
+  }
 
  private:
   XlaOpKernelContext* ctx_;
@@ -63,17 +68,9 @@ class XlaOperands {
   std::map<std::string, std::pair<TensorShape, xla::XlaOp>> got_;  // node-stable addresses
 };
 
-xla::XlaOp Zeros1(xla::XlaBuilder* b, xla::PrimitiveType t, int64_t n) {
-  return xla::Zeros(b, xla::ShapeUtil::MakeShape(t, {n}));
-}
 xla::XlaOp Flat(xla::XlaOp v, int64_t n) { return xla::Reshape(v, {n}); }
-// Rows [lo, hi) of v's leading dimension.
-xla::XlaOp Rows(xla::XlaOp v, int64_t lo, int64_t hi) { return xla::SliceInDim(v, lo, hi, 1, 0); }
 
-// [B, D·H] -> [D, B, H] and back (MpsPacked's ToDirMajor / FromDirMajor in HLO).
-xla::XlaOp ToDirMajor(xla::XlaOp v, int64_t D, int64_t B, int64_t H) {
-  return xla::Transpose(xla::Reshape(v, {B, D, H}), {1, 0, 2});
-}
+// [D, B, H] -> [B, D·H] (MpsPacked's FromDirMajor in HLO).
 xla::XlaOp FromDirMajor(xla::XlaOp v, int64_t D, int64_t B, int64_t H) {
   return xla::Reshape(xla::Transpose(v, {1, 0, 2}), {B, D * H});
 }
@@ -85,7 +82,7 @@ xla::XlaOp PackParams(xla::XlaBuilder* b, const RnnSpec& s, xla::PrimitiveType t
                       const XlaOperands& in) {
   const int64_t D = s.D, H = s.N, KN = RnnK(s) * H, in_w = s.preprojected ? 0 : s.I;
   const int64_t gp = s.gate_pos[2];
-  std::vector<std::pair<Index, xla::XlaOp>> pieces;
+  std::vector<std::pair<int64_t, xla::XlaOp>> pieces;
   const xla::XlaOp R = in.Value("recurrent_weight");
   for (int64_t d = 0; d < D; ++d) {
     const RnnParamOffsets o = RnnParamLayout(s, d);
@@ -95,19 +92,16 @@ xla::XlaOp PackParams(xla::XlaBuilder* b, const RnnSpec& s, xla::PrimitiveType t
     }
     pieces.push_back({o.r, Flat(D == 2 ? Rows(R, d, d + 1) : R, KN * H)});
     pieces.push_back({o.bw, in.Has("bias") ? Rows(in.Value("bias"), d * KN, (d + 1) * KN)
-                                           : Zeros1(b, t, KN)});
-    xla::XlaOp br = Zeros1(b, t, KN);
+                                           : ZerosOf(b, t, {KN})});
+    xla::XlaOp br = ZerosOf(b, t, {KN});
     if (in.Has("secondary_bias")) {  // the candidate's recurrent bias
       const xla::XlaOp b2_d = Rows(in.Value("secondary_bias"), d * H, (d + 1) * H);
-      br = xla::ConcatInDim(b, {Zeros1(b, t, gp * H), b2_d, Zeros1(b, t, KN - (gp + 1) * H)}, 0);
+      br = xla::ConcatInDim(b, {ZerosOf(b, t, {gp * H}), b2_d, ZerosOf(b, t, {KN - (gp + 1) * H})},
+                            0);
     }
     pieces.push_back({o.br, br});
   }
-  std::sort(pieces.begin(), pieces.end(),
-            [](const auto& x, const auto& y) { return x.first < y.first; });
-  std::vector<xla::XlaOp> ordered;
-  for (const auto& p : pieces) ordered.push_back(p.second);
-  return xla::ConcatInDim(b, ordered, 0);
+  return ConcatAtOffsets(b, std::move(pieces));
 }
 
 // out [T, B, D·width]: each direction's [T·B, width] block of `reserve` at offset(d),
@@ -130,15 +124,11 @@ std::vector<xla::XlaOp> ForwardOperands(xla::XlaBuilder* b, const RnnSpec& s, xl
                                         const XlaOperands& in) {
   const bool lstm = s.mode == RnnMode::kLstm;
   const int64_t D = s.D, B = s.B, H = s.N;
-  auto state = [&](const char* name) {
-    return in.Has(name) ? ToDirMajor(in.Value(name), D, B, H)
-                        : xla::Zeros(b, xla::ShapeUtil::MakeShape(t, {D, B, H}));
-  };
   auto optional = [&](const char* name) { return in.Has(name) ? in.Value(name) : Empty(b, t); };
   return {Empty(b, xla::S32),
           in.Value("source"),
-          state("init_state"),
-          lstm ? state("init_cell") : Empty(b, t),
+          in.DirMajor("init_state", D, B, H),
+          lstm ? in.DirMajor("init_cell", D, B, H) : Empty(b, t),
           PackParams(b, s, t, in),
           Empty(b, t),
           Empty(b, t),
@@ -164,8 +154,8 @@ class MpsXla : public XlaOpKernel {
     const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
     XlaOperands in(ctx, a_type);
     MpsShapes shapes;
-    OP_REQUIRES_OK(ctx, in.Required("source"));
-    OP_REQUIRES_OK(ctx, in.Required("recurrent_weight"));
+    in.Required("source");
+    in.Required("recurrent_weight");
     shapes.source = in.Shape("source");
     shapes.R = in.Shape("recurrent_weight");
     for (const auto& [name, slot] : MpsOptionalSlots<const TensorShape*>(Desc::kGates, &shapes)) {
@@ -180,14 +170,12 @@ class MpsXla : public XlaOpKernel {
     s.training = kGrad || desc_.training || desc_.produce_cell;
     xla::XlaBuilder* b = ctx->builder();
     const int64_t T = s.T, B = s.B, D = s.D, H = s.N, K = RnnK(s);
-    auto shape = [&](std::initializer_list<int64_t> dims) {
-      return xla::ShapeUtil::MakeShape(a_type, dims);
-    };
     const std::vector<xla::XlaOp> fwd_operands = ForwardOperands(b, s, a_type, in);
-    const std::vector<xla::XlaOp> f =
-        EmitRnnCall(b, kXlaRnnForward, call, fwd_operands,
-                    {shape({T, B, D * H}), shape({D, B, H}), lstm ? shape({D, B, H}) : shape({0}),
-                     shape({XlaRnnReserveResult(call)})});
+    const std::vector<xla::XlaOp> f = EmitRnnCall(
+        b, kXlaRnnForward, call, fwd_operands,
+        {XlaShape(a_type, {T, B, D * H}), XlaShape(a_type, {D, B, H}),
+         XlaShape(a_type, lstm ? TensorShape({D, B, H}) : TensorShape({0})),
+         XlaShape(a_type, {XlaRnnReserveResult(call)})});
     const xla::XlaOp reserve = f[3];
     if constexpr (!kGrad) {
       // The cell states (aux) and gate activations (acts) of the reserve.
@@ -221,9 +209,9 @@ class MpsXla : public XlaOpKernel {
     const int64_t T = s.T, B = s.B, D = s.D, H = s.N, KN = RnnK(s) * H;
     const int64_t in_w = s.preprojected ? 0 : s.I;
     MpsGradShapes g;
-    OP_REQUIRES_OK(ctx, in.Required("source_gradient"));
-    OP_REQUIRES_OK(ctx, in.Required("z_state"));
-    OP_REQUIRES_OK(ctx, in.Required(MpsFwdOutName(s)));
+    in.Required("source_gradient");
+    in.Required("z_state");
+    in.Required(MpsFwdOutName(s));
     g.dy = in.Shape("source_gradient");
     g.z_state = in.Shape("z_state");
     g.fwd_out = in.Shape(MpsFwdOutName(s));
@@ -231,23 +219,18 @@ class MpsXla : public XlaOpKernel {
       OP_REQUIRES_OK(ctx, in.Optional(name, slot));
     }
     OP_REQUIRES_OK(ctx, ValidateMpsGradShapes(op, s, g));
-    auto final_grad = [&](const char* name) {
-      return in.Has(name) ? ToDirMajor(in.Value(name), D, B, H)
-                          : xla::Zeros(b, xla::ShapeUtil::MakeShape(a_type, {D, B, H}));
-    };
     call.has_dc_seq = in.Has("cell_output_gradient");
     operands.push_back(in.Value("source_gradient"));
-    operands.push_back(final_grad("state_gradient"));
-    operands.push_back(lstm ? final_grad("cell_gradient") : Empty(b, a_type));
+    operands.push_back(in.DirMajor("state_gradient", D, B, H));
+    operands.push_back(lstm ? in.DirMajor("cell_gradient", D, B, H) : Empty(b, a_type));
     operands.push_back(reserve);
     operands.push_back(call.has_dc_seq ? in.Value("cell_output_gradient") : Empty(b, a_type));
-    auto shape = [&](std::initializer_list<int64_t> dims) {
-      return xla::ShapeUtil::MakeShape(a_type, dims);
-    };
     const std::vector<xla::XlaOp> r = EmitRnnCall(
         b, kXlaRnnBackward, call, operands,
-        {shape({T, B, s.I}), shape({D, B, H}), lstm ? shape({D, B, H}) : shape({0}),
-         shape({RnnParamsSize(s)}), shape({0}), shape({0}), shape({XlaRnnPeepholeSize(call)})});
+        {XlaShape(a_type, {T, B, s.I}), XlaShape(a_type, {D, B, H}),
+         XlaShape(a_type, lstm ? TensorShape({D, B, H}) : TensorShape({0})),
+         XlaShape(a_type, {RnnParamsSize(s)}), XlaShape(a_type, {0}), XlaShape(a_type, {0}),
+         XlaShape(a_type, {XlaRnnPeepholeSize(call)})});
     const xla::XlaOp dparams = r[3];
     // Each direction's piece of dparams at RnnParamLayout's `member` (+ skip), `n` elements.
     auto per_dir = [&](Index RnnParamOffsets::*member, int64_t skip, int64_t n,

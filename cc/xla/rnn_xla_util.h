@@ -4,7 +4,9 @@
 #ifndef TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
 #define TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -27,7 +29,6 @@ constexpr char kXlaBlockCall[] = "tfrnn_block_call";  // cc/xla/block_ffi_cpu.cc
 struct XlaKernelEntry {
   const char* op;
   tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*);
-  bool size_inputs;  // inputs num_layers, num_units, input_size are compile-time constants
 };
 std::vector<XlaKernelEntry>& XlaKernelEntries();
 template <typename K>
@@ -36,31 +37,28 @@ tensorflow::OpKernel* MakeXlaKernel(tensorflow::OpKernelConstruction* c) {
 }
 struct XlaKernelListed {
   XlaKernelListed(const char* op,
-                  tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*),
-                  bool size_inputs = false) {
-    XlaKernelEntries().push_back({op, factory, size_inputs});
+                  tensorflow::OpKernel* (*factory)(tensorflow::OpKernelConstruction*)) {
+    XlaKernelEntries().push_back({op, factory});
   }
 };
 #define TFRNN_XLA_CONCAT_(a, b) a##b
 #define TFRNN_XLA_CONCAT(a, b) TFRNN_XLA_CONCAT_(a, b)
-// REGISTER_XLA_OP for CPU_XLA_JIT and every type, and the kernel listed for late registration.
-#define TFRNN_REGISTER_XLA_KERNEL(NAME, KERNEL)                                              \
+// REGISTER_XLA_OP for CPU_XLA_JIT and every type (with the builder calls EXTRA), and the
+// kernel listed for late registration.
+#define TFRNN_REGISTER_XLA_KERNEL_WITH(NAME, KERNEL, EXTRA)                                  \
   REGISTER_XLA_OP(                                                                         \
-      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes),  \
+      Name(NAME).Device(tensorflow::DEVICE_CPU_XLA_JIT).TypeConstraint("T", kXlaRnnTypes)   \
+          EXTRA,                                                                           \
       KERNEL);                                                                             \
   static ::tfrnn::XlaKernelListed TFRNN_XLA_CONCAT(tfrnn_xla_listed_, __COUNTER__)(        \
       NAME, &::tfrnn::MakeXlaKernel<KERNEL>)
-// The same for the params converters, whose size inputs are compile-time constants.
+#define TFRNN_REGISTER_XLA_KERNEL(NAME, KERNEL) TFRNN_REGISTER_XLA_KERNEL_WITH(NAME, KERNEL, )
+// The params converters, whose size inputs are compile-time constants.
 #define TFRNN_REGISTER_XLA_SIZES_KERNEL(NAME, KERNEL)                                        \
-  REGISTER_XLA_OP(Name(NAME)                                                               \
-                      .Device(tensorflow::DEVICE_CPU_XLA_JIT)                              \
-                      .TypeConstraint("T", kXlaRnnTypes)                                   \
-                      .CompileTimeConstantInput("num_layers")                              \
-                      .CompileTimeConstantInput("num_units")                               \
-                      .CompileTimeConstantInput("input_size"),                             \
-                  KERNEL);                                                                 \
-  static ::tfrnn::XlaKernelListed TFRNN_XLA_CONCAT(tfrnn_xla_listed_, __COUNTER__)(        \
-      NAME, &::tfrnn::MakeXlaKernel<KERNEL>, true)
+  TFRNN_REGISTER_XLA_KERNEL_WITH(NAME, KERNEL,                                             \
+                                 .CompileTimeConstantInput("num_layers")                   \
+                                     .CompileTimeConstantInput("num_units")                \
+                                     .CompileTimeConstantInput("input_size"))
 
 // The op types with XLA kernels (every type the ops take).
 constexpr std::initializer_list<tensorflow::DataType> kXlaRnnTypes = {
@@ -116,6 +114,22 @@ inline xla::XlaOp ZerosOf(xla::XlaBuilder* b, xla::PrimitiveType t,
 // Elements of an op-type reserve_space holding n compute-type values (ReserveElementsOfT).
 inline int64_t OpTypeReserve(int64_t n, xla::PrimitiveType compute, xla::PrimitiveType op_type) {
   return op_type == compute ? n : 2 * n;
+}
+
+// Rows [lo, hi) of v's leading dimension.
+inline xla::XlaOp Rows(xla::XlaOp v, int64_t lo, int64_t hi) {
+  return xla::SliceInDim(v, lo, hi, 1, 0);
+}
+
+// The 1-D pieces (offset, value) concatenated in offset order (pieces that tile a vector, such
+// as the regions of a params vector).
+inline xla::XlaOp ConcatAtOffsets(xla::XlaBuilder* b,
+                                  std::vector<std::pair<int64_t, xla::XlaOp>> pieces) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<xla::XlaOp> ordered;
+  for (const auto& p : pieces) ordered.push_back(p.second);
+  return xla::ConcatInDim(b, ordered, 0);
 }
 
 // [d0, d1, c] -> [d1, d0, c] (a bitcast when d0 or d1 is 1: XLA simplifies it).
