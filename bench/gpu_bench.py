@@ -6,7 +6,7 @@ H), float32 and half. Runs on a GPU machine only (no TensorFlow needed):
                               [--variants auto,steps,pbwd,cluster]
 
 For cuDNN and for each of our engine's paths (--variants, chosen by environment variables):
-  auto     the default (persistent forward where the engine picks it, per-step backward)
+  auto     the defaults (DefaultBwd and the plans: persistent, cluster or per-step by size)
   steps    the per-step path everywhere (TFRNN_CUDA_PERSISTENT=0)
   pbwd     the persistent backward too (TFRNN_CUDA_PERSISTENT_BWD=1)
   cluster  the cluster kernels (TFRNN_CUDA_CLUSTER=1), forward and backward

@@ -59,11 +59,14 @@ def _run_checks(script, so, *args, env_extra=None):
     return counts, out
 
 
-# The engine's paths, by environment: the persistent forward and (opt-in) backward kernels
-# where the engine picks them (small batch; every thread a fiber of a cooperative launch); the
-# per-step path everywhere; the (opt-in) cluster kernels with clusters of 2 blocks (two clusters
-# on the emulated device, so the batch is split between them) and of 4 (one cluster).
+# The engine's paths, by environment: its defaults (DefaultBwd in
+# rnn_gpu_persistent_kernels.cuh: the persistent backward for one or two batch rows, the cluster
+# backward up to 16 rows at Hs <= 512); the persistent forward and backward kernels wherever
+# they fit (small batch; every thread a fiber of a cooperative launch); the per-step path
+# everywhere; the cluster kernels with clusters of 2 blocks (two clusters on the emulated
+# device, so the batch is split between them) and of 4 (one cluster).
 PATHS = {
+    "default": dict(TFRNN_CUDA_TRACE="1"),
     "persistent": dict(TFRNN_CUDA_PERSISTENT="1", TFRNN_CUDA_PERSISTENT_BWD="1"),
     "per_step": dict(TFRNN_CUDA_PERSISTENT="0"),
     "cluster2": dict(TFRNN_CUDA_CLUSTER="1", TFRNN_CUDA_CLUSTER_SIZE="2", TFRNN_CUDA_TRACE="1"),
@@ -74,6 +77,14 @@ PATHS = {
 def _check_ran(path, out):
     """With TFRNN_CUDA_TRACE=1 the engine names the kernel of every layer: the cluster kernels
     must have run both ways (not only the fallback paths)."""
+    if path == "default":
+        bwd = [(int(b), int(n), k) for b, n, k in re.findall(
+            r"tfrnn_cuda backward B=(\d+) N=(\d+): (cluster|persistent|per-step)", out)]
+        assert any(k == "persistent" for b, n, k in bwd if b <= 2), bwd
+        assert any(k == "cluster" for b, n, k in bwd if 2 < b <= 16 and n <= 512), bwd
+        assert not any(k != "per-step" for b, n, k in bwd if b > 16 or n > 512), bwd
+        assert not any(k == "persistent" for b, n, k in bwd if b > 2), bwd
+        return
     size = PATHS[path].get("TFRNN_CUDA_CLUSTER_SIZE")
     if size is None:
         return
@@ -88,7 +99,7 @@ def test_cpu_engine_parity(emulated_engine, path):
     _check_ran(path, out)
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
-    assert counts["PASS"] >= 22, out  # 9 cases x 2 dtypes + 4 dropout-mask checks
+    assert counts["PASS"] >= 24, out  # 10 cases x 2 dtypes + 4 dropout-mask checks
 
 
 @pytest.mark.parametrize("path", ["persistent", "cluster2"])

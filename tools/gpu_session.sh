@@ -4,17 +4,20 @@
 # reference), the CPU-vs-GPU parity checks, compute-sanitizer (memcheck, racecheck) over one
 # small case per family, and bench/gpu_bench.py. The engine's paths are chosen by environment
 # (docs/GPU.md): checks_steps reruns the checks on the per-step path (TFRNN_CUDA_PERSISTENT=0),
-# checks_pbwd with the opt-in persistent backward (TFRNN_CUDA_PERSISTENT_BWD=1), and the
-# *_cluster stages with the opt-in cluster kernels (TFRNN_CUDA_CLUSTER=1; Hopper). bench
+# checks_pbwd with the persistent backward wherever it fits (TFRNN_CUDA_PERSISTENT_BWD=1), and
+# the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1). bench
 # times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
 # issue's small-batch sizes; ncu / ncu_cluster profile one persistent / cluster launch.
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
-# (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them).
+# (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
+# bench/engine_bench (bazel-bin/bench/engine_bench, copied to build/engine_bench: carry it).
+# GPU_SESSION_BUDGET=<seconds> fits the whole run into a lease: each stage's limit is cut to
+# the time left, and a stage with under 15 s left is skipped (and says so in the summary).
 #   tools/gpu_session.sh [stage ...]
 #     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #             memcheck memcheck_cluster racecheck racecheck_cluster bench bench_clusters
-#             ncu ncu_cluster
+#             ncu ncu_cluster cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      memcheck memcheck_cluster racecheck racecheck_cluster)
 set -uo pipefail
@@ -39,9 +42,18 @@ SMALL=("vs_cudnn[mode=lstm-L=1-D=1-lengths=None-dtype=float32-T=1-B=1]"
        "vs_reference[mode=gru-has_mask=True-mask_per_step=True-gru_reset_before=True-D=2]"
        "lstm_block[gate_order=ifco-use_peephole=True-cell_clip=0.6-exact_clip_grad=True]"
        "gru_cell[gate_grads=True]")
+T_START=$(date +%s)
+BUDGET="${GPU_SESSION_BUDGET:-0}"
 stage() {
   local name="$1" limit="$2"; shift 2
   local t0; t0=$(date +%s)
+  if [ "$BUDGET" -gt 0 ]; then
+    local left=$(( BUDGET - (t0 - T_START) ))
+    if [ "$left" -lt 15 ]; then
+      echo "$name: skipped (${left}s of the budget left)" | tee -a "$SUMMARY"; return
+    fi
+    [ "$left" -lt "$limit" ] && limit="$left"
+  fi
   echo "== $name (limit ${limit}s)"
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
@@ -91,6 +103,9 @@ for s in "${STAGES[@]}"; do
            --section SchedulerStats --section MemoryWorkloadAnalysis \
            "$PY" bench/gpu_bench.py --modes lstm --dtypes float32 --batches 16 --hiddens 256 \
            --iters 1 --repeats 1 --warmup 1 --variants cluster ;;
+    # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM.
+    cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
+                   --threads "1,2,4,8,$(nproc)" ;;
     *) echo "gpu_session.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done

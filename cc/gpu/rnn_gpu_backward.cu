@@ -283,7 +283,8 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.reset_before = reset_before;
   p.z_new = gru && s.gru_z_new;
   p.dpn = reset_before ? w.dpn : nullptr;
-  // Small batch, opt-in: every step in one persistent kernel (rnn_gpu_persistent_bwd.cu).
+  // Small batch: every step in one persistent or cluster kernel where the plan picks one
+  // (DefaultBwd; rnn_gpu_persistent_bwd.cu).
   const bool persistent_ok = steps > 0 && !proj && !s.has_mask && !reset_before && !xw;
   const SequenceKernelPlan plan = persistent_ok ? PlanPersistentBwd<T>(s) : SequenceKernelPlan();
   if (plan.ok) {

@@ -59,8 +59,7 @@ GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, Fwd
 // cooperative launch, the mirror of the forward (block g keeps R's columns of its units and
 // adds dhr_{t+1}·R to its units' carries dL/dh, then runs BwdPoint). For layers without
 // projection, recurrent mask, reset-before gru or the block ops' options, at the forward's
-// sizes; opt-in (TFRNN_CUDA_PERSISTENT_BWD=1) until a GPU session measures it against the
-// per-step path.
+// sizes; the plan picks it by DefaultBwd (one or two rows) or TFRNN_CUDA_PERSISTENT_BWD=1.
 template <typename T>
 SequenceKernelPlan PlanPersistentBwd(const RnnSpec& s);
 
@@ -76,9 +75,10 @@ GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, Bwd
 // kernels' work split the other way round. Batch rows are independent, so each cluster of
 // C blocks runs `group` rows of the batch on its own, with a copy of R spread over its blocks'
 // shared memory; h (forward) or dhr (backward) goes to every block of the cluster through
-// distributed shared memory, and the step barrier is the cluster's, not the grid's. Opt-in
-// (TFRNN_CUDA_CLUSTER=1; TFRNN_CUDA_CLUSTER_SIZE=C forces the size) until a GPU session has
-// measured them. PlanPersistentFwd/Bwd return their plans (cluster > 0) when on and possible;
+// distributed shared memory, and the step barrier is the cluster's, not the grid's. The
+// backward plan picks them by DefaultBwd; TFRNN_CUDA_CLUSTER=1 forces them both ways where
+// they fit (TFRNN_CUDA_CLUSTER_SIZE=C forces the size), =0 keeps them off.
+// PlanPersistentFwd/Bwd return their plans (cluster > 0) when chosen and possible;
 // PersistentFwd/Bwd launch them.
 template <typename T>
 SequenceKernelPlan PlanClusterFwd(const RnnSpec& s);

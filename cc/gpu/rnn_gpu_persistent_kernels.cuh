@@ -140,6 +140,21 @@ inline bool PersistentSize(const RnnSpec& s) {
   return s.B * Hs <= kPersistentMaxWork || (s.B <= 2 && Hs <= 1024);
 }
 
+// The backward step-chain kernel a layer gets when no environment switch names one, by
+// measurement on an H100 (bench/gpu_bench.py, docs/GPU.md "Defaults"): the persistent
+// backward for one or two batch rows (1.4-2.2x the per-step backward at N = 1, H 256-1024),
+// the cluster backward for 3 to kClusterBwdMaxB rows at Hs <= kClusterBwdMaxHs where its plan
+// fits (1.2-2x at N = 4 and 16, H 256 and 512), the per-step path elsewhere (the cluster
+// kernels lose from N = 64 on).
+enum class BwdDefault { kPerStep, kPersistent, kCluster };
+constexpr I64 kClusterBwdMaxB = 16, kClusterBwdMaxHs = 512;
+inline BwdDefault DefaultBwd(const RnnSpec& s) {
+  const I64 Hs = RnnHs(s);
+  if (s.B <= 2 && PersistentSize(s)) return BwdDefault::kPersistent;
+  if (s.B <= kClusterBwdMaxB && Hs <= kClusterBwdMaxHs) return BwdDefault::kCluster;
+  return BwdDefault::kPerStep;
+}
+
 // What the plans need of a device, queried once per device (the values never change).
 struct CoopDevice {
   bool ok = false;  // every query succeeded and the device can run cooperative launches

@@ -228,6 +228,8 @@ CASES = [
     # Odd sizes: clusters of 4 blocks leave one block without units, clusters of 2 split the
     # batch 2 + 1 (the cluster kernels).
     ("gru-N5-B3-var", dict(mode="gru", N=5, B=3, lengths="var")),
+    # One batch row: the persistent backward by default (DefaultBwd).
+    ("lstm-B1-D2-var", dict(mode="lstm", B=1, D=2, lengths="var")),
     ("lstm-L3-D2-dropout0.3", dict(mode="lstm", L=3, D=2, dropout=0.3, seed=7)),
     ("gru-L2-D1-dropout0.5-var", dict(mode="gru", L=2, D=1, dropout=0.5, seed=3,
                                       lengths="var")),

@@ -1,0 +1,95 @@
+"""CPU thread scaling: our TF-free engine (bench/engine_bench.cc, built by Bazel) against
+PyTorch's CPU LSTM, forward+backward, at 1, 2, 4, ... threads, float32 and bfloat16.
+
+    python3 bench/cpu_scaling.py --bench bazel-bin/bench/engine_bench [--threads 1,2,4,8,16]
+
+Ours is the stacked-RNN engine's LSTM (CudnnRNN's face), timed inside engine_bench (median of
+7 after one warm-up); PyTorch is torch.nn.LSTM (one layer, batch_first False) with
+torch.set_num_threads(n), forward plus backward of sum(y), median of the same count. bfloat16:
+BENCH_BF16=1 for ours (bf16 products where the CPU has AVX512_BF16, float32 elsewhere),
+the module and inputs in torch.bfloat16 for PyTorch. Prints one line per case (progress) and a
+Markdown table last: ms, GFLOP/s (8·T·N·H·(I+H) forward, twice that backward) and each side's
+speed-up over its own one-thread time.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+
+def ours(bench, T, N, I, H, threads, bf16):
+    env = dict(os.environ, BENCH_BF16="1" if bf16 else "0")
+    out = subprocess.run([bench, str(T), str(N), str(I), str(H), str(threads), "quick"],
+                         env=env, capture_output=True, text=True, timeout=600, check=True).stdout
+    m = re.search(r"rnn engine fwd ([\d.]+) bwd ([\d.]+) ms", out)
+    if not m:
+        raise RuntimeError("engine_bench printed no rnn engine line: " + out[-300:])
+    return float(m.group(1)) + float(m.group(2))
+
+
+def torch_lstm(T, N, I, H, threads, bf16, reps=7):
+    import torch
+    torch.set_num_threads(threads)
+    dt = torch.bfloat16 if bf16 else torch.float32
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(I, H).to(dt)
+    x = (0.1 * torch.randn(T, N, I)).to(dt).requires_grad_()
+
+    def step():
+        y, _ = lstm(x)
+        y.float().sum().backward()
+
+    step()
+    t = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        step()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default="bazel-bin/bench/engine_bench")
+    ap.add_argument("--threads", default="1,2,4,8,16")
+    ap.add_argument("--sizes", default="100x64x256x256,100x16x512x512",
+                    help="T x N x I x H, comma-separated")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--no-torch", action="store_true")
+    a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    rows = []
+    for size in a.sizes.split(","):
+        T, N, I, H = (int(v) for v in size.split("x"))
+        flops = 3 * 8.0 * T * N * H * (I + H)
+        for dtype in a.dtypes.split(","):
+            bf16 = dtype == "bfloat16"
+            base = {}
+            for n in threads:
+                o = ours(a.bench, T, N, I, H, n, bf16)
+                p = None if a.no_torch else torch_lstm(T, N, I, H, n, bf16)
+                base.setdefault("o", o)
+                if p is not None:
+                    base.setdefault("p", p)
+                row = (size, dtype, n, o, flops / o / 1e6, base["o"] / o, p,
+                       None if p is None else flops / p / 1e6,
+                       None if p is None else base["p"] / p)
+                rows.append(row)
+                print(f"{size} {dtype} threads={n}: ours {o:.2f} ms"
+                      + ("" if p is None else f", torch {p:.2f} ms"), flush=True)
+    print("\n| T×N×I×H | dtype | threads | ours ms | ours GFLOP/s | ours speed-up | torch ms "
+          "| torch GFLOP/s | torch speed-up | torch / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for size, dtype, n, o, og, osu, p, pg, psu in rows:
+        f = (lambda v, s="{:.2f}": "-" if v is None else s.format(v))
+        print(f"| {size} | {dtype} | {n} | {o:.2f} | {og:.1f} | {osu:.2f}x | {f(p)} | "
+              f"{f(pg, '{:.1f}')} | {f(psu, '{:.2f}x')} | {f(None if p is None else p / o, '{:.2f}x')} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
