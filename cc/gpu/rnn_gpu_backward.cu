@@ -283,6 +283,31 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.reset_before = reset_before;
   p.z_new = gru && s.gru_z_new;
   p.dpn = reset_before ? w.dpn : nullptr;
+  const bool gate_masks = RnnGateMasks(s);
+  if (gate_masks && (xw || reset_before || proj)) {
+    return InvalidArgument("per-gate recurrent masks with weights_xw, reset-before gru or a "
+                           "projection have no CUDA path yet");
+  }
+  // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
+  // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k, R_k rows [k·N, +N) of R).
+  auto add_recurrent = [&](I64 mstep) -> GpuStatus {
+    if (!s.has_mask) return GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+    for (I64 k = 0; k < (gate_masks ? K : 1); ++k) {
+      if (gate_masks) {
+        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, Hs, N,
+                                          static_cast<const T*>(w.dhr_prev) + k * N, KN,
+                                          ly.R + k * N * Hs, Hs, w.dhm, Hs, false));
+      } else {
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
+                                        false));
+      }
+      TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, mstep, B, Hs,
+          gate_masks ? K * yst : yst, gate_masks ? K * ly.dcol + k * Hs : ly.dcol, a.mask,
+          a.mask_per_step, w.dhm, w.dh);
+      TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
+    }
+    return GpuStatus::Ok();
+  };
   // Small batch: every step in one persistent or cluster kernel where the plan picks one
   // (DefaultBwd; rnn_gpu_persistent_bwd.cu).
   const bool persistent_ok = steps > 0 && !proj && !s.has_mask && !reset_before && !xw;
@@ -306,16 +331,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       TFRNN_CUDA_CHECK_LAUNCH("ProjPreKernel");
       TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false));
     } else if (has_next) {
-      if (s.has_mask) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
-                                        false));
-        TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, st + 1, B, Hs, yst,
-            ly.dcol, a.mask, a.mask_per_step, w.dhm, w.dh);
-        TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
-      } else {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
-                                        true));
-      }
+      TFRNN_GPU_RETURN_IF_ERROR(add_recurrent(st + 1));
     }
     p.step = st;
     p.dhr_cur = w.dhr_cur;
@@ -331,14 +347,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     }
     std::swap(w.dhr_prev, w.dhr_cur);
   }
-  if (steps > 0 && s.has_mask) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm, false));
-    TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, 0, B, Hs, yst, ly.dcol,
-        a.mask, a.mask_per_step, w.dhm, w.dh);
-    TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
-  } else if (steps > 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true));
-  }
+  if (steps > 0) TFRNN_GPU_RETURN_IF_ERROR(add_recurrent(0));
   using A = AccOf<T>;
   TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dh0 + pseudo * B * Hs, static_cast<const A*>(w.dh),
                                     B * Hs));
@@ -375,6 +384,17 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     if (TB > B) {
       TFRNN_GPU_RETURN_IF_ERROR(grad_r(TB - B, static_cast<const T*>(w.dhr) + B * KN, ly.hseq,
                                        true));
+    }
+  } else if (gate_masks) {
+    // R_k multiplied h_prev ⊙ mask_k: dR_k = Σ dhr_kᵀ · (h_prev ⊙ mask_k).
+    for (I64 k = 0; k < K && TB * Hs > 0; ++k) {
+      TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
+          a.mask_per_step, B, TB, Hs, K * yst, K * ly.dcol + k * Hs, w.hrec);
+      TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, true, false, N, Hs, TB,
+                                        static_cast<const T*>(w.dhr) + k * N, KN,
+                                        static_cast<const T*>(w.hrec), Hs, ly.dR + k * N * Hs,
+                                        Hs, false));
     }
   } else {
     // R multiplied h_prev ⊙ mask; the reserve holds h_prev.

@@ -140,7 +140,12 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.hrn = w.hrn;
   // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh); it reads R as
   // [K·N, Hs] and W·x from the acts rows, so not for the block face.
-  const bool persistent_ok = steps > 0 && !s.weights_xw && ly.gx == nullptr;
+  const bool gate_masks = RnnGateMasks(s);
+  if (gate_masks && (s.weights_xw || reset_before)) {
+    return InvalidArgument("per-gate recurrent masks with weights_xw or reset-before gru have no "
+                           "CUDA path yet");
+  }
+  const bool persistent_ok = steps > 0 && !s.weights_xw && ly.gx == nullptr && !gate_masks;
   const SequenceKernelPlan plan = persistent_ok ? PlanPersistentFwd<T>(s) : SequenceKernelPlan();
   if (plan.ok) {
     TFRNN_GPU_RETURN_IF_ERROR(PersistentFwd<T>(g, plan, p, ly.R, s.has_mask ? a.mask : nullptr,
@@ -151,15 +156,27 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   for (I64 st = 0; st < (plan.ok ? 0 : steps); ++st) {
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
-    if (s.has_mask) {
-      TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs, s.D * Hs,
-          ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
-      TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
-      h_rec = w.h_masked;
+    if (gate_masks) {
+      // Gate block k: hr[:, k·N, +N] = (h_prev ⊙ mask_k) · R_kᵀ, R_k rows [k·N, +N) of R.
+      for (I64 k = 0; k < K; ++k) {
+        TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
+            s.D * K * Hs, K * ly.dcol + k * Hs, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
+        TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
+        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, true, B, N, Hs,
+                                          static_cast<const T*>(w.h_masked), Hs,
+                                          ly.R + k * N * Hs, Hs, w.hr + k * N, KN, false));
+      }
+    } else {
+      if (s.has_mask) {
+        TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
+            s.D * Hs, ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
+        TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
+        h_rec = w.h_masked;
+      }
+      // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]; R itself with weights_xw), kept in Acc.
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, B, KN, Hs, h_rec, ly.R, w.hr,
+                                      false));
     }
-    // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]; R itself with weights_xw), kept in Acc.
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, B, KN, Hs, h_rec, ly.R, w.hr,
-                                    false));
     p.step = st;
     p.h_cur = w.h_cur;
     p.h_rec = h_rec;

@@ -202,7 +202,8 @@ def make_case(c, dtype):
                         dropout=c.get("dropout", 0.0), seed=c.get("seed", 0),
                         peephole=c.get("peephole", False), has_mask=c.get("has_mask", False),
                         gru_reset_before=c.get("gru_reset_before", False),
-                        gru_z_new=c.get("gru_z_new", False))
+                        gru_z_new=c.get("gru_z_new", False),
+                        mask_gates=c.get("mask_gates", False))
     n_params = max(o["end"] for o in ce.param_layout(mode, L=L, D=D, I=I, N=N, P=P))
     r = lambda shape, s=1.0: rng.standard_normal(shape) * s  # noqa: E731
     inp = dict(params=r(n_params, 0.4), x=r((T, B, I)), h0=r((L * D, B, Hs), 0.5),
@@ -211,7 +212,8 @@ def make_case(c, dtype):
                peephole=r((L * D, K * N), 0.5) if c.get("peephole") else None, mask=None)
     if c.get("has_mask"):
         mt = T if c.get("mask_per_step") else 1
-        inp["mask"] = (rng.random((mt, B, D * Hs)) > 0.3) * 1.25
+        cols = D * (K if c.get("mask_gates") else 1) * Hs
+        inp["mask"] = (rng.random((mt, B, cols)) > 0.3) * 1.25
     return spec, inp, lengths
 
 
@@ -228,6 +230,10 @@ CASES = [
     # Odd sizes: clusters of 4 blocks leave one block without units, clusters of 2 split the
     # batch 2 + 1 (the cluster kernels).
     ("gru-N5-B3-var", dict(mode="gru", N=5, B=3, lengths="var")),
+    # Per-gate recurrent masks (one mask per gate block).
+    ("lstm-maskgates-D2-var", dict(mode="lstm", D=2, has_mask=True, mask_gates=True,
+                                   mask_per_step=True, lengths="var")),
+    ("gru-maskgates-L2", dict(mode="gru", L=2, has_mask=True, mask_gates=True)),
     # One batch row: the persistent backward by default (DefaultBwd).
     ("lstm-B1-D2-var", dict(mode="lstm", B=1, D=2, lengths="var")),
     ("lstm-L3-D2-dropout0.3", dict(mode="lstm", L=3, D=2, dropout=0.3, seed=7)),

@@ -176,7 +176,7 @@ def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_i
               training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
               gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
               peephole=False, has_mask=False, preprojected=False, reverse=False,
-              gru_reset_before=False, gru_z_new=False):
+              gru_reset_before=False, gru_z_new=False, mask_gates=False):
     s = Spec()
     s.mode, s.dtype = MODES[mode], DTYPES[dtype]
     s.T, s.B, s.I, s.N, s.P, s.L, s.D = T, B, I, N, P, L, D
@@ -188,6 +188,7 @@ def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_i
     s.peephole, s.has_mask = int(peephole), int(has_mask)
     s.preprojected, s.reverse = int(preprojected), int(reverse)
     s.gru_reset_before, s.gru_z_new = int(gru_reset_before), int(gru_z_new)
+    s.mask_gates = int(mask_gates)
     return s
 
 

@@ -186,6 +186,11 @@ REF_CASES = [
     dict(mode="gru", gru_reset_before=True, gate_pos=(1, 0, 2, 3), gru_z_new=True, D=2,
          lengths="zero"),
     dict(mode="gru", has_mask=True, lengths="var"),
+    # Per-gate recurrent masks (Keras recurrent dropout: one mask per gate block).
+    dict(mode="lstm", D=2, has_mask=True, mask_gates=True, mask_per_step=True, lengths="var"),
+    dict(mode="lstm", L=2, has_mask=True, mask_gates=True, gate_pos=(1, 0, 3, 2)),
+    dict(mode="gru", D=2, has_mask=True, mask_gates=True, reverse=True, lengths="var"),
+    dict(mode="gru", has_mask=True, mask_gates=True, mask_per_step=True, gru_z_new=True),
     dict(mode="gru", has_mask=True, mask_per_step=True, gru_reset_before=True, D=2),
     dict(mode="gru", has_mask=True, gru_reset_before=True, reverse=True, lengths="var",
          gate_act=("sigmoid", "hard_sigmoid", "tanh", "sigmoid")),
@@ -236,12 +241,13 @@ def check_vs_reference(case):
     mask = None
     if case.get("has_mask"):
         mt = T if case.get("mask_per_step") else 1
-        mask = (torch.rand(mt, B, D * Hs, generator=gen, dtype=f64) > 0.3).to(f64).to(dev) * 1.25
+        mcols = D * (K if case.get("mask_gates") else 1) * Hs
+        mask = (torch.rand(mt, B, mcols, generator=gen, dtype=f64) > 0.3).to(f64).to(dev) * 1.25
     opts = dict(gate_pos=case.get("gate_pos", (0, 1, 2, 3)),
                 gate_act=case.get("gate_act", ("sigmoid", "sigmoid", "tanh", "sigmoid")),
                 cell_act=case.get("cell_act", "tanh"),
                 gru_reset_before=case.get("gru_reset_before", False),
-                gru_z_new=case.get("gru_z_new", False))
+                gru_z_new=case.get("gru_z_new", False), mask_gates=case.get("mask_gates", False))
     spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=N, P=P, L=L, D=D, dtype=dtype,
                                  skip_input=skip_input, dropout=case.get("dropout", 0.0),
                                  seed=case.get("seed", 0), peephole=peep is not None,

@@ -50,9 +50,12 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                   lengths=None, training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
                   gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
                   peephole=None, mask=None, mask_per_step=False, reverse=False,
-                  preprojected=False, gru_reset_before=False, gru_z_new=False):
+                  preprojected=False, gru_reset_before=False, gru_z_new=False,
+                  mask_gates=False):
     """Forward in the dtype of the inputs (use float64).  x [T, B, I], h0 [L*D, B, Hs],
-    c0 [L*D, B, N] (lstm), params flat (our layout).  Returns (y, hn, cn or None)."""
+    c0 [L*D, B, N] (lstm), params flat (our layout).  mask [T or 1, B, D*Hs], or with
+    mask_gates [T or 1, B, D*K*Hs]: gate block k's product R_k·h takes h * mask_k.  Returns
+    (y, hn, cn or None)."""
     K = cuda_engine.GATES[mode]
     Hs = P if P else N
     T, B = x.shape[0], x.shape[1]
@@ -93,11 +96,17 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                 else:
                     gx = xt @ W.T + bW
                 h_rec = h
-                if mask is not None:
+                if mask is not None and mask_gates:
                     mrow = mask[idx if mask_per_step else torch.zeros_like(idx),
-                                torch.arange(B, device=x.device)][:, d * Hs:(d + 1) * Hs]
-                    h_rec = h * mrow
-                hr = h_rec @ R.T + bR
+                                torch.arange(B, device=x.device)][:, d * K * Hs:(d + 1) * K * Hs]
+                    hr = torch.cat([(h * mrow[:, k * Hs:(k + 1) * Hs]) @ R[k * N:(k + 1) * N].T
+                                    for k in range(K)], dim=1) + bR
+                else:
+                    if mask is not None:
+                        mrow = mask[idx if mask_per_step else torch.zeros_like(idx),
+                                    torch.arange(B, device=x.device)][:, d * Hs:(d + 1) * Hs]
+                        h_rec = h * mrow
+                    hr = h_rec @ R.T + bR
                 blk = lambda v, k: v[:, k * N:(k + 1) * N]  # noqa: E731
                 if mode == "lstm":
                     pre = [blk(gx, gate_pos[q]) + blk(hr, gate_pos[q]) for q in range(4)]
