@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   // The same LSTM through the stacked-RNN engine (CudnnRNN's face): one layer, cuDNN layout.
   tfrnn::RnnSpec rs;
   rs.mode = tfrnn::RnnMode::kLstm;
-  rs.T = T, rs.B = N, rs.I = I, rs.N = H;
+  rs.T = T, rs.B = N, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
   std::vector<float> params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
       y(T * N * H), hn(N * H), cn(N * H),

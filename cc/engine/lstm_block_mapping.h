@@ -37,7 +37,7 @@ struct AlwaysOk {
 template <typename Dev, typename A>
 typename Dev::Status PackLstmPeephole(Dev& dev, const RnnSpec& s, const A* wci, const A* wcf,
                                       const A* wco, A* p) {
-  const Index H = s.N;
+  const Index H = s.H;
   TFRNN_MAPPING_TRY(dev.Zero(p, 4 * H));
   TFRNN_MAPPING_TRY(dev.Copy(p + s.gate_pos[0] * H, wci, H));
   TFRNN_MAPPING_TRY(dev.Copy(p + s.gate_pos[1] * H, wcf, H));
@@ -49,7 +49,7 @@ typename Dev::Status PackLstmPeephole(Dev& dev, const RnnSpec& s, const A* wci, 
 template <typename Dev, typename A>
 typename Dev::Status UnpackLstmPeepholeGrad(Dev& dev, const RnnSpec& s, const A* dp,
                                             A* wci_grad, A* wcf_grad, A* wco_grad) {
-  const Index H = s.N;
+  const Index H = s.H;
   A* const grads[3] = {wci_grad, wcf_grad, wco_grad};
   const int gate[3] = {0, 1, 3};
   for (int k = 0; k < 3; ++k) {

@@ -38,11 +38,11 @@ struct CpuLstmBlock {
   }
   LstmFwdScratch<A> CarveFwd(const RnnSpec& s) const {
     Carver<A> cv(workspace);
-    return CarveLstmFwd(s.T, s.B, s.I, s.N, bf16, &cv);
+    return CarveLstmFwd(s.T, s.B, s.I, s.H, bf16, &cv);
   }
   LstmBwdScratch<A> CarveBwd(const RnnSpec& s) const {
     Carver<A> cv(workspace);
-    return CarveLstmBwd(s.T, s.B, s.N, &cv);
+    return CarveLstmBwd(s.T, s.B, s.H, &cv);
   }
 
   Status LayerForward(const RnnSpec& s, Layer ly, RnnFwdArgs<A> ra, const LstmFwdScratch<A>& w,
@@ -56,7 +56,7 @@ struct CpuLstmBlock {
     // on w in place (packing would not pay for one product; w's I + H rows are one matrix, so
     // it streams once and the pool is woken at most once), then the pointwise pass, whose
     // final states are the outputs h and cs themselves.
-    const Index B = s.B, I = s.I, H = s.N, G = 4 * H;
+    const Index B = s.B, I = s.I, H = s.H, G = 4 * H;
     ra.hn = a.h;
     ra.cn = a.cs;
     for (Index b = 0; b < B; ++b) {

@@ -47,7 +47,7 @@ inline bool LstmStandard(const RnnSpec& s) {
 // cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too).
 template <typename A, bool kStd, bool kHr>
 void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
-  const Index N = s.N;
+  const Index N = s.H;
   const int* pos = s.gate_pos;
   const A clip = static_cast<A>(s.cell_clip);
   const bool do_clip = s.cell_clip > 0.f;
@@ -116,7 +116,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
               Index len, const A* hr, const A* h_cur, const A* h_rec, A* h_next, A* c,
               A* hh_step, A* y, const A* peep, StepPhase phase,
               const A* gstep = nullptr) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
@@ -231,7 +231,7 @@ namespace rnn_cpu {
 template <typename A>
 void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   Carver<A> cv(ws);
@@ -481,7 +481,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
                  const RnnFwdArgs<A>& a, const A* hr, A* ylayer, StepPhase phase, A* rh) {
-  const Index B = s.B, N = s.N;
+  const Index B = s.B, N = s.H;
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place

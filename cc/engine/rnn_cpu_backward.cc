@@ -35,7 +35,7 @@ template <typename A>
 void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* c0p,
               const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w,
               const A* peep, const RnnBwdArgs<A>& a) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
   const bool proj = s.P > 0;
   const A one(1);
   for (Index b = 0; b < B; ++b) {
@@ -213,7 +213,7 @@ template <typename A>
 void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* mask,
                  bool mask_per_step, Index step, Index j0, Index len, const BwdBufs<A>& w,
                  const RnnBwdArgs<A>& a) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const Index B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
   const int pr = s.gate_pos[0], pn = s.gate_pos[2];
   if (ly.R != nullptr) {
     Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
@@ -284,7 +284,7 @@ void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Ind
 template <typename A>
 void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
                      const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
-  const Index KN = RnnK(s) * s.N;
+  const Index KN = RnnK(s) * s.H;
   if (s.weights_xw) {
     GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KN, dM + c0, KN, acc,
                      same_dg ? bf16::kReuseB : bf16::kReuseNone);
@@ -296,7 +296,7 @@ void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, co
 template <typename A>
 void WeightGrad(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n, const A* dg,
                 const A* X, A* dM, bool acc) {
-  const Index KN = RnnK(s) * s.N;
+  const Index KN = RnnK(s) * s.H;
   if (s.weights_xw) {
     GemmB16<A>(d, b16, true, false, m, KN, n, X, dg, dM, acc);
   } else {
@@ -332,7 +332,7 @@ template <typename A, typename Chain>
 void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bool reverse,
                     Index steps, const A* xin, const A* h0, A* din, bool accumulate_din,
                     const BwdBufs<A>& w, Chain&& chain) {
-  const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.N, in = ly.in, T = s.T;
+  const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.H, in = ly.in, T = s.T;
   const bool b16 = s.bf16 && bf16::Available(), xw = s.weights_xw;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // With bf16 products, W is packed once for the din rows of every chunk (GemmB16Serial
@@ -391,7 +391,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
 template <typename A>
 void PeepholeGrads(const CpuDevice& d, const RnnSpec& s, const StepMap& sm, const Layer<A>& ly,
                    const A* c0p, const A* dgx, A* dp) {
-  const Index B = s.B, N = s.N, K = RnnK(s), KN = K * N;
+  const Index B = s.B, N = s.H, K = RnnK(s), KN = K * N;
   const Index o_new = s.peephole_o_new ? s.gate_pos[3] : -1;
   constexpr Index kChunk = 64;
   const Index chunks = (N + kChunk - 1) / kChunk;
@@ -425,7 +425,7 @@ template <typename A>
 void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                    const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* din,
                    bool accumulate_din, const BwdBufs<A>& w0) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
   const bool reset_before = gru && s.gru_reset_before, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
@@ -654,7 +654,7 @@ void StepBackward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
                   StepPhase phase) {
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
-  ForUnitBlocks(d, s.N, s.B * s.N, [&](Index j0, Index len) {
+  ForUnitBlocks(d, s.H, s.B * s.H, [&](Index j0, Index len) {
     if (phase == StepPhase::kAfterProduct) {
       GruResetBwd<A>(s, sm, ly, nullptr, false, 0, j0, len, w, a);
     } else {

@@ -43,8 +43,8 @@ inline std::string RnnSpecProblem(const RnnSpec& s) {
   if (!m.empty()) return m;
   const bool lstm = s.mode == RnnMode::kLstm, gru = s.mode == RnnMode::kGru;
   if (s.P > 0 && !lstm) return "a projection (P > 0) needs lstm";
-  if (s.skip_input && s.I != s.N) return "skip input needs input size == num_units";
-  if (s.preprojected && s.I != s.D * RnnK(s) * s.N) {
+  if (s.skip_input && s.I != s.H) return "skip input needs input size == num_units";
+  if (s.preprojected && s.I != s.D * RnnK(s) * s.H) {
     return "preprojected input needs input size == D*K*N";
   }
   if (s.peephole && !lstm) return "peephole needs lstm";

@@ -27,7 +27,7 @@
 #define TFRNN_SPEC_LIST(...) {__VA_ARGS__}
 #define TFRNN_SPEC_UNBOUNDED 9.0e18
 
-/* Sizes: T steps, B batch, I input size, N units, P projection (lstm; 0 none), L layers,
+/* Sizes: T steps, B batch, I input size, H units, P projection (lstm; 0 none), L layers,
  * D directions. Logical gates: lstm i, f, c (cell input), o; gru r (reset), z (update),
  * n (candidate) in gate_pos[0..2] / gate_act[0..2]. */
 #define TFRNN_RNN_SPEC_FIELDS(F, A)                                                             \
@@ -35,11 +35,11 @@
   F(Index, T, int64_t, 0, 0, TFRNN_SPEC_UNBOUNDED, "time steps")                                \
   F(Index, B, int64_t, 0, 0, TFRNN_SPEC_UNBOUNDED, "batch")                                     \
   F(Index, I, int64_t, 0, 0, TFRNN_SPEC_UNBOUNDED, "input size")                                \
-  F(Index, N, int64_t, 0, 1, TFRNN_SPEC_UNBOUNDED, "num_units")                                 \
+  F(Index, H, int64_t, 0, 1, TFRNN_SPEC_UNBOUNDED, "num_units")                                 \
   F(Index, P, int64_t, 0, 0, TFRNN_SPEC_UNBOUNDED, "num_proj")                                  \
   F(Index, L, int64_t, 1, 1, TFRNN_SPEC_UNBOUNDED, "num_layers")                                \
   F(Index, D, int64_t, 1, 1, 2, "directions")                                                   \
-  /* layer 0 feeds x to every gate as-is (I == N) */                                            \
+  /* layer 0 feeds x to every gate as-is (I == H) */                                            \
   F(bool, skip_input, int32_t, false, 0, 1, "skip_input")                                       \
   /* false: no dropout (the reserve is scratch) */                                              \
   F(bool, training, int32_t, true, 0, 1, "training")                                            \

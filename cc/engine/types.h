@@ -173,7 +173,7 @@ inline bool RnnGateMasks(const RnnSpec& s) { return s.has_mask && s.mask_gates; 
 inline bool RnnBwdGathers(const RnnSpec& s) {
   return (s.mode == RnnMode::kGru && s.gru_reset_before) || RnnGateMasks(s);
 }
-inline Index RnnHs(const RnnSpec& s) { return s.P > 0 ? s.P : s.N; }  // width of h
+inline Index RnnHs(const RnnSpec& s) { return s.P > 0 ? s.P : s.H; }  // width of h
 // Width of layer l's input matrices (0 for layer 0 with skip input).
 inline Index RnnInWidth(const RnnSpec& s, Index l) {
   return l == 0 ? (s.skip_input || s.preprojected ? 0 : s.I) : s.D * RnnHs(s);
@@ -200,11 +200,11 @@ struct RnnParamOffsets {
   }
 };
 inline Index RnnPseudoMatrices(const RnnSpec& s, Index pseudo) {
-  const Index KN = RnnK(s) * s.N;
-  return KN * RnnInWidth(s, pseudo / s.D) + KN * RnnHs(s) + s.P * s.N;
+  const Index KN = RnnK(s) * s.H;
+  return KN * RnnInWidth(s, pseudo / s.D) + KN * RnnHs(s) + s.P * s.H;
 }
 inline RnnParamOffsets RnnParamLayout(const RnnSpec& s, Index pseudo) {
-  const Index KN = RnnK(s) * s.N;
+  const Index KN = RnnK(s) * s.H;
   Index before = 0, all = 0;  // matrices of the pseudo-layers before this one; of all
   for (Index q = 0; q < s.L * s.D; ++q) {
     const Index m = RnnPseudoMatrices(s, q);
@@ -234,16 +234,16 @@ inline Index RnnPseudoReserve(const RnnSpec& s) {
   const Index TB = s.T * s.B, K = RnnK(s);
   const Index aux = s.mode == RnnMode::kLstm || s.mode == RnnMode::kGru ? 1 : 0;
   const Index hh = s.mode == RnnMode::kLstm && s.P > 0 ? 1 : 0;
-  return TB * (K * s.N + aux * s.N + hh * s.N + RnnHs(s));
+  return TB * (K * s.H + aux * s.H + hh * s.H + RnnHs(s));
 }
 inline RnnReserveOffsets RnnReserveLayout(const RnnSpec& s, Index pseudo) {
   const Index TB = s.T * s.B, K = RnnK(s);
   RnnReserveOffsets o{};
   o.acts = pseudo * RnnPseudoReserve(s);
-  o.aux = o.acts + TB * K * s.N;
-  const Index aux = s.mode == RnnMode::kLstm || s.mode == RnnMode::kGru ? s.N : 0;
+  o.aux = o.acts + TB * K * s.H;
+  const Index aux = s.mode == RnnMode::kLstm || s.mode == RnnMode::kGru ? s.H : 0;
   o.hh = o.aux + TB * aux;
-  o.hprev = o.hh + (s.mode == RnnMode::kLstm && s.P > 0 ? TB * s.N : 0);
+  o.hprev = o.hh + (s.mode == RnnMode::kLstm && s.P > 0 ? TB * s.H : 0);
   o.end = o.hprev + TB * RnnHs(s);
   return o;
 }
@@ -339,7 +339,7 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Ind
   s.T = steps;
   s.B = B;
   s.I = I;
-  s.N = H;
+  s.H = H;
   s.gate_pos[0] = c.order.i;
   s.gate_pos[1] = c.order.f;
   s.gate_pos[2] = c.order.c;
@@ -358,7 +358,7 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Ind
 template <typename L, typename A>
 A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A* dparams,
                  L* ly) {
-  const Index l = pseudo / s.D, KN = RnnK(s) * s.N;
+  const Index l = pseudo / s.D, KN = RnnK(s) * s.H;
   ly->in = RnnInWidth(s, l);
   ly->in_cols = RnnInCols(s, l);
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
@@ -366,7 +366,7 @@ A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A*
   if (dparams != nullptr) po.Point(dparams, &ly->dW, &ly->dR, &ly->dP, &ly->dbW, &ly->dbR);
   const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
   A* const acts = reserve + ro.acts;
-  for (Index k = 0; k < RnnK(s); ++k) ly->act[k] = acts + k * s.N;
+  for (Index k = 0; k < RnnK(s); ++k) ly->act[k] = acts + k * s.H;
   ly->act_ld = KN;
   ly->aux = reserve + ro.aux;
   ly->hh = reserve + ro.hh;
@@ -385,7 +385,7 @@ void SetLstmBlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, co
                        const A* f, const A* ci, const A* o, const A* cs, const A* co, L* ly) {
   ly->in = ly->in_cols = s.I;
   ly->W = w;
-  ly->R = w != nullptr ? w + s.I * 4 * s.N : nullptr;
+  ly->R = w != nullptr ? w + s.I * 4 * s.H : nullptr;
   ly->bW = b;
   ly->bR = br;
   const int* pos = s.gate_pos;
@@ -393,7 +393,7 @@ void SetLstmBlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, co
   ly->act[pos[1]] = const_cast<A*>(f);
   ly->act[pos[2]] = const_cast<A*>(ci);
   ly->act[pos[3]] = const_cast<A*>(o);
-  ly->act_ld = s.N;
+  ly->act_ld = s.H;
   ly->aux = const_cast<A*>(cs);
   ly->co = const_cast<A*>(co);
 }
@@ -407,7 +407,7 @@ inline RnnSpec GruBlockRnnSpec(Index N, Index I, Index H) {
   s.T = 1;
   s.B = N;
   s.I = I;
-  s.N = H;
+  s.H = H;
   s.gru_reset_before = true;
   s.weights_xw = true;
   return s;

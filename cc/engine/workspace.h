@@ -51,7 +51,7 @@ struct RnnFwdScratch {
 };
 template <typename A>
 RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
-  const Index B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N;
+  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N;
   const bool unpacked = RnnFwdUnpacked(s);
   RnnFwdScratch<A> w;
   w.h_cur = cv->Take(B * Hs);
@@ -88,7 +88,7 @@ struct BwdBufs {
 };
 template <typename A>
 BwdBufs<A> CarveLayerBwd(const RnnSpec& s, Carver<A>* cv) {
-  const Index TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const Index TB = s.T * s.B, B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
   BwdBufs<A> w;
   w.dgx = cv->Take(TB * KN);
   w.dhr = s.mode == RnnMode::kGru ? cv->Take(TB * KN) : w.dgx;

@@ -104,8 +104,8 @@ inline std::string RnnNullProblem(std::initializer_list<RnnNeed> needs) {
 
 // Why a forward call's arguments are invalid (bad lengths, a needed pointer NULL), or "".
 inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
-  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
-  const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.N : 0;  // cell states
+  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.H;
+  const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.H : 0;  // cell states
   std::string m = RnnLengthsProblem(s, a.lengths);
   if (!m.empty()) return m;
   return RnnNullProblem({{a.x, s.T * s.B * s.I, "x"}, {a.h0, LD * s.B * Hs, "h0"},
@@ -119,8 +119,8 @@ inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
 
 // Why a backward call's arguments are invalid, or "".
 inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
-  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.N;
-  const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.N : 0;
+  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.H;
+  const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.H : 0;
   std::string m = RnnLengthsProblem(s, a.lengths);
   if (!m.empty()) return m;
   return RnnNullProblem({{a.x, s.T * s.B * s.I, "x"}, {a.dx, s.T * s.B * s.I, "dx"},

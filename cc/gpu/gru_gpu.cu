@@ -82,8 +82,8 @@ void SetCellSpec(const RnnSpec& s, S* p) {
   p->sm = StepMapDev{nullptr, 1, false};
   p->step = 0;
   p->B = s.B;
-  p->N = s.N;
-  p->Hs = s.N;
+  p->N = s.H;
+  p->Hs = s.H;
   p->K = 3;
   p->mode = static_cast<int>(s.mode);
   p->proj = false;

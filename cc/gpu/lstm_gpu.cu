@@ -29,7 +29,7 @@ struct BlockFwdBufs {
 };
 template <typename T>
 BlockFwdBufs<T> CarveBlockFwd(const RnnSpec& s, Carver& cv) {
-  const I64 G = 4 * s.N, NH = s.B * s.N;
+  const I64 G = 4 * s.H, NH = s.B * s.H;
   BlockFwdBufs<T> w;
   w.gx = cv.Take<AccOf<T>>(s.T * s.B * G);
   w.peep = cv.Take<T>(G);
@@ -48,7 +48,7 @@ struct BlockBwdBufs {
 };
 template <typename T>
 BlockBwdBufs<T> CarveBlockBwd(const RnnSpec& s, Carver& cv) {
-  const I64 G = 4 * s.N, NH = s.B * s.N;
+  const I64 G = 4 * s.H, NH = s.B * s.H;
   BlockBwdBufs<T> w;
   w.peep = cv.Take<T>(G);
   w.dpeep = cv.Take<T>(G);
@@ -92,7 +92,7 @@ struct GpuLstmBlock {
     TFRNN_GPU_RETURN_IF_ERROR(LayerBackwardGpu<T>(g, s, 0, ly, a.x, a.h_grad, ra, nullptr, s.T,
                                                   a.x_grad, false, w.layer));
     if (dgates_out == nullptr) return GpuStatus::Ok();
-    return Copy(dgates_out, static_cast<const T*>(w.layer.dgx), s.T * s.B * 4 * s.N);
+    return Copy(dgates_out, static_cast<const T*>(w.layer.dgx), s.T * s.B * 4 * s.H);
   }
 };
 

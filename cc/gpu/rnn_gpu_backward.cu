@@ -238,7 +238,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                            const LayerPtrs<T>& ly, const T* xin, const T* dyl,
                            const RnnBwdArgs<T>& a, const int* lengths_dev, I64 steps, T* din,
                            bool accumulate_din, BwdBufs<T> w) {
-  const I64 B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const I64 B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru, lstm = s.mode == RnnMode::kLstm;
   const StepMapDev sm{lengths_dev, s.T, ly.reverse};
   const I64 yst = s.D * Hs;

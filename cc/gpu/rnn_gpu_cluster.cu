@@ -234,12 +234,12 @@ SequenceKernelPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes
   SequenceKernelPlan best;
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
-  if (!d.ok || d.major < 9 || s.B < 1 || s.N < 1) return best;
+  if (!d.ok || d.major < 9 || s.B < 1 || s.H < 1) return best;
   const char* forced = std::getenv("TFRNN_CUDA_CLUSTER_SIZE");
   const int only = forced != nullptr ? std::atoi(forced) : 0;
   for (int C : {2, 4, 8, 16}) {
-    if ((only > 0 && C != only) || C > s.N) continue;
-    const I64 U = (s.N + C - 1) / C;
+    if ((only > 0 && C != only) || C > s.H) continue;
+    const I64 U = (s.H + C - 1) / C;
     const int rb = RowsPerWarp(rows_per_unit * U);
     if (bytes(U, 1) > static_cast<size_t>(d.optin)) continue;
     const int first = ActiveClusters(dev, fn_of(rb, 1), C, bytes(U, 1));
@@ -269,7 +269,7 @@ SequenceKernelPlan PlanClusterFwd(const RnnSpec& s) {
 
 template <typename T>
 SequenceKernelPlan PlanClusterBwd(const RnnSpec& s) {
-  const I64 K = RnnK(s), N = s.N;
+  const I64 K = RnnK(s), N = s.H;
   return PlanClusters(
       s, 1, [&](I64 U, I64 G) { return BwdSmem<T>(K, U, N, G).Bytes(); }, &ClusterBwdOf<T>);
 }

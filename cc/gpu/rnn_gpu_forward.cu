@@ -80,7 +80,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                           const LayerPtrs<T>& ly, const T* xin, const RnnFwdArgs<T>& a,
                           const int* lengths_dev, I64 steps, T* ylayer, FwdBufs<T> w) {
   using A = AccOf<T>;
-  const I64 B = s.B, N = s.N, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const I64 B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
   const bool proj = s.P > 0;
   const StepMapDev sm{lengths_dev, s.T, ly.reverse};
   // gx = W·x for every step at once.

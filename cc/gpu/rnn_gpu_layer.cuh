@@ -25,7 +25,7 @@ struct FwdBufs {
 
 template <typename T>
 FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
-  const I64 B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const I64 B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
   FwdBufs<T> w;
   w.lengths = cv.Take<int>(B);
   w.h_cur = cv.Take<T>(B * Hs);
@@ -63,7 +63,7 @@ constexpr I64 kMaxChunks = 128;
 template <typename T>
 BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
   using A = AccOf<T>;
-  const I64 TB = s.T * s.B, B = s.B, N = s.N, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const I64 TB = s.T * s.B, B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
   const I64 ycols = s.D * Hs;
   BwdBufs<T> w;
   w.lengths = cv.Take<int>(B);

@@ -89,7 +89,7 @@ SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
                           (def == BwdDefault::kPersistent &&
                            !EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "0"));
   if (!persistent || !PersistentSize(s)) return SequenceKernelPlan();
-  const I64 KN = RnnK(s) * s.N;
+  const I64 KN = RnnK(s) * s.H;
   return PlanOnDevice(s, 1, sizeof(T) * KN, sizeof(AccOf<T>) * s.B * KN, &BwdKernelOf<T>);
 }
 

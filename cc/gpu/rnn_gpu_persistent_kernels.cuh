@@ -118,12 +118,12 @@ inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const Sequen
   if (!EnvIs("TFRNN_CUDA_TRACE", "1")) return p;
   if (!p.ok) {
     std::fprintf(stderr, "tfrnn_cuda %s B=%lld N=%lld: per-step\n", dir,
-                 static_cast<long long>(s.B), static_cast<long long>(s.N));
+                 static_cast<long long>(s.B), static_cast<long long>(s.H));
   } else {
     std::fprintf(stderr,
                  "tfrnn_cuda %s B=%lld N=%lld: %s blocks=%d cluster=%d group=%lld units=%lld "
                  "smem=%zu\n",
-                 dir, static_cast<long long>(s.B), static_cast<long long>(s.N),
+                 dir, static_cast<long long>(s.B), static_cast<long long>(s.H),
                  p.cluster > 0 ? "cluster" : "persistent", p.blocks, p.cluster,
                  static_cast<long long>(p.group), static_cast<long long>(p.units), p.smem);
   }
@@ -136,7 +136,7 @@ inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const Sequen
 // kernels' CUDA-core dot products.
 inline bool PersistentSize(const RnnSpec& s) {
   const I64 Hs = RnnHs(s);
-  if (s.B < 1 || s.N < 1) return false;
+  if (s.B < 1 || s.H < 1) return false;
   return s.B * Hs <= kPersistentMaxWork || (s.B <= 2 && Hs <= 1024);
 }
 
@@ -305,8 +305,8 @@ SequenceKernelPlan PlanOnDevice(const RnnSpec& s, I64 rows_per_unit, size_t r_by
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok) return pl;
-  const I64 U = (s.N + d.sms - 1) / d.sms;
-  const I64 blocks = (s.N + U - 1) / U;
+  const I64 U = (s.H + d.sms - 1) / d.sms;
+  const I64 blocks = (s.H + U - 1) / U;
   const size_t smem = Align16(r_bytes_per_unit * U) + batch_bytes;
   if (smem > static_cast<size_t>(d.optin)) return pl;
   const int rb = RowsPerWarp(rows_per_unit * U), cb = BatchTile(s.B);

@@ -67,7 +67,7 @@ struct CudnnAttrs {
   std::string Describe(const RnnSpec& s, bool from_tensors = false) const {
     return absl::StrCat("rnn_mode ", mode_name, ", num_layers ", s.L, ", ",
                         D == 2 ? "bidirectional" : "unidirectional", ", input_size ", s.I,
-                        ", num_units ", s.N,
+                        ", num_units ", s.H,
                         from_tensors ? (s.mode == RnnMode::kLstm ? " (from input_c)" : " (from input_h)") : "",
                         s.P > 0 ? absl::StrCat(", num_proj ", s.P) : "",
                         s.skip_input ? ", skip_input" : "");
@@ -94,20 +94,20 @@ inline absl::Status SizesSpec(const std::string& op, const CudnnAttrs& at, const
   }
   s->mode = at.mode;
   s->L = v[0];
-  s->N = v[1];
+  s->H = v[1];
   s->I = v[2];
   s->D = at.D;
   s->P = at.num_proj;
-  if (s->P > s->N) {
+  if (s->P > s->H) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": num_proj (", s->P,
-                                                   ") must not exceed num_units (", s->N, ")"));
+                                                   ") must not exceed num_units (", s->H, ")"));
   }
-  if (at.input_mode == "skip_input" && s->I != s->N) {
+  if (at.input_mode == "skip_input" && s->I != s->H) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": input_mode skip_input needs input_size == num_units, got input_size ", s->I,
-        " and num_units ", s->N));
+        " and num_units ", s->H));
   }
-  s->skip_input = at.Skip(s->I, s->N);
+  s->skip_input = at.Skip(s->I, s->H);
   return CheckRnnSizes(op, *s, at.Describe(*s));
 }
 
@@ -190,27 +190,27 @@ inline absl::Status ForwardLayoutOf(const std::string& op, const CudnnAttrs& at,
             ") and the first two dimensions of input_h ", ShapeStr(in.input_h), ", got ",
             ShapeStr(c)));
       }
-      s.N = c.dim_size(2);
+      s.H = c.dim_size(2);
     } else {
       if (c != in.input_h) {
         return absl::InvalidArgumentError(absl::StrCat(op, ": input_c must have the shape of input_h ",
                                                        ShapeStr(in.input_h), ", got ",
                                                        ShapeStr(c)));
       }
-      s.N = Hs;
+      s.H = Hs;
     }
     out->c_shape = c;
   } else {
-    s.N = Hs;
+    s.H = Hs;
     out->c_shape = TensorShape({});
   }
   const bool skip_requested = at.input_mode == "skip_input";
-  if (skip_requested && s.I != s.N) {
+  if (skip_requested && s.I != s.H) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": input_mode skip_input needs input_size == num_units, got input_size ", s.I,
-        " (input shape ", ShapeStr(in.input), ") and num_units ", s.N));
+        " (input shape ", ShapeStr(in.input), ") and num_units ", s.H));
   }
-  s.skip_input = at.Skip(s.I, s.N);
+  s.skip_input = at.Skip(s.I, s.H);
   s.training = at.is_training;
   s.dropout = at.dropout;
   s.seed = (static_cast<unsigned long long>(at.seed) << 32) ^
@@ -418,7 +418,7 @@ struct Region {
 };
 inline void CanonicalRegions(const RnnSpec& s, std::vector<Region>* weights,
                       std::vector<Region>* biases) {
-  const int64_t K = RnnK(s), N = s.N, Hs = RnnHs(s);
+  const int64_t K = RnnK(s), N = s.H, Hs = RnnHs(s);
   for (int64_t p = 0; p < s.L * s.D; ++p) {
     const RnnParamOffsets o = RnnParamLayout(s, p);
     const int64_t in = RnnInWidth(s, p / s.D);

@@ -60,11 +60,11 @@ struct KerasExtras {
     }
     if (preprojected) {
       const int64_t per = s->D * RnnK(*s);
-      if (s->I % per != 0 || s->I / per != s->N) {
+      if (s->I % per != 0 || s->I / per != s->H) {
         return absl::InvalidArgumentError(absl::StrCat(
             op, ": with preprojected the input must hold the input projections, last "
                 "dimension gates * units = ",
-            RnnK(*s), " * ", s->N, ", got input ", x_shape));
+            RnnK(*s), " * ", s->H, ", got input ", x_shape));
       }
       s->preprojected = true;
     }
@@ -76,7 +76,7 @@ struct KerasExtras {
   absl::Status MaskShape(const std::string& op, const TensorShape& m, RnnSpec* s) const {
     if (!on) return absl::OkStatus();
     if (m.dims() == 1 && m.dim_size(0) == 0) return absl::OkStatus();
-    const int64_t cols = s->D * RnnK(*s) * s->N;
+    const int64_t cols = s->D * RnnK(*s) * s->H;
     if (m.dims() != 2 || m.dim_size(0) != s->B || m.dim_size(1) != cols) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": recurrent_mask must have shape [batch, gates * units] = [", s->B, ", ", cols,

@@ -76,11 +76,11 @@ inline absl::Status KerasLayoutOf(const std::string& op, const KerasAttrs& attrs
   s.B = in.x.dim_size(0);
   s.T = in.x.dim_size(1);
   s.I = in.x.dim_size(2);
-  s.N = in.h0.dim_size(1);
+  s.H = in.h0.dim_size(1);
   s.weights_xw = true;
   s.training = attrs.training;
   KerasGateOrder(&s);
-  if (s.N == 0) {
+  if (s.H == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": input_h must have units > 0, got shape ", ShapeStr(in.h0)));
   }
@@ -97,12 +97,12 @@ inline absl::Status KerasLayoutOf(const std::string& op, const KerasAttrs& attrs
         ShapeStr(in.c0)));
   }
   TF_RETURN_IF_ERROR(attrs.kx.Apply(op, ShapeStr(in.x), &s));
-  const int64_t KN = RnnK(s) * s.N, in_rows = s.preprojected ? 0 : s.I;
+  const int64_t KN = RnnK(s) * s.H, in_rows = s.preprojected ? 0 : s.I;
   TF_RETURN_IF_ERROR(CheckShape(op, "kernel", in.kernel, {in_rows, KN},
                                 s.preprojected ? "[0, gates * units] (preprojected input)"
                                                : "[input_size, gates * units]"));
   TF_RETURN_IF_ERROR(
-      CheckShape(op, "recurrent_kernel", in.rkernel, {s.N, KN}, "[units, gates * units]"));
+      CheckShape(op, "recurrent_kernel", in.rkernel, {s.H, KN}, "[units, gates * units]"));
   out->two_biases = in.bias.dims() == 2;
   TF_RETURN_IF_ERROR(out->two_biases
                          ? CheckShape(op, "bias", in.bias, {2, KN}, "[2, gates * units]")
@@ -124,10 +124,10 @@ inline absl::Status CheckKerasBackpropShapes(const std::string& op, const RnnSpe
                                              const TensorShape& dcn, const TensorShape& reserve,
                                              int64_t reserve_elems) {
   TF_RETURN_IF_ERROR(
-      CheckShape(op, "output_backprop", dy, {s.B, s.T, s.N}, "[batch, time, units]"));
-  TF_RETURN_IF_ERROR(CheckShape(op, "output_h_backprop", dhn, {s.B, s.N}, "[batch, units]"));
+      CheckShape(op, "output_backprop", dy, {s.B, s.T, s.H}, "[batch, time, units]"));
+  TF_RETURN_IF_ERROR(CheckShape(op, "output_h_backprop", dhn, {s.B, s.H}, "[batch, units]"));
   if (s.mode == RnnMode::kLstm) {
-    TF_RETURN_IF_ERROR(CheckShape(op, "output_c_backprop", dcn, {s.B, s.N}, "[batch, units]"));
+    TF_RETURN_IF_ERROR(CheckShape(op, "output_c_backprop", dcn, {s.B, s.H}, "[batch, units]"));
   }
   return CheckReserveSpace(op, reserve, reserve_elems, "forward op");
 }

@@ -53,7 +53,7 @@ template <typename T>
 RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
                                                        ComputeBridge<T>* br) {
   using A = typename ComputeType<T>::type;
-  const int64_t KN = RnnK(in.spec) * in.spec.N;
+  const int64_t KN = RnnK(in.spec) * in.spec.H;
   RnnWeights<A> w;
   w.W = br->In(*in.kernel);
   w.R = br->In(*in.rkernel);
@@ -97,7 +97,7 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t reserve_a = RnnReserveSize(s);
     Tensor *output, *output_h, *output_c, *reserve;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({s.B, s.T, s.N}), &output));
+    TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({s.B, s.T, s.H}), &output));
     TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.h0->shape(), &output_h));
     TF_RETURN_IF_ERROR(
         ctx->allocate_output(2, lstm ? in.h0->shape() : TensorShape({0}), &output_c));
@@ -128,7 +128,7 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
     const std::string op = type_string();
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
-    const int64_t KN = RnnK(s) * s.N;
+    const int64_t KN = RnnK(s) * s.H;
     const Tensor *dy, *dhn, *dcn, *reserve;
     TF_RETURN_IF_ERROR(GetInputs(ctx, {{"output_backprop", &dy},
                                        {"output_h_backprop", &dhn},

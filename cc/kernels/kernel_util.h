@@ -182,8 +182,8 @@ inline absl::Status CheckCounts(const std::string& op, std::initializer_list<Cou
 // Exact size of the engine's params buffer of `s` (closed form of RnnParamsSize, which loops
 // over the layers), saturating.
 inline Count RnnParamsCount(const RnnSpec& s) {
-  const Count K = RnnK(s), N = s.N, P = s.P, D = s.D;
-  const Count Hs = s.P > 0 ? s.P : s.N;
+  const Count K = RnnK(s), N = s.H, P = s.P, D = s.D;
+  const Count Hs = s.P > 0 ? s.P : s.H;
   const Count in0 = s.skip_input || s.preprojected ? 0 : s.I;
   const Count tail = K * N * Hs + P * N + Count(2) * K * N;
   const Count first = D * (K * N * in0 + tail);
@@ -195,8 +195,8 @@ inline Count RnnParamsCount(const RnnSpec& s) {
 // upper bounds of the params, reserve and workspaces the engine derives from it.
 inline absl::Status CheckRnnSizes(const std::string& op, const RnnSpec& s,
                                   const std::string& what) {
-  const Count T = s.T, B = s.B, I = s.I, N = s.N, P = s.P, L = s.L, D = s.D, K = RnnK(s);
-  const Count Hs = s.P > 0 ? s.P : s.N;
+  const Count T = s.T, B = s.B, I = s.I, N = s.H, P = s.P, L = s.L, D = s.D, K = RnnK(s);
+  const Count Hs = s.P > 0 ? s.P : s.H;
   const Count maxw = Max(Max(I, D * Hs), N);
   const Count TB = T * B;
   const Count reserve = L * D * TB * (K * N + Count(3) * N + Hs) + L * TB * D * Hs * Count(2);

@@ -51,7 +51,7 @@ struct MpsPacked {
 
   void Pack(ComputeBridge<Tt>& br, const MpsOperands& in) {
     const RnnSpec& s = in.spec;
-    const int64_t D = s.D, B = s.B, H = s.N, KN = RnnK(s) * H;
+    const int64_t D = s.D, B = s.B, H = s.H, KN = RnnK(s) * H;
     const int64_t in_w = s.preprojected ? 0 : s.I;
     const bool lstm = s.mode == RnnMode::kLstm;
     f.x = br.In(*in.source);
@@ -97,7 +97,7 @@ struct MpsPacked {
 // K·H, H], W [D·K·H, I], bias [D·K·H] and secondary bias [D·H] layouts (null = not wanted).
 template <typename A>
 void UnpackParamGrads(const RnnSpec& s, const A* dparams, A* dR, A* dW, A* db, A* db2) {
-  const int64_t H = s.N, KN = RnnK(s) * H, in_w = s.preprojected ? 0 : s.I;
+  const int64_t H = s.H, KN = RnnK(s) * H, in_w = s.preprojected ? 0 : s.I;
   for (int64_t d = 0; d < s.D; ++d) {
     const RnnParamOffsets o = RnnParamLayout(s, d);
     std::copy_n(dparams + o.r, KN * H, dR + d * KN * H);
@@ -124,14 +124,14 @@ void InterleaveFromReserve(const RnnSpec& s, const A* reserve, OffsetFn offset, 
 template <typename A>
 void ZStateFromReserve(const RnnSpec& s, const A* reserve, A* z) {
   InterleaveFromReserve<A>(
-      s, reserve, [&s](int64_t d) { return RnnReserveLayout(s, d).acts; }, RnnK(s) * s.N, z);
+      s, reserve, [&s](int64_t d) { return RnnReserveLayout(s, d).acts; }, RnnK(s) * s.H, z);
 }
 
 // The LSTM's cell sequence [T, B, D·H]: the per-direction cell states of the reserve.
 template <typename A>
 void CellsFromReserve(const RnnSpec& s, const A* reserve, A* cell) {
   InterleaveFromReserve<A>(
-      s, reserve, [&s](int64_t d) { return RnnReserveLayout(s, d).aux; }, s.N, cell);
+      s, reserve, [&s](int64_t d) { return RnnReserveLayout(s, d).aux; }, s.H, cell);
 }
 
 // A CPU gradients op on the engine: the forward recomputed from the packed operands, then the
@@ -142,7 +142,7 @@ absl::Status RunMpsGrad(OpKernelContext* ctx, ComputeBridge<Tt>& br, MpsPacked<T
                         RnnBwdArgs<typename ComputeType<Tt>::type>* g) {
   using A = typename ComputeType<Tt>::type;
   const bool lstm = s.mode == RnnMode::kLstm;
-  const int64_t D = s.D, B = s.B, H = s.N;
+  const int64_t D = s.D, B = s.B, H = s.H;
   RnnFwdArgs<A>& f = pk.f;
   f.y = br.Scratch(s.T * B * D * H);
   A* fws = br.Scratch(RnnFwdWorkspaceSize(SpecFor<Tt>(s)));
@@ -181,7 +181,7 @@ absl::Status UnpackMpsGrad(ComputeBridge<Tt>& br, const RnnSpec& s,
                            const RnnBwdArgs<typename ComputeType<Tt>::type>& g,
                            const MpsGradOutputs& o) {
   using A = typename ComputeType<Tt>::type;
-  const int64_t D = s.D, B = s.B, H = s.N;
+  const int64_t D = s.D, B = s.B, H = s.H;
   auto out = [&](Tensor* t) { return t != nullptr ? br.Out(t) : nullptr; };
   A* dR = br.Out(o.d_R);
   A *dW = out(o.d_W), *db = out(o.d_b), *dp = out(o.d_p), *ds = out(o.d_s), *dc = out(o.d_c),

@@ -28,7 +28,7 @@ template <typename Tt>
 absl::Status PackMpsGpu(const gpu::GpuCall& g, const RnnSpec& s, const Tensor* W, const Tensor* R,
                         const Tensor* bias, const Tensor* bias2, const Tensor* init_state,
                         const Tensor* init_cell, void* params, void* h0, void* c0) {
-  const int64_t D = s.D, B = s.B, H = s.N, KN = RnnK(s) * H, e = sizeof(Tt);
+  const int64_t D = s.D, B = s.B, H = s.H, KN = RnnK(s) * H, e = sizeof(Tt);
   const int64_t in_w = s.preprojected ? 0 : s.I;
   for (int64_t d = 0; d < D; ++d) {
     const RnnParamOffsets o = RnnParamLayout(s, d);
@@ -131,7 +131,7 @@ class MpsGpuRun {
   absl::Status Backward(const MpsGradInputs& gi, const MpsGradOutputs& o) {
     using gpu::DevPtr;
     const bool lstm = s_.mode == RnnMode::kLstm;
-    const int64_t D = s_.D, B = s_.B, H = s_.N, KN = RnnK(s_) * H, e = kE;
+    const int64_t D = s_.D, B = s_.B, H = s_.H, KN = RnnK(s_) * H, e = kE;
     void* dparams = tmp_.Bytes(n_params_ * e);
     void* dhn = tmp_.Bytes(DBH());
     void* dcn = lstm ? tmp_.Bytes(DBH()) : nullptr;
@@ -190,7 +190,7 @@ class MpsGpuRun {
 
  private:
   static constexpr int64_t kE = sizeof(Tt);
-  int64_t DBH() const { return s_.D * s_.B * s_.N * kE; }
+  int64_t DBH() const { return s_.D * s_.B * s_.H * kE; }
 
   const MpsOperands& in_;
   const RnnSpec& s_;
@@ -215,10 +215,10 @@ struct GpuMps {
     TF_RETURN_IF_ERROR(run.Forward(DevPtr<Tt>(state)));
     if (z != nullptr) {
       TF_RETURN_IF_ERROR(run.FromReserve([&s](int64_t d) { return RnnReserveLayout(s, d).acts; },
-                                         RnnK(s) * s.N, DevPtr<Tt>(z)));
+                                         RnnK(s) * s.H, DevPtr<Tt>(z)));
     }
     if (cell == nullptr) return absl::OkStatus();
-    return run.FromReserve([&s](int64_t d) { return RnnReserveLayout(s, d).aux; }, s.N,
+    return run.FromReserve([&s](int64_t d) { return RnnReserveLayout(s, d).aux; }, s.H,
                            DevPtr<Tt>(cell));
   }
 

@@ -198,7 +198,7 @@ inline absl::Status ValidateMpsShared(const std::string& op, int64_t K,
   s.T = T;
   s.B = B;
   s.I = X;
-  s.N = H;
+  s.H = H;
   s.L = 1;
   s.D = D;
   s.preprojected = in.W == nullptr;
@@ -241,7 +241,7 @@ std::vector<std::pair<const char*, P*>> MpsGradOptionalSlots(const RnnSpec& s, S
 
 inline absl::Status ValidateMpsGradShapes(const std::string& op, const RnnSpec& s,
                                           const MpsGradShapes& g) {
-  const int64_t T = s.T, B = s.B, H = s.N, D = s.D, K = RnnK(s);
+  const int64_t T = s.T, B = s.B, H = s.H, D = s.D, K = RnnK(s);
   const char* fwd_name = MpsFwdOutName(s);
   const char* seq = "[time, batch, dirs * hidden]";
   const char* fin = "[batch, dirs * hidden]";
@@ -439,7 +439,7 @@ absl::Status ValidateMps(OpKernelContext* ctx, const Desc& desc, MpsOperands* in
 template <typename Desc>
 absl::Status AllocateMpsForward(OpKernelContext* ctx, const Desc& desc, const RnnSpec& s,
                                 Tensor** state, Tensor** cell, Tensor** z) {
-  const int64_t T = s.T, B = s.B, DH = s.D * s.N;
+  const int64_t T = s.T, B = s.B, DH = s.D * s.H;
   int out = 0;
   TF_RETURN_IF_ERROR(ctx->allocate_output(out++, TensorShape({T, B, DH}), state));
   *cell = nullptr;

@@ -51,7 +51,7 @@ class KerasRnnXla : public XlaOpKernel {
     if (!kBackward) {
       std::vector<xla::XlaOp> r = EmitRnnCall(
           ctx->builder(), kXlaRnnForward, call, operands,
-          {shape({s.T, s.B, s.N}), shape({s.B, s.N}), lstm ? shape({s.B, s.N}) : shape({0}),
+          {shape({s.T, s.B, s.H}), shape({s.B, s.H}), lstm ? shape({s.B, s.H}) : shape({0}),
            shape({XlaRnnReserveResult(call)})});
       ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
       ctx->SetOutput(1, Convert(r[1], t_type));
@@ -72,7 +72,7 @@ class KerasRnnXla : public XlaOpKernel {
     auto like = [&](int k) { return XlaShape(a_type, ctx->InputShape(k)); };
     std::vector<xla::XlaOp> r =
         EmitRnnCall(ctx->builder(), kXlaRnnBackward, call, operands,
-                    {shape({s.T, s.B, s.I}), shape({s.B, s.N}), shape({c_rows, s.N}), like(3),
+                    {shape({s.T, s.B, s.I}), shape({s.B, s.H}), shape({c_rows, s.H}), like(3),
                      like(4), like(5), shape({0})});
     ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
     ctx->SetOutput(1, Convert(r[1], t_type));

@@ -80,7 +80,7 @@ xla::XlaOp FromDirMajor(xla::XlaOp v, int64_t D, int64_t B, int64_t H) {
 // offset order, concatenated.
 xla::XlaOp PackParams(xla::XlaBuilder* b, const RnnSpec& s, xla::PrimitiveType t,
                       const XlaOperands& in) {
-  const int64_t D = s.D, H = s.N, KN = RnnK(s) * H, in_w = s.preprojected ? 0 : s.I;
+  const int64_t D = s.D, H = s.H, KN = RnnK(s) * H, in_w = s.preprojected ? 0 : s.I;
   const int64_t gp = s.gate_pos[2];
   std::vector<std::pair<int64_t, xla::XlaOp>> pieces;
   const xla::XlaOp R = in.Value("recurrent_weight");
@@ -123,7 +123,7 @@ xla::XlaOp FromReserve(xla::XlaBuilder* b, const RnnSpec& s, xla::XlaOp reserve,
 std::vector<xla::XlaOp> ForwardOperands(xla::XlaBuilder* b, const RnnSpec& s, xla::PrimitiveType t,
                                         const XlaOperands& in) {
   const bool lstm = s.mode == RnnMode::kLstm;
-  const int64_t D = s.D, B = s.B, H = s.N;
+  const int64_t D = s.D, B = s.B, H = s.H;
   auto optional = [&](const char* name) { return in.Has(name) ? in.Value(name) : Empty(b, t); };
   return {Empty(b, xla::S32),
           in.Value("source"),
@@ -169,7 +169,7 @@ class MpsXla : public XlaOpKernel {
     // The reserve is wanted for z_state, the cell sequence or the backward.
     s.training = kGrad || desc_.training || desc_.produce_cell;
     xla::XlaBuilder* b = ctx->builder();
-    const int64_t T = s.T, B = s.B, D = s.D, H = s.N, K = RnnK(s);
+    const int64_t T = s.T, B = s.B, D = s.D, H = s.H, K = RnnK(s);
     const std::vector<xla::XlaOp> fwd_operands = ForwardOperands(b, s, a_type, in);
     const std::vector<xla::XlaOp> f = EmitRnnCall(
         b, kXlaRnnForward, call, fwd_operands,
@@ -206,7 +206,7 @@ class MpsXla : public XlaOpKernel {
     const xla::PrimitiveType a_type = XlaComputeType(ctx->input_type(0));
     const xla::PrimitiveType t_type = XlaOpType(ctx->input_type(0));
     xla::XlaBuilder* b = ctx->builder();
-    const int64_t T = s.T, B = s.B, D = s.D, H = s.N, KN = RnnK(s) * H;
+    const int64_t T = s.T, B = s.B, D = s.D, H = s.H, KN = RnnK(s) * H;
     const int64_t in_w = s.preprojected ? 0 : s.I;
     MpsGradShapes g;
     in.Required("source_gradient");

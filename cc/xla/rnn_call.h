@@ -152,7 +152,7 @@ inline Index XlaRnnMaskSize(const XlaRnnCall& c) {
 }
 // Elements of the peephole operand and its gradient.
 inline Index XlaRnnPeepholeSize(const XlaRnnCall& c) {
-  return c.spec.peephole ? c.spec.L * c.spec.D * RnnK(c.spec) * c.spec.N : 0;
+  return c.spec.peephole ? c.spec.L * c.spec.D * RnnK(c.spec) * c.spec.H : 0;
 }
 
 // The forward's reserve result has XlaRnnReserveResult elements: the reserve when training;
@@ -167,7 +167,7 @@ inline Index XlaRnnScratchReserve(const XlaRnnCall& c) {
 // Elements of A of the target's workspace: the engine's, then (Keras weights with one bias)
 // the zero recurrent bias, then (forward, not training) the reserve.
 inline Index XlaRnnZeroBias(const XlaRnnCall& c) {
-  return c.weights == XlaWeights::kKerasWeights && !c.two_biases ? RnnK(c.spec) * c.spec.N : 0;
+  return c.weights == XlaWeights::kKerasWeights && !c.two_biases ? RnnK(c.spec) * c.spec.H : 0;
 }
 inline Index XlaRnnFwdWorkspace(const XlaRnnCall& c) {
   return RnnFwdWorkspaceSize(c.spec) + XlaRnnZeroBias(c) + XlaRnnScratchReserve(c);

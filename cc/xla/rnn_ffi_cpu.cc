@@ -54,19 +54,19 @@ template <typename A, typename Args>
 void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* zeros) {
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
-  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
+  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.H;
   a->lengths = static_cast<const int*>(buf.In(0, call.has_lengths ? s.B : 0, "lengths", true));
   if (!call.has_lengths) a->lengths = nullptr;
   *x = static_cast<const A*>(buf.In(1, s.T * s.B * s.I, "x"));
   a->h0 = static_cast<const A*>(buf.In(2, states * RnnHs(s), "h0"));
-  a->c0 = lstm ? static_cast<const A*>(buf.In(3, states * s.N, "c0")) : nullptr;
+  a->c0 = lstm ? static_cast<const A*>(buf.In(3, states * s.H, "c0")) : nullptr;
   if (call.weights == XlaWeights::kParamsVector) {
     a->params = static_cast<const A*>(buf.In(4, RnnParamsSize(s), "params"));
   } else {
     const Index in_rows = s.preprojected ? 0 : s.I;
     auto& w = a->weights;
     w.W = static_cast<const A*>(buf.In(4, in_rows * KN, "kernel"));
-    w.R = static_cast<const A*>(buf.In(5, s.N * KN, "recurrent_kernel"));
+    w.R = static_cast<const A*>(buf.In(5, s.H * KN, "recurrent_kernel"));
     w.bW = static_cast<const A*>(buf.In(6, (call.two_biases ? 2 : 1) * KN, "bias"));
     if (call.two_biases) {
       w.bR = w.bW + KN;
@@ -115,7 +115,7 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnFwdA
   const Index states = s.L * s.D * s.B;
   a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
   a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
-  a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "cn"));
+  a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.H : 0, "cn"));
   if (!lstm) a.cn = nullptr;
   const Index reserve = RnnReserveSize(s);
   a.reserve = static_cast<A*>(buf.Out(3, XlaRnnReserveResult(call), "reserve"));
@@ -136,24 +136,24 @@ ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnBwd
                     A* ws) {
   const RnnSpec& s = call.spec;
   const bool lstm = s.mode == RnnMode::kLstm;
-  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.N;
+  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.H;
   a.dy = static_cast<const A*>(buf.In(9, s.T * s.B * s.D * RnnHs(s), "dy"));
   a.dhn = static_cast<const A*>(buf.In(10, states * RnnHs(s), "dhn"));
-  a.dcn = lstm ? static_cast<const A*>(buf.In(11, states * s.N, "dcn")) : nullptr;
+  a.dcn = lstm ? static_cast<const A*>(buf.In(11, states * s.H, "dcn")) : nullptr;
   a.reserve = static_cast<const A*>(buf.In(12, RnnReserveSize(s), "reserve"));
   const bool dc_seq = lstm && call.has_dc_seq;
-  a.dc_seq = static_cast<const A*>(buf.In(13, dc_seq ? s.T * s.B * s.D * s.N : 0, "dc_seq"));
+  a.dc_seq = static_cast<const A*>(buf.In(13, dc_seq ? s.T * s.B * s.D * s.H : 0, "dc_seq"));
   if (!dc_seq) a.dc_seq = nullptr;
   a.dx = static_cast<A*>(buf.Out(0, s.T * s.B * s.I, "dx"));
   a.dh0 = static_cast<A*>(buf.Out(1, states * RnnHs(s), "dh0"));
-  a.dc0 = static_cast<A*>(buf.Out(2, lstm ? states * s.N : 0, "dc0"));
+  a.dc0 = static_cast<A*>(buf.Out(2, lstm ? states * s.H : 0, "dc0"));
   if (!lstm) a.dc0 = nullptr;
   if (call.weights == XlaWeights::kParamsVector) {
     a.dparams = static_cast<A*>(buf.Out(3, RnnParamsSize(s), "dparams"));
   } else {
     auto& dw = a.dweights;
     dw.dW = static_cast<A*>(buf.Out(3, (s.preprojected ? 0 : s.I) * KN, "dkernel"));
-    dw.dR = static_cast<A*>(buf.Out(4, s.N * KN, "drecurrent_kernel"));
+    dw.dR = static_cast<A*>(buf.Out(4, s.H * KN, "drecurrent_kernel"));
     dw.dbW = static_cast<A*>(buf.Out(5, (call.two_biases ? 2 : 1) * KN, "dbias"));
     dw.dbR = call.two_biases && dw.dbW != nullptr ? dw.dbW + KN : nullptr;
   }

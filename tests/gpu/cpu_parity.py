@@ -96,7 +96,7 @@ class CpuEngine:
         """Mirror of gpu_common.run_engine on numpy arrays of the spec's dtype (outputs start
         as NaN so that anything left unwritten shows)."""
         dt = x.dtype
-        T, B, N, L, D = spec.T, spec.B, spec.N, spec.L, spec.D
+        T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
         Hs = spec.P or N
         lstm = spec.mode == ce.MODES["lstm"]
         sz = [ctypes.c_int64() for _ in range(4)]  # params, reserve, fwd/bwd workspace
@@ -147,7 +147,7 @@ class EmulatedCudaEngine:
             peephole=None, mask=None, mask_per_step=False):
         """Same as CpuEngine.run (and gpu_common.run_engine): outputs and reserve start NaN."""
         dt = x.dtype
-        T, B, N, L, D = spec.T, spec.B, spec.N, spec.L, spec.D
+        T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
         Hs = spec.P or N
         lstm = spec.mode == ce.MODES["lstm"]
         n_params, n_reserve, fws, bws = self.eng.sizes(spec)
@@ -179,7 +179,7 @@ def mask_regions(spec):
     """Python mirror of RnnMaskOffset (cc/engine/types.h): [(offset, count)] of the dropout
     mask of each layer l < L-1 in the reserve, and the reserve size (RnnReserveSize)."""
     mode = {v: k for k, v in ce.MODES.items()}[spec.mode]
-    T, B, N, L, D, K = spec.T, spec.B, spec.N, spec.L, spec.D, ce.GATES[mode]
+    T, B, N, L, D, K = spec.T, spec.B, spec.H, spec.L, spec.D, ce.GATES[mode]
     Hs = spec.P or N
     aux = N if mode in ("lstm", "gru") else 0
     hh = N if mode == "lstm" and spec.P else 0
@@ -350,7 +350,7 @@ def cpu_only(cpu):
         name = f"cpu-only {mode}-L1-D1-var float64"
         spec, inp, lengths = make_case(dict(mode=mode, lengths="var", rng=5), "float64")
         out = cpu.run(spec, lengths=lengths, **inp)
-        ref = _np_reference(mode, inp["x"], inp["h0"], inp["c0"], inp["params"], lengths, spec.N)
+        ref = _np_reference(mode, inp["x"], inp["h0"], inp["c0"], inp["params"], lengths, spec.H)
         errs = {k: rel_err(out[k], r) for k, r in zip(("y", "hn", "cn"), ref) if r is not None}
 
         def loss(**over):

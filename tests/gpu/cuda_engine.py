@@ -179,7 +179,7 @@ def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_i
               gru_reset_before=False, gru_z_new=False, mask_gates=False):
     s = Spec()
     s.mode, s.dtype = MODES[mode], DTYPES[dtype]
-    s.T, s.B, s.I, s.N, s.P, s.L, s.D = T, B, I, N, P, L, D
+    s.T, s.B, s.I, s.H, s.P, s.L, s.D = T, B, I, N, P, L, D
     s.skip_input, s.training, s.dropout, s.seed = int(skip_input), int(training), dropout, seed
     for q in range(4):
         s.gate_pos[q] = gate_pos[q]

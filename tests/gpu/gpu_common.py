@@ -126,7 +126,7 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
     eng = engine()
     dev = x.device
     dt = x.dtype
-    T, B, N, L, D = spec.T, spec.B, spec.N, spec.L, spec.D
+    T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
     Hs = spec.P if spec.P else N
     lstm = spec.mode == cuda_engine.MODES["lstm"]
     n_params, n_reserve, fwd_ws, bwd_ws = eng.sizes(spec)
