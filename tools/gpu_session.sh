@@ -63,6 +63,8 @@ stage() {
 }
 nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,clocks.mem --format=csv,noheader \
   2>&1 | tee -a "$SUMMARY"
+# The host CPU in full (cpu_scaling's figures depend on its ISA: AVX512_BF16, AMX).
+{ lscpu; grep -m1 '^flags' /proc/cpuinfo; } > "$OUT/cpu.txt" 2>&1
 cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
 export TF_RNN_OPS_CUDA_ARCHS="${TF_RNN_OPS_CUDA_ARCHS:-${cap:-90}}"
 for s in "${STAGES[@]}"; do
