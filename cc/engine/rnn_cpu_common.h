@@ -160,13 +160,7 @@ using Loc = Eigen::Array<A, W, 1, 0,
 // Row of the mask for sequence b at time tau (column offset applied by the caller: MaskCol).
 template <typename A>
 const A* MaskRow(const RnnSpec& s, const A* mask, bool per_step, Index tau, Index b) {
-  const Index cols = s.D * (s.mask_gates ? RnnK(s) : 1) * RnnHs(s);
-  return mask + ((per_step ? tau * s.B : 0) + b) * cols;
-}
-
-// Column of the mask of gate block k in direction column dcol (= d·Hs) of a mask row.
-inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
-  return s.mask_gates ? RnnK(s) * dcol + k * RnnHs(s) : dcol;
+  return mask + ((per_step ? tau * s.B : 0) + b) * RnnMaskWidth(s);
 }
 
 // Runs fn(j0, len) over the unit blocks [j0, j0 + len) of N units for the pointwise pass of a

@@ -174,6 +174,15 @@ inline bool RnnBwdGathers(const RnnSpec& s) {
   return (s.mode == RnnMode::kGru && s.gru_reset_before) || RnnGateMasks(s);
 }
 inline Index RnnHs(const RnnSpec& s) { return s.P > 0 ? s.P : s.H; }  // width of h
+// A recurrent mask row's width: D·Hs, or D·K·Hs with per-gate masks (gate block k of direction
+// d at columns (d·K + k)·Hs).
+inline Index RnnMaskWidth(const RnnSpec& s) {
+  return s.D * (s.mask_gates ? RnnK(s) : 1) * RnnHs(s);
+}
+// Column of the mask of gate block k in direction column dcol (= d·Hs) of a mask row.
+inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
+  return s.mask_gates ? RnnK(s) * dcol + k * RnnHs(s) : dcol;
+}
 // Width of layer l's input matrices (0 for layer 0 with skip input).
 inline Index RnnInWidth(const RnnSpec& s, Index l) {
   return l == 0 ? (s.skip_input || s.preprojected ? 0 : s.I) : s.D * RnnHs(s);

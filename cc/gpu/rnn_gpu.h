@@ -15,6 +15,7 @@
 #define TF_RNN_OPS_CC_GPU_RNN_GPU_H_
 
 #include <cstdint>
+#include <string>
 
 #include "cc/engine/types.h"
 #include "cc/gpu/cublas_loader.h"
@@ -33,6 +34,17 @@ GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<
 template <typename T>
 GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs<T>& a,
                          const int* lengths_dev, void* workspace, int64_t workspace_bytes);
+
+// Why the CUDA engine cannot run these per-gate recurrent masks (mask_gates), or "": they run
+// on the per-step path with R by rows, without a projection or reset-before gru.
+inline std::string GateMasksProblem(const RnnSpec& s) {
+  if (!RnnGateMasks(s) ||
+      !(s.P > 0 || s.weights_xw || (s.mode == RnnMode::kGru && s.gru_reset_before))) {
+    return "";
+  }
+  return "per-gate recurrent masks (mask_gates) with a projection, weights_xw or reset-before "
+         "gru have no CUDA path yet";
+}
 
 // Workspace bytes for storage elements of `elem_bytes` (2, 4 or 8).
 int64_t RnnFwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes);

@@ -284,10 +284,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.z_new = gru && s.gru_z_new;
   p.dpn = reset_before ? w.dpn : nullptr;
   const bool gate_masks = RnnGateMasks(s);
-  if (gate_masks && (xw || reset_before || proj)) {
-    return InvalidArgument("per-gate recurrent masks with weights_xw, reset-before gru or a "
-                           "projection have no CUDA path yet");
-  }
+  if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
   // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
   // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k, R_k rows [k·N, +N) of R).
   auto add_recurrent = [&](I64 mstep) -> GpuStatus {
@@ -302,8 +299,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                         false));
       }
       TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, mstep, B, Hs,
-          gate_masks ? K * yst : yst, gate_masks ? K * ly.dcol + k * Hs : ly.dcol, a.mask,
-          a.mask_per_step, w.dhm, w.dh);
+          RnnMaskWidth(s), MaskCol(s, ly.dcol, k), a.mask, a.mask_per_step, w.dhm, w.dh);
       TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
     }
     return GpuStatus::Ok();
@@ -389,7 +385,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     // R_k multiplied h_prev ⊙ mask_k: dR_k = Σ dhr_kᵀ · (h_prev ⊙ mask_k).
     for (I64 k = 0; k < K && TB * Hs > 0; ++k) {
       TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
-          a.mask_per_step, B, TB, Hs, K * yst, K * ly.dcol + k * Hs, w.hrec);
+          a.mask_per_step, B, TB, Hs, RnnMaskWidth(s), MaskCol(s, ly.dcol, k), w.hrec);
       TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
       TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, true, false, N, Hs, TB,
                                         static_cast<const T*>(w.dhr) + k * N, KN,

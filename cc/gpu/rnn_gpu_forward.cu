@@ -141,10 +141,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh); it reads R as
   // [K·N, Hs] and W·x from the acts rows, so not for the block face.
   const bool gate_masks = RnnGateMasks(s);
-  if (gate_masks && (s.weights_xw || reset_before)) {
-    return InvalidArgument("per-gate recurrent masks with weights_xw or reset-before gru have no "
-                           "CUDA path yet");
-  }
+  if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
   const bool persistent_ok = steps > 0 && !s.weights_xw && ly.gx == nullptr && !gate_masks;
   const SequenceKernelPlan plan = persistent_ok ? PlanPersistentFwd<T>(s) : SequenceKernelPlan();
   if (plan.ok) {
@@ -160,7 +157,8 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       // Gate block k: hr[:, k·N, +N] = (h_prev ⊙ mask_k) · R_kᵀ, R_k rows [k·N, +N) of R.
       for (I64 k = 0; k < K; ++k) {
         TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
-            s.D * K * Hs, K * ly.dcol + k * Hs, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
+            RnnMaskWidth(s), MaskCol(s, ly.dcol, k), a.mask, a.mask_per_step, w.h_cur,
+            w.h_masked);
         TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
         TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, true, B, N, Hs,
                                           static_cast<const T*>(w.h_masked), Hs,

@@ -73,21 +73,19 @@ SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
       s.peephole_o_new || (s.mode == RnnMode::kGru && s.gru_reset_before)) {
     return SequenceKernelPlan();
   }
-  // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run;
-  // =0 keeps the default (DefaultBwd) off it.
-  if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
-    const SequenceKernelPlan c = PlanClusterBwd<T>(s);
-    if (c.ok) return c;
-  }
+  // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
+  // cluster first); =0 keeps the default (DefaultBwd) off it.
+  const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");
+  const bool force_persistent = EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1");
   const BwdDefault def = DefaultBwd(s);
-  if (def == BwdDefault::kCluster && !EnvIs("TFRNN_CUDA_CLUSTER", "0") &&
-      !EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1")) {
+  const bool cluster = force_cluster || (def == BwdDefault::kCluster && !force_persistent &&
+                                         !EnvIs("TFRNN_CUDA_CLUSTER", "0"));
+  if (cluster) {
     const SequenceKernelPlan c = PlanClusterBwd<T>(s);
     if (c.ok) return c;
   }
-  const bool persistent = EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1") ||
-                          (def == BwdDefault::kPersistent &&
-                           !EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "0"));
+  const bool persistent = force_persistent || (def == BwdDefault::kPersistent &&
+                                               !EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "0"));
   if (!persistent || !PersistentSize(s)) return SequenceKernelPlan();
   const I64 KN = RnnK(s) * s.H;
   return PlanOnDevice(s, 1, sizeof(T) * KN, sizeof(AccOf<T>) * s.B * KN, &BwdKernelOf<T>);

@@ -9,15 +9,11 @@ namespace gpu {
 // RnnSpecProblem, then what the stacked CUDA engine has no path for.
 GpuStatus ValidateRnnSpec(const RnnSpec& s) {
   std::string m = RnnSpecProblem(s);
-  if (m.empty() && RnnGateMasks(s) &&
-      (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before))) {
-    m = "per-gate recurrent masks (mask_gates) with a projection or reset-before gru have no "
-        "CUDA path yet";
-  }
   if (m.empty() && (s.weights_xw || s.cell_clip > 0.f || s.exact_clip_grad || s.peephole_o_new)) {
     m = "the LSTM block-op options (weights_xw, cell_clip, peephole_o_new) are for the block "
         "ops' face (lstm_gpu.cu), which runs one layer itself";
   }
+  if (m.empty()) m = GateMasksProblem(s);
   if (m.empty()) return GpuStatus::Ok();
   return InvalidArgument("invalid RNN spec: " + m);
 }

@@ -96,15 +96,15 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                 else:
                     gx = xt @ W.T + bW
                 h_rec = h
-                if mask is not None and mask_gates:
+                if mask is not None:
+                    mw = (K if mask_gates else 1) * Hs  # this direction's mask columns
                     mrow = mask[idx if mask_per_step else torch.zeros_like(idx),
-                                torch.arange(B, device=x.device)][:, d * K * Hs:(d + 1) * K * Hs]
+                                torch.arange(B, device=x.device)][:, d * mw:(d + 1) * mw]
+                if mask is not None and mask_gates:
                     hr = torch.cat([(h * mrow[:, k * Hs:(k + 1) * Hs]) @ R[k * N:(k + 1) * N].T
                                     for k in range(K)], dim=1) + bR
                 else:
                     if mask is not None:
-                        mrow = mask[idx if mask_per_step else torch.zeros_like(idx),
-                                    torch.arange(B, device=x.device)][:, d * Hs:(d + 1) * Hs]
                         h_rec = h * mrow
                     hr = h_rec @ R.T + bR
                 blk = lambda v, k: v[:, k * N:(k + 1) * N]  # noqa: E731
