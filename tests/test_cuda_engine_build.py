@@ -87,6 +87,13 @@ def test_invalid_spec_is_a_clean_error():
         eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, gru_reset_before=True))
     with pytest.raises(cuda_engine.EngineError, match="mask needs lstm or gru"):
         eng.sizes(cuda_engine.make_spec("rnn_tanh", T=2, B=2, I=3, N=4, has_mask=True))
+    # Per-gate masks: accepted for lstm and reset-after gru, refused where there is no path.
+    gates = dict(T=2, B=2, I=3, N=4, has_mask=True, mask_gates=True)
+    eng.sizes(cuda_engine.make_spec("lstm", **gates))
+    eng.sizes(cuda_engine.make_spec("gru", **gates))
+    for mode, extra in (("lstm", dict(P=2)), ("gru", dict(gru_reset_before=True))):
+        with pytest.raises(cuda_engine.EngineError, match="mask_gates"):
+            eng.sizes(cuda_engine.make_spec(mode, **gates, **extra))
 
 
 def test_mps_gru_options_are_accepted():
