@@ -95,6 +95,47 @@ def kernel_names(lines):
     return " ".join(f"{d}={out.get(d, '?')}" for d in ("fwd", "bwd"))
 
 
+def make_timeit(torch, dev, emulated, iters, repeats, warmup):
+    """timeit(fn): the median over `repeats` of the mean time of up to `iters` calls of fn (at
+    least 25 ms each), in ms: CUDA events, or on the emulation the wall clock."""
+
+    class Clock:
+        def record(self):
+            if emulated:
+                self.t = time.perf_counter()
+            else:
+                self.e = torch.cuda.Event(enable_timing=True)
+                self.e.record()
+
+        def ms_since(self, start):
+            if emulated:
+                return 1000 * (self.t - start.t)
+            return start.e.elapsed_time(self.e)
+
+    def timeit(fn):
+        for _ in range(warmup):
+            fn()
+        start, end = Clock(), Clock()
+        gpu_common.sync(dev)
+        start.record()
+        fn()
+        end.record()
+        gpu_common.sync(dev)
+        n = max(1, min(iters, int(25.0 / max(end.ms_since(start), 1e-3))))
+        times = []
+        for _ in range(repeats):
+            gpu_common.sync(dev)
+            start.record()
+            for _ in range(n):
+                fn()
+            end.record()
+            gpu_common.sync(dev)
+            times.append(end.ms_since(start) / n)
+        return sorted(times)[len(times) // 2]
+
+    return timeit
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=10)
@@ -125,42 +166,7 @@ def main():
           f"cuBLAS {eng.cublas_library()}, T={args.T}", flush=True)
     T = args.T
 
-    class Clock:
-        """CUDA events, or (emulated) the wall clock; elapsed in ms."""
-
-        def record(self):
-            if emulated:
-                self.t = time.perf_counter()
-            else:
-                self.e = torch.cuda.Event(enable_timing=True)
-                self.e.record()
-
-        def ms_since(self, start):
-            if emulated:
-                return 1000 * (self.t - start.t)
-            return start.e.elapsed_time(self.e)
-
-    def timeit(fn):
-        """Median over --repeats of the mean time of up to --iters calls (CUDA events), ms."""
-        for _ in range(args.warmup):
-            fn()
-        start, end = Clock(), Clock()
-        gpu_common.sync(dev)
-        start.record()
-        fn()
-        end.record()
-        gpu_common.sync(dev)
-        iters = max(1, min(args.iters, int(25.0 / max(end.ms_since(start), 1e-3))))
-        times = []
-        for _ in range(args.repeats):
-            gpu_common.sync(dev)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            gpu_common.sync(dev)
-            times.append(end.ms_since(start) / iters)
-        return sorted(times)[len(times) // 2]
+    timeit = make_timeit(torch, dev, emulated, args.iters, args.repeats, args.warmup)
 
     # The machine's rates, measured in this run: GEMM (per dtype) and device copy bandwidth.
     peak = {}

@@ -41,7 +41,7 @@ def test_exports_the_c_api_only():
     eng = _engine()
     for name in cuda_engine.EXPORTED:
         assert hasattr(eng.lib, name), name
-    assert eng.api_version() == cuda_engine.API_VERSION == 4
+    assert eng.api_version() == cuda_engine.API_VERSION == 5
     # Internal symbols (and the static CUDA runtime's) stay hidden.
     with pytest.raises(AttributeError):
         eng.lib.cudaMalloc  # noqa: B018
@@ -87,13 +87,42 @@ def test_invalid_spec_is_a_clean_error():
         eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, gru_reset_before=True))
     with pytest.raises(cuda_engine.EngineError, match="mask needs lstm or gru"):
         eng.sizes(cuda_engine.make_spec("rnn_tanh", T=2, B=2, I=3, N=4, has_mask=True))
-    # Per-gate masks: accepted for lstm and reset-after gru, refused where there is no path.
+    # Per-gate masks: accepted for lstm and gru (reset after or before), refused with a
+    # projection (no path).
     gates = dict(T=2, B=2, I=3, N=4, has_mask=True, mask_gates=True)
     eng.sizes(cuda_engine.make_spec("lstm", **gates))
     eng.sizes(cuda_engine.make_spec("gru", **gates))
-    for mode, extra in (("lstm", dict(P=2)), ("gru", dict(gru_reset_before=True))):
-        with pytest.raises(cuda_engine.EngineError, match="mask_gates"):
-            eng.sizes(cuda_engine.make_spec(mode, **gates, **extra))
+    eng.sizes(cuda_engine.make_spec("gru", gru_reset_before=True, **gates))
+    with pytest.raises(cuda_engine.EngineError, match="mask_gates"):
+        eng.sizes(cuda_engine.make_spec("lstm", P=2, **gates))
+    # weights_xw (the Keras op's separate weights): one layer and direction, no projection.
+    xw = cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, gru_reset_before=True)
+    xw.weights_xw = 1
+    eng.sizes(xw)
+    for extra in (dict(L=2), dict(D=2)):
+        bad = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, **extra)
+        bad.weights_xw = 1
+        with pytest.raises(cuda_engine.EngineError, match="weights_xw"):
+            eng.sizes(bad)
+
+
+def test_separate_weights_args_are_checked():
+    """A call with separate weights (args.r) names a missing weight or gradient, and needs one
+    layer and direction; the checks come before any device work."""
+    eng = _engine()
+    fake = 4096  # never dereferenced: the argument checks fail first
+    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
+    spec.weights_xw = 1
+    fwd = {k: fake for k in ("x", "h0", "c0", "y", "hn", "cn", "reserve", "w", "r", "bw")}
+    with pytest.raises(cuda_engine.EngineError, match="br is NULL"):
+        eng.forward_raw(spec, fwd, fake, 1 << 20, None)
+    bwd = {k: fake for k in ("x", "h0", "c0", "reserve", "dy", "dhn", "dcn", "dx", "dh0", "dc0",
+                             "w", "r", "bw", "br", "dw", "dr")}
+    with pytest.raises(cuda_engine.EngineError, match="dbw is NULL"):
+        eng.backward_raw(spec, bwd, fake, 1 << 20, None)
+    two = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, L=2)
+    with pytest.raises(cuda_engine.EngineError, match="one layer"):
+        eng.forward_raw(two, dict(fwd, br=fake), fake, 1 << 20, None)
 
 
 def test_mps_gru_options_are_accepted():
@@ -204,6 +233,7 @@ def test_python_spec_mirrors_the_c_struct(tmp_path):
 
 
 BLOCK_STRUCTS = {  # C struct of cc/gpu/c_api.h -> its ctypes mirror in cuda_engine
+    "TfRnnCudaFwdArgs": "FwdArgs", "TfRnnCudaBwdArgs": "BwdArgs",
     "TfRnnCudaLstmSpec": "LstmSpec", "TfRnnCudaLstmFwdArgs": "LstmFwdArgs",
     "TfRnnCudaLstmBwdArgs": "LstmBwdArgs", "TfRnnCudaGruCellSpec": "GruCellSpec",
     "TfRnnCudaGruCellFwdArgs": "GruCellFwdArgs", "TfRnnCudaGruCellBwdArgs": "GruCellBwdArgs",

@@ -1,5 +1,5 @@
-"""GPU kernels of the TfRnn>CudnnRNN* ops and of TfRnn>LSTM/GRU(Gradients) (registered when the
-library was built with CUDA): they are registered under our names only, for every dtype, with
+"""GPU kernels of every TfRnn> op: the CudnnRNN family, the block ops, the MPSGraph-style ops
+and the Keras layers' op pair (registered when the library was built with CUDA): they are registered under our names only, for every dtype, with
 the integer inputs in host memory, and the library still loads and computes on CPU in CPU-only
 TensorFlow."""
 
@@ -17,7 +17,8 @@ OPS = ["CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CudnnRNNBackprop", "CudnnRNNBack
        "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2",
        "GRU", "GRUGradients", "LSTM", "LSTMGradients", "LSTMBlockCell", "LSTMBlockCellGrad",
        "BlockLSTM", "BlockLSTMV2", "BlockLSTMGrad", "BlockLSTMGradV2", "BlockLSTMGradExact",
-       "GRUBlockCell", "GRUBlockCellGrad", "GRUBlockCellGradExact"]
+       "GRUBlockCell", "GRUBlockCellGrad", "GRUBlockCellGradExact", "KerasRNN",
+       "KerasRNNBackprop"]
 
 
 def _gpu_kernels(name):
@@ -41,6 +42,8 @@ def test_gpu_kernels_registered_with_cuda_build(ours, op):
     host = set(ks[0].host_memory_arg)
     if op == "CudnnRNNV3" or op == "CudnnRNNBackpropV3":
         assert {"sequence_lengths", "host_reserved"} <= host
+    if op.startswith("KerasRNN"):
+        assert "sequence_lengths" in host
     if op.startswith("BlockLSTM"):
         assert "seq_len_max" in host
     if op.startswith("CudnnRNNParams") or op.startswith("CudnnRNNCanonical"):

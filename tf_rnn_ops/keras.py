@@ -47,9 +47,15 @@ so each row's unmasked steps are gathered to its front (``_compact``), run with 
 lengths, and the outputs gathered back to their steps (a masked step emits zeros with
 ``zero_output_for_mask``, else the previous output); no ``tf.cond``, no loop in the graph.
 
-The fused path runs when the Keras backend is TensorFlow, the host has no GPU (with a GPU the
-stock layer runs, and with it stock cuDNN) and the activations are among those above
-(SimpleRNN: tanh or relu). ``use_bias`` may be False (zero biases are passed); ``unroll=True``
+The fused path runs when the Keras backend is TensorFlow and the activations are among those
+above (SimpleRNN: tanh or relu). On a GPU host (TensorFlow sees a GPU) what stock Keras runs
+on cuDNN stays on the stock layer: LSTM and GRU (reset_after) with tanh / sigmoid, a bias, no
+recurrent dropout, not unrolled, and a mask only when it is right-padded with no empty row
+(decided on the data, ``tf.cond``). What stock Keras runs in its generic loop there (recurrent
+dropout, other activations, GRU reset_after=False, SimpleRNN, no bias, unroll, any other mask)
+runs on the fused op's GPU kernels (cc/kernels/keras_rnn_gpu_kernels.cc), when the op library
+was built with CUDA; ``TF_RNN_OPS_KERAS_GPU=0`` keeps every call on a GPU host on the stock
+layer. ``use_bias`` may be False (zero biases are passed); ``unroll=True``
 gives the same numbers fused; any dtype policy, including ``mixed_float16`` and
 ``mixed_bfloat16`` (the op runs in the compute dtype).
 
@@ -62,9 +68,12 @@ does.
 The op has XLA kernels (a custom call into the same engine, ``_tf_rnn_ops_xla.so``):
 ``tf.function(jit_compile=True)`` and ``model.compile(jit_compile=True)`` compile the layers
 with the rest of the model. ``supports_jit`` is what the stock layer says (False where stock
-runs cuDNN) and False when the XLA kernels are not loaded (``tf_rnn_ops.xla_status()`` says
-why); ``jit_compile="auto"`` follows Keras's own rules.
+runs cuDNN), False when the XLA kernels are not loaded (``tf_rnn_ops.xla_status()`` says
+why) and False on a GPU host (the XLA kernels are CPU-only so far); ``jit_compile="auto"``
+follows Keras's own rules.
 """
+import functools
+import os
 import threading
 import warnings
 
@@ -138,6 +147,35 @@ def _raw_value(v):
 _SMALL_MIXED_ROWS = 64
 
 
+@functools.lru_cache(maxsize=None)
+def _gpu_kernels():
+    """Whether the op library registered GPU kernels for TfRnn>KerasRNN (built with CUDA)."""
+    from tensorflow.python.framework import kernels
+    load_library()
+    return any(k.device_type == "GPU"
+               for k in kernels.get_registered_kernels_for_op("TfRnn>KerasRNN").kernel)
+
+
+def _gpu_host():
+    """Whether TensorFlow sees a GPU (where stock Keras runs cuDNN when it can)."""
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def _gpu_routing():
+    """On a GPU host, whether the layers run on our GPU kernels what stock Keras runs in its
+    generic loop there (TF_RNN_OPS_KERAS_GPU=0 turns it off: stock everywhere on a GPU host)."""
+    return os.environ.get("TF_RNN_OPS_KERAS_GPU", "1") != "0" and _gpu_kernels()
+
+
+def _cudnn_mask_ok(mask):
+    """Stock cuDNN's condition on a mask (keras' _assert_valid_mask): every row right-padded
+    and none fully masked. A boolean scalar tensor."""
+    m = tf.cast(mask, tf.bool)
+    count = tf.reduce_sum(tf.cast(m, tf.int32), axis=1)
+    right = tf.reduce_all(tf.equal(m, tf.sequence_mask(count, maxlen=tf.shape(m)[1])))
+    return tf.logical_and(right, tf.reduce_all(count > 0))
+
+
 def _keras_rnn(**kw):
     """TfRnn>KerasRNN (one place, so that tests can count the layers' calls)."""
     return load_library().tf_rnn_keras_rnn(**kw)
@@ -201,6 +239,42 @@ class _FusedRNNMixin:
         elif cell.recurrent_activation not in _ACT_NAMES:
             return "recurrent_activation is not tanh, sigmoid, relu, linear or hard_sigmoid"
         return None
+
+    def _stock_cudnn_ok(self):
+        """Whether stock Keras runs this layer on cuDNN on a GPU host (the conditions of its
+        LSTM / GRU inner_loop and keras' cudnn_ok): LSTM or GRU (reset_after), tanh and
+        sigmoid, a bias, no recurrent dropout, not unrolled, use_cudnn not False. A mask must
+        also be right-padded (_cudnn_mask_ok), which only the data says."""
+        cell = self.cell
+        if self._RNN_MODE is None or getattr(self, "use_cudnn", "auto") is False:
+            return False
+        return (cell.activation in (keras.activations.tanh, tf.tanh, keras.ops.tanh)
+                and cell.recurrent_activation in (keras.activations.sigmoid, tf.sigmoid,
+                                                  keras.ops.sigmoid)
+                and not self.unroll and cell.use_bias and not cell.recurrent_dropout
+                and bool(getattr(cell, "reset_after", True)))
+
+    def _gpu_loop(self, sequences, initial_state, mask, training):
+        """On a GPU host: what stock runs on cuDNN stays there (a mask: when it is
+        right-padded, decided on the data by tf.cond); what stock runs in its generic loop
+        (recurrent dropout, other activations, GRU reset_after=False, SimpleRNN, any other
+        mask) runs on our GPU kernels, where the fused op computes it."""
+        stock = functools.partial(super().inner_loop, sequences, initial_state, mask,
+                                  training=training)
+        if not _gpu_routing() or self._config_fallback_reason(training) is not None:
+            return stock()
+        fused = functools.partial(self._fused_loop, sequences, initial_state, mask, training)
+        self.supports_jit = False  # the fused op has no XLA kernel for the GPU yet
+        if not self._stock_cudnn_ok():
+            return fused()
+        if mask is None:
+            return stock()
+        def branch(loop):  # one output structure for both branches of the cond
+            def run():
+                last, outputs, states = loop()
+                return last, outputs, list(states)
+            return run
+        return tf.cond(_cudnn_mask_ok(mask), branch(stock), branch(fused))
 
     def _generic_loop(self, sequences, initial_state, mask, training):
         last, outputs, states = keras.layers.RNN.inner_loop(
@@ -408,9 +482,8 @@ class _FusedRNNMixin:
             return self._tflite_loop(sequences, initial_state, mask, training)
         if getattr(self, "use_cudnn", "auto") is False:
             return self._generic_loop(sequences, initial_state, mask, training)
-        if keras.backend.backend() == "tensorflow" and tf.config.list_logical_devices("GPU"):
-            # On a GPU host the stock layer (and with it stock cuDNN) is the fast path.
-            return super().inner_loop(sequences, initial_state, mask, training=training)
+        if keras.backend.backend() == "tensorflow" and _gpu_host():
+            return self._gpu_loop(sequences, initial_state, mask, training)
         reason = self._config_fallback_reason(training)
         if reason is not None:
             if getattr(self, "use_cudnn", "auto") is True:

@@ -7,7 +7,8 @@
 # checks_pbwd with the persistent backward wherever it fits (TFRNN_CUDA_PERSISTENT_BWD=1), and
 # the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1). bench
 # times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
-# issue's small-batch sizes; ncu / ncu_cluster profile one persistent / cluster launch.
+# issue's small-batch sizes; bench_keras times the Keras op's form with per-gate masks
+# (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster profile one persistent / cluster launch.
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
@@ -17,7 +18,7 @@
 #   tools/gpu_session.sh [stage ...]
 #     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #             memcheck memcheck_cluster racecheck racecheck_cluster bench bench_clusters
-#             ncu ncu_cluster cpu_scaling
+#             bench_keras ncu ncu_cluster cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      memcheck memcheck_cluster racecheck racecheck_cluster)
 set -uo pipefail
@@ -93,6 +94,8 @@ for s in "${STAGES[@]}"; do
     bench) stage bench 500 "$PY" bench/gpu_bench.py --iters 10 ;;
     bench_clusters) stage bench_clusters 400 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
                       --hiddens 256,512 --variants auto,cluster2,cluster4,cluster8,cluster16 ;;
+    # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.
+    bench_keras) stage bench_keras 200 "$PY" bench/gpu_bench_keras.py ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,
     # N = 16, H = 256); ncu_cluster the same for the cluster forward kernel.
     ncu) stage ncu 150 ncu --kernel-name regex:PersistentFwd --launch-count 1 \

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define TFRNN_CUDA_API_VERSION 4
+#define TFRNN_CUDA_API_VERSION 5
 
 #define TFRNN_CUDA_OK 0
 #define TFRNN_CUDA_INVALID_ARGUMENT 1
@@ -63,8 +63,17 @@ typedef struct {
   void* cn;                    /* lstm */
   void* reserve;
   const void* peephole;        /* [L*D, K*N] (spec.peephole) */
-  const void* mask;            /* [T or 1, B, D*Hs] (spec.has_mask) */
+  const void* mask;            /* [T or 1, B, W] (spec.has_mask; W = D*Hs, or D*K*Hs with
+                                  spec.mask_gates: gate block k's mask at columns k*Hs) */
   int32_t mask_per_step;
+  /* One layer and direction (L = D = 1): the weights as separate tensors instead of params
+   * (used when r is not NULL; params is then not read): w [K*N, I] and r [K*N, N], or with
+   * spec.weights_xw w [I, K*N] and r [N, K*N]; the input and recurrent biases bw, br [K*N];
+   * gate blocks in the order of spec.gate_pos. */
+  const void* w;
+  const void* r;
+  const void* bw;
+  const void* br;
 } TfRnnCudaFwdArgs;
 
 typedef struct {
@@ -87,6 +96,14 @@ typedef struct {
   int32_t mask_per_step;
   const void* dc_seq;          /* optional dL/dc of every step [T, B, D*N] (lstm) */
   void* dpeephole;             /* [L*D, K*N] (spec.peephole) */
+  const void* w;               /* separate weights, as in TfRnnCudaFwdArgs */
+  const void* r;
+  const void* bw;
+  const void* br;
+  void* dw;                    /* with r: their gradients, laid out as the weights (dparams is */
+  void* dr;                    /* then not written; dbr NULL: no recurrent bias gradient) */
+  void* dbw;
+  void* dbr;
 } TfRnnCudaBwdArgs;
 
 /* The LSTM block ops (BlockLSTM / BlockLSTMV2 and their gradients; equations in

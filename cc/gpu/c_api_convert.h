@@ -36,6 +36,17 @@ inline TfRnnCudaSpec CudaSpecOf(const RnnSpec& s, int32_t dtype) {
 #undef TFRNN_TO_C
 #undef TFRNN_TO_C_ARRAY
 
+// The separate weights of a forward or backward call's args (RnnWeights; null when absent).
+template <typename T, typename Args>
+RnnWeights<T> RnnWeightsOf(const Args& in) {
+  RnnWeights<T> w;
+  w.W = static_cast<const T*>(in.w);
+  w.R = static_cast<const T*>(in.r);
+  w.bW = static_cast<const T*>(in.bw);
+  w.bR = static_cast<const T*>(in.br);
+  return w;
+}
+
 template <typename T>
 RnnFwdArgs<T> RnnFwdArgsOf(const TfRnnCudaFwdArgs& in) {
   RnnFwdArgs<T> a;
@@ -51,6 +62,7 @@ RnnFwdArgs<T> RnnFwdArgsOf(const TfRnnCudaFwdArgs& in) {
   a.peephole = static_cast<const T*>(in.peephole);
   a.mask = static_cast<const T*>(in.mask);
   a.mask_per_step = in.mask_per_step != 0;
+  a.weights = RnnWeightsOf<T>(in);
   return a;
 }
 
@@ -75,6 +87,11 @@ RnnBwdArgs<T> RnnBwdArgsOf(const TfRnnCudaBwdArgs& in) {
   a.mask_per_step = in.mask_per_step != 0;
   a.dc_seq = static_cast<const T*>(in.dc_seq);
   a.dpeephole = static_cast<T*>(in.dpeephole);
+  a.weights = RnnWeightsOf<T>(in);
+  a.dweights.dW = static_cast<T*>(in.dw);
+  a.dweights.dR = static_cast<T*>(in.dr);
+  a.dweights.dbW = static_cast<T*>(in.dbw);
+  a.dweights.dbR = static_cast<T*>(in.dbr);
   return a;
 }
 
@@ -102,37 +119,60 @@ inline std::string RnnNullProblem(std::initializer_list<RnnNeed> needs) {
   return "";
 }
 
+// Why the separate weights of a call (args.r not NULL) cannot be used, or "": one layer and
+// direction, no projection, and every weight the problem reads.
+template <typename Args>
+inline std::string RnnWeightsProblem(const RnnSpec& s, const Args& a) {
+  if (a.r == nullptr) return "";
+  if (s.L != 1 || s.D != 1 || s.P > 0) {
+    return "separate weights (args.r) need one layer, one direction and no projection";
+  }
+  const Index KN = RnnK(s) * s.H, in = RnnInWidth(s, 0);
+  return RnnNullProblem({{a.w, in * KN, "w"}, {a.bw, KN, "bw"}, {a.br, KN, "br"}});
+}
+// With separate weights, their gradients a backward call writes.
+inline std::string RnnWeightGradsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
+  const Index KN = RnnK(s) * s.H, in = RnnInWidth(s, 0);
+  return RnnNullProblem({{a.dw, in * KN, "dw"}, {a.dr, s.H * KN, "dr"}, {a.dbw, KN, "dbw"}});
+}
+
 // Why a forward call's arguments are invalid (bad lengths, a needed pointer NULL), or "".
 inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
   const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.H;
   const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.H : 0;  // cell states
+  const bool separate = a.r != nullptr;
   std::string m = RnnLengthsProblem(s, a.lengths);
+  if (m.empty()) m = RnnWeightsProblem(s, a);
   if (!m.empty()) return m;
   return RnnNullProblem({{a.x, s.T * s.B * s.I, "x"}, {a.h0, LD * s.B * Hs, "h0"},
                          {a.hn, LD * s.B * Hs, "hn"}, {a.c0, C, "c0"}, {a.cn, C, "cn"},
-                         {a.params, RnnParamsSize(s), "params"},
+                         {a.params, separate ? 0 : RnnParamsSize(s), "params"},
                          {a.y, s.T * s.B * s.D * Hs, "y"},
                          {a.reserve, RnnReserveSize(s), "reserve"},
                          {a.peephole, s.peephole ? LD * KN : 0, "peephole"},
-                         {a.mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"}});
+                         {a.mask, s.has_mask ? s.B * RnnMaskWidth(s) : 0, "mask"}});
 }
 
 // Why a backward call's arguments are invalid, or "".
 inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
   const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.H;
   const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.H : 0;
+  const bool separate = a.r != nullptr;
   std::string m = RnnLengthsProblem(s, a.lengths);
+  if (m.empty()) m = RnnWeightsProblem(s, a);
+  if (m.empty() && separate) m = RnnWeightGradsProblem(s, a);
   if (!m.empty()) return m;
   return RnnNullProblem({{a.x, s.T * s.B * s.I, "x"}, {a.dx, s.T * s.B * s.I, "dx"},
                          {a.h0, LD * s.B * Hs, "h0"}, {a.dhn, LD * s.B * Hs, "dhn"},
                          {a.dh0, LD * s.B * Hs, "dh0"}, {a.c0, C, "c0"}, {a.dcn, C, "dcn"},
-                         {a.dc0, C, "dc0"}, {a.params, RnnParamsSize(s), "params"},
-                         {a.dparams, RnnParamsSize(s), "dparams"},
+                         {a.dc0, C, "dc0"},
+                         {a.params, separate ? 0 : RnnParamsSize(s), "params"},
+                         {a.dparams, separate ? 0 : RnnParamsSize(s), "dparams"},
                          {a.dy, s.T * s.B * s.D * Hs, "dy"},
                          {a.reserve, RnnReserveSize(s), "reserve"},
                          {a.peephole, s.peephole ? LD * KN : 0, "peephole"},
                          {a.dpeephole, s.peephole ? LD * KN : 0, "dpeephole"},
-                         {a.mask, s.has_mask ? s.B * s.D * Hs : 0, "mask"}});
+                         {a.mask, s.has_mask ? s.B * RnnMaskWidth(s) : 0, "mask"}});
 }
 
 }  // namespace tfrnn

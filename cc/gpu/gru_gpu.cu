@@ -200,7 +200,7 @@ GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, vo
   TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
   TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, H, H, static_cast<const T*>(w.dpn),
                                   a.w_c + I * H, w.drh, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, nullptr, false, w.drh));
+  TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, nullptr, false, 0, 0, w.drh));
   TFRNN_LAUNCH(Blocks(B * 3 * H), kThreads, g.stream, SplitGatesKernel<T>)(w.dgx, B, H,
       a.d_r_bar_u_bar, a.d_c_bar);
   TFRNN_CUDA_CHECK_LAUNCH("SplitGatesKernel");

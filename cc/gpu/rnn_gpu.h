@@ -36,14 +36,10 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
                          const int* lengths_dev, void* workspace, int64_t workspace_bytes);
 
 // Why the CUDA engine cannot run these per-gate recurrent masks (mask_gates), or "": they run
-// on the per-step path with R by rows, without a projection or reset-before gru.
+// on the per-step path, without a projection.
 inline std::string GateMasksProblem(const RnnSpec& s) {
-  if (!RnnGateMasks(s) ||
-      !(s.P > 0 || s.weights_xw || (s.mode == RnnMode::kGru && s.gru_reset_before))) {
-    return "";
-  }
-  return "per-gate recurrent masks (mask_gates) with a projection, weights_xw or reset-before "
-         "gru have no CUDA path yet";
+  if (!RnnGateMasks(s) || s.P == 0) return "";
+  return "per-gate recurrent masks (mask_gates) with a projection have no CUDA path";
 }
 
 // Workspace bytes for storage elements of `elem_bytes` (2, 4 or 8).

@@ -93,12 +93,12 @@ GpuStatus BwdStepGpu(const GpuContext& g, const BwdStep<T>& p) {
 
 template <typename T>
 GpuStatus GruResetGpu(const GpuContext& g, const BwdStep<T>& p, const T* mask,
-                      bool mask_per_step, const AccOf<T>* drh) {
+                      bool mask_per_step, I64 mask_cols, I64 mask_col, const AccOf<T>* drh) {
   if (p.B * p.N == 0) return GpuStatus::Ok();
   const int pr = p.gate_pos[0], pn = p.gate_pos[2];
   TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, GruResetKernel<T>)(p.sm, p.step, p.B, p.N,
       p.Hs, p.K * p.N, pr, pn, p.gate_act[0], p.ly.act[pr], p.ly.act_ld, p.dact[0], p.ly.hprev,
-      mask, mask_per_step, p.yst, p.ly.dcol, drh, p.dh, p.dhr_cur, p.dhr, p.dgx);
+      mask, mask_per_step, mask_cols, mask_col, drh, p.dh, p.dhr_cur, p.dhr, p.dgx);
   TFRNN_CUDA_CHECK_LAUNCH("GruResetKernel");
   return GpuStatus::Ok();
 }
@@ -285,15 +285,22 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.dpn = reset_before ? w.dpn : nullptr;
   const bool gate_masks = RnnGateMasks(s);
   if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
+  // Gate block k of R: rows [k·N, +N) of R [K·N, Hs], or with weights_xw columns [k·N, +N)
+  // of R [Hs, K·N] (then used transposed).
+  auto r_block = [&](I64 k) { return xw ? ly.R + k * N : ly.R + k * N * Hs; };
+  const I64 r_ld = xw ? KN : Hs;
+  const I64 pn = gru ? s.gate_pos[2] : -1;
   // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
-  // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k, R_k rows [k·N, +N) of R).
+  // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k; a reset-before gru's candidate reaches
+  // h_prev through r ⊙ h_rec instead, GruResetGpu).
   auto add_recurrent = [&](I64 mstep) -> GpuStatus {
     if (!s.has_mask) return GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
     for (I64 k = 0; k < (gate_masks ? K : 1); ++k) {
+      if (gate_masks && reset_before && k == pn) continue;
       if (gate_masks) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, Hs, N,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, N,
                                           static_cast<const T*>(w.dhr_prev) + k * N, KN,
-                                          ly.R + k * N * Hs, Hs, w.dhm, Hs, false));
+                                          r_block(k), r_ld, w.dhm, Hs, false));
       } else {
         TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
                                         false));
@@ -334,12 +341,11 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
     if (reset_before) {
       // drh = dpn · R_n  ([B, N] · [N, Hs]) into dhm, then r's gradient and dh_prev += ....
-      const int pn = s.gate_pos[2];
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, Hs, N,
-                                      static_cast<const T*>(w.dpn), ly.R + pn * N * Hs, w.dhm,
-                                      false));
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, N, static_cast<const T*>(w.dpn),
+                                        N, r_block(pn), r_ld, w.dhm, Hs, false));
       TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, s.has_mask ? a.mask : nullptr,
-                                               a.mask_per_step, w.dhm));
+                                               a.mask_per_step, RnnMaskWidth(s),
+                                               MaskCol(s, ly.dcol, pn), w.dhm));
     }
     std::swap(w.dhr_prev, w.dhr_cur);
   }
@@ -383,14 +389,18 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     }
   } else if (gate_masks) {
     // R_k multiplied h_prev ⊙ mask_k: dR_k = Σ dhr_kᵀ · (h_prev ⊙ mask_k).
+    // (xw: dR_k = Σ (h_prev ⊙ mask_k)ᵀ · dhr_k, columns [k·N, +N) of dR.)
     for (I64 k = 0; k < K && TB * Hs > 0; ++k) {
+      if (reset_before && k == pn) continue;  // below
       TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
           a.mask_per_step, B, TB, Hs, RnnMaskWidth(s), MaskCol(s, ly.dcol, k), w.hrec);
       TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
-      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, true, false, N, Hs, TB,
-                                        static_cast<const T*>(w.dhr) + k * N, KN,
-                                        static_cast<const T*>(w.hrec), Hs, ly.dR + k * N * Hs,
-                                        Hs, false));
+      const T* dhr_k = static_cast<const T*>(w.dhr) + k * N;
+      const T* hrec = static_cast<const T*>(w.hrec);
+      TFRNN_GPU_RETURN_IF_ERROR(
+          xw ? GemmLdT(g, true, false, Hs, N, TB, hrec, Hs, dhr_k, KN, ly.dR + k * N, KN, false)
+             : GemmLdT(g, true, false, N, Hs, TB, dhr_k, KN, hrec, Hs, ly.dR + k * N * Hs, Hs,
+                       false));
     }
   } else {
     // R multiplied h_prev ⊙ mask; the reserve holds h_prev.
@@ -404,17 +414,24 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     TFRNN_GPU_RETURN_IF_ERROR(grad_r(TB, static_cast<const T*>(w.dhr), hrec, false));
   }
   if (reset_before) {
-    // R_n multiplied r ⊙ h_rec (aux): dR_n = Σ dpnᵀ · (r ⊙ h_rec).
-    const I64 pn = s.gate_pos[2];
-    if (TB * N > 0) {
-      TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, GatherColsKernel<T>)(w.dhr, TB, KN, pn * N,
-          N, w.gather);
-      TFRNN_CUDA_CHECK_LAUNCH("GatherColsKernel");
+    // R_n multiplied r ⊙ h_rec (aux): dR_n = Σ dpnᵀ · (r ⊙ h_rec) (xw: Σ (r ⊙ h_rec)ᵀ · dpn
+    // into columns [pn·N, +N) of dR).
+    if (xw) {
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, true, false, Hs, N, TB,
+                                        static_cast<const T*>(ly.aux), N,
+                                        static_cast<const T*>(w.dhr) + pn * N, KN,
+                                        ly.dR + pn * N, KN, false));
+    } else {
+      if (TB * N > 0) {
+        TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, GatherColsKernel<T>)(w.dhr, TB, KN,
+            pn * N, N, w.gather);
+        TFRNN_CUDA_CHECK_LAUNCH("GatherColsKernel");
+      }
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, N, Hs, TB,
+                                      static_cast<const T*>(w.gather),
+                                      static_cast<const T*>(ly.aux), ly.dR + pn * N * Hs,
+                                      false));
     }
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, N, Hs, TB,
-                                    static_cast<const T*>(w.gather),
-                                    static_cast<const T*>(ly.aux), ly.dR + pn * N * Hs,
-                                    false));
   }
   if (proj) {
     TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, s.P, N, TB, static_cast<const T*>(w.dhtot),
@@ -474,9 +491,10 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
     T* din = l == 0 ? a.dx : w.din_buf;
     for (I64 dd = 0; dd < s.D; ++dd) {
       const I64 pseudo = l * s.D + dd;
-      TFRNN_GPU_RETURN_IF_ERROR(LayerBackwardGpu<T>(
-          g, s, pseudo, MakeLayerPtrs<T>(s, pseudo, a.params, reserve, a.dparams), xin, dyl, a,
-          len_dev, steps, din, dd > 0, w));
+      const LayerPtrs<T> ly =
+          MakeLayerPtrs<T>(s, pseudo, a.params, reserve, a.dparams, a.weights, a.dweights);
+      TFRNN_GPU_RETURN_IF_ERROR(
+          LayerBackwardGpu<T>(g, s, pseudo, ly, xin, dyl, a, len_dev, steps, din, dd > 0, w));
     }
     if (l > 0) {
       // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
@@ -501,7 +519,7 @@ GpuStatus RnnBackwardGpu(const GpuContext& g, const RnnSpec& s, const RnnBwdArgs
                                          BwdBufs<T>);                                     \
   template GpuStatus BwdStepGpu<T>(const GpuContext&, const BwdStep<T>&);                 \
   template GpuStatus GruResetGpu<T>(const GpuContext&, const BwdStep<T>&, const T*, bool,  \
-                                    const AccOf<T>*);
+                                    I64, I64, const AccOf<T>*);
 TFRNN_INSTANTIATE_BWD(__half)
 TFRNN_INSTANTIATE_BWD(__nv_bfloat16)
 TFRNN_INSTANTIATE_BWD(float)

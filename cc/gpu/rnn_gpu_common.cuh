@@ -219,11 +219,26 @@ struct LayerPtrs {
   bool reverse = false;
 };
 
+// Given weights.R (one layer and direction), the separate tensors of RnnWeights and their
+// gradients in dweights instead of params / dparams, as the CPU's MakeLayer.
 template <typename T>
 LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* reserve,
-                           T* dparams = nullptr) {
+                           T* dparams = nullptr, const RnnWeights<T>& weights = {},
+                           const RnnWeightGrads<T>& dweights = {}) {
   LayerPtrs<T> ly;
-  ly.acts = SetCudnnLayer(s, pseudo, params, reserve, dparams, &ly);
+  const bool separate = weights.R != nullptr;
+  ly.acts = SetCudnnLayer(s, pseudo, separate ? nullptr : params, reserve,
+                          separate ? nullptr : dparams, &ly);
+  if (separate) {
+    ly.W = weights.W;
+    ly.R = weights.R;
+    ly.bW = weights.bW;
+    ly.bR = weights.bR;
+    ly.dW = dweights.dW;
+    ly.dR = dweights.dR;
+    ly.dbW = dweights.dbW;
+    ly.dbR = dweights.dbR;
+  }
   ly.reverse = pseudo % s.D == 1 || (s.D == 1 && s.reverse);
   return ly;
 }

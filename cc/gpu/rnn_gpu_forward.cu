@@ -150,19 +150,32 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                                w.hr));
     if (steps % 2 == 1) std::swap(w.h_cur, w.h_next);
   }
+  // Gate block k of R: rows [k·N, +N) of R [K·N, Hs] (used transposed), or with weights_xw
+  // columns [k·N, +N) of R [Hs, K·N].
+  const bool xw = s.weights_xw;
+  auto r_block = [&](I64 k) { return xw ? ly.R + k * N : ly.R + k * N * Hs; };
+  const I64 r_ld = xw ? KN : Hs;
+  // With per-gate masks a reset-before gru's candidate block comes last: its masked h is the
+  // h_rec of r ⊙ h_rec, and it has no product of its own here (hrn below).
+  const I64 pn = s.mode == RnnMode::kGru ? s.gate_pos[2] : -1;
   for (I64 st = 0; st < (plan.ok ? 0 : steps); ++st) {
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
     if (gate_masks) {
-      // Gate block k: hr[:, k·N, +N] = (h_prev ⊙ mask_k) · R_kᵀ, R_k rows [k·N, +N) of R.
-      for (I64 k = 0; k < K; ++k) {
+      // Gate block k: hr[:, k·N, +N] = (h_prev ⊙ mask_k) · R_kᵀ.
+      for (I64 q = 0; q < K; ++q) {
+        const I64 k = !reset_before ? q : q == K - 1 ? pn : (q >= pn ? q + 1 : q);
         TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
             RnnMaskWidth(s), MaskCol(s, ly.dcol, k), a.mask, a.mask_per_step, w.h_cur,
             w.h_masked);
         TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
-        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, true, B, N, Hs,
-                                          static_cast<const T*>(w.h_masked), Hs,
-                                          ly.R + k * N * Hs, Hs, w.hr + k * N, KN, false));
+        if (reset_before && k == pn) {
+          h_rec = w.h_masked;
+          continue;
+        }
+        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, N, Hs,
+                                          static_cast<const T*>(w.h_masked), Hs, r_block(k),
+                                          r_ld, w.hr + k * N, KN, false));
       }
     } else {
       if (s.has_mask) {
@@ -172,8 +185,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
         h_rec = w.h_masked;
       }
       // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]; R itself with weights_xw), kept in Acc.
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !s.weights_xw, B, KN, Hs, h_rec, ly.R, w.hr,
-                                      false));
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !xw, B, KN, Hs, h_rec, ly.R, w.hr, false));
     }
     p.step = st;
     p.h_cur = w.h_cur;
@@ -184,9 +196,9 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     if (reset_before) {
       // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
       // ([B, N] · [N, Hs]ᵀ, R_n the candidate's block of R), then kAfterProduct.
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, N, Hs,
-                                      static_cast<const T*>(w.hh_step),
-                                      ly.R + s.gate_pos[2] * N * Hs, w.hrn, false));
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, N, Hs,
+                                        static_cast<const T*>(w.hh_step), N, r_block(pn), r_ld,
+                                        w.hrn, N, false));
       p.phase = StepPhase::kAfterProduct;
       TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     }
@@ -234,9 +246,9 @@ GpuStatus RnnForwardGpu(const GpuContext& g, const RnnSpec& s, const RnnFwdArgs<
     TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ylayer, TB * ycols));
     for (I64 dd = 0; dd < s.D; ++dd) {
       const I64 pseudo = l * s.D + dd;
-      TFRNN_GPU_RETURN_IF_ERROR(LayerForwardGpu<T>(g, s, pseudo,
-                                                MakeLayerPtrs<T>(s, pseudo, a.params, reserve),
-                                                xin, a, len_dev, steps, ylayer, w));
+      const LayerPtrs<T> ly = MakeLayerPtrs<T>(s, pseudo, a.params, reserve, nullptr, a.weights);
+      TFRNN_GPU_RETURN_IF_ERROR(
+          LayerForwardGpu<T>(g, s, pseudo, ly, xin, a, len_dev, steps, ylayer, w));
     }
     if (l + 1 < s.L && RnnHasMask(s) && TB * ycols > 0) {
       T* mask = reserve + RnnMaskOffset(s, l);

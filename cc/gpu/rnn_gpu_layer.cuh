@@ -91,12 +91,13 @@ BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
 
 
 // One step's pointwise backward (the forward's is FwdStepGpu), and the second half of a
-// reset-before gru step's (drh = dL/d(r ⊙ h_rec) = dpn · R_n): r's gradient, h_prev's share.
+// reset-before gru step's (drh = dL/d(r ⊙ h_rec) = dpn · R_n): r's gradient, h_prev's share
+// (h_rec = h_prev ⊙ the candidate's mask: column mask_col of mask rows mask_cols wide).
 template <typename T>
 GpuStatus BwdStepGpu(const GpuContext& g, const BwdStep<T>& p);
 template <typename T>
 GpuStatus GruResetGpu(const GpuContext& g, const BwdStep<T>& p, const T* mask,
-                      bool mask_per_step, const AccOf<T>* drh);
+                      bool mask_per_step, I64 mask_cols, I64 mask_col, const AccOf<T>* drh);
 
 // One step's fused pointwise forward (phase as FwdStep::phase).
 template <typename T>

@@ -1,8 +1,9 @@
 // What both faces of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop; shapes in
 // cc/ops/keras_rnn_ops.cc) share: the attrs, and the shape checks that turn the inputs'
 // shapes into the engine's RnnSpec (one layer and direction, weights_xw in Keras gate order).
-// The CPU kernels (keras_rnn_kernels.cc) call them on the tensors, the XLA kernels
-// (cc/xla/keras_rnn_xla.cc) on the shapes XLA compiles for.
+// The CPU and GPU kernels (keras_rnn_kernels.cc, keras_rnn_gpu_kernels.cc) call them on the
+// tensors, and share the outputs' allocation; the XLA kernels (cc/xla/keras_rnn_xla.cc) call
+// them on the shapes XLA compiles for.
 #ifndef TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_
 #define TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_
 
@@ -117,6 +118,45 @@ inline absl::Status KerasLayoutOf(const std::string& op, const KerasAttrs& attrs
   return attrs.kx.MaskShape(op, in.mask, &s);
 }
 
+// One call's inputs (mask null when recurrent_mask is [0], lengths null when
+// sequence_lengths is [0]) and its spec.
+struct KerasInputs {
+  const tensorflow::Tensor *x, *h0, *c0, *kernel, *rkernel, *bias, *lengths, *mask = nullptr;
+  RnnSpec spec;
+  bool two_biases = false;  // bias is [2, K·units]: input and recurrent
+};
+
+inline absl::Status ValidateKeras(OpKernelContext* ctx, const KerasAttrs& attrs, KerasInputs* in) {
+  const std::string op = ctx->op_kernel().type_string();
+  const Tensor* mask;
+  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"input", &in->x},
+                                     {"input_h", &in->h0},
+                                     {"input_c", &in->c0},
+                                     {"kernel", &in->kernel},
+                                     {"recurrent_kernel", &in->rkernel},
+                                     {"bias", &in->bias},
+                                     {"sequence_lengths", &in->lengths},
+                                     {"recurrent_mask", &mask}}));
+  KerasLayout layout;
+  TF_RETURN_IF_ERROR(KerasLayoutOf(op, attrs,
+                                   {in->x->shape(), in->h0->shape(), in->c0->shape(),
+                                    in->kernel->shape(), in->rkernel->shape(),
+                                    in->bias->shape(), in->lengths->shape(), mask->shape()},
+                                   &layout));
+  in->spec = layout.spec;
+  in->two_biases = layout.two_biases;
+  in->mask = layout.spec.has_mask ? mask : nullptr;
+  if (!layout.has_lengths) {
+    in->lengths = nullptr;
+    return absl::OkStatus();
+  }
+  return CheckSeqLengths(op, *in->lengths, in->spec.B, in->spec.T, "time");
+}
+
+// Batch-major [B, T, c] <-> the engines' time-major [T, B, c]: the same memory when T or B is
+// 1 (no transpose).
+inline bool SameMajor(const RnnSpec& s) { return s.T == 1 || s.B == 1; }
+
 // The backprop op's gradient inputs must match the forward's outputs; reserve_space must hold
 // `reserve_elems` elements of the op's type.
 inline absl::Status CheckKerasBackpropShapes(const std::string& op, const RnnSpec& s,
@@ -130,6 +170,46 @@ inline absl::Status CheckKerasBackpropShapes(const std::string& op, const RnnSpe
     TF_RETURN_IF_ERROR(CheckShape(op, "output_c_backprop", dcn, {s.B, s.H}, "[batch, units]"));
   }
   return CheckReserveSpace(op, reserve, reserve_elems, "forward op");
+}
+
+// The forward's outputs: output [B, T, units], output_h, output_c (lstm; else [0]) and the
+// reserve (reserve_elems elements when training, else [0]).
+struct KerasOutputs {
+  tensorflow::Tensor *y, *hn, *cn, *reserve;
+};
+inline absl::Status AllocateKerasOutputs(tensorflow::OpKernelContext* ctx, const KerasInputs& in,
+                                         bool training, int64_t reserve_elems,
+                                         KerasOutputs* out) {
+  const RnnSpec& s = in.spec;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({s.B, s.T, s.H}), &out->y));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.h0->shape(), &out->hn));
+  TF_RETURN_IF_ERROR(ctx->allocate_output(
+      2, s.mode == RnnMode::kLstm ? in.h0->shape() : TensorShape({0}), &out->cn));
+  return ctx->allocate_output(3, TensorShape({training ? reserve_elems : 0}), &out->reserve);
+}
+
+// The backprop op's gradient inputs (checked against the forward's outputs and a reserve of
+// reserve_elems elements), and its outputs: the gradients of input, input_h, input_c
+// (zeros unless lstm), kernel, recurrent_kernel and bias, shaped as they are.
+struct KerasGrads {
+  const tensorflow::Tensor *dy, *dhn, *dcn, *reserve;
+  tensorflow::Tensor *dx, *dh0, *dc0, *dkernel, *drkernel, *dbias;
+};
+inline absl::Status KerasGradsOf(tensorflow::OpKernelContext* ctx, const KerasInputs& in,
+                                 int64_t reserve_elems, KerasGrads* g) {
+  const std::string op = ctx->op_kernel().type_string();
+  TF_RETURN_IF_ERROR(GetInputs(ctx, {{"output_backprop", &g->dy},
+                                     {"output_h_backprop", &g->dhn},
+                                     {"output_c_backprop", &g->dcn},
+                                     {"reserve_space", &g->reserve}}));
+  TF_RETURN_IF_ERROR(CheckKerasBackpropShapes(op, in.spec, g->dy->shape(), g->dhn->shape(),
+                                              g->dcn->shape(), g->reserve->shape(),
+                                              reserve_elems));
+  const tensorflow::Tensor* like[6] = {in.x, in.h0, in.c0, in.kernel, in.rkernel, in.bias};
+  tensorflow::Tensor** outs[6] = {&g->dx, &g->dh0, &g->dc0, &g->dkernel, &g->drkernel,
+                                  &g->dbias};
+  for (int k = 0; k < 6; ++k) TF_RETURN_IF_ERROR(ctx->allocate_output(k, like[k]->shape(), outs[k]));
+  return absl::OkStatus();
 }
 
 }  // namespace tfrnn

@@ -35,7 +35,8 @@ BUILD_CMD = ["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-I.", SHIM_SRC, "-
 ISA_FLAGS = {"avx512": {"avx512f", "avx512dq", "avx512bw", "avx512vl", "fma"},
              "avx2": {"avx2", "fma"}, "avx": {"avx"}}
 TOL = {"float32": 1e-4, "float64": 1e-10}
-FIELDS = ("y", "hn", "cn", "dx", "dh0", "dc0", "dparams", "dpeephole")
+FIELDS = ("y", "hn", "cn", "dx", "dh0", "dc0", "dparams", "dpeephole", "dw", "dr", "dbw", "dbr")
+WEIGHTS = ("w", "r", "bw", "br")  # the separate weights of a Keras-face case (args.w ...)
 COUNTS = {"PASS": 0, "FAIL": 0, "SKIP": 0}
 
 
@@ -60,11 +61,13 @@ def pick_cpu_engine():
     return None, f"no usable CPU engine .so in tf_rnn_ops/ for this CPU (TF_RNN_OPS_ISA={forced!r})"
 
 
-def _nan_grads(x, h0, c0, params, peephole):
+def _nan_grads(x, h0, c0, params, peephole, weights=None):
     """The backward's outputs, NaN until written (None where the input is None)."""
     nan = lambda a: None if a is None else np.full_like(a, np.nan)  # noqa: E731
-    return dict(dx=nan(x), dh0=nan(h0), dc0=nan(c0), dparams=nan(params),
-                dpeephole=nan(peephole))
+    out = dict(dx=nan(x), dh0=nan(h0), dc0=nan(c0), dparams=nan(params),
+               dpeephole=nan(peephole))
+    out.update({"d" + k: nan(v) for k, v in (weights or {}).items()})
+    return out
 
 
 class CpuEngine:
@@ -72,7 +75,8 @@ class CpuEngine:
 
     def __init__(self, engine_path):
         so = os.path.join(REPO, SHIM_SO)
-        deps = [SHIM_SRC, "cc/engine/types.h", "cc/engine/engine_api.h", "cc/gpu/c_api.h"]
+        deps = [SHIM_SRC, "cc/engine/types.h", "cc/engine/engine_api.h", "cc/gpu/c_api.h",
+                "cc/gpu/c_api_convert.h"]
         newest = max(os.path.getmtime(os.path.join(REPO, d)) for d in deps)
         if not os.path.exists(so) or os.path.getmtime(so) < newest:
             os.makedirs(os.path.dirname(so), exist_ok=True)
@@ -92,9 +96,10 @@ class CpuEngine:
             raise RuntimeError("CPU shim: " + self.lib.tfrnn_cpu_last_error().decode())
 
     def run(self, spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=None,
-            peephole=None, mask=None, mask_per_step=False):
+            peephole=None, mask=None, mask_per_step=False, weights=None):
         """Mirror of gpu_common.run_engine on numpy arrays of the spec's dtype (outputs start
-        as NaN so that anything left unwritten shows)."""
+        as NaN so that anything left unwritten shows); weights: the separate weights (dict
+        w, r, bw, br) instead of params, their gradients returned as dw, dr, dbw, dbr."""
         dt = x.dtype
         T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
         Hs = spec.P or N
@@ -102,7 +107,7 @@ class CpuEngine:
         sz = [ctypes.c_int64() for _ in range(4)]  # params, reserve, fwd/bwd workspace
         self._check(self.lib.tfrnn_cpu_rnn_sizes(ctypes.byref(spec), *map(ctypes.byref, sz)))
         n_params, n_reserve, fws, bws = (v.value for v in sz)
-        assert params.size == n_params, (params.size, n_params)
+        assert weights is not None or params.size == n_params, (params.size, n_params)
         nan = lambda *shape: np.full(shape, np.nan, dtype=dt)  # noqa: E731
         out = {"y": nan(T, B, D * Hs), "hn": nan(L * D, B, Hs),
                "cn": nan(L * D, B, N) if lstm else None,
@@ -116,7 +121,8 @@ class CpuEngine:
         lens = None if lengths is None else np.ascontiguousarray(lengths, dtype=np.int32)
         lp = None if lens is None else lens.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
         common = dict(x=ptr(x), h0=ptr(h0), c0=ptr(c0), params=ptr(params),
-                      peephole=ptr(peephole), mask=ptr(mask), mask_per_step=int(mask_per_step))
+                      peephole=ptr(peephole), mask=ptr(mask), mask_per_step=int(mask_per_step),
+                      **{k: ptr(v) for k, v in (weights or {}).items()})
         fa = ce.FwdArgs(lengths=lp, y=ptr(out["y"]), hn=ptr(out["hn"]), cn=ptr(out["cn"]),
                         reserve=ptr(out["reserve"]), **common)
         ws = np.empty(max(1, fws), dtype=dt)
@@ -124,11 +130,12 @@ class CpuEngine:
                                                    ws.ctypes.data))
         if dy is None:
             return out
-        out.update(_nan_grads(x, h0, c0 if lstm else None, params, peephole))
+        out.update(_nan_grads(x, h0, c0 if lstm else None, params, peephole, weights))
+        grads = {"d" + k: ptr(out["d" + k]) for k in (weights or {})}
         ba = ce.BwdArgs(lengths=lp, reserve=ptr(out["reserve"]), dy=ptr(dy), dhn=ptr(dhn),
                         dcn=ptr(dcn), dx=ptr(out["dx"]), dh0=ptr(out["dh0"]),
                         dc0=ptr(out["dc0"]), dparams=ptr(out["dparams"]),
-                        dpeephole=ptr(out["dpeephole"]), **common)
+                        dpeephole=ptr(out["dpeephole"]), **common, **grads)
         ws = np.empty(max(1, bws), dtype=dt)
         self._check(self.lib.tfrnn_cpu_rnn_backward(ctypes.byref(spec), ctypes.byref(ba),
                                                     ws.ctypes.data))
@@ -144,33 +151,35 @@ class EmulatedCudaEngine:
         self.eng = ce.Engine()
 
     def run(self, spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=None,
-            peephole=None, mask=None, mask_per_step=False):
+            peephole=None, mask=None, mask_per_step=False, weights=None):
         """Same as CpuEngine.run (and gpu_common.run_engine): outputs and reserve start NaN."""
         dt = x.dtype
         T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
         Hs = spec.P or N
         lstm = spec.mode == ce.MODES["lstm"]
         n_params, n_reserve, fws, bws = self.eng.sizes(spec)
-        assert params.size == n_params, (params.size, n_params)
+        assert weights is not None or params.size == n_params, (params.size, n_params)
         nan = lambda *shape: np.full(shape, np.nan, dtype=dt)  # noqa: E731
         out = {"y": nan(T, B, D * Hs), "hn": nan(L * D, B, Hs),
                "cn": nan(L * D, B, N) if lstm else None, "reserve": nan(max(1, n_reserve))}
         p = lambda a: None if a is None else a.ctypes.data  # noqa: E731
         common = dict(x=p(x), h0=p(h0), c0=p(c0), params=p(params), peephole=p(peephole),
-                      mask=p(mask), mask_per_step=int(mask_per_step))
+                      mask=p(mask), mask_per_step=int(mask_per_step),
+                      **{k: p(v) for k, v in (weights or {}).items()})
         ws = np.empty(max(1, fws), dtype=np.uint8)
         self.eng.forward_raw(spec, dict(common, y=p(out["y"]), hn=p(out["hn"]),
                                         cn=p(out["cn"]), reserve=p(out["reserve"])),
                              ws.ctypes.data, fws, 0, lengths=lengths)
         if dy is None:
             return out
-        out.update(_nan_grads(x, h0, c0 if lstm else None, params, peephole))
+        out.update(_nan_grads(x, h0, c0 if lstm else None, params, peephole, weights))
+        grads = {"d" + k: p(out["d" + k]) for k in (weights or {})}
         ws = np.empty(max(1, bws), dtype=np.uint8)
         self.eng.backward_raw(spec, dict(common, reserve=p(out["reserve"]), dy=p(dy),
                                          dhn=p(dhn), dcn=p(dcn), dx=p(out["dx"]),
                                          dh0=p(out["dh0"]), dc0=p(out["dc0"]),
                                          dparams=p(out["dparams"]),
-                                         dpeephole=p(out["dpeephole"])),
+                                         dpeephole=p(out["dpeephole"]), **grads),
                               ws.ctypes.data, bws, 0, lengths=lengths)
         return out
 
@@ -198,12 +207,17 @@ def make_case(c, dtype):
     rng = np.random.default_rng(c.get("rng", 99))
     lengths = {None: None, "var": [max(1, T - b) for b in range(B)],
                "zero": [(T - 2 * b) % (T + 1) for b in range(B)]}[c.get("lengths")]
+    keras = c.get("keras", False)
+    act, rec = c.get("act", "tanh"), c.get("rec_act", "sigmoid")
     spec = ce.make_spec(mode, T=T, B=B, I=I, N=N, P=P, L=L, D=D, dtype=dtype,
                         dropout=c.get("dropout", 0.0), seed=c.get("seed", 0),
                         peephole=c.get("peephole", False), has_mask=c.get("has_mask", False),
                         gru_reset_before=c.get("gru_reset_before", False),
                         gru_z_new=c.get("gru_z_new", False),
-                        mask_gates=c.get("mask_gates", False))
+                        mask_gates=c.get("mask_gates", False),
+                        gate_pos=(1, 0, 2, 3) if keras and mode == "gru" else (0, 1, 2, 3),
+                        gate_act=(rec, rec, act, rec), cell_act=act)
+    spec.weights_xw = int(keras)
     n_params = max(o["end"] for o in ce.param_layout(mode, L=L, D=D, I=I, N=N, P=P))
     r = lambda shape, s=1.0: rng.standard_normal(shape) * s  # noqa: E731
     inp = dict(params=r(n_params, 0.4), x=r((T, B, I)), h0=r((L * D, B, Hs), 0.5),
@@ -214,6 +228,13 @@ def make_case(c, dtype):
         mt = T if c.get("mask_per_step") else 1
         cols = D * (K if c.get("mask_gates") else 1) * Hs
         inp["mask"] = (rng.random((mt, B, cols)) > 0.3) * 1.25
+    if keras:
+        # The Keras layers' op (TfRnn>KerasRNN): W [I, K·N], R [N, K·N] as Keras holds them
+        # (weights_xw), gate blocks in Keras's order, the input and recurrent biases (zeros
+        # for Keras's single bias).
+        inp["params"] = None
+        inp["weights"] = dict(w=r((I, K * N), 0.4), r=r((N, K * N), 0.4), bw=r(K * N, 0.4),
+                              br=np.zeros(K * N) if c.get("one_bias") else r(K * N, 0.4))
     return spec, inp, lengths
 
 
@@ -236,6 +257,21 @@ CASES = [
     ("gru-maskgates-L2", dict(mode="gru", L=2, has_mask=True, mask_gates=True)),
     # One batch row: the persistent backward by default (DefaultBwd).
     ("lstm-B1-D2-var", dict(mode="lstm", B=1, D=2, lengths="var")),
+    # The Keras layers' op: separate weights as Keras holds them, Keras's gate order and
+    # activations, per-gate masks (recurrent dropout), reset-before gru.
+    ("keras-lstm-var", dict(mode="lstm", keras=True, one_bias=True, lengths="var")),
+    ("keras-lstm-relu-hardsig-maskgates", dict(mode="lstm", keras=True, one_bias=True,
+                                               act="relu", rec_act="keras_hard_sigmoid",
+                                               has_mask=True, mask_gates=True)),
+    ("keras-gru-maskgates-var", dict(mode="gru", keras=True, has_mask=True, mask_gates=True,
+                                     lengths="var")),
+    ("keras-gru-resetbefore-var", dict(mode="gru", keras=True, one_bias=True,
+                                       gru_reset_before=True, lengths="var")),
+    ("keras-gru-resetbefore-maskgates", dict(mode="gru", keras=True, one_bias=True,
+                                             gru_reset_before=True, has_mask=True,
+                                             mask_gates=True, lengths="zero")),
+    ("gru-resetbefore-maskgates-D2", dict(mode="gru", D=2, gru_reset_before=True,
+                                          has_mask=True, mask_gates=True)),
     ("lstm-L3-D2-dropout0.3", dict(mode="lstm", L=3, D=2, dropout=0.3, seed=7)),
     ("gru-L2-D1-dropout0.5-var", dict(mode="gru", L=2, D=1, dropout=0.5, seed=3,
                                       lengths="var")),
@@ -269,17 +305,22 @@ def parity(cpu):
         for dtype in ("float32", "float64"):
             full = f"{name} {dtype}"
             spec, inp, lengths = make_case(c, dtype)
-            host = {k: None if v is None else np.ascontiguousarray(v.astype(dtype))
-                    for k, v in inp.items()}
+            cast = lambda v: None if v is None else np.ascontiguousarray(v.astype(dtype))  # noqa: E731
+            weights = inp.pop("weights", None)
+            host = {k: cast(v) for k, v in inp.items()}
             kw = dict(lengths=lengths, mask_per_step=c.get("mask_per_step", False))
+            if weights is not None:
+                kw["weights"] = {k: cast(v) for k, v in weights.items()}
             try:
                 a = cpu.run(spec, **host, **kw)
                 if emu is not None:
                     g = emu.run(spec, **{k: None if v is None else v.copy()
                                          for k, v in host.items()}, **kw)
                 else:
-                    dev = {k: None if v is None else torch.from_numpy(v).to(gc.device())
-                           for k, v in host.items()}
+                    to_dev = lambda v: None if v is None else torch.from_numpy(v).to(gc.device())  # noqa: E731
+                    dev = {k: to_dev(v) for k, v in host.items()}
+                    if weights is not None:
+                        kw["weights"] = {k: to_dev(v) for k, v in kw["weights"].items()}
                     g = gc.run_engine(spec, **dev, **kw)
                     g = {k: None if v is None else v.detach().cpu().numpy() for k, v in g.items()}
             except Exception as e:  # noqa: BLE001 - one broken case must not stop the rest

@@ -14,7 +14,7 @@ DEFAULT_SO = os.path.join(REPO_ROOT, "tf_rnn_ops", "_tfrnn_engine_cuda.so")
 # The CPU emulation build of the same sources (tools/build_cuda_emu.sh).
 EMULATED_SO = os.path.join(REPO_ROOT, "build", "cuda_emu", "_tfrnn_engine_cuda_emu.so")
 
-API_VERSION = 4  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h
+API_VERSION = 5  # TFRNN_CUDA_API_VERSION in cc/gpu/c_api.h
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
 STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABLE",
@@ -70,7 +70,8 @@ class FwdArgs(ctypes.Structure):
     _fields_ = [("lengths", ctypes.POINTER(_i32)), ("lengths_dev", _p),
                 ("x", _p), ("h0", _p), ("c0", _p), ("params", _p),
                 ("y", _p), ("hn", _p), ("cn", _p), ("reserve", _p),
-                ("peephole", _p), ("mask", _p), ("mask_per_step", _i32)]
+                ("peephole", _p), ("mask", _p), ("mask_per_step", _i32),
+                ("w", _p), ("r", _p), ("bw", _p), ("br", _p)]
 
 
 class BwdArgs(ctypes.Structure):
@@ -79,7 +80,9 @@ class BwdArgs(ctypes.Structure):
                 ("dy", _p), ("dhn", _p), ("dcn", _p),
                 ("dx", _p), ("dh0", _p), ("dc0", _p), ("dparams", _p),
                 ("peephole", _p), ("mask", _p), ("mask_per_step", _i32),
-                ("dc_seq", _p), ("dpeephole", _p)]
+                ("dc_seq", _p), ("dpeephole", _p),
+                ("w", _p), ("r", _p), ("bw", _p), ("br", _p),
+                ("dw", _p), ("dr", _p), ("dbw", _p), ("dbr", _p)]
 
 
 class LstmSpec(ctypes.Structure):

@@ -119,9 +119,12 @@ def _ptr(t):
 
 
 def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=None,
-               peephole=None, mask=None, mask_per_step=False, dc_seq=None, lengths_on_device=False):
+               peephole=None, mask=None, mask_per_step=False, dc_seq=None, lengths_on_device=False,
+               weights=None):
     """Forward (and backward when dy is given) of our CUDA engine on torch CUDA tensors of the
-    spec's dtype.  Returns dict y, hn, cn, reserve (+ dx, dh0, dc0, dparams, dpeephole)."""
+    spec's dtype.  Returns dict y, hn, cn, reserve (+ dx, dh0, dc0, dparams, dpeephole).
+    weights: the separate weights (dict w, r, bw, br; one layer and direction) instead of
+    params, their gradients returned as dw, dr, dbw, dbr."""
     torch = torch_cuda()
     eng = engine()
     dev = x.device
@@ -130,7 +133,8 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
     Hs = spec.P if spec.P else N
     lstm = spec.mode == cuda_engine.MODES["lstm"]
     n_params, n_reserve, fwd_ws, bwd_ws = eng.sizes(spec)
-    assert params.numel() == n_params, (params.numel(), n_params)
+    assert weights is not None or params.numel() == n_params, (params.numel(), n_params)
+    wptrs = {k: _ptr(v) for k, v in (weights or {}).items()}
     out = {
         "y": torch.full((T, B, D * Hs), float("nan"), dtype=dt, device=dev),
         "hn": torch.full((L * D, B, Hs), float("nan"), dtype=dt, device=dev),
@@ -145,7 +149,7 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
     ptrs = dict(x=_ptr(x), h0=_ptr(h0), c0=_ptr(c0), params=_ptr(params), y=_ptr(out["y"]),
                 hn=_ptr(out["hn"]), cn=_ptr(out["cn"]), reserve=_ptr(out["reserve"]),
                 peephole=_ptr(peephole), mask=_ptr(mask), mask_per_step=int(mask_per_step),
-                lengths_dev=_ptr(len_dev))
+                lengths_dev=_ptr(len_dev), **wptrs)
     eng.forward_raw(spec, ptrs, ws.data_ptr(), fwd_ws, stream_, lengths=lengths)
     sync(dev)
     if dy is None:
@@ -153,7 +157,9 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
     out["dx"] = torch.full_like(x, float("nan"))
     out["dh0"] = torch.full_like(h0, float("nan"))
     out["dc0"] = torch.full_like(c0, float("nan")) if lstm else None
-    out["dparams"] = torch.full_like(params, float("nan"))
+    out["dparams"] = torch.full_like(params, float("nan")) if params is not None else None
+    for k, v in (weights or {}).items():
+        out["d" + k] = torch.full_like(v, float("nan"))
     out["dpeephole"] = torch.full_like(peephole, float("nan")) if peephole is not None else None
     ws = torch.empty(max(1, bwd_ws), dtype=torch.uint8, device=dev)
     ptrs = dict(x=_ptr(x), h0=_ptr(h0), c0=_ptr(c0), params=_ptr(params),
@@ -161,7 +167,8 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
                 dx=_ptr(out["dx"]), dh0=_ptr(out["dh0"]), dc0=_ptr(out["dc0"]),
                 dparams=_ptr(out["dparams"]), peephole=_ptr(peephole), mask=_ptr(mask),
                 mask_per_step=int(mask_per_step), dc_seq=_ptr(dc_seq),
-                dpeephole=_ptr(out["dpeephole"]), lengths_dev=_ptr(len_dev))
+                dpeephole=_ptr(out["dpeephole"]), lengths_dev=_ptr(len_dev), **wptrs,
+                **{"d" + k: _ptr(out["d" + k]) for k in (weights or {})})
     eng.backward_raw(spec, ptrs, ws.data_ptr(), bwd_ws, stream_, lengths=lengths)
     sync(dev)
     return out
