@@ -60,6 +60,12 @@ fi
 "$VPY" -c 'import tf2onnx, onnx, onnxruntime' 2>/dev/null ||
   "$VPY" -m pip install -q --disable-pip-version-check tf2onnx==1.17.0 onnx==1.23.2 \
     onnxruntime==1.32.0
+# JAX (tests/gpu/xla_ffi_checks.py: the XLA custom calls' CUDA targets run by JAX's XLA on the
+# CUDA emulation, in a process of their own): pinned; its dependencies (numpy, scipy,
+# ml_dtypes, opt_einsum) are TensorFlow's, at versions it accepts, so pip adds only jax and
+# jaxlib. Nothing imports it beside TensorFlow.
+"$VPY" -c 'import jax' 2>/dev/null ||
+  "$VPY" -m pip install -q --disable-pip-version-check jax==0.10.2 jaxlib==0.10.2
 
 # --- 2. Bazel ----------------------------------------------------------------------------
 if ! command -v bazel >/dev/null 2>&1; then

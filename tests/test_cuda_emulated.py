@@ -11,6 +11,9 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
   (cuDNN's weight buffer) skip.
 
+- the XLA custom calls' CUDA targets (cc/xla/rnn_ffi_gpu.cc) run by JAX's XLA
+  (tests/gpu/xla_ffi_checks.py): every result equal to the CPU engine's.
+
 - the parity check again on a build with AddressSanitizer and UndefinedBehaviorSanitizer (the
   emulation's stand-in for compute-sanitizer's memcheck: reads and writes past the caller's
   buffers, and undefined behaviour in the kernels' index arithmetic).
@@ -111,6 +114,12 @@ def test_gpu_checks(emulated_engine, path):
     assert counts["PASS"] >= 100, out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
     assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)
+
+
+def test_xla_custom_call_targets_through_jax(emulated_engine):
+    pytest.importorskip("jax")
+    counts, _ = _run_checks("xla_ffi_checks.py", emulated_engine)
+    assert counts["PASS"] >= 12 and counts["SKIP"] == 0
 
 
 @pytest.mark.parametrize("path", ["persistent", "cluster2"])

@@ -7,7 +7,8 @@
 # checks_pbwd with the persistent backward wherever it fits (TFRNN_CUDA_PERSISTENT_BWD=1), and
 # the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1). bench
 # times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
-# issue's small-batch sizes; bench_keras times the Keras op's form with per-gate masks
+# issue's small-batch sizes; xla_ffi runs the XLA custom calls' CUDA targets through JAX
+# (tests/gpu/xla_ffi_checks.py); bench_keras times the Keras op's form with per-gate masks
 # (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster profile one persistent / cluster launch.
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
@@ -18,9 +19,9 @@
 #   tools/gpu_session.sh [stage ...]
 #     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #             memcheck memcheck_cluster racecheck racecheck_cluster bench bench_clusters
-#             bench_keras ncu ncu_cluster cpu_scaling
+#             xla_ffi bench_keras ncu ncu_cluster cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
-#      memcheck memcheck_cluster racecheck racecheck_cluster)
+#      xla_ffi memcheck memcheck_cluster racecheck racecheck_cluster)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -30,7 +31,7 @@ PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps checks_pbwd checks_cluster parity
-                                   parity_cluster memcheck memcheck_cluster racecheck
+                                   parity_cluster xla_ffi memcheck memcheck_cluster racecheck
                                    racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
 SUMMARY="$OUT/summary.txt"
@@ -94,6 +95,8 @@ for s in "${STAGES[@]}"; do
     bench) stage bench 500 "$PY" bench/gpu_bench.py --iters 10 ;;
     bench_clusters) stage bench_clusters 400 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
                       --hiddens 256,512 --variants auto,cluster2,cluster4,cluster8,cluster16 ;;
+    # The XLA custom calls' CUDA targets run by JAX's XLA (no TensorFlow here).
+    xla_ffi) stage xla_ffi 120 "$PY" tests/gpu/xla_ffi_checks.py ;;
     # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.
     bench_keras) stage bench_keras 200 "$PY" bench/gpu_bench_keras.py ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,

@@ -456,6 +456,24 @@ TFRNN_EXPORT int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream) {
   return Guarded([&]() -> int { return Finish(CopyOrZero(dst, nullptr, bytes, stream)); });
 }
 
+TFRNN_EXPORT int tfrnn_cuda_copy_to_host(void* host, const void* src, int64_t bytes,
+                                         void* stream) {
+  return Guarded([&]() -> int {
+    if (bytes < 0) return Fail(tfrnn::gpu::InvalidArgument("negative byte count"));
+    if (bytes == 0) return TFRNN_CUDA_OK;
+    if (host == nullptr || src == nullptr) {
+      return Fail(tfrnn::gpu::InvalidArgument(host == nullptr ? "host is NULL" : "src is NULL"));
+    }
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    auto copy = [&]() -> GpuStatus {
+      TFRNN_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s));
+      TFRNN_CUDA_CHECK(cudaStreamSynchronize(s));
+      return GpuStatus::Ok();
+    };
+    return Finish(copy());
+  });
+}
+
 TFRNN_EXPORT int tfrnn_cuda_lstm_sizes(const TfRnnCudaLstmSpec* spec, int64_t* fwd_workspace_bytes,
                                        int64_t* bwd_workspace_bytes) {
   return Guarded([&]() -> int {

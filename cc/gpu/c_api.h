@@ -193,8 +193,11 @@ int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void* dst, int64_
                           int64_t c, void* stream);
 /* device-to-device copy of `bytes` bytes; */
 int tfrnn_cuda_copy(void* dst, const void* src, int64_t bytes, void* stream);
-/* `bytes` zero bytes at dst. */
+/* `bytes` zero bytes at dst; */
 int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream);
+/* device-to-host copy of `bytes` bytes, waiting for `stream` (synchronous: for the few values
+ * the host needs, such as an XLA custom call's sequence lengths). */
+int tfrnn_cuda_copy_to_host(void* host, const void* src, int64_t bytes, void* stream);
 
 #ifdef __cplusplus
 }

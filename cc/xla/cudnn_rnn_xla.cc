@@ -120,12 +120,12 @@ using Forward3 = CudnnRnnXla<false, 3>;
 using Backward1 = CudnnRnnXla<true, 1>;
 using Backward2 = CudnnRnnXla<true, 2>;
 using Backward3 = CudnnRnnXla<true, 3>;
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNN", Forward1);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNV2", Forward2);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNV3", Forward3);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackprop", Backward1);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackpropV2", Backward2);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>CudnnRNNBackpropV3", Backward3);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>CudnnRNN", Forward1);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>CudnnRNNV2", Forward2);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>CudnnRNNV3", Forward3);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>CudnnRNNBackprop", Backward1);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>CudnnRNNBackpropV2", Backward2);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>CudnnRNNBackpropV3", Backward3);
 
 // --- the params converters: plain HLO (no custom call), the size inputs (num_layers,
 // num_units, input_size) compile-time constants; checks and canonical regions as in the

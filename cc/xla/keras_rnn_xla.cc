@@ -88,8 +88,8 @@ class KerasRnnXla : public XlaOpKernel {
 
 using KerasForward = KerasRnnXla<false>;
 using KerasBackward = KerasRnnXla<true>;
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>KerasRNN", KerasForward);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>KerasRNNBackprop", KerasBackward);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>KerasRNN", KerasForward);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>KerasRNNBackprop", KerasBackward);
 
 }  // namespace
 }  // namespace tfrnn

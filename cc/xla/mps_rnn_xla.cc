@@ -264,10 +264,10 @@ template <bool kGrad>
 using Lstm = MpsXla<MpsLstmDescriptor, kGrad>;
 template <bool kGrad>
 using Gru = MpsXla<MpsGruDescriptor, kGrad>;
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>LSTM", Lstm<false>);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>LSTMGradients", Lstm<true>);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>GRU", Gru<false>);
-TFRNN_REGISTER_XLA_KERNEL("TfRnn>GRUGradients", Gru<true>);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>LSTM", Lstm<false>);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>LSTMGradients", Lstm<true>);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>GRU", Gru<false>);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>GRUGradients", Gru<true>);
 
 }  // namespace
 }  // namespace mps

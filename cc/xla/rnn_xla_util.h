@@ -5,6 +5,7 @@
 #define TF_RNN_OPS_CC_XLA_RNN_XLA_UTIL_H_
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,12 +54,41 @@ struct XlaKernelListed {
   static ::tfrnn::XlaKernelListed TFRNN_XLA_CONCAT(tfrnn_xla_listed_, __COUNTER__)(        \
       NAME, &::tfrnn::MakeXlaKernel<KERNEL>)
 #define TFRNN_REGISTER_XLA_KERNEL(NAME, KERNEL) TFRNN_REGISTER_XLA_KERNEL_WITH(NAME, KERNEL, )
-// The params converters, whose size inputs are compile-time constants.
-#define TFRNN_REGISTER_XLA_SIZES_KERNEL(NAME, KERNEL)                                        \
-  TFRNN_REGISTER_XLA_KERNEL_WITH(NAME, KERNEL,                                             \
-                                 .CompileTimeConstantInput("num_layers")                   \
-                                     .CompileTimeConstantInput("num_units")                \
-                                     .CompileTimeConstantInput("input_size"))
+
+#ifdef TFRNN_XLA_GPU
+// With CUDA the stacked-RNN ops' kernels are also registered for GPU_XLA_JIT (their custom
+// calls' "CUDA" targets: rnn_ffi_gpu.cc), when TF_RNN_OPS_XLA_GPU=1 at load: the targets have
+// run through JAX's XLA on the CUDA emulation only, never in TensorFlow on a GPU.
+inline bool XlaGpuKernelsOn() {
+  const char* v = std::getenv("TF_RNN_OPS_XLA_GPU");
+  return v != nullptr && std::string(v) == "1";
+}
+#define TFRNN_REGISTER_XLA_GPU_KERNEL(NAME, KERNEL, EXTRA)                                   \
+  static const bool TFRNN_XLA_CONCAT(tfrnn_xla_gpu_, __COUNTER__) =                         \
+      ::tfrnn::XlaGpuKernelsOn() &&                                                         \
+      (new ::tensorflow::XlaOpRegistrar(                                                    \
+           ::tensorflow::XlaOpRegistrationBuilder::Name(NAME)                               \
+               .Device(tensorflow::DEVICE_GPU_XLA_JIT)                                      \
+               .TypeConstraint("T", kXlaRnnTypes) EXTRA                                     \
+               .Build(&::tfrnn::MakeXlaKernel<KERNEL>)),                                    \
+       true)
+#else
+#define TFRNN_REGISTER_XLA_GPU_KERNEL(NAME, KERNEL, EXTRA)
+#endif
+// The stacked-RNN ops (the custom calls tfrnn_rnn_forward / tfrnn_rnn_backward, or plain HLO):
+// CPU, and GPU where built.
+#define TFRNN_REGISTER_XLA_RNN_KERNEL(NAME, KERNEL) \
+  TFRNN_REGISTER_XLA_KERNEL(NAME, KERNEL);          \
+  TFRNN_REGISTER_XLA_GPU_KERNEL(NAME, KERNEL, )
+// The params converters, whose size inputs are compile-time constants (CPU, and GPU where
+// built).
+#define TFRNN_SIZES_INPUTS                      \
+  .CompileTimeConstantInput("num_layers")       \
+      .CompileTimeConstantInput("num_units")    \
+      .CompileTimeConstantInput("input_size")
+#define TFRNN_REGISTER_XLA_SIZES_KERNEL(NAME, KERNEL)                  \
+  TFRNN_REGISTER_XLA_KERNEL_WITH(NAME, KERNEL, TFRNN_SIZES_INPUTS);    \
+  TFRNN_REGISTER_XLA_GPU_KERNEL(NAME, KERNEL, TFRNN_SIZES_INPUTS)
 
 // The op types with XLA kernels (every type the ops take).
 constexpr std::initializer_list<tensorflow::DataType> kXlaRnnTypes = {

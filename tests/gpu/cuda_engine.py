@@ -22,7 +22,8 @@ STATUS = {0: "OK", 1: "INVALID_ARGUMENT", 2: "CUDA_ERROR", 3: "CUBLAS_UNAVAILABL
 EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_device_count",
             "tfrnn_cuda_cublas_library", "tfrnn_cuda_rnn_sizes", "tfrnn_cuda_rnn_param_offsets",
             "tfrnn_cuda_rnn_forward", "tfrnn_cuda_rnn_backward", "tfrnn_cuda_swap_major",
-            "tfrnn_cuda_copy", "tfrnn_cuda_zero", "tfrnn_cuda_lstm_sizes",
+            "tfrnn_cuda_copy", "tfrnn_cuda_zero", "tfrnn_cuda_copy_to_host",
+            "tfrnn_cuda_lstm_sizes",
             "tfrnn_cuda_lstm_forward", "tfrnn_cuda_lstm_backward", "tfrnn_cuda_gru_cell_sizes",
             "tfrnn_cuda_gru_cell_forward", "tfrnn_cuda_gru_cell_backward")
 
