@@ -81,12 +81,12 @@ def _check_ran(path, out):
     """With TFRNN_CUDA_TRACE=1 the engine names the kernel of every layer: the cluster kernels
     must have run both ways (not only the fallback paths)."""
     if path == "default":
-        bwd = [(int(b), int(n), k) for b, n, k in re.findall(
-            r"tfrnn_cuda backward B=(\d+) N=(\d+): (cluster|persistent|per-step)", out)]
-        assert any(k == "persistent" for b, n, k in bwd if b <= 2), bwd
-        assert any(k == "cluster" for b, n, k in bwd if 2 < b <= 16 and n <= 512), bwd
-        assert not any(k != "per-step" for b, n, k in bwd if b > 16 or n > 512), bwd
-        assert not any(k == "persistent" for b, n, k in bwd if b > 2), bwd
+        bwd = [(int(b), int(h), k) for b, h, k in re.findall(
+            r"tfrnn_cuda backward B=(\d+) H=(\d+): (cluster|persistent|per-step)", out)]
+        assert any(k == "persistent" for b, h, k in bwd if b <= 2), bwd
+        assert any(k == "cluster" for b, h, k in bwd if 2 < b <= 16 and h <= 512), bwd
+        assert not any(k != "per-step" for b, h, k in bwd if b > 16 or h > 512), bwd
+        assert not any(k == "persistent" for b, h, k in bwd if b > 2), bwd
         return
     size = PATHS[path].get("TFRNN_CUDA_CLUSTER_SIZE")
     if size is None:

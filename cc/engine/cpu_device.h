@@ -120,7 +120,7 @@ void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
 
 // Pointwise passes of a single step over `rows` rows of `width` elements: fn(r0, r1) on the
 // calling thread up to kInlineElems elements (waking a pool thread costs more than a few
-// thousand vectorised elements: a single-step op of N = 32, H = 256 spent most of its time on
+// thousand vectorised elements: a single-step op of B = 32, H = 256 spent most of its time on
 // it), else split over the pool by rows.
 constexpr Index kInlineElems = Index(1) << 15;
 template <typename Fn>

@@ -24,7 +24,7 @@ inline uint64_t Mix(uint64_t z) {
 // Forward.
 
 // One lstm row's pointers for units [j0, j0 + len) (FwdBlock): the pre-activation parts gx,
-// hr (nullable), bw, br, the peephole vector (nullable) of K·N columns in block order, the
+// hr (nullable), bw, br, the peephole vector (nullable) of K·H columns in block order, the
 // activation planes of the logical gates i, f, c', o, c (c_prev in, the new c out), the cell
 // plane cs, cell_act(c) co (nullable), h, and h's copies hh (unprojected) and y (the layer
 // output), each nullable.
@@ -47,7 +47,7 @@ inline bool LstmStandard(const RnnSpec& s) {
 // cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too).
 template <typename A, bool kStd, bool kHr>
 void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
-  const Index N = s.H;
+  const Index H = s.H;
   const int* pos = s.gate_pos;
   const A clip = static_cast<A>(s.cell_clip);
   const bool do_clip = s.cell_clip > 0.f;
@@ -58,7 +58,7 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
     using L = Loc<A, W>;
     // The pre-activation of logical gate q (summed in the order gx, hr, bw, br).
     auto pre = [&](int q) -> L {
-      const Index off = pos[q] * N + o0;
+      const Index off = pos[q] * H + o0;
       if constexpr (kHr) {
         return CV(r.gx + off, w) + CV(r.hr + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
       } else {
@@ -80,7 +80,7 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
       // The peephole term of gate q reads c_prev, or for o with peephole_o_new the new c.
       auto gate = [&](int q, V& v, const auto& cpeep) {
         v = pre(q);
-        if (s.peephole) v += CV(r.peep + pos[q] * N + o0, w) * cpeep;
+        if (s.peephole) v += CV(r.peep + pos[q] * H + o0, w) * cpeep;
         ActivateIn(s.gate_act[q], v);
       };
       gate(0, i, cp);
@@ -106,7 +106,7 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
 // Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
 // W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias), or is
 // null when the gx rows already hold W·x + R·h_prev. gstep (nullable): row b's whole
-// pre-activation (W·x + R·h_prev, no bias) is at gstep + b·K·N instead of gx's row.
+// pre-activation (W·x + R·h_prev, no bias) is at gstep + b·K·H instead of gx's row.
 // kWhole does the whole step. A reset-before gru step has two: kBeforeProduct computes r, z and
 // rh = r ⊙ h_rec (into aux and rh_step, the operand of the candidate's recurrent product,
 // which needs every unit's r), kAfterProduct the candidate and h once hr's candidate block is
@@ -116,34 +116,34 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
               Index len, const A* hr, const A* h_cur, const A* h_rec, A* h_next, A* c,
               A* hh_step, A* y, const A* peep, StepPhase phase,
               const A* gstep = nullptr) {
-  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, yst = s.D * Hs;
   const bool proj = s.P > 0;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
     if (tau < 0) {  // the state passes through (in kAfterProduct of a two-phase step)
       if (phase == StepPhase::kBeforeProduct) {
-        Vec<A>(hh_step + b * N + j0, len).setZero();
+        Vec<A>(hh_step + b * H + j0, len).setZero();
       } else if (!proj) {
         Vec<A>(h_next + b * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
       }
       continue;
     }
     const Index row = tau * B + b;
-    const A* gx = gstep != nullptr ? gstep + b * KN + j0 : ly.gx + row * KN + j0;
-    const A* r = hr != nullptr ? hr + b * KN + j0 : nullptr;
+    const A* gx = gstep != nullptr ? gstep + b * KH + j0 : ly.gx + row * KH + j0;
+    const A* r = hr != nullptr ? hr + b * KH + j0 : nullptr;
     const A* bw = ly.bW + j0;
     const A* br = ly.bR + j0;
     // v = the pre-activation of gate block k (v may be gx's own block: element-wise).
     auto pre = [&](Index k, Vec<A> v) {
       if (r != nullptr) {
-        v = CVec<A>(gx + k * N, len) + CVec<A>(r + k * N, len) + CVec<A>(bw + k * N, len) +
-            CVec<A>(br + k * N, len);
+        v = CVec<A>(gx + k * H, len) + CVec<A>(r + k * H, len) + CVec<A>(bw + k * H, len) +
+            CVec<A>(br + k * H, len);
       } else {
-        v = CVec<A>(gx + k * N, len) + CVec<A>(bw + k * N, len) + CVec<A>(br + k * N, len);
+        v = CVec<A>(gx + k * H, len) + CVec<A>(bw + k * H, len) + CVec<A>(br + k * H, len);
       }
     };
     auto act = [&](Index k) { return Vec<A>(ly.Act(k, row) + j0, len); };
-    A* hout = proj ? hh_step + b * N + j0 : h_next + b * Hs + j0;
+    A* hout = proj ? hh_step + b * H + j0 : h_next + b * Hs + j0;
     Vec<A> h(hout, len);
     if (!proj && phase != StepPhase::kAfterProduct && ly.hprev != nullptr) {
       Vec<A>(ly.hprev + row * Hs + j0, len) = CVec<A>(h_cur + b * Hs + j0, len);
@@ -157,11 +157,11 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         lr.br = br;
         lr.peep = peep != nullptr ? peep + j0 : nullptr;
         for (int q = 0; q < 4; ++q) lr.act[q] = ly.Act(s.gate_pos[q], row) + j0;
-        lr.c = c + b * N + j0;
-        lr.cs = ly.aux + row * N + j0;
-        lr.co = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
+        lr.c = c + b * H + j0;
+        lr.cs = ly.aux + row * H + j0;
+        lr.co = ly.co != nullptr ? ly.co + row * H + j0 : nullptr;
         lr.h = hout;
-        lr.hh = proj ? ly.hh + row * N + j0 : nullptr;
+        lr.hh = proj ? ly.hh + row * H + j0 : nullptr;
         lr.y = proj ? nullptr : y + row * yst + ly.dcol + j0;
         const bool std_acts = LstmStandard(s);
         if (r != nullptr) {
@@ -174,27 +174,27 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       case RnnMode::kGru: {
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
         Vec<A> rg = act(pr), z = act(pz), n = act(pn);
-        CVec<A> gxn(gx + pn * N, len);  // read before n is written (they may be one buffer)
+        CVec<A> gxn(gx + pn * H, len);  // read before n is written (they may be one buffer)
         if (phase != StepPhase::kAfterProduct) {
           pre(pr, rg);
           Activate(s.gate_act[0], rg);
           pre(pz, z);
           Activate(s.gate_act[1], z);
         }
-        Vec<A> aux(ly.aux + row * N + j0, len);
+        Vec<A> aux(ly.aux + row * H + j0, len);
         if (phase == StepPhase::kBeforeProduct) {
           aux = rg * CVec<A>(h_rec + b * Hs + j0, len);
-          Vec<A>(hh_step + b * N + j0, len) = aux;
+          Vec<A>(hh_step + b * H + j0, len) = aux;
           continue;  // h in kAfterProduct
         }
         if (phase == StepPhase::kAfterProduct && r == nullptr) {  // gx holds R_n·rh too
-          n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(br + pn * N, len);
+          n = gxn + CVec<A>(bw + pn * H, len) + CVec<A>(br + pn * H, len);
         } else if (phase == StepPhase::kAfterProduct) {
-          n = gxn + CVec<A>(bw + pn * N, len) + CVec<A>(r + pn * N, len) +
-              CVec<A>(br + pn * N, len);
+          n = gxn + CVec<A>(bw + pn * H, len) + CVec<A>(r + pn * H, len) +
+              CVec<A>(br + pn * H, len);
         } else {
-          aux = CVec<A>(r + pn * N, len) + CVec<A>(br + pn * N, len);
-          n = gxn + CVec<A>(bw + pn * N, len) + rg * aux;
+          aux = CVec<A>(r + pn * H, len) + CVec<A>(br + pn * H, len);
+          n = gxn + CVec<A>(bw + pn * H, len) + rg * aux;
         }
         Activate(s.gate_act[2], n);
         CVec<A> hp(h_cur + b * Hs + j0, len);
@@ -231,7 +231,7 @@ namespace rnn_cpu {
 template <typename A>
 void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
-  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   Carver<A> cv(ws);
@@ -243,7 +243,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   A* hr = w.hr;
   A* hh_step = w.hh_step;
   A* rpack = w.rpack;  // R packed per unit block (below)
-  const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   const Index d_idx = pseudo % s.D;
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
   // Small steps, no projection, an input GEMM: the step chain on one thread, the input
@@ -256,7 +256,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool unpacked = RnnFwdUnpacked(s) && steps > 0;
   const bool pipelined = !unpacked && (!sm.reverse || sm.AllFull(B)) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
-                         FwdChainPipelined(steps, B, N, d.numThreads());
+                         FwdChainPipelined(steps, B, H, d.numThreads());
   // Small weights (types.h RnnFusesInput), every sequence full length, no mask or projection,
   // not gru (whose candidate keeps R·h apart): per step and unit block one packed product
   // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of
@@ -264,39 +264,39 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool fused = !unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
                      !s.preprojected &&
                      steps > 1 && ly.in == ly.in_cols && sm.AllFull(B) &&
-                     RnnFusesInput(ly.in, Hs, KN, b16);
+                     RnnFusesInput(ly.in, Hs, KH, b16);
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (fused) {
     // below, per step
   } else if (s.preprojected && pseudo < s.D) {
-    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+    ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
-        std::copy_n(xin + r * ly.in_cols + d_idx * KN, KN, ly.gx + r * KN);
+        std::copy_n(xin + r * ly.in_cols + d_idx * KH, KH, ly.gx + r * KH);
       }
     });
   } else if (pipelined) {
     // below, in chunks of steps ahead of the chain; time rows no sequence reaches: zeros
-    Zero(d, ly.gx + steps * B * KN, (s.T - steps) * B * KN);
+    Zero(d, ly.gx + steps * B * KH, (s.T - steps) * B * KH);
   } else if (unpacked && ly.in > 0) {
-    SmallGemm<A>(d, false, !s.weights_xw, TB, KN, ly.in, xin, ly.in_cols, ly.W,
-                 s.weights_xw ? KN : ly.in, ly.gx, KN, false);
+    SmallGemm<A>(d, false, !s.weights_xw, TB, KH, ly.in, xin, ly.in_cols, ly.W,
+                 s.weights_xw ? KH : ly.in, ly.gx, KH, false);
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    GemmB16<A>(d, b16, false, !s.weights_xw, TB, KN, ly.in, xin, ly.W, ly.gx, false);
+    GemmB16<A>(d, b16, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false);
   } else {
-    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+    ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
         for (Index k = 0; k < K; ++k) {
-          Vec<A>(ly.gx + r * KN + k * N, N) = CVec<A>(xin + r * ly.in_cols, N);
+          Vec<A>(ly.gx + r * KH + k * H, H) = CVec<A>(xin + r * ly.in_cols, H);
         }
       }
     });
   }
   if (ly.hprev != nullptr) Zero(d, ly.hprev, TB * Hs);
-  if (proj) Zero(d, ly.hh, TB * N);
+  if (proj) Zero(d, ly.hh, TB * H);
   std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
-  if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * N, B * N, c);
-  const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * H, B * H, c);
+  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
   const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   if (unpacked) {
@@ -304,21 +304,21 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     // in gx), on the calling thread unless the step is large (ForUnitBlocks); a reset-before
     // gru step puts the candidate's product R_n·(r ⊙ h) into hr between its two phases.
     A* hb[2] = {h_cur, h_next};
-    const Index ldr = s.weights_xw ? KN : Hs;
+    const Index ldr = s.weights_xw ? KH : Hs;
     const int pn = s.gate_pos[2];
     for (Index st = 0; st < steps; ++st) {
       A* hp = hb[st % 2];
       A* hn = hb[1 - st % 2];
-      SmallGemm<A>(d, false, !s.weights_xw, B, KN, Hs, hp, Hs, ly.R, ldr, hr, KN, false);
+      SmallGemm<A>(d, false, !s.weights_xw, B, KH, Hs, hp, Hs, ly.R, ldr, hr, KH, false);
       auto pointwise = [&](StepPhase phase) {
-        ForUnitBlocks(d, N, B * N, [&](Index j0, Index len) {
+        ForUnitBlocks(d, H, B * H, [&](Index j0, Index len) {
           FwdBlock<A>(s, sm, ly, st, j0, len, hr, hp, hp, hn, c, hh_step, ylayer, peep, phase);
         });
       };
       if (reset_before) {
         pointwise(StepPhase::kBeforeProduct);
-        const A* rn = ly.R + (s.weights_xw ? pn * N : pn * N * Hs);
-        SmallGemm<A>(d, false, !s.weights_xw, B, N, Hs, hh_step, N, rn, ldr, hr + pn * N, KN,
+        const A* rn = ly.R + (s.weights_xw ? pn * H : pn * H * Hs);
+        SmallGemm<A>(d, false, !s.weights_xw, B, H, Hs, hh_step, H, rn, ldr, hr + pn * H, KH,
                      false);
         pointwise(StepPhase::kAfterProduct);
       } else {
@@ -327,20 +327,20 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     }
     h_cur = hb[steps % 2];
   } else if (!proj) {
-    // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·N + j0 + c, h] (weights_xw:
-    // R[h, k·N + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
+    // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·H + j0 + c, h] (weights_xw:
+    // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
     // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's).
     if (steps > 0) {
       ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, N - j0);
-          // The `rows` rows of M (W or R) for gate k's units, M stored [KN, rows] or with
-          // weights_xw [rows, KN].
+          const Index j0 = blk * U, len = std::min(U, H - j0);
+          // The `rows` rows of M (W or R) for gate k's units, M stored [KH, rows] or with
+          // weights_xw [rows, KH].
           auto pack = [&](const A* M, Index rows, Index k, A* dst) {
             if (s.weights_xw) {
-              packed::PackRowMajor<A>(rows, len, M + k * N + j0, KN, dst, 0, 0, b16);
+              packed::PackRowMajor<A>(rows, len, M + k * H + j0, KH, dst, 0, 0, b16);
             } else {
-              packed::PackColMajor<A>(rows, len, M + (k * N + j0) * rows, rows, dst, b16);
+              packed::PackColMajor<A>(rows, len, M + (k * H + j0) * rows, rows, dst, b16);
             }
           };
           for (Index k = 0; k < K; ++k) {
@@ -366,12 +366,12 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                           Index j0, Index len) {
       const A* wp = rpack + j0 * K * KR + k * len * KR;
       if (in_gx) {
-        A* out = (gstep != nullptr ? hr : ly.gx + tau * B * KN) + k * N + j0;
-        if (fused) packed::Gemm<A>(B, xr, len, x, wp, out, KN, false);
-        packed::Gemm<A>(B, Hs, len, h, wp + xr * len, out, KN, true);
+        A* out = (gstep != nullptr ? hr : ly.gx + tau * B * KH) + k * H + j0;
+        if (fused) packed::Gemm<A>(B, xr, len, x, wp, out, KH, false);
+        packed::Gemm<A>(B, Hs, len, h, wp + xr * len, out, KH, true);
         return;
       }
-      packed::Gemm<A>(B, Hs, len, h, wp, hr + k * N + j0, KN, false);
+      packed::Gemm<A>(B, Hs, len, h, wp, hr + k * H + j0, KH, false);
     };
     // hm = h ⊙ mask of step st for the units [j0, j0 + len), GM copies (rows without that
     // step: h itself, never read).
@@ -405,7 +405,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       const StepPhase phase = !reset_before ? StepPhase::kWhole
                               : t % 2 == 0 ? StepPhase::kBeforeProduct
                                            : StepPhase::kAfterProduct;
-      const Index j0 = blk * U, len = std::min(U, N - j0);
+      const Index j0 = blk * U, len = std::min(U, H - j0);
       // The recurrent operand of gate block k: h, h ⊙ mask, or h ⊙ mask_k.
       auto h_rec = [&](Index k) {
         return s.has_mask ? hm[par] + (GM > 1 ? k : 0) * B * Hs : hb[par];
@@ -434,13 +434,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       // gx of each chunk of steps [s0, s1) (time rows [tau0, tau1)), before its steps run.
       ChainWithChunksAhead(
           d, steps, phases, B,
-          SideHelpers(d, double(steps) * B * KN * (ly.in + Hs), double(ly.in) / Hs),
+          SideHelpers(d, double(steps) * B * KH * (ly.in + Hs), double(ly.in) / Hs),
           [&](Index t) { item(t, 0); },
           [&](Index s0, Index s1) {
             const Index tau0 = sm.reverse ? s.T - s1 : s0, rows = (s1 - s0) * B;
-            GemmB16Serial<A>(b16, false, !s.weights_xw, rows, KN, ly.in,
-                             xin + tau0 * B * ly.in, ly.in, ly.W, s.weights_xw ? KN : ly.in,
-                             ly.gx + tau0 * B * KN, KN, false);
+            GemmB16Serial<A>(b16, false, !s.weights_xw, rows, KH, ly.in,
+                             xin + tau0 * B * ly.in, ly.in, ly.W, s.weights_xw ? KH : ly.in,
+                             ly.gx + tau0 * B * KH, KH, false);
           });
     } else {
       StepLoop(d, steps * phases, blocks, cost, item);
@@ -451,15 +451,15 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     // (The projection comes only from CudnnRNN and the recurrent mask only from the MPSGraph
     // ops: the two never meet.)
     for (Index st = 0; st < steps; ++st) {
-      Gemm<A>(d, false, true, B, KN, Hs, h_cur, ly.R, hr, false);
+      Gemm<A>(d, false, true, B, KH, Hs, h_cur, ly.R, hr, false);
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, N - j0);
+          const Index j0 = blk * U, len = std::min(U, H - j0);
           FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_cur, h_next, c, hh_step, ylayer,
                       peep, StepPhase::kWhole);
         }
       });
-      Gemm<A>(d, false, true, B, Hs, N, hh_step, ly.Pm, h_next, false);
+      Gemm<A>(d, false, true, B, Hs, H, hh_step, ly.Pm, h_next, false);
       const Index yst = s.D * Hs;
       for (Index b = 0; b < B; ++b) {
         const Index tau = sm.Tau(b, st);
@@ -475,17 +475,17 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     }
   }
   std::copy_n(h_cur, B * Hs, a.hn + pseudo * B * Hs);
-  if (s.mode == RnnMode::kLstm) std::copy_n(c, B * N, a.cn + pseudo * B * N);
+  if (s.mode == RnnMode::kLstm) std::copy_n(c, B * H, a.cn + pseudo * B * H);
 }
 
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
                  const RnnFwdArgs<A>& a, const A* hr, A* ylayer, StepPhase phase, A* rh) {
-  const Index B = s.B, N = s.H;
+  const Index B = s.B, H = s.H;
   const StepMap sm{nullptr, 1, false};
   const A* peep = s.peephole ? a.peephole : nullptr;
-  if (s.mode == RnnMode::kLstm) std::copy_n(a.c0, B * N, a.cn);  // FwdBlock updates c in place
-  ForUnitBlocks(d, N, B * N, [&](Index j0, Index len) {
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.c0, B * H, a.cn);  // FwdBlock updates c in place
+  ForUnitBlocks(d, H, B * H, [&](Index j0, Index len) {
     FwdBlock<A>(s, sm, ly, 0, j0, len, hr, a.h0, a.h0, a.hn, a.cn, rh, ylayer, peep, phase);
   });
 }

@@ -35,27 +35,27 @@ template <typename A>
 void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* c0p,
               const A* dyl, Index step, Index j0, Index len, const BwdBufs<A>& w,
               const A* peep, const RnnBwdArgs<A>& a) {
-  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, yst = s.D * Hs;
+  const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, yst = s.D * Hs;
   const bool proj = s.P > 0;
   const A one(1);
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
-    A* dr = w.dhr_cur + b * KN + j0;
+    A* dr = w.dhr_cur + b * KH + j0;
     if (tau < 0) {
-      for (Index k = 0; k < K; ++k) Vec<A>(dr + k * N, len).setZero();
+      for (Index k = 0; k < K; ++k) Vec<A>(dr + k * H, len).setZero();
       continue;
     }
     const Index row = tau * B + b;
-    A* dg = w.dgx + row * KN + j0;
+    A* dg = w.dgx + row * KH + j0;
     const bool carry = !proj && w.dh != nullptr;  // no dh: no carry (a single step)
     Vec<A> dhc(carry ? w.dh + b * Hs + j0 : dg, carry ? len : 0);
     auto act = [&](Index k) { return CVec<A>(ly.Act(k, row) + j0, len); };
     // dL/dh of this step, materialised in the slot of the gate written last (lstm: o, gru: the
     // candidate, rnn: the only one).
     const Index last = s.mode == RnnMode::kLstm ? s.gate_pos[3] : K - 1;
-    Vec<A> dt(dr + last * N, len);
+    Vec<A> dt(dr + last * H, len);
     if (proj) {
-      dt = CVec<A>(w.dhh + b * N + j0, len);
+      dt = CVec<A>(w.dhh + b * H + j0, len);
     } else if (carry) {
       dt = CVec<A>(dyl + row * yst + ly.dcol + j0, len) + dhc;
     } else {
@@ -65,14 +65,14 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
       case RnnMode::kLstm: {
         // One pass over the units in packet chunks, the step's gradients in registers.
         const int* pos = s.gate_pos;
-        const A* csr = ly.aux + row * N + j0;
-        const A* cpr = step == 0 ? c0p + b * N + j0 : ly.aux + (sm.Prev(tau) * B + b) * N + j0;
-        const A* cor = ly.co != nullptr ? ly.co + row * N + j0 : nullptr;
+        const A* csr = ly.aux + row * H + j0;
+        const A* cpr = step == 0 ? c0p + b * H + j0 : ly.aux + (sm.Prev(tau) * B + b) * H + j0;
+        const A* cor = ly.co != nullptr ? ly.co + row * H + j0 : nullptr;
         const A* dcs = a.dc_seq != nullptr
-                           ? a.dc_seq + row * s.D * N + (ly.dcol / Hs) * N + j0
+                           ? a.dc_seq + row * s.D * H + (ly.dcol / Hs) * H + j0
                            : nullptr;
-        A* dcb = w.dc + b * N + j0;
-        const A* dtr = dr + last * N;  // dL/dh of the step (above)
+        A* dcb = w.dc + b * H + j0;
+        const A* dtr = dr + last * H;  // dL/dh of the step (above)
         const bool o_new = s.peephole && s.peephole_o_new;
         const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;
         Chunked<A>(len, [&](auto width, Index o0, Index wd) {
@@ -83,11 +83,11 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
           auto plane = [&](int q) { return CV(ly.Act(pos[q], row) + j0 + o0, wd); };
           const CV i = plane(0), f = plane(1), cc = plane(2), o = plane(3);
           const CV cs(csr + o0, wd), cprev(cpr + o0, wd);
-          // Optional extra gradient of an activation, [TB, N] (RnnBwdArgs::dact, dco).
+          // Optional extra gradient of an activation, [TB, H] (RnnBwdArgs::dact, dco).
           auto add_grad = [&](const A* g, L& v) {
-            if (g != nullptr) v += CV(g + row * N + j0 + o0, wd);
+            if (g != nullptr) v += CV(g + row * H + j0 + o0, wd);
           };
-          auto peep_of = [&](int q) { return CV(peep + pos[q] * N + j0 + o0, wd); };
+          auto peep_of = [&](int q) { return CV(peep + pos[q] * H + j0 + o0, wd); };
           const L dt = CV(dtr + o0, wd);
           // cell_act(c): the forward's (ly.co), or recomputed.
           L tc;
@@ -125,10 +125,10 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
           }
           dcv = dc;
           for (A* out : {dr, dg}) {
-            V(out + pos[0] * N + o0, wd) = di;
-            V(out + pos[1] * N + o0, wd) = df;
-            V(out + pos[2] * N + o0, wd) = dcc;
-            V(out + pos[3] * N + o0, wd) = dout;
+            V(out + pos[0] * H + o0, wd) = di;
+            V(out + pos[1] * H + o0, wd) = df;
+            V(out + pos[2] * H + o0, wd) = dcc;
+            V(out + pos[3] * H + o0, wd) = dout;
             if (dg == dr) break;
           }
         });
@@ -140,10 +140,10 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
         const bool rb = s.gru_reset_before;
         const A* hpr = ly.hprev + row * Hs + j0;
-        const A* auxr = rb ? nullptr : ly.aux + row * N + j0;
-        const A* dtr = dr + last * N;  // dL/dh of the step (above)
+        const A* auxr = rb ? nullptr : ly.aux + row * H + j0;
+        const A* dtr = dr + last * H;  // dL/dh of the step (above)
         A* dhcp = carry ? w.dh + b * Hs + j0 : nullptr;
-        A* dhr_row = w.dhr + row * KN + j0;
+        A* dhr_row = w.dhr + row * KH + j0;
         Chunked<A>(len, [&](auto width, Index o0, Index wd) {
           constexpr int W = decltype(width)::value;
           using V = VecN<A, W>;
@@ -162,28 +162,28 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
             dpz = dt * (hp - n);
             if (dhcp != nullptr) V(dhcp + o0, wd) = dt * z;
           }
-          if (a.dact[1] != nullptr) dpz += CV(a.dact[1] + row * N + j0 + o0, wd);
-          if (a.dact[2] != nullptr) dpn += CV(a.dact[2] + row * N + j0 + o0, wd);
+          if (a.dact[1] != nullptr) dpz += CV(a.dact[1] + row * H + j0 + o0, wd);
+          if (a.dact[2] != nullptr) dpn += CV(a.dact[2] + row * H + j0 + o0, wd);
           MulActGrad(s.gate_act[1], z, dpz);
           MulActGrad(s.gate_act[2], n, dpn);
-          V(dg + pz * N + o0, wd) = dpz;
-          V(dg + pn * N + o0, wd) = dpn;
-          V(dr + pz * N + o0, wd) = dpz;
-          V(dhr_row + pz * N + o0, wd) = dpz;
+          V(dg + pz * H + o0, wd) = dpz;
+          V(dg + pn * H + o0, wd) = dpn;
+          V(dr + pz * H + o0, wd) = dpz;
+          V(dhr_row + pz * H + o0, wd) = dpz;
           if (rb) {
             // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetBwd.
             // Until then the carry's candidate slot holds dpn.
-            V(dr + pr * N + o0, wd).setZero();
-            V(dr + pn * N + o0, wd) = dpn;
-            V(dhr_row + pn * N + o0, wd) = dpn;
+            V(dr + pr * H + o0, wd).setZero();
+            V(dr + pn * H + o0, wd) = dpn;
+            V(dhr_row + pn * H + o0, wd) = dpn;
           } else {
             L dpr = dpn * CV(auxr + o0, wd);
             MulActGrad(s.gate_act[0], rg, dpr);
             const L dnr = dpn * rg;
-            V(dg + pr * N + o0, wd) = dpr;
+            V(dg + pr * H + o0, wd) = dpr;
             for (A* out : {dr, dhr_row}) {
-              V(out + pr * N + o0, wd) = dpr;
-              V(out + pn * N + o0, wd) = dnr;
+              V(out + pr * H + o0, wd) = dpr;
+              V(out + pn * H + o0, wd) = dnr;
             }
           }
         });
@@ -213,16 +213,16 @@ template <typename A>
 void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* mask,
                  bool mask_per_step, Index step, Index j0, Index len, const BwdBufs<A>& w,
                  const RnnBwdArgs<A>& a) {
-  const Index B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const Index B = s.B, H = s.H, Hs = RnnHs(s), KH = RnnK(s) * H;
   const int pr = s.gate_pos[0], pn = s.gate_pos[2];
   if (ly.R != nullptr) {
-    Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * N, B, N, OStride(KN));
+    Eigen::Map<const MatRM<A>, 0, OStride> dpn(w.dhr_cur + pn * H, B, H, OStride(KH));
     Eigen::Map<MatRM<A>, 0, OStride> drh(w.dhm + j0, B, len, OStride(Hs));
-    if (s.weights_xw) {  // R_n is R's columns [pn·N, (pn+1)·N), stored [Hs, K·N]
-      Eigen::Map<const MatRM<A>, 0, OStride> rnt(ly.R + j0 * KN + pn * N, len, N, OStride(KN));
+    if (s.weights_xw) {  // R_n is R's columns [pn·H, (pn+1)·H), stored [Hs, K·H]
+      Eigen::Map<const MatRM<A>, 0, OStride> rnt(ly.R + j0 * KH + pn * H, len, H, OStride(KH));
       drh.noalias() = dpn * rnt.transpose();
     } else {
-      Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * N * Hs + j0, N, len, OStride(Hs));
+      Eigen::Map<const MatRM<A>, 0, OStride> rn(ly.R + pn * H * Hs + j0, H, len, OStride(Hs));
       drh.noalias() = dpn * rn;
     }
   }
@@ -233,7 +233,7 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
     const A* m = s.has_mask
                      ? MaskRow(s, mask, mask_per_step, tau, b) + MaskCol(s, ly.dcol, pn) + j0
                      : nullptr;
-    const A* g = a.dact[0] != nullptr ? a.dact[0] + row * N + j0 : nullptr;
+    const A* g = a.dact[0] != nullptr ? a.dact[0] + row * H + j0 : nullptr;
     Chunked<A>(len, [&](auto width, Index o0, Index wd) {
       using V = VecN<A, decltype(width)::value>;
       using CV = CVecN<A, decltype(width)::value>;
@@ -252,9 +252,9 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
       }
       if (g != nullptr) dpr += CV(g + o0, wd);
       MulActGrad(s.gate_act[0], rg, dpr);
-      V(w.dgx + row * KN + pr * N + j0 + o0, wd) = dpr;
-      V(w.dhr_cur + b * KN + pr * N + j0 + o0, wd) = dpr;
-      V(w.dhr + row * KN + pr * N + j0 + o0, wd) = dpr;
+      V(w.dgx + row * KH + pr * H + j0 + o0, wd) = dpr;
+      V(w.dhr_cur + b * KH + pr * H + j0 + o0, wd) = dpr;
+      V(w.dhr + row * KH + pr * H + j0 + o0, wd) = dpr;
     });
   }
 }
@@ -276,36 +276,36 @@ void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Ind
 }
 
 // The gradient of one weight matrix M of m-wide inputs X from n rows of gate gradients dg
-// (row stride KN): dM (+)= dgᵀ·X with M stored [KN, m], or with weights_xw dM (+)= Xᵀ·dg with M
-// stored [m, KN]. WeightGradPanel: gate columns [c0, c0 + len) on the calling thread (dg points
-// at column c0); WeightGrad: all KN columns on the pool.
+// (row stride KH): dM (+)= dgᵀ·X with M stored [KH, m], or with weights_xw dM (+)= Xᵀ·dg with M
+// stored [m, KH]. WeightGradPanel: gate columns [c0, c0 + len) on the calling thread (dg points
+// at column c0); WeightGrad: all KH columns on the pool.
 // same_dg: dg is the panel of this thread's previous WeightGradPanel call (with bf16 products
 // its conversion is reused).
 template <typename A>
 void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
                      const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
-  const Index KN = RnnK(s) * s.H;
+  const Index KH = RnnK(s) * s.H;
   if (s.weights_xw) {
-    GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KN, dM + c0, KN, acc,
+    GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KH, dM + c0, KH, acc,
                      same_dg ? bf16::kReuseB : bf16::kReuseNone);
   } else {
-    GemmB16Serial<A>(b16, true, false, len, m, n, dg, KN, X, m, dM + c0 * m, m, acc,
+    GemmB16Serial<A>(b16, true, false, len, m, n, dg, KH, X, m, dM + c0 * m, m, acc,
                      same_dg ? bf16::kReuseA : bf16::kReuseNone);
   }
 }
 template <typename A>
 void WeightGrad(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n, const A* dg,
                 const A* X, A* dM, bool acc) {
-  const Index KN = RnnK(s) * s.H;
+  const Index KH = RnnK(s) * s.H;
   if (s.weights_xw) {
-    GemmB16<A>(d, b16, true, false, m, KN, n, X, dg, dM, acc);
+    GemmB16<A>(d, b16, true, false, m, KH, n, X, dg, dM, acc);
   } else {
-    GemmB16<A>(d, b16, true, false, KN, m, n, dg, X, dM, acc);
+    GemmB16<A>(d, b16, true, false, KH, m, n, dg, X, dM, acc);
   }
 }
 
-// weights_xw: the gradient of the columns [c0, c0 + len) of M [m, KN] alone (one gate's
-// block), dM[:, c0:c0+len] = Xᵀ·dg with dg at column c0 of rows of stride KN, in column
+// weights_xw: the gradient of the columns [c0, c0 + len) of M [m, KH] alone (one gate's
+// block), dM[:, c0:c0+len] = Xᵀ·dg with dg at column c0 of rows of stride KH, in column
 // panels on the pool.
 template <typename A>
 void WeightGradCols(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n,
@@ -324,7 +324,7 @@ void WeightGradCols(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Ind
 // runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
 // steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length, or the
 // direction is forward, where the rows of steps past a sequence's length are zero):
-//   per column panel [c0, c1) of the KN gate columns, in chunk order (a fixed order of
+//   per column panel [c0, c1) of the KH gate columns, in chunk order (a fixed order of
 //   summation): dW[c0:c1] (+)= dgxᵀ·x, dR[c0:c1] (+)= dhrᵀ·h_prev, dbW/dbR (+)= column sums
 //   (weights_xw: the transposed products into the columns [c0, c1) of dW, dR);
 //   din rows (+)= dgx · W.
@@ -332,41 +332,41 @@ template <typename A, typename Chain>
 void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bool reverse,
                     Index steps, const A* xin, const A* h0, A* din, bool accumulate_din,
                     const BwdBufs<A>& w, Chain&& chain) {
-  const Index B = s.B, Hs = RnnHs(s), KN = RnnK(s) * s.H, in = ly.in, T = s.T;
+  const Index B = s.B, Hs = RnnHs(s), KH = RnnK(s) * s.H, in = ly.in, T = s.T;
   const bool b16 = s.bf16 && bf16::Available(), xw = s.weights_xw;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // With bf16 products, W is packed once for the din rows of every chunk (GemmB16Serial
   // would pack it per chunk).
   std::vector<A> wpack;
   if (b16 && in > 0) {
-    wpack.resize(KN * in);
+    wpack.resize(KH * in);
     if (xw) {
-      packed::PackColMajor<A>(KN, in, ly.W, KN, wpack.data(), true);
+      packed::PackColMajor<A>(KH, in, ly.W, KH, wpack.data(), true);
     } else {
-      packed::PackRowMajor<A>(KN, in, ly.W, in, wpack.data(), 0, 0, true);
+      packed::PackRowMajor<A>(KH, in, ly.W, in, wpack.data(), 0, 0, true);
     }
   }
   // The bias gradients' column sums, over all chunks, rounded to A at the end (SumAcc).
-  SumAcc sum_w = SumAcc::Zero(KN), sum_r = SumAcc::Zero(ly.dbR != nullptr ? KN : 0);
+  SumAcc sum_w = SumAcc::Zero(KH), sum_r = SumAcc::Zero(ly.dbR != nullptr ? KH : 0);
   ChainWithChunkGrads(
-      d, steps, B, KN,
-      SideHelpers(d, double(steps) * B * KN * (in + Hs), double(2 * in + Hs) / Hs), chain,
+      d, steps, B, KH,
+      SideHelpers(d, double(steps) * B * KH * (in + Hs), double(2 * in + Hs) / Hs), chain,
       [&](Index s0, Index s1, Index c0, Index c1, bool first) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
         // The first chunk of a panel sets it, the later ones add.
-        WeightGradPanel<A>(s, b16, in, len, rows, w.dgx + r0 * KN + c0, xin + r0 * in, ly.dW,
+        WeightGradPanel<A>(s, b16, in, len, rows, w.dgx + r0 * KH + c0, xin + r0 * in, ly.dW,
                            c0, !first);
         HprevParts(s, ly, h0, r0, rows, [&](const A* hp, Index r, Index n) {
           // The lstm's dhr is dgx: the whole panel just multiplied by x again.
           const bool same = w.dhr == w.dgx && in > 0 && r == 0 && n == rows;
-          WeightGradPanel<A>(s, b16, Hs, len, n, w.dhr + (r0 + r) * KN + c0, hp, ly.dR, c0,
+          WeightGradPanel<A>(s, b16, Hs, len, n, w.dhr + (r0 + r) * KH + c0, hp, ly.dR, c0,
                              !first || r > 0, same);
         });
         auto column_sums = [&](SumAcc& acc, const A* g) {
           auto v = acc.segment(c0, len);
           if (first) v.setZero();
           for (Index r = 0; r < rows; ++r) {
-            v += CVec<A>(g + (r0 + r) * KN + c0, len).template cast<double>();
+            v += CVec<A>(g + (r0 + r) * KH + c0, len).template cast<double>();
           }
         };
         column_sums(sum_w, w.dgx);
@@ -375,15 +375,15 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
         if (!wpack.empty()) {
-          packed::Gemm<A>(rows, KN, in, w.dgx + r0 * KN, KN, wpack.data(), din + r0 * in, in,
+          packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, wpack.data(), din + r0 * in, in,
                           accumulate_din, true);
           return;
         }
-        GemmB16Serial<A>(b16, false, xw, rows, in, KN, w.dgx + r0 * KN, KN, ly.W, xw ? KN : in,
+        GemmB16Serial<A>(b16, false, xw, rows, in, KH, w.dgx + r0 * KH, KH, ly.W, xw ? KH : in,
                          din + r0 * in, in, accumulate_din);
       });
-  Vec<A>(ly.dbW, KN) = sum_w.template cast<A>();
-  if (ly.dbR != nullptr) Vec<A>(ly.dbR, KN) = sum_r.template cast<A>();
+  Vec<A>(ly.dbW, KH) = sum_w.template cast<A>();
+  if (ly.dbR != nullptr) Vec<A>(ly.dbR, KH) = sum_r.template cast<A>();
 }
 
 // Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev (peephole_o_new: o's with
@@ -391,28 +391,28 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
 template <typename A>
 void PeepholeGrads(const CpuDevice& d, const RnnSpec& s, const StepMap& sm, const Layer<A>& ly,
                    const A* c0p, const A* dgx, A* dp) {
-  const Index B = s.B, N = s.H, K = RnnK(s), KN = K * N;
+  const Index B = s.B, H = s.H, K = RnnK(s), KH = K * H;
   const Index o_new = s.peephole_o_new ? s.gate_pos[3] : -1;
   constexpr Index kChunk = 64;
-  const Index chunks = (N + kChunk - 1) / kChunk;
+  const Index chunks = (H + kChunk - 1) / kChunk;
   ParallelFor(d, chunks, static_cast<double>(s.T * B) * kChunk * 8, [&](Index c0, Index c1) {
     for (Index ch = c0; ch < c1; ++ch) {
-      const Index j0 = ch * kChunk, len = std::min(kChunk, N - j0);
+      const Index j0 = ch * kChunk, len = std::min(kChunk, H - j0);
       Eigen::Array<double, Eigen::Dynamic, Eigen::Dynamic> acc =
           Eigen::Array<double, Eigen::Dynamic, Eigen::Dynamic>::Zero(len, K);  // SumAcc per gate
       for (Index b = 0; b < B; ++b) {
         for (Index st = 0; st < sm.Len(b); ++st) {
           const Index tau = sm.Tau(b, st), row = tau * B + b;
-          const A* cp = st == 0 ? c0p + b * N : ly.aux + (sm.Prev(tau) * B + b) * N;
-          CVec<A> cprev(cp + j0, len), cnew(ly.aux + row * N + j0, len);
-          const A* dg = dgx + row * KN;
+          const A* cp = st == 0 ? c0p + b * H : ly.aux + (sm.Prev(tau) * B + b) * H;
+          CVec<A> cprev(cp + j0, len), cnew(ly.aux + row * H + j0, len);
+          const A* dg = dgx + row * KH;
           for (Index k = 0; k < K; ++k) {
-            acc.col(k) += (CVec<A>(dg + k * N + j0, len) * (k == o_new ? cnew : cprev))
+            acc.col(k) += (CVec<A>(dg + k * H + j0, len) * (k == o_new ? cnew : cprev))
                               .template cast<double>();
           }
         }
       }
-      for (Index k = 0; k < K; ++k) Vec<A>(dp + k * N + j0, len) = acc.col(k).template cast<A>();
+      for (Index k = 0; k < K; ++k) Vec<A>(dp + k * H + j0, len) = acc.col(k).template cast<A>();
     }
   });
 }
@@ -425,22 +425,22 @@ template <typename A>
 void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                    const A* xin, const A* dyl, const RnnBwdArgs<A>& a, A* din,
                    bool accumulate_din, const BwdBufs<A>& w0) {
-  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
   const bool reset_before = gru && s.gru_reset_before, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
-  const A* peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   BwdBufs<A> w = w0;
   // Rows no sequence reaches get no gradient (with every sequence full length, the steps
   // write every row).
   if (!sm.AllFull(B)) {
-    Zero(d, w.dgx, TB * KN);
-    if (gru) Zero(d, w.dhr, TB * KN);
+    Zero(d, w.dgx, TB * KH);
+    if (gru) Zero(d, w.dhr, TB * KH);
   }
   if (proj) Zero(d, w.dhtot, TB * s.P);
   std::copy_n(a.dhn + pseudo * B * Hs, B * Hs, w.dh);
-  const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * N : nullptr;
-  if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * N, B * N, w.dc);
+  const A* c0p = s.mode == RnnMode::kLstm ? a.c0 + pseudo * B * H : nullptr;
+  if (s.mode == RnnMode::kLstm) std::copy_n(a.dcn + pseudo * B * H, B * H, w.dc);
   const Index steps = sm.MaxSteps(B);
   // Small batch, no projection, mask or reset-before gru, an input GEMM, and steps that are
   // time rows (as in LayerForward): the step chain on one thread, the weight, bias and input
@@ -448,36 +448,36 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj && !s.has_mask &&
                          !reset_before && !s.preprojected && ly.in > 0 &&
                          ly.in == ly.in_cols && BwdChainPipelined(steps, B, d.numThreads());
-  const Index U = pipelined ? N : UnitBlock(d, N), blocks = (N + U - 1) / U;
-  const double cost = (proj ? 0.0 : 2.0 * B * KN * U / 16) + kCostPerElem * B * U * K;
+  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
+  const double cost = (proj ? 0.0 : 2.0 * B * KH * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;
   const A* h0 = a.h0 + pseudo * B * Hs;
   if (!proj) {
-    // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KN; weights_xw: R[j0 + c, k]), packed
-    // once per layer; block j0 starts at j0·KN. A reset-before gru candidate reaches h_prev
+    // dhr · R[:, units j0..]: B[k, c] = R[k, j0 + c] (K = KH; weights_xw: R[j0 + c, k]), packed
+    // once per layer; block j0 starts at j0·KH. A reset-before gru candidate reaches h_prev
     // only through r ⊙ h_rec (GruResetBwd), not through R·h: its rows are packed as zeros.
     // With per-gate masks (mask_gates) each gate's rows are packed on their own: the step
     // multiplies gate k's dhr by R_k and adds the result ⊙ mask_k to dh.
-    const Index zk0 = reset_before ? s.gate_pos[2] * N : 0, zk1 = reset_before ? zk0 + N : 0;
+    const Index zk0 = reset_before ? s.gate_pos[2] * H : 0, zk1 = reset_before ? zk0 + H : 0;
     // With weights_xw a reset-before gru packs per gate too (its candidate's block left out).
     const bool gate_masks = RnnGateMasks(s), per_gate = gate_masks || (reset_before && s.weights_xw);
     if (steps > 0) {
-      ParallelFor(d, blocks, 2.0 * U * KN, [&](Index b0, Index b1) {
+      ParallelFor(d, blocks, 2.0 * U * KH, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, N - j0);
-          if (per_gate) {  // one packed [N, len] block per gate, at k·N·len
+          const Index j0 = blk * U, len = std::min(U, H - j0);
+          if (per_gate) {  // one packed [H, len] block per gate, at k·H·len
             for (Index k = 0; k < K; ++k) {
-              A* dst = w.rpack + j0 * KN + k * N * len;
+              A* dst = w.rpack + j0 * KH + k * H * len;
               if (s.weights_xw) {
-                packed::PackColMajor<A>(N, len, ly.R + j0 * KN + k * N, KN, dst, b16);
+                packed::PackColMajor<A>(H, len, ly.R + j0 * KH + k * H, KH, dst, b16);
               } else {
-                packed::PackRowMajor<A>(N, len, ly.R + k * N * Hs + j0, Hs, dst, 0, 0, b16);
+                packed::PackRowMajor<A>(H, len, ly.R + k * H * Hs + j0, Hs, dst, 0, 0, b16);
               }
             }
           } else if (s.weights_xw) {
-            packed::PackColMajor<A>(KN, len, ly.R + j0 * KN, KN, w.rpack + j0 * KN, b16);
+            packed::PackColMajor<A>(KH, len, ly.R + j0 * KH, KH, w.rpack + j0 * KH, b16);
           } else {
-            packed::PackRowMajor<A>(KN, len, ly.R + j0, Hs, w.rpack + j0 * KN, zk0, zk1, b16);
+            packed::PackRowMajor<A>(KH, len, ly.R + j0, Hs, w.rpack + j0 * KH, zk0, zk1, b16);
           }
         }
       });
@@ -491,13 +491,13 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       // once, to its dgx rows, and the next step's recurrent product reads them there.
       const bool in_dgx = !gru && (!sm.reverse || sm.AllFull(B));
       auto step_rows = [&](Index st) {
-        return w.dgx + (sm.reverse ? s.T - 1 - st : st) * B * KN;
+        return w.dgx + (sm.reverse ? s.T - 1 - st : st) * B * KH;
       };
       const Index phases = reset_before ? 2 : 1;
       auto item = [&](Index t, Index blk) {
         const Index i = t / phases, st = steps - 1 - i;
         const bool second = t % phases == 1;
-        const Index j0 = blk * U, len = std::min(U, N - j0);
+        const Index j0 = blk * U, len = std::min(U, H - j0);
         BwdBufs<A> wl = w;
         if (in_dgx) {
           if (st >= 0) wl.dhr_cur = step_rows(st);
@@ -507,11 +507,11 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
           wl.dhr_prev = dr[1 - i % 2];
         }
         if (!second && st + 1 < steps) {
-          const A* rp = w.rpack + j0 * KN;
+          const A* rp = w.rpack + j0 * KH;
           if (gate_masks) {
             for (Index k = 0; k < K; ++k) {
               if (reset_before && k == s.gate_pos[2]) continue;
-              packed::Gemm<A>(B, N, len, wl.dhr_prev + k * N, KN, rp + k * N * len, w.dhm + j0,
+              packed::Gemm<A>(B, H, len, wl.dhr_prev + k * H, KH, rp + k * H * len, w.dhm + j0,
                               Hs, false, b16);
               AddMasked<A>(s, sm, a.mask, a.mask_per_step, MaskCol(s, ly.dcol, k), st + 1, j0,
                            len, w.dhm, w.dh);
@@ -519,14 +519,14 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
           } else if (per_gate) {
             for (Index k = 0; k < K; ++k) {
               if (k == s.gate_pos[2]) continue;  // reset-before: GruResetBwd
-              packed::Gemm<A>(B, N, len, wl.dhr_prev + k * N, KN, rp + k * N * len, w.dh + j0,
+              packed::Gemm<A>(B, H, len, wl.dhr_prev + k * H, KH, rp + k * H * len, w.dh + j0,
                               Hs, true, b16);
             }
           } else if (s.has_mask) {
-            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dhm + j0, Hs, false, b16);
+            packed::Gemm<A>(B, KH, len, wl.dhr_prev, KH, rp, w.dhm + j0, Hs, false, b16);
             AddMasked<A>(s, sm, a.mask, a.mask_per_step, ly.dcol, st + 1, j0, len, w.dhm, w.dh);
           } else {
-            packed::Gemm<A>(B, KN, len, wl.dhr_prev, KN, rp, w.dh + j0, Hs, true, b16);
+            packed::Gemm<A>(B, KH, len, wl.dhr_prev, KH, rp, w.dh + j0, Hs, true, b16);
           }
         }
         if (st < 0) return;
@@ -548,7 +548,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   } else {
     // Projection (never with a recurrent mask: see LayerForward): per step on the pool.
     for (Index st = steps - 1; st >= 0; --st) {
-      if (st + 1 < steps) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+      if (st + 1 < steps) Gemm<A>(d, false, false, B, Hs, KH, w.dhr_prev, ly.R, w.dh, true);
       for (Index b = 0; b < B; ++b) {
         const Index tau = sm.Tau(b, st);
         Vec<A> dt(w.dtot + b * Hs, Hs);
@@ -561,21 +561,21 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         Vec<A>(w.dhtot + row * Hs, Hs) = dt;
         Vec<A>(w.dh + b * Hs, Hs).setZero();
       }
-      Gemm<A>(d, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false);
+      Gemm<A>(d, false, false, B, H, Hs, w.dtot, ly.Pm, w.dhh, false);
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, N - j0);
+          const Index j0 = blk * U, len = std::min(U, H - j0);
           BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a);
         }
       });
       std::swap(w.dhr_prev, w.dhr_cur);
     }
-    if (steps > 0) Gemm<A>(d, false, false, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+    if (steps > 0) Gemm<A>(d, false, false, B, Hs, KH, w.dhr_prev, ly.R, w.dh, true);
   }
   std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
-  if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * N, a.dc0 + pseudo * B * N);
+  if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * H, a.dc0 + pseudo * B * H);
 
-  if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, c0p, w.dgx, a.dpeephole + pseudo * KN);
+  if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, c0p, w.dgx, a.dpeephole + pseudo * KH);
 
   if (pipelined) return;  // the weight, bias and input gradients are done
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
@@ -592,10 +592,10 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     });
     return w.hrec;
   };
-  // Gate block k's columns of dhr, [TB, N] (RnnBwdGathers), for its own dR_k GEMM.
+  // Gate block k's columns of dhr, [TB, H] (RnnBwdGathers), for its own dR_k GEMM.
   auto gate_columns = [&](Index k) {
-    ParallelFor(d, TB, 2.0 * N, [&](Index r0, Index r1) {
-      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KN + k * N, N, w.gather + r * N);
+    ParallelFor(d, TB, 2.0 * H, [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KH + k * H, H, w.gather + r * H);
     });
     return w.gather;
   };
@@ -604,9 +604,9 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       if (reset_before && k == s.gate_pos[2]) continue;  // below
       const A* hrec = masked_hprev(k);
       if (s.weights_xw) {
-        WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + k * N, hrec, ly.dR, k * N, N);
+        WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + k * H, hrec, ly.dR, k * H, H);
       } else {
-        GemmB16<A>(d, b16, true, false, N, Hs, TB, gate_columns(k), hrec, ly.dR + k * N * Hs,
+        GemmB16<A>(d, b16, true, false, H, Hs, TB, gate_columns(k), hrec, ly.dR + k * H * Hs,
                    false);
       }
     }
@@ -614,35 +614,35 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false);
   } else {
     HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
-      WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KN, hp, ly.dR, r > 0);
+      WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KH, hp, ly.dR, r > 0);
     });
   }
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
     const Index pn = s.gate_pos[2];
     if (s.weights_xw) {
-      WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + pn * N, ly.aux, ly.dR, pn * N, N);
+      WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + pn * H, ly.aux, ly.dR, pn * H, H);
     } else {
-      Gemm<A>(d, true, false, N, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * N * Hs, false);
+      Gemm<A>(d, true, false, H, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * H * Hs, false);
     }
   }
-  if (proj) Gemm<A>(d, true, false, s.P, N, TB, w.dhtot, ly.hh, ly.dP, false);
-  ColumnSum<A>(d, w.dgx, TB, KN, ly.dbW);
-  if (ly.dbR != nullptr) ColumnSum<A>(d, w.dhr, TB, KN, ly.dbR);
+  if (proj) Gemm<A>(d, true, false, s.P, H, TB, w.dhtot, ly.hh, ly.dP, false);
+  ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
+  if (ly.dbR != nullptr) ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
-    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+    ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
-        std::copy_n(w.dgx + r * KN, KN, din + r * ly.in_cols + (pseudo % s.D) * KN);
+        std::copy_n(w.dgx + r * KH, KH, din + r * ly.in_cols + (pseudo % s.D) * KH);
       }
     });
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    GemmB16<A>(d, b16, false, s.weights_xw, TB, ly.in, KN, w.dgx, ly.W, din, accumulate_din);
+    GemmB16<A>(d, b16, false, s.weights_xw, TB, ly.in, KH, w.dgx, ly.W, din, accumulate_din);
   } else {
-    ParallelFor(d, TB, 2.0 * KN, [&](Index r0, Index r1) {
+    ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
-        Vec<A> out(din + r * ly.in_cols, N);
+        Vec<A> out(din + r * ly.in_cols, H);
         if (!accumulate_din) out.setZero();
-        for (Index k = 0; k < K; ++k) out += CVec<A>(w.dgx + r * KN + k * N, N);
+        for (Index k = 0; k < K; ++k) out += CVec<A>(w.dgx + r * KH + k * H, H);
       }
     });
   }

@@ -51,7 +51,7 @@ struct Layer {
   Index in = 0;       // width of the W matrices (0: skip input)
   Index in_cols = 0;  // columns of the layer's input tensor
   const A *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
-  A* gx = nullptr;       // [TB, KN]: W·x of each row (MakeLayer: the gate activations' rows)
+  A* gx = nullptr;       // [TB, KH]: W·x of each row (MakeLayer: the gate activations' rows)
   bool gx_scratch = false;  // gx is not the activation planes: a fused-input step may keep its
                             // pre-activations in a one-step buffer instead of gx's rows
   A* act[4] = {};        // gate block k's activations of row r at act[k] + r·act_ld
@@ -61,7 +61,7 @@ struct Layer {
   const A* hseq = nullptr;  // backward without hprev: the layer's h outputs [TB, Hs]; h_prev is
                             // h0 for the first step, else hseq's previous row (one direction,
                             // forward, every sequence full length)
-  A* co = nullptr;          // lstm: cell_act(c) of each row [TB, N], written and read if given
+  A* co = nullptr;          // lstm: cell_act(c) of each row [TB, H], written and read if given
   A *dW = nullptr, *dR = nullptr, *dP = nullptr, *dbW = nullptr, *dbR = nullptr;  // dbR: opt.
   Index dcol = 0;  // column offset of this direction in the layer output
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
@@ -163,19 +163,19 @@ const A* MaskRow(const RnnSpec& s, const A* mask, bool per_step, Index tau, Inde
   return mask + ((per_step ? tau * s.B : 0) + b) * RnnMaskWidth(s);
 }
 
-// Runs fn(j0, len) over the unit blocks [j0, j0 + len) of N units for the pointwise pass of a
+// Runs fn(j0, len) over the unit blocks [j0, j0 + len) of H units for the pointwise pass of a
 // single step of `elems` = rows × units (StepForward, StepBackward; PointwiseRows's
 // threshold): inline unless large (waking a pool thread costs more than a small step's pass),
 // else on the pool.
 template <typename Fn>
-void ForUnitBlocks(const CpuDevice& d, Index N, Index elems, Fn&& fn) {
+void ForUnitBlocks(const CpuDevice& d, Index H, Index elems, Fn&& fn) {
   if (elems <= kInlineElems) {  // one block: splitting on one thread only adds row overhead
-    fn(Index(0), N);
+    fn(Index(0), H);
     return;
   }
-  const Index U = UnitBlock(d, N), blocks = (N + U - 1) / U;
+  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
   ParallelFor(d, blocks, kCostPerElem * double(elems) / double(blocks), [&](Index b0, Index b1) {
-    for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, N - blk * U));
+    for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, H - blk * U));
   });
 }
 
@@ -186,8 +186,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws);
 
 // One step (T == 1, one layer and direction, no mask or projection) whose ly.gx rows hold W·x
-// and hr [B, K·N] R·h0: the pointwise pass alone, into ylayer, a.hn and a.cn. A reset-before
-// gru step runs as kBeforeProduct (r, z and r ⊙ h0 into rh [B, N]), then, once the caller has
+// and hr [B, K·H] R·h0: the pointwise pass alone, into ylayer, a.hn and a.cn. A reset-before
+// gru step runs as kBeforeProduct (r, z and r ⊙ h0 into rh [B, H]), then, once the caller has
 // put R_n·rh into hr's candidate block, kAfterProduct (StepPhase, types.h).
 template <typename A>
 void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
@@ -206,7 +206,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
 // The pointwise backward of one step (T == 1) with no GEMMs: the pre-activation gradients
 // into w.dgx (w.dhr_cur may be w.dgx; lstm: w.dh null: no carry), lstm: dL/dc_prev into w.dc
 // (which holds the incoming carry), peephole gradients into a.dpeephole. A reset-before gru
-// step (w.dh: dL/dh_prev, zero on entry; w.dhr: [B, K·N]) runs as kBeforeProduct, then, once
+// step (w.dh: dL/dh_prev, zero on entry; w.dhr: [B, K·H]) runs as kBeforeProduct, then, once
 // the caller has put dL/d(r ⊙ h_prev) into w.dhm, kAfterProduct (r's gradient; h_prev's
 // through r).
 template <typename A>

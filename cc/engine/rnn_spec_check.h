@@ -45,7 +45,7 @@ inline std::string RnnSpecProblem(const RnnSpec& s) {
   if (s.P > 0 && !lstm) return "a projection (P > 0) needs lstm";
   if (s.skip_input && s.I != s.H) return "skip input needs input size == num_units";
   if (s.preprojected && s.I != s.D * RnnK(s) * s.H) {
-    return "preprojected input needs input size == D*K*N";
+    return "preprojected input needs input size == D*K*H";
   }
   if (s.peephole && !lstm) return "peephole needs lstm";
   if (s.has_mask && !(lstm || gru)) return "a recurrent mask needs lstm or gru";

@@ -46,7 +46,7 @@
   /* between layers, training only */                                                           \
   F(float, dropout, double, 0.f, 0, 1, "dropout")                                               \
   F(unsigned long long, seed, uint64_t, 0, 0, TFRNN_SPEC_UNBOUNDED, "seed")                     \
-  /* block index of each logical gate within a K·N row */                                       \
+  /* block index of each logical gate within a K·H row */                                       \
   A(int, gate_pos, int32_t, 4, TFRNN_SPEC_LIST(0, 1, 2, 3), 0, 3, "gate position")              \
   A(RnnAct, gate_act, int32_t, 4,                                                               \
     TFRNN_SPEC_LIST(RnnAct::kSigmoid, RnnAct::kSigmoid, RnnAct::kTanh, RnnAct::kSigmoid), 0,    \
@@ -61,8 +61,8 @@
    * h_prev ⊙ mask_k; the mask has D·K·Hs columns, gate block k of direction d at              \
    * (d·K + k)·Hs (L == 1, P == 0) */                                                           \
   F(bool, mask_gates, int32_t, false, 0, 1, "mask_gates")                                       \
-  /* layer 0 has no W: x holds W·x, [T, B, D·K·N], direction d reading columns                 \
-   * [d·K·N, (d+1)·K·N) */                                                                      \
+  /* layer 0 has no W: x holds W·x, [T, B, D·K·H], direction d reading columns                 \
+   * [d·K·H, (d+1)·K·H) */                                                                      \
   F(bool, preprojected, int32_t, false, 0, 1, "preprojected")                                   \
   /* unidirectional only: run each sequence from its end */                                     \
   F(bool, reverse, int32_t, false, 0, 1, "reverse")                                             \
@@ -78,8 +78,8 @@
   /* peephole: o's term uses the new c (BlockLSTM), the other gates c_prev; else every gate    \
    * c_prev (MPSGraph) */                                                                       \
   F(bool, peephole_o_new, int32_t, false, 0, 1, "peephole_o_new")                               \
-  /* W is [in, K·N] and R [Hs, K·N] (pre-activations x·W + h·R, the block ops' w and Keras's    \
-   * kernels), not [K·N, in] and [K·N, Hs] */                                                   \
+  /* W is [in, K·H] and R [Hs, K·H] (pre-activations x·W + h·R, the block ops' w and Keras's    \
+   * kernels), not [K·H, in] and [K·H, Hs] */                                                   \
   F(bool, weights_xw, int32_t, false, 0, 1, "weights_xw")                                       \
   /* a bfloat16 op: products may round their operands to bf16 (bf16_gemm.h) */                  \
   F(bool, bf16, int32_t, false, 0, 1, "bf16")

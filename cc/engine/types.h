@@ -168,7 +168,7 @@ static_assert(kRnnSpecFieldCount == 27, "RnnSpec fields changed: bump the engine
 inline Index RnnK(const RnnSpec& s) { return RnnGates(s.mode); }
 // One recurrent mask per gate block in use (has_mask with mask_gates).
 inline bool RnnGateMasks(const RnnSpec& s) { return s.has_mask && s.mask_gates; }
-// The backward gathers one gate's columns of dhr into a [T·B, N] scratch for that gate's dR
+// The backward gathers one gate's columns of dhr into a [T·B, H] scratch for that gate's dR
 // GEMM: the reset-before gru candidate's, and every gate's with per-gate masks.
 inline bool RnnBwdGathers(const RnnSpec& s) {
   return (s.mode == RnnMode::kGru && s.gru_reset_before) || RnnGateMasks(s);
@@ -192,9 +192,9 @@ inline Index RnnInCols(const RnnSpec& s, Index l) { return l == 0 ? s.I : s.D * 
 
 // The opaque params buffer: cuDNN's own layout (read on a GPU from the buffer cuDNN 9 lays out
 // for PyTorch; tests/gpu check_cudnn_layout). First the matrices of every pseudo-layer
-// p = l·D + d in order: K input matrices [N, in_l] (row-major, together one [K·N, in_l]
-// matrix), K recurrent matrices [N, Hs] ([K·N, Hs]), the projection [P, N] (lstm with P > 0);
-// then the biases of every pseudo-layer in order: K input biases [N], K recurrent biases [N].
+// p = l·D + d in order: K input matrices [H, in_l] (row-major, together one [K·H, in_l]
+// matrix), K recurrent matrices [H, Hs] ([K·H, Hs]), the projection [P, H] (lstm with P > 0);
+// then the biases of every pseudo-layer in order: K input biases [H], K recurrent biases [H].
 // (For one unidirectional layer this is the layout Keras builds: matrices, then biases.)
 struct RnnParamOffsets {
   Index w, r, p, bw, br, end;  // end: one past this pseudo-layer's recurrent biases
@@ -209,11 +209,11 @@ struct RnnParamOffsets {
   }
 };
 inline Index RnnPseudoMatrices(const RnnSpec& s, Index pseudo) {
-  const Index KN = RnnK(s) * s.H;
-  return KN * RnnInWidth(s, pseudo / s.D) + KN * RnnHs(s) + s.P * s.H;
+  const Index KH = RnnK(s) * s.H;
+  return KH * RnnInWidth(s, pseudo / s.D) + KH * RnnHs(s) + s.P * s.H;
 }
 inline RnnParamOffsets RnnParamLayout(const RnnSpec& s, Index pseudo) {
-  const Index KN = RnnK(s) * s.H;
+  const Index KH = RnnK(s) * s.H;
   Index before = 0, all = 0;  // matrices of the pseudo-layers before this one; of all
   for (Index q = 0; q < s.L * s.D; ++q) {
     const Index m = RnnPseudoMatrices(s, q);
@@ -222,18 +222,18 @@ inline RnnParamOffsets RnnParamLayout(const RnnSpec& s, Index pseudo) {
   }
   RnnParamOffsets o{};
   o.w = before;
-  o.r = o.w + KN * RnnInWidth(s, pseudo / s.D);
-  o.p = o.r + KN * RnnHs(s);
-  o.bw = all + pseudo * 2 * KN;
-  o.br = o.bw + KN;
-  o.end = o.br + KN;
+  o.r = o.w + KH * RnnInWidth(s, pseudo / s.D);
+  o.p = o.r + KH * RnnHs(s);
+  o.bw = all + pseudo * 2 * KH;
+  o.br = o.bw + KH;
+  o.end = o.br + KH;
   return o;
 }
 inline Index RnnParamsSize(const RnnSpec& s) { return RnnParamLayout(s, s.L * s.D - 1).end; }
 
 // Our reserve_space (elements of the compute type), per pseudo-layer: gate activations
-// [T,B,K·N], lstm cell states / gru (R_n·h + b_Rn), or r ⊙ h for reset-before, [T,B,N] (none
-// for rnn), lstm with projection the unprojected h [T,B,N], the previous h of each step
+// [T,B,K·H], lstm cell states / gru (R_n·h + b_Rn), or r ⊙ h for reset-before, [T,B,H] (none
+// for rnn), lstm with projection the unprojected h [T,B,H], the previous h of each step
 // [T,B,Hs] (before any recurrent mask); then per layer
 // l < L-1 the next layer's input [T,B,D·Hs] and, with dropout, its mask [T,B,D·Hs].
 struct RnnReserveOffsets {
@@ -268,8 +268,8 @@ inline Index RnnMaskOffset(const RnnSpec& s, Index l) {
 inline Index RnnReserveSize(const RnnSpec& s) { return RnnNextInOffset(s, s.L - 1); }
 
 // One layer and direction's weights given as separate tensors instead of the params buffer
-// (the Keras face, cc/kernels/keras_rnn_kernels.cc): W [I, K·N] and R [Hs, K·N] with
-// spec.weights_xw (else [K·N, I] and [K·N, Hs]), the input and recurrent biases [K·N] (bR is
+// (the Keras face, cc/kernels/keras_rnn_kernels.cc): W [I, K·H] and R [Hs, K·H] with
+// spec.weights_xw (else [K·H, I] and [K·H, Hs]), the input and recurrent biases [K·H] (bR is
 // read: pass zeros for none). Null R: the weights are in params.
 template <typename A>
 struct RnnWeights {
@@ -286,13 +286,13 @@ struct RnnFwdArgs {
   const int* lengths = nullptr;  // [B] in [0, T], or null (every sequence has T steps)
   const A* x = nullptr;          // [T, B, I] time-major
   const A* h0 = nullptr;         // [L·D, B, Hs]
-  const A* c0 = nullptr;         // [L·D, B, N] (lstm)
+  const A* c0 = nullptr;         // [L·D, B, H] (lstm)
   const A* params = nullptr;     // RnnParamsSize
   A* y = nullptr;                // [T, B, D·Hs]
   A* hn = nullptr;               // [L·D, B, Hs]
-  A* cn = nullptr;               // [L·D, B, N] (lstm)
+  A* cn = nullptr;               // [L·D, B, H] (lstm)
   A* reserve = nullptr;          // RnnReserveSize
-  const A* peephole = nullptr;   // [L·D, K·N] in block order (spec.peephole)
+  const A* peephole = nullptr;   // [L·D, K·H] in block order (spec.peephole)
   const A* mask = nullptr;       // [T or 1, B, D·Hs] (spec.has_mask; D·K·Hs with mask_gates)
   bool mask_per_step = false;    // mask is [T, B, D·Hs] (else [B, D·Hs] for every step)
   RnnWeights<A> weights;         // L == D == 1: the weights (then params is not read)
@@ -305,18 +305,18 @@ struct RnnBwdArgs {
   const A* reserve = nullptr;  // written by RnnForward with the same spec and lengths
   const A* dy = nullptr;       // [T, B, D·Hs]
   const A* dhn = nullptr;      // [L·D, B, Hs]
-  const A* dcn = nullptr;      // [L·D, B, N] (lstm)
+  const A* dcn = nullptr;      // [L·D, B, H] (lstm)
   A* dx = nullptr;             // [T, B, I]
   A* dh0 = nullptr;            // [L·D, B, Hs]
-  A* dc0 = nullptr;            // [L·D, B, N] (lstm)
+  A* dc0 = nullptr;            // [L·D, B, H] (lstm)
   A* dparams = nullptr;        // RnnParamsSize
   const A* peephole = nullptr;   // as in RnnFwdArgs
   const A* mask = nullptr;
   bool mask_per_step = false;
-  const A* dc_seq = nullptr;     // optional dL/dc[t] of every step, [T, B, D·N] (lstm)
-  A* dpeephole = nullptr;        // [L·D, K·N] (spec.peephole)
+  const A* dc_seq = nullptr;     // optional dL/dc[t] of every step, [T, B, D·H] (lstm)
+  A* dpeephole = nullptr;        // [L·D, K·H] (spec.peephole)
   // lstm, one layer and direction (the exact-gradient block op): optional gradients of the
-  // gate activations (logical order i, f, c', o) and of tanh(c), [T, B, N] each, or null.
+  // gate activations (logical order i, f, c', o) and of tanh(c), [T, B, H] each, or null.
   const A* dact[4] = {nullptr, nullptr, nullptr, nullptr};
   const A* dco = nullptr;
   RnnWeights<A> weights;      // as in RnnFwdArgs
@@ -337,11 +337,11 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 // stay in its core's L2. With bf16 products (a bfloat16 op: the spec's bf16; the engine passes
 // whether its products take it) the packed weights are pairs of bf16, half the bytes, so twice
 // the elements fit.
-inline bool RnnFusesInput(Index in, Index Hs, Index KN, bool bf16 = false) {
-  return in > 0 && (in + Hs) * KN <= (Index(1) << (bf16 ? 19 : 18));
+inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
+  return in > 0 && (in + Hs) * KH <= (Index(1) << (bf16 ? 19 : 18));
 }
 // The LSTM block ops (lstm_block_mapping.h) as one layer of this engine:
-// T = seq_len_max steps, B batch rows, N = H units, the block ops' w as x·W + h·R.
+// T = seq_len_max steps, B batch rows, H units, the block ops' w as x·W + h·R.
 inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Index I, Index H) {
   RnnSpec s;
   s.mode = RnnMode::kLstm;
@@ -367,7 +367,7 @@ inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Ind
 template <typename L, typename A>
 A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A* dparams,
                  L* ly) {
-  const Index l = pseudo / s.D, KN = RnnK(s) * s.H;
+  const Index l = pseudo / s.D, KH = RnnK(s) * s.H;
   ly->in = RnnInWidth(s, l);
   ly->in_cols = RnnInCols(s, l);
   const RnnParamOffsets po = RnnParamLayout(s, pseudo);
@@ -376,7 +376,7 @@ A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A*
   const RnnReserveOffsets ro = RnnReserveLayout(s, pseudo);
   A* const acts = reserve + ro.acts;
   for (Index k = 0; k < RnnK(s); ++k) ly->act[k] = acts + k * s.H;
-  ly->act_ld = KN;
+  ly->act_ld = KH;
   ly->aux = reserve + ro.aux;
   ly->hh = reserve + ro.hh;
   ly->hprev = reserve + ro.hprev;
@@ -410,11 +410,11 @@ void SetLstmBlockLayer(const RnnSpec& s, const A* w, const A* b, const A* br, co
 // The engine spec of the GRU block cell (GRUBlockCell(Grad), gru_cpu.cc): one step of a
 // reset-before gru, gates r, u (z), c (n) in blocks 0, 1, 2 of 3H columns, h = u ⊙ h_prev +
 // (1 - u) ⊙ c. The face computes the products itself (w_ru and w_c are two tensors).
-inline RnnSpec GruBlockRnnSpec(Index N, Index I, Index H) {
+inline RnnSpec GruBlockRnnSpec(Index B, Index I, Index H) {
   RnnSpec s;
   s.mode = RnnMode::kGru;
   s.T = 1;
-  s.B = N;
+  s.B = B;
   s.I = I;
   s.H = H;
   s.gru_reset_before = true;

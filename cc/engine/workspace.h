@@ -43,30 +43,30 @@ template <typename A>
 struct RnnFwdScratch {
   A *h_cur, *h_next;  // [B, Hs] each
   A* h_masked[2];     // h ⊙ mask per step parity: RnnMaskedCopies copies [B, Hs] each
-  A* c;               // [B, N] the cell state (lstm)
-  A* hr;              // [B, K·N] a step's recurrent product
-  A* hh_step;         // [B, N] unprojected h / r ⊙ h of a step
+  A* c;               // [B, H] the cell state (lstm)
+  A* hr;              // [B, K·H] a step's recurrent product
+  A* hh_step;         // [B, H] unprojected h / r ⊙ h of a step
   A* rpack;           // R packed per unit block, with W beside it when the input fuses
                       // (RnnFusesInput) (null when the products run unpacked)
 };
 template <typename A>
 RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
-  const Index B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N;
+  const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H;
   const bool unpacked = RnnFwdUnpacked(s);
   RnnFwdScratch<A> w;
   w.h_cur = cv->Take(B * Hs);
   w.h_next = cv->Take(B * Hs);
   for (A*& hm : w.h_masked) hm = cv->Take(RnnMaskedCopies(s) * B * Hs);
-  w.c = cv->Take(B * N);
-  w.hr = cv->Take(B * KN);
-  w.hh_step = cv->Take(B * N);
+  w.c = cv->Take(B * H);
+  w.hr = cv->Take(B * KH);
+  w.hh_step = cv->Take(B * H);
   w.rpack = nullptr;
   if (!unpacked) {
     Index wx = 0;  // W packed beside R, for the widest layer input that fuses
     for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
-      if (RnnFusesInput(in, Hs, KN, s.bf16) && KN * in > wx) wx = KN * in;
+      if (RnnFusesInput(in, Hs, KH, s.bf16) && KH * in > wx) wx = KH * in;
     }
-    w.rpack = cv->Take(KN * Hs + wx);
+    w.rpack = cv->Take(KH * Hs + wx);
   }
   return w;
 }
@@ -77,32 +77,32 @@ inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
 // Buffers of one layer's backward (LayerBackward, StepBackward).
 template <typename A>
 struct BwdBufs {
-  A *dgx, *dhr;           // [TB, KN] (dhr == dgx except for gru)
-  A *dhr_prev, *dhr_cur;  // [B, KN]
-  A *dh, *dc;             // [B, Hs], [B, N]
-  A *dhtot, *dhh, *dtot;  // [TB, P], [B, N], [B, Hs]
+  A *dgx, *dhr;           // [TB, KH] (dhr == dgx except for gru)
+  A *dhr_prev, *dhr_cur;  // [B, KH]
+  A *dh, *dc;             // [B, Hs], [B, H]
+  A *dhtot, *dhh, *dtot;  // [TB, P], [B, H], [B, Hs]
   A* dhm;                 // [B, Hs] (mask; reset-before gru: dL/d(r ⊙ h_rec) of a step)
   A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
-  A* gather;              // [TB, N] (reset-before gru; per-gate masks)
-  A* rpack;               // [KN, Hs] R packed per unit block (LayerBackward)
+  A* gather;              // [TB, H] (reset-before gru; per-gate masks)
+  A* rpack;               // [KH, Hs] R packed per unit block (LayerBackward)
 };
 template <typename A>
 BwdBufs<A> CarveLayerBwd(const RnnSpec& s, Carver<A>* cv) {
-  const Index TB = s.T * s.B, B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const Index TB = s.T * s.B, B = s.B, H = s.H, Hs = RnnHs(s), KH = RnnK(s) * H;
   BwdBufs<A> w;
-  w.dgx = cv->Take(TB * KN);
-  w.dhr = s.mode == RnnMode::kGru ? cv->Take(TB * KN) : w.dgx;
-  w.dhr_prev = cv->Take(B * KN);
-  w.dhr_cur = cv->Take(B * KN);
+  w.dgx = cv->Take(TB * KH);
+  w.dhr = s.mode == RnnMode::kGru ? cv->Take(TB * KH) : w.dgx;
+  w.dhr_prev = cv->Take(B * KH);
+  w.dhr_cur = cv->Take(B * KH);
   w.dh = cv->Take(B * Hs);
-  w.dc = cv->Take(B * N);
+  w.dc = cv->Take(B * H);
   w.dhtot = cv->Take(TB * s.P);
-  w.dhh = cv->Take(B * N);
+  w.dhh = cv->Take(B * H);
   w.dtot = cv->Take(B * Hs);
   w.dhm = cv->Take(B * Hs);
   w.hrec = cv->Take(s.has_mask ? TB * Hs : 0);
-  w.gather = cv->Take(RnnBwdGathers(s) ? TB * N : 0);
-  w.rpack = cv->Take(KN * Hs);
+  w.gather = cv->Take(RnnBwdGathers(s) ? TB * H : 0);
+  w.rpack = cv->Take(KH * Hs);
   return w;
 }
 

@@ -4,10 +4,10 @@
  * last failure. Nothing aborts. Work is queued on `stream`; the functions return without
  * waiting for it (only a host->device copy of per-sequence lengths is staged synchronously).
  *
- * Notation as in cc/engine/rnn.h: T steps, B batch, I input size, N units, P projection
- * (lstm; 0 = none), Hs = P or N, K gates (lstm 4, gru 3, rnn 1), L layers, D directions.
+ * Notation as in cc/engine/rnn.h: T steps, B batch, I input size, H units, P projection
+ * (lstm; 0 = none), Hs = P or H, K gates (lstm 4, gru 3, rnn 1), L layers, D directions.
  * Tensors are dense, row-major, time-major:
- *   x [T, B, I]; y [T, B, D*Hs]; h0, hn [L*D, B, Hs]; c0, cn [L*D, B, N] (lstm);
+ *   x [T, B, I]; y [T, B, D*Hs]; h0, hn [L*D, B, Hs]; c0, cn [L*D, B, H] (lstm);
  *   params: the opaque layout of cc/engine/types.h (RnnParamLayout; docs/GPU.md);
  *   reserve: reserve_elems elements written by forward, read by backward.
  * Element type per spec.dtype: 0 half, 1 bfloat16, 2 float, 3 double (half and bfloat16
@@ -62,13 +62,13 @@ typedef struct {
   void* hn;
   void* cn;                    /* lstm */
   void* reserve;
-  const void* peephole;        /* [L*D, K*N] (spec.peephole) */
+  const void* peephole;        /* [L*D, K*H] (spec.peephole) */
   const void* mask;            /* [T or 1, B, W] (spec.has_mask; W = D*Hs, or D*K*Hs with
                                   spec.mask_gates: gate block k's mask at columns k*Hs) */
   int32_t mask_per_step;
   /* One layer and direction (L = D = 1): the weights as separate tensors instead of params
-   * (used when r is not NULL; params is then not read): w [K*N, I] and r [K*N, N], or with
-   * spec.weights_xw w [I, K*N] and r [N, K*N]; the input and recurrent biases bw, br [K*N];
+   * (used when r is not NULL; params is then not read): w [K*H, I] and r [K*H, H], or with
+   * spec.weights_xw w [I, K*H] and r [H, K*H]; the input and recurrent biases bw, br [K*H];
    * gate blocks in the order of spec.gate_pos. */
   const void* w;
   const void* r;
@@ -86,7 +86,7 @@ typedef struct {
   const void* reserve;         /* from tfrnn_cuda_rnn_forward with the same spec and lengths */
   const void* dy;              /* [T, B, D*Hs] */
   const void* dhn;             /* [L*D, B, Hs] */
-  const void* dcn;             /* [L*D, B, N] (lstm) */
+  const void* dcn;             /* [L*D, B, H] (lstm) */
   void* dx;
   void* dh0;
   void* dc0;
@@ -94,8 +94,8 @@ typedef struct {
   const void* peephole;
   const void* mask;
   int32_t mask_per_step;
-  const void* dc_seq;          /* optional dL/dc of every step [T, B, D*N] (lstm) */
-  void* dpeephole;             /* [L*D, K*N] (spec.peephole) */
+  const void* dc_seq;          /* optional dL/dc of every step [T, B, D*H] (lstm) */
+  void* dpeephole;             /* [L*D, K*H] (spec.peephole) */
   const void* w;               /* separate weights, as in TfRnnCudaFwdArgs */
   const void* r;
   const void* bw;

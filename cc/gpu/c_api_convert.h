@@ -127,18 +127,18 @@ inline std::string RnnWeightsProblem(const RnnSpec& s, const Args& a) {
   if (s.L != 1 || s.D != 1 || s.P > 0) {
     return "separate weights (args.r) need one layer, one direction and no projection";
   }
-  const Index KN = RnnK(s) * s.H, in = RnnInWidth(s, 0);
-  return RnnNullProblem({{a.w, in * KN, "w"}, {a.bw, KN, "bw"}, {a.br, KN, "br"}});
+  const Index KH = RnnK(s) * s.H, in = RnnInWidth(s, 0);
+  return RnnNullProblem({{a.w, in * KH, "w"}, {a.bw, KH, "bw"}, {a.br, KH, "br"}});
 }
 // With separate weights, their gradients a backward call writes.
 inline std::string RnnWeightGradsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
-  const Index KN = RnnK(s) * s.H, in = RnnInWidth(s, 0);
-  return RnnNullProblem({{a.dw, in * KN, "dw"}, {a.dr, s.H * KN, "dr"}, {a.dbw, KN, "dbw"}});
+  const Index KH = RnnK(s) * s.H, in = RnnInWidth(s, 0);
+  return RnnNullProblem({{a.dw, in * KH, "dw"}, {a.dr, s.H * KH, "dr"}, {a.dbw, KH, "dbw"}});
 }
 
 // Why a forward call's arguments are invalid (bad lengths, a needed pointer NULL), or "".
 inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
-  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.H;
+  const Index LD = s.L * s.D, Hs = RnnHs(s), KH = RnnK(s) * s.H;
   const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.H : 0;  // cell states
   const bool separate = a.r != nullptr;
   std::string m = RnnLengthsProblem(s, a.lengths);
@@ -149,13 +149,13 @@ inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaFwdArgs& a) {
                          {a.params, separate ? 0 : RnnParamsSize(s), "params"},
                          {a.y, s.T * s.B * s.D * Hs, "y"},
                          {a.reserve, RnnReserveSize(s), "reserve"},
-                         {a.peephole, s.peephole ? LD * KN : 0, "peephole"},
+                         {a.peephole, s.peephole ? LD * KH : 0, "peephole"},
                          {a.mask, s.has_mask ? s.B * RnnMaskWidth(s) : 0, "mask"}});
 }
 
 // Why a backward call's arguments are invalid, or "".
 inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
-  const Index LD = s.L * s.D, Hs = RnnHs(s), KN = RnnK(s) * s.H;
+  const Index LD = s.L * s.D, Hs = RnnHs(s), KH = RnnK(s) * s.H;
   const Index C = s.mode == RnnMode::kLstm ? LD * s.B * s.H : 0;
   const bool separate = a.r != nullptr;
   std::string m = RnnLengthsProblem(s, a.lengths);
@@ -170,8 +170,8 @@ inline std::string RnnArgsProblem(const RnnSpec& s, const TfRnnCudaBwdArgs& a) {
                          {a.dparams, separate ? 0 : RnnParamsSize(s), "dparams"},
                          {a.dy, s.T * s.B * s.D * Hs, "dy"},
                          {a.reserve, RnnReserveSize(s), "reserve"},
-                         {a.peephole, s.peephole ? LD * KN : 0, "peephole"},
-                         {a.dpeephole, s.peephole ? LD * KN : 0, "dpeephole"},
+                         {a.peephole, s.peephole ? LD * KH : 0, "peephole"},
+                         {a.dpeephole, s.peephole ? LD * KH : 0, "dpeephole"},
                          {a.mask, s.has_mask ? s.B * RnnMaskWidth(s) : 0, "mask"}});
 }
 

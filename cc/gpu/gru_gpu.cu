@@ -82,7 +82,7 @@ void SetCellSpec(const RnnSpec& s, S* p) {
   p->sm = StepMapDev{nullptr, 1, false};
   p->step = 0;
   p->B = s.B;
-  p->N = s.H;
+  p->H = s.H;
   p->Hs = s.H;
   p->K = 3;
   p->mode = static_cast<int>(s.mode);

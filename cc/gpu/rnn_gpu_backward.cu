@@ -47,7 +47,7 @@ __global__ void ProjPreKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* d
 // One thread per (b, unit j).
 template <typename T>
 __global__ void BwdStepKernel(BwdStep<T> p) {
-  TFRNN_GRID_STRIDE(i, p.B * p.N) BwdPoint(p, i / p.N, i % p.N);
+  TFRNN_GRID_STRIDE(i, p.B * p.H) BwdPoint(p, i / p.H, i % p.H);
 }
 
 // Second half of a reset-before gru step's backward (GruResetBwd in rnn_cpu.cc): with
@@ -55,15 +55,15 @@ __global__ void BwdStepKernel(BwdStep<T> p) {
 // drh ⊙ r (⊙ mask); the carry's candidate slot is zeroed (the candidate reaches h_prev only
 // through r ⊙ h_rec). One thread per (b, unit j).
 template <typename T>
-__global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I64 KN, int pr,
+__global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 H, I64 Hs, I64 KH, int pr,
                                int pn, int act_r, const T* r_plane, I64 act_ld, const T* g_r,
                                const T* hprev, const T* mask, bool per_step, I64 cols,
                                I64 dcol, const AccOf<T>* drh, AccOf<T>* dh, T* dhr_cur, T* dhr,
                                T* dgx) {
   using A = AccOf<T>;
-  TFRNN_GRID_STRIDE(i, B * N) {
-    const I64 b = i / N, j = i % N;
-    St(dhr_cur + b * KN + pn * N + j, A(0));
+  TFRNN_GRID_STRIDE(i, B * H) {
+    const I64 b = i / H, j = i % H;
+    St(dhr_cur + b * KH + pn * H + j, A(0));
     const I64 tau = sm.Tau(b, step);
     if (tau < 0) continue;
     const I64 row = tau * B + b;
@@ -72,12 +72,12 @@ __global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I6
     const A hp = Ld(hprev + row * Hs + j);
     const A m = mask != nullptr ? Ld(mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j)
                                 : A(1);
-    const A gr = g_r != nullptr ? Ld(g_r + row * N + j) : A(0);  // r's output gradient
+    const A gr = g_r != nullptr ? Ld(g_r + row * H + j) : A(0);  // r's output gradient
     const A dpr = ActGrad(act_r, rg, d * hp * m + gr);
     dh[b * Hs + j] += d * rg * m;
-    St(dhr_cur + b * KN + pr * N + j, dpr);
-    St(dhr + row * KN + pr * N + j, dpr);
-    St(dgx + row * KN + pr * N + j, dpr);
+    St(dhr_cur + b * KH + pr * H + j, dpr);
+    St(dhr + row * KH + pr * H + j, dpr);
+    St(dgx + row * KH + pr * H + j, dpr);
   }
 }
 
@@ -85,8 +85,8 @@ __global__ void GruResetKernel(StepMapDev sm, I64 step, I64 B, I64 N, I64 Hs, I6
 
 template <typename T>
 GpuStatus BwdStepGpu(const GpuContext& g, const BwdStep<T>& p) {
-  if (p.B * p.N == 0) return GpuStatus::Ok();
-  TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, BwdStepKernel<T>)(p);
+  if (p.B * p.H == 0) return GpuStatus::Ok();
+  TFRNN_LAUNCH(Blocks(p.B * p.H), kThreads, g.stream, BwdStepKernel<T>)(p);
   TFRNN_CUDA_CHECK_LAUNCH("BwdStepKernel");
   return GpuStatus::Ok();
 }
@@ -94,10 +94,10 @@ GpuStatus BwdStepGpu(const GpuContext& g, const BwdStep<T>& p) {
 template <typename T>
 GpuStatus GruResetGpu(const GpuContext& g, const BwdStep<T>& p, const T* mask,
                       bool mask_per_step, I64 mask_cols, I64 mask_col, const AccOf<T>* drh) {
-  if (p.B * p.N == 0) return GpuStatus::Ok();
+  if (p.B * p.H == 0) return GpuStatus::Ok();
   const int pr = p.gate_pos[0], pn = p.gate_pos[2];
-  TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, GruResetKernel<T>)(p.sm, p.step, p.B, p.N,
-      p.Hs, p.K * p.N, pr, pn, p.gate_act[0], p.ly.act[pr], p.ly.act_ld, p.dact[0], p.ly.hprev,
+  TFRNN_LAUNCH(Blocks(p.B * p.H), kThreads, g.stream, GruResetKernel<T>)(p.sm, p.step, p.B, p.H,
+      p.Hs, p.K * p.H, pr, pn, p.gate_act[0], p.ly.act[pr], p.ly.act_ld, p.dact[0], p.ly.hprev,
       mask, mask_per_step, mask_cols, mask_col, drh, p.dh, p.dhr_cur, p.dhr, p.dgx);
   TFRNN_CUDA_CHECK_LAUNCH("GruResetKernel");
   return GpuStatus::Ok();
@@ -168,25 +168,25 @@ GpuStatus ColumnSum(const GpuContext& g, const T* in, I64 rows, I64 cols, const 
   return GpuStatus::Ok();
 }
 
-// Peephole gradients: dp[k·N + j] = Σ over every valid (b, step) of dpre[k·N + j] ⊙ c_prev[j],
+// Peephole gradients: dp[k·H + j] = Σ over every valid (b, step) of dpre[k·H + j] ⊙ c_prev[j],
 // one thread per column, rows in a fixed order.
 // The gate block o_new_block (-1: none; peephole_o_new's o) reads the new c instead.
 template <typename T>
-__global__ void PeepholeGradKernel(StepMapDev sm, I64 B, I64 N, I64 K, const T* dgx,
+__global__ void PeepholeGradKernel(StepMapDev sm, I64 B, I64 H, I64 K, const T* dgx,
                                    const T* aux, const T* c0, int o_new_block, T* dp) {
-  const I64 KN = K * N;
-  TFRNN_GRID_STRIDE(col, KN) {
-    const I64 j = col % N;
-    const bool new_c = col / N == o_new_block;
+  const I64 KH = K * H;
+  TFRNN_GRID_STRIDE(col, KH) {
+    const I64 j = col % H;
+    const bool new_c = col / H == o_new_block;
     AccOf<T> acc = 0;
     for (I64 b = 0; b < B; ++b) {
       const I64 len = sm.Len(b);
       for (I64 st = 0; st < len; ++st) {
         const I64 tau = sm.Tau(b, st);
         const AccOf<T> cprev =
-            new_c ? Ld(aux + (tau * B + b) * N + j)
-                  : st == 0 ? Ld(c0 + b * N + j) : Ld(aux + (sm.Prev(tau) * B + b) * N + j);
-        acc += Ld(dgx + (tau * B + b) * KN + col) * cprev;
+            new_c ? Ld(aux + (tau * B + b) * H + j)
+                  : st == 0 ? Ld(c0 + b * H + j) : Ld(aux + (sm.Prev(tau) * B + b) * H + j);
+        acc += Ld(dgx + (tau * B + b) * KH + col) * cprev;
       }
     }
     St(dp + col, acc);
@@ -196,21 +196,21 @@ __global__ void PeepholeGradKernel(StepMapDev sm, I64 B, I64 N, I64 K, const T* 
 // din for input without W: skip input (Σ over gates of dgx) or preprojected (dgx into this
 // direction's columns).
 template <typename T>
-__global__ void DinCopyKernel(const T* dgx, I64 rows, I64 K, I64 N, I64 in_cols,
+__global__ void DinCopyKernel(const T* dgx, I64 rows, I64 K, I64 H, I64 in_cols,
                               bool preprojected, I64 col0, bool accumulate, T* din) {
   using A = AccOf<T>;
-  const I64 KN = K * N;
+  const I64 KH = K * H;
   if (preprojected) {
-    TFRNN_GRID_STRIDE(i, rows * KN) {
-      const I64 r = i / KN, c = i % KN;
+    TFRNN_GRID_STRIDE(i, rows * KH) {
+      const I64 r = i / KH, c = i % KH;
       din[r * in_cols + col0 + c] = dgx[i];
     }
   } else {
-    TFRNN_GRID_STRIDE(i, rows * N) {
-      const I64 r = i / N, j = i % N;
+    TFRNN_GRID_STRIDE(i, rows * H) {
+      const I64 r = i / H, j = i % H;
       T* out = din + r * in_cols + j;
       A acc = accumulate ? Ld(out) : A(0);
-      for (I64 k = 0; k < K; ++k) acc += Ld(dgx + r * KN + k * N + j);
+      for (I64 k = 0; k < K; ++k) acc += Ld(dgx + r * KH + k * H + j);
       St(out, acc);
     }
   }
@@ -238,27 +238,27 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                            const LayerPtrs<T>& ly, const T* xin, const T* dyl,
                            const RnnBwdArgs<T>& a, const int* lengths_dev, I64 steps, T* din,
                            bool accumulate_din, BwdBufs<T> w) {
-  const I64 B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const I64 B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru, lstm = s.mode == RnnMode::kLstm;
   const StepMapDev sm{lengths_dev, s.T, ly.reverse};
   const I64 yst = s.D * Hs;
-  const bool xw = s.weights_xw;  // W [in, K·N], R [Hs, K·N]: the products transpose them
-  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dgx, TB * KN));
-  if (gru) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhr, TB * KN));
+  const bool xw = s.weights_xw;  // W [in, K·H], R [Hs, K·H]: the products transpose them
+  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dgx, TB * KH));
+  if (gru) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhr, TB * KH));
   if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dhtot, TB * s.P));
   TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.dh, a.dhn + pseudo * B * Hs, B * Hs));
-  if (lstm) TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.dc, a.dcn + pseudo * B * N, B * N));
+  if (lstm) TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.dc, a.dcn + pseudo * B * H, B * H));
   BwdStep<T> p;
   p.sm = sm;
   p.B = B;
-  p.N = N;
+  p.H = H;
   p.Hs = Hs;
   p.K = K;
   p.D = s.D;
   p.mode = static_cast<int>(s.mode);
   p.proj = proj;
   p.ly = ly;
-  p.c0 = lstm ? a.c0 + pseudo * B * N : nullptr;
+  p.c0 = lstm ? a.c0 + pseudo * B * H : nullptr;
   p.dy = dyl;
   p.yst = yst;
   p.dgx = w.dgx;
@@ -267,7 +267,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.dc = w.dc;
   p.dhh = w.dhh;
   p.peephole = s.peephole;
-  p.peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  p.peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   p.dc_seq = lstm ? a.dc_seq : nullptr;
   p.peephole_o_new = s.peephole_o_new;
   p.exact_clip = lstm && s.exact_clip_grad && s.cell_clip > 0.f;
@@ -285,24 +285,24 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.dpn = reset_before ? w.dpn : nullptr;
   const bool gate_masks = RnnGateMasks(s);
   if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
-  // Gate block k of R: rows [k·N, +N) of R [K·N, Hs], or with weights_xw columns [k·N, +N)
-  // of R [Hs, K·N] (then used transposed).
-  auto r_block = [&](I64 k) { return xw ? ly.R + k * N : ly.R + k * N * Hs; };
-  const I64 r_ld = xw ? KN : Hs;
+  // Gate block k of R: rows [k·H, +H) of R [K·H, Hs], or with weights_xw columns [k·H, +H)
+  // of R [Hs, K·H] (then used transposed).
+  auto r_block = [&](I64 k) { return xw ? ly.R + k * H : ly.R + k * H * Hs; };
+  const I64 r_ld = xw ? KH : Hs;
   const I64 pn = gru ? s.gate_pos[2] : -1;
   // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
   // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k; a reset-before gru's candidate reaches
   // h_prev through r ⊙ h_rec instead, GruResetGpu).
   auto add_recurrent = [&](I64 mstep) -> GpuStatus {
-    if (!s.has_mask) return GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh, true);
+    if (!s.has_mask) return GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dh, true);
     for (I64 k = 0; k < (gate_masks ? K : 1); ++k) {
       if (gate_masks && reset_before && k == pn) continue;
       if (gate_masks) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, N,
-                                          static_cast<const T*>(w.dhr_prev) + k * N, KN,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, H,
+                                          static_cast<const T*>(w.dhr_prev) + k * H, KH,
                                           r_block(k), r_ld, w.dhm, Hs, false));
       } else {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dhm,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dhm,
                                         false));
       }
       TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, mstep, B, Hs,
@@ -324,15 +324,15 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   for (I64 st = plan.ok ? -1 : steps - 1; st >= 0; --st) {
     const bool has_next = st + 1 < steps;
     if (proj) {
-      // dh += dhr_{t+1} · R  ([B, KN] · [KN, Hs]); then dtot, dhh = dtot · Pm.
+      // dh += dhr_{t+1} · R  ([B, KH] · [KH, Hs]); then dtot, dhh = dtot · Pm.
       if (has_next) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KN, w.dhr_prev, ly.R, w.dh,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dh,
                                         true));
       }
       TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, ProjPreKernel<T>)(sm, st, B, Hs, dyl, yst,
           ly.dcol, w.dh, w.dtot, w.dhtot);
       TFRNN_CUDA_CHECK_LAUNCH("ProjPreKernel");
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, N, Hs, w.dtot, ly.Pm, w.dhh, false));
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, H, Hs, w.dtot, ly.Pm, w.dhh, false));
     } else if (has_next) {
       TFRNN_GPU_RETURN_IF_ERROR(add_recurrent(st + 1));
     }
@@ -340,9 +340,9 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     p.dhr_cur = w.dhr_cur;
     TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
     if (reset_before) {
-      // drh = dpn · R_n  ([B, N] · [N, Hs]) into dhm, then r's gradient and dh_prev += ....
-      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, N, static_cast<const T*>(w.dpn),
-                                        N, r_block(pn), r_ld, w.dhm, Hs, false));
+      // drh = dpn · R_n  ([B, H] · [H, Hs]) into dhm, then r's gradient and dh_prev += ....
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, H, static_cast<const T*>(w.dpn),
+                                        H, r_block(pn), r_ld, w.dhm, Hs, false));
       TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, s.has_mask ? a.mask : nullptr,
                                                a.mask_per_step, RnnMaskWidth(s),
                                                MaskCol(s, ly.dcol, pn), w.dhm));
@@ -354,29 +354,29 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dh0 + pseudo * B * Hs, static_cast<const A*>(w.dh),
                                     B * Hs));
   if (lstm) {
-    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dc0 + pseudo * B * N, static_cast<const A*>(w.dc),
-                                      B * N));
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.dc0 + pseudo * B * H, static_cast<const A*>(w.dc),
+                                      B * H));
   }
-  if (s.peephole && KN > 0) {
-    TFRNN_LAUNCH(Blocks(KN), kThreads, g.stream, PeepholeGradKernel<T>)(sm, B, N, K, w.dgx,
-        ly.aux, a.c0 + pseudo * B * N, s.peephole_o_new ? s.gate_pos[3] : -1,
-        a.dpeephole + pseudo * KN);
+  if (s.peephole && KH > 0) {
+    TFRNN_LAUNCH(Blocks(KH), kThreads, g.stream, PeepholeGradKernel<T>)(sm, B, H, K, w.dgx,
+        ly.aux, a.c0 + pseudo * B * H, s.peephole_o_new ? s.gate_pos[3] : -1,
+        a.dpeephole + pseudo * KH);
     TFRNN_CUDA_CHECK_LAUNCH("PeepholeGradKernel");
   }
   // Weight and bias gradients: one GEMM or reduction each over all T·B rows
-  // (xw: dW = xᵀ · dgx [in, K·N], else dgxᵀ · x [K·N, in]; likewise dR).
+  // (xw: dW = xᵀ · dgx [in, K·H], else dgxᵀ · x [K·H, in]; likewise dR).
   if (ly.in > 0) {
     if (xw) {
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, ly.in, KN, TB, xin,
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, ly.in, KH, TB, xin,
                                       static_cast<const T*>(w.dgx), ly.dW, false));
     } else {
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KN, ly.in, TB,
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, KH, ly.in, TB,
                                       static_cast<const T*>(w.dgx), xin, ly.dW, false));
     }
   }
   auto grad_r = [&](I64 rows, const T* dhr_rows, const T* h_rows, bool acc) {
-    return xw ? GemmT(g, true, false, Hs, KN, rows, h_rows, dhr_rows, ly.dR, acc)
-              : GemmT(g, true, false, KN, Hs, rows, dhr_rows, h_rows, ly.dR, acc);
+    return xw ? GemmT(g, true, false, Hs, KH, rows, h_rows, dhr_rows, ly.dR, acc)
+              : GemmT(g, true, false, KH, Hs, rows, dhr_rows, h_rows, ly.dR, acc);
   };
   if (ly.hprev == nullptr) {
     // No h_prev plane (the block face: one direction, forward, every row valid): h_prev is
@@ -384,22 +384,22 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     TFRNN_GPU_RETURN_IF_ERROR(grad_r(std::min<I64>(B, TB), static_cast<const T*>(w.dhr),
                                      a.h0 + pseudo * B * Hs, false));
     if (TB > B) {
-      TFRNN_GPU_RETURN_IF_ERROR(grad_r(TB - B, static_cast<const T*>(w.dhr) + B * KN, ly.hseq,
+      TFRNN_GPU_RETURN_IF_ERROR(grad_r(TB - B, static_cast<const T*>(w.dhr) + B * KH, ly.hseq,
                                        true));
     }
   } else if (gate_masks) {
     // R_k multiplied h_prev ⊙ mask_k: dR_k = Σ dhr_kᵀ · (h_prev ⊙ mask_k).
-    // (xw: dR_k = Σ (h_prev ⊙ mask_k)ᵀ · dhr_k, columns [k·N, +N) of dR.)
+    // (xw: dR_k = Σ (h_prev ⊙ mask_k)ᵀ · dhr_k, columns [k·H, +H) of dR.)
     for (I64 k = 0; k < K && TB * Hs > 0; ++k) {
       if (reset_before && k == pn) continue;  // below
       TFRNN_LAUNCH(Blocks(TB * Hs), kThreads, g.stream, MaskAllRowsKernel<T>)(ly.hprev, a.mask,
           a.mask_per_step, B, TB, Hs, RnnMaskWidth(s), MaskCol(s, ly.dcol, k), w.hrec);
       TFRNN_CUDA_CHECK_LAUNCH("MaskAllRowsKernel");
-      const T* dhr_k = static_cast<const T*>(w.dhr) + k * N;
+      const T* dhr_k = static_cast<const T*>(w.dhr) + k * H;
       const T* hrec = static_cast<const T*>(w.hrec);
       TFRNN_GPU_RETURN_IF_ERROR(
-          xw ? GemmLdT(g, true, false, Hs, N, TB, hrec, Hs, dhr_k, KN, ly.dR + k * N, KN, false)
-             : GemmLdT(g, true, false, N, Hs, TB, dhr_k, KN, hrec, Hs, ly.dR + k * N * Hs, Hs,
+          xw ? GemmLdT(g, true, false, Hs, H, TB, hrec, Hs, dhr_k, KH, ly.dR + k * H, KH, false)
+             : GemmLdT(g, true, false, H, Hs, TB, dhr_k, KH, hrec, Hs, ly.dR + k * H * Hs, Hs,
                        false));
     }
   } else {
@@ -415,42 +415,42 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   }
   if (reset_before) {
     // R_n multiplied r ⊙ h_rec (aux): dR_n = Σ dpnᵀ · (r ⊙ h_rec) (xw: Σ (r ⊙ h_rec)ᵀ · dpn
-    // into columns [pn·N, +N) of dR).
+    // into columns [pn·H, +H) of dR).
     if (xw) {
-      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, true, false, Hs, N, TB,
-                                        static_cast<const T*>(ly.aux), N,
-                                        static_cast<const T*>(w.dhr) + pn * N, KN,
-                                        ly.dR + pn * N, KN, false));
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, true, false, Hs, H, TB,
+                                        static_cast<const T*>(ly.aux), H,
+                                        static_cast<const T*>(w.dhr) + pn * H, KH,
+                                        ly.dR + pn * H, KH, false));
     } else {
-      if (TB * N > 0) {
-        TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, GatherColsKernel<T>)(w.dhr, TB, KN,
-            pn * N, N, w.gather);
+      if (TB * H > 0) {
+        TFRNN_LAUNCH(Blocks(TB * H), kThreads, g.stream, GatherColsKernel<T>)(w.dhr, TB, KH,
+            pn * H, H, w.gather);
         TFRNN_CUDA_CHECK_LAUNCH("GatherColsKernel");
       }
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, N, Hs, TB,
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, H, Hs, TB,
                                       static_cast<const T*>(w.gather),
-                                      static_cast<const T*>(ly.aux), ly.dR + pn * N * Hs,
+                                      static_cast<const T*>(ly.aux), ly.dR + pn * H * Hs,
                                       false));
     }
   }
   if (proj) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, s.P, N, TB, static_cast<const T*>(w.dhtot),
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, true, false, s.P, H, TB, static_cast<const T*>(w.dhtot),
                                     static_cast<const T*>(ly.hh), ly.dP, false));
   }
-  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dgx, TB, KN, w, ly.dbW));
-  if (ly.dbR != nullptr) TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dhr, TB, KN, w, ly.dbR));
+  TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dgx, TB, KH, w, ly.dbW));
+  if (ly.dbR != nullptr) TFRNN_GPU_RETURN_IF_ERROR(ColumnSum<T>(g, w.dhr, TB, KH, w, ly.dbR));
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
-    if (TB * KN > 0) {
-      TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, N,
-          ly.in_cols, true, (pseudo % s.D) * KN, false, din);
+    if (TB * KH > 0) {
+      TFRNN_LAUNCH(Blocks(TB * KH), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, H,
+          ly.in_cols, true, (pseudo % s.D) * KH, false, din);
       TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
     }
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, TB, ly.in, KN, w.dgx, ly.W, din,
+    TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, TB, ly.in, KH, w.dgx, ly.W, din,
                                     accumulate_din));
-  } else if (TB * N > 0) {
-    TFRNN_LAUNCH(Blocks(TB * N), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, N, ly.in_cols,
+  } else if (TB * H > 0) {
+    TFRNN_LAUNCH(Blocks(TB * H), kThreads, g.stream, DinCopyKernel<T>)(w.dgx, TB, K, H, ly.in_cols,
         false, 0, accumulate_din, din);
     TFRNN_CUDA_CHECK_LAUNCH("DinCopyKernel");
   }

@@ -37,12 +37,12 @@ namespace gpu {
 namespace {
 
 struct ClusterArgs {
-  const void* R;     // [K·N, Hs]
+  const void* R;     // [K·H, Hs]
   const void* mask;  // recurrent mask (forward) or null
   bool mask_per_step;
   I64 steps, units, group;
   const void* v_in;  // forward: h entering step 0 [B, Hs]
-  void* v_out;       // the last step's vector: forward h [B, Hs], backward dhr [B, K·N]
+  void* v_out;       // the last step's vector: forward h [B, Hs], backward dhr [B, K·H]
 };
 
 // Shared memory of one block, in this order: the slice of R, the two step vectors, then (the
@@ -57,8 +57,8 @@ __host__ __device__ ClusterSmem FwdSmem(I64 K, I64 U, I64 Hs, I64 G, bool mask) 
           Align16(sizeof(AccOf<T>) * G * K * U), mask ? Align16(sizeof(T) * G * Hs) : 0};
 }
 template <typename T>
-__host__ __device__ ClusterSmem BwdSmem(I64 K, I64 U, I64 N, I64 G) {
-  return {Align16(sizeof(T) * U * K * N), Align16(sizeof(T) * G * K * N), 0, 0};
+__host__ __device__ ClusterSmem BwdSmem(I64 K, I64 U, I64 H, I64 G) {
+  return {Align16(sizeof(T) * U * K * H), Align16(sizeof(T) * G * K * H), 0, 0};
 }
 
 #if TFRNN_CLUSTER_BODY
@@ -77,13 +77,13 @@ __device__ __forceinline__ void Broadcast(const cg::cluster_group& cluster, T* l
 struct ClusterPart {
   I64 C, rank, j0, un, b0, bg;
 };
-__device__ __forceinline__ ClusterPart PartOf(const cg::cluster_group& cluster, I64 N, I64 B,
+__device__ __forceinline__ ClusterPart PartOf(const cg::cluster_group& cluster, I64 H, I64 B,
                                               I64 U, I64 G) {
   ClusterPart w;
   w.C = cluster.num_blocks();
   w.rank = cluster.block_rank();
   w.j0 = w.rank * U;
-  w.un = w.j0 >= N ? 0 : (N - w.j0 < U ? N - w.j0 : U);
+  w.un = w.j0 >= H ? 0 : (H - w.j0 < U ? H - w.j0 : U);
   w.b0 = static_cast<I64>(blockIdx.x) / w.C * G;
   w.bg = B - w.b0 < G ? B - w.b0 : G;
   return w;
@@ -95,8 +95,8 @@ __global__ void __launch_bounds__(kPThreads) ClusterFwdKernel(FwdStep<T> p, Clus
 #if TFRNN_CLUSTER_BODY
   using A = AccOf<T>;
   cg::cluster_group cluster = cg::this_cluster();
-  const I64 N = p.N, Hs = p.Hs, K = p.K, U = ca.units, G = ca.group;
-  const ClusterPart w = PartOf(cluster, N, p.B, U, G);
+  const I64 H = p.H, Hs = p.Hs, K = p.K, U = ca.units, G = ca.group;
+  const ClusterPart w = PartOf(cluster, H, p.B, U, G);
   const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg;
   const I64 rows = K * un;
   const T* mask = static_cast<const T*>(ca.mask);
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterFwdKernel(FwdStep<T> p, Clus
   const T* R = static_cast<const T*>(ca.R);
   for (I64 i = threadIdx.x; i < rows * Hs; i += blockDim.x) {
     const I64 r = i / Hs, c = i % Hs;
-    rs[i] = R[((r / un) * N + j0 + r % un) * Hs + c];
+    rs[i] = R[((r / un) * H + j0 + r % un) * Hs + c];
   }
   const T* h_in = static_cast<const T*>(ca.v_in);
   for (I64 i = threadIdx.x; i < bg * Hs; i += blockDim.x) hb[0][i] = h_in[b0 * Hs + i];
@@ -163,17 +163,17 @@ __global__ void __launch_bounds__(kPThreads) ClusterBwdKernel(BwdStep<T> p, Clus
 #if TFRNN_CLUSTER_BODY
   using A = AccOf<T>;
   cg::cluster_group cluster = cg::this_cluster();
-  const I64 N = p.N, Hs = p.Hs, KN = p.K * p.N, U = ca.units, G = ca.group;
-  const ClusterPart w = PartOf(cluster, N, p.B, U, G);
+  const I64 H = p.H, Hs = p.Hs, KH = p.K * p.H, U = ca.units, G = ca.group;
+  const ClusterPart w = PartOf(cluster, H, p.B, U, G);
   const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg;
-  const ClusterSmem sz = BwdSmem<T>(p.K, U, N, G);
+  const ClusterSmem sz = BwdSmem<T>(p.K, U, H, G);
   unsigned char* smem = DynamicSmem();
-  T* rt = reinterpret_cast<T*>(smem);                                       // [un, K·N]
-  T* db[2] = {reinterpret_cast<T*>(smem + sz.r),                            // [G, K·N] each
+  T* rt = reinterpret_cast<T*>(smem);                                       // [un, K·H]
+  T* db[2] = {reinterpret_cast<T*>(smem + sz.r),                            // [G, K·H] each
               reinterpret_cast<T*>(smem + sz.r + sz.vec)};
   const T* R = static_cast<const T*>(ca.R);
-  for (I64 i = threadIdx.x; i < un * KN; i += blockDim.x) {
-    const I64 u = i / KN, k = i % KN;
+  for (I64 i = threadIdx.x; i < un * KH; i += blockDim.x) {
+    const I64 u = i / KH, k = i % KH;
     rt[i] = R[k * Hs + j0 + u];
   }
   cluster.sync();  // every block has started, and its slice of R is in place
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterBwdKernel(BwdStep<T> p, Clus
     const bool last = it + 1 == ca.steps;
     if (it > 0) {
       // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
-      WarpDots<T, RB, CB>(rt, later, un, KN, bg, [&](I64 bl, I64 u, A v) {
+      WarpDots<T, RB, CB>(rt, later, un, KH, bg, [&](I64 bl, I64 u, A v) {
         p.dh[(b0 + bl) * Hs + j0 + u] += v;
       });
       __syncthreads();  // the carries of this block's units are complete
@@ -191,13 +191,13 @@ __global__ void __launch_bounds__(kPThreads) ClusterBwdKernel(BwdStep<T> p, Clus
     // (2) the pointwise step of this block's units, dhr into cur (the last step, step 0:
     // global memory), (3) dhr of its units into every other block.
     p.step = ca.steps - 1 - it;
-    p.dhr_cur = last ? static_cast<T*>(ca.v_out) : cur - b0 * KN;
+    p.dhr_cur = last ? static_cast<T*>(ca.v_out) : cur - b0 * KH;
     for (I64 i = threadIdx.x; i < bg * un; i += blockDim.x) {
       const I64 bl = i / un, j = j0 + i % un;
       BwdPoint(p, b0 + bl, j);
       if (!last) {
         for (I64 k = 0; k < p.K; ++k) {
-          T* e = cur + bl * KN + k * N + j;
+          T* e = cur + bl * KH + k * H + j;
           Broadcast(cluster, e, *e);
         }
       }
@@ -225,7 +225,7 @@ ClusterBwdFn<T> ClusterBwdOf(int rb, int cb) {
 }
 
 // The plan of a cluster kernel on the current device. For each cluster size C (2 to 16, or
-// TFRNN_CUDA_CLUSTER_SIZE): U = ⌈N/C⌉ units per block, as many clusters as can be resident at
+// TFRNN_CUDA_CLUSTER_SIZE): U = ⌈H/C⌉ units per block, as many clusters as can be resident at
 // once (G = ⌈B/clusters⌉ rows each), if a block's shared memory (bytes(U, G)) fits; of those,
 // the least work per block and step (U·G), the smaller C on a tie. rows_per_unit: rows of the
 // block's dot products per unit (forward K, backward 1).
@@ -269,9 +269,9 @@ SequenceKernelPlan PlanClusterFwd(const RnnSpec& s) {
 
 template <typename T>
 SequenceKernelPlan PlanClusterBwd(const RnnSpec& s) {
-  const I64 K = RnnK(s), N = s.H;
+  const I64 K = RnnK(s), H = s.H;
   return PlanClusters(
-      s, 1, [&](I64 U, I64 G) { return BwdSmem<T>(K, U, N, G).Bytes(); }, &ClusterBwdOf<T>);
+      s, 1, [&](I64 U, I64 G) { return BwdSmem<T>(K, U, H, G).Bytes(); }, &ClusterBwdOf<T>);
 }
 
 template <typename T>

@@ -202,16 +202,16 @@ template <typename T>
 struct LayerPtrs {
   I64 in = 0;       // width of the W matrices (0: skip input / preprojected)
   I64 in_cols = 0;  // columns of the layer's input tensor
-  // W [K·N, in] and R [K·N, Hs], or with spec.weights_xw W [in, K·N] and R [Hs, K·N].
+  // W [K·H, in] and R [K·H, Hs], or with spec.weights_xw W [in, K·H] and R [Hs, K·H].
   const T *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
-  // acts: [T·B, K·N] rows holding W·x on entry and the gate activations on exit (the reserve's
-  // layout). The LSTM block face instead keeps W·x in gx (Acc, [T·B, K·N]) and has gate block
+  // acts: [T·B, K·H] rows holding W·x on entry and the gate activations on exit (the reserve's
+  // layout). The LSTM block face instead keeps W·x in gx (Acc, [T·B, K·H]) and has gate block
   // k's activations of row r at act[k] + r·act_ld (lstm only).
   T *acts = nullptr, *aux = nullptr, *hh = nullptr, *hprev = nullptr;
   AccOf<T>* gx = nullptr;
   T* act[4] = {nullptr, nullptr, nullptr, nullptr};
   I64 act_ld = 0;
-  T* co = nullptr;          // lstm: cell_act(c) of each row [T·B, N], written if given
+  T* co = nullptr;          // lstm: cell_act(c) of each row [T·B, H], written if given
   const T* hseq = nullptr;  // backward without hprev: h_prev is h0 for the first step, else
                             // hseq's previous row (one direction, forward, no lengths)
   T *dW = nullptr, *dR = nullptr, *dP = nullptr, *dbW = nullptr, *dbR = nullptr;  // dbR: opt.

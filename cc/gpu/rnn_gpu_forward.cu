@@ -14,7 +14,7 @@ namespace {
 // One thread per (b, unit j).
 template <typename T>
 __global__ void FwdStepKernel(FwdStep<T> p) {
-  TFRNN_GRID_STRIDE(i, p.B * p.N) FwdPoint(p, i / p.N, i % p.N);
+  TFRNN_GRID_STRIDE(i, p.B * p.H) FwdPoint(p, i / p.H, i % p.H);
 }
 
 // After the projection GEMM h_next = hh_step · Pmᵀ: rows past their end keep h_cur; the others
@@ -36,14 +36,14 @@ __global__ void ProjPostKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, const T* 
 }
 
 // gx without W: skip input (x itself for every gate) or preprojected input (this direction's
-// K·N columns of x).
+// K·H columns of x).
 template <typename T>
-__global__ void GxCopyKernel(const T* x, I64 in_cols, I64 rows, I64 K, I64 N, bool preprojected,
+__global__ void GxCopyKernel(const T* x, I64 in_cols, I64 rows, I64 K, I64 H, bool preprojected,
                              I64 col0, T* acts) {
-  const I64 KN = K * N;
-  TFRNN_GRID_STRIDE(i, rows * KN) {
-    const I64 r = i / KN, c = i % KN;
-    acts[i] = preprojected ? x[r * in_cols + col0 + c] : x[r * in_cols + c % N];
+  const I64 KH = K * H;
+  TFRNN_GRID_STRIDE(i, rows * KH) {
+    const I64 r = i / KH, c = i % KH;
+    acts[i] = preprojected ? x[r * in_cols + col0 + c] : x[r * in_cols + c % H];
   }
 }
 
@@ -69,8 +69,8 @@ __global__ void DropoutMaskKernel(uint64_t key, double p, double scale, T* mask,
 
 template <typename T>
 GpuStatus FwdStepGpu(const GpuContext& g, const FwdStep<T>& p) {
-  if (p.B * p.N == 0) return GpuStatus::Ok();
-  TFRNN_LAUNCH(Blocks(p.B * p.N), kThreads, g.stream, FwdStepKernel<T>)(p);
+  if (p.B * p.H == 0) return GpuStatus::Ok();
+  TFRNN_LAUNCH(Blocks(p.B * p.H), kThreads, g.stream, FwdStepKernel<T>)(p);
   TFRNN_CUDA_CHECK_LAUNCH("FwdStepKernel");
   return GpuStatus::Ok();
 }
@@ -80,42 +80,42 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                           const LayerPtrs<T>& ly, const T* xin, const RnnFwdArgs<T>& a,
                           const int* lengths_dev, I64 steps, T* ylayer, FwdBufs<T> w) {
   using A = AccOf<T>;
-  const I64 B = s.B, N = s.H, Hs = RnnHs(s), K = RnnK(s), KN = K * N, TB = s.T * B;
+  const I64 B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0;
   const StepMapDev sm{lengths_dev, s.T, ly.reverse};
   // gx = W·x for every step at once.
   if (s.preprojected && pseudo < s.D) {
-    if (TB * KN > 0) {
-      TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, N,
-          true, (pseudo % s.D) * KN, ly.acts);
+    if (TB * KH > 0) {
+      TFRNN_LAUNCH(Blocks(TB * KH), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, H,
+          true, (pseudo % s.D) * KH, ly.acts);
       TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
     }
   } else if (ly.in > 0 || ly.in_cols == 0) {
-    // Into the acts rows, or for the block face into gx (Acc); W [in, K·N] with weights_xw.
+    // Into the acts rows, or for the block face into gx (Acc); W [in, K·H] with weights_xw.
     const bool tw = !s.weights_xw;
     TFRNN_GPU_RETURN_IF_ERROR(
-        ly.gx != nullptr ? GemmT(g, false, tw, TB, KN, ly.in, xin, ly.W, ly.gx, false)
-                         : GemmT(g, false, tw, TB, KN, ly.in, xin, ly.W, ly.acts, false));
-  } else if (TB * KN > 0) {
-    TFRNN_LAUNCH(Blocks(TB * KN), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, N,
+        ly.gx != nullptr ? GemmT(g, false, tw, TB, KH, ly.in, xin, ly.W, ly.gx, false)
+                         : GemmT(g, false, tw, TB, KH, ly.in, xin, ly.W, ly.acts, false));
+  } else if (TB * KH > 0) {
+    TFRNN_LAUNCH(Blocks(TB * KH), kThreads, g.stream, GxCopyKernel<T>)(xin, ly.in_cols, TB, K, H,
         false, 0, ly.acts);
     TFRNN_CUDA_CHECK_LAUNCH("GxCopyKernel");
   }
   if (ly.hprev != nullptr) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hprev, TB * Hs));
-  if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hh, TB * N));
+  if (proj) TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.hh, TB * H));
   // Reset-before gru: the backward's dR_n GEMM reads r ⊙ h_rec (aux) of every row, also of
   // rows past a sequence's end, which no step writes.
   if (s.mode == RnnMode::kGru && s.gru_reset_before) {
-    TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.aux, TB * N));
+    TFRNN_GPU_RETURN_IF_ERROR(Zero(g, ly.aux, TB * H));
   }
   TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.h_cur, a.h0 + pseudo * B * Hs, B * Hs));
   if (s.mode == RnnMode::kLstm) {
-    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.c, a.c0 + pseudo * B * N, B * N));
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, w.c, a.c0 + pseudo * B * H, B * H));
   }
   FwdStep<T> p;
   p.sm = sm;
   p.B = B;
-  p.N = N;
+  p.H = H;
   p.Hs = Hs;
   p.K = K;
   p.mode = static_cast<int>(s.mode);
@@ -127,7 +127,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.y = ylayer;
   p.yst = s.D * Hs;
   p.peephole = s.peephole;
-  p.peep = s.peephole ? a.peephole + pseudo * KN : nullptr;
+  p.peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   p.peephole_o_new = s.peephole_o_new;
   p.cell_clip = static_cast<A>(s.cell_clip > 0.f ? s.cell_clip : 0.f);
   for (int q = 0; q < 4; ++q) {
@@ -139,7 +139,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.z_new = s.mode == RnnMode::kGru && s.gru_z_new;
   p.hrn = w.hrn;
   // Small batch: every step in one persistent kernel (rnn_gpu_persistent.cuh); it reads R as
-  // [K·N, Hs] and W·x from the acts rows, so not for the block face.
+  // [K·H, Hs] and W·x from the acts rows, so not for the block face.
   const bool gate_masks = RnnGateMasks(s);
   if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
   const bool persistent_ok = steps > 0 && !s.weights_xw && ly.gx == nullptr && !gate_masks;
@@ -150,11 +150,11 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                                w.hr));
     if (steps % 2 == 1) std::swap(w.h_cur, w.h_next);
   }
-  // Gate block k of R: rows [k·N, +N) of R [K·N, Hs] (used transposed), or with weights_xw
-  // columns [k·N, +N) of R [Hs, K·N].
+  // Gate block k of R: rows [k·H, +H) of R [K·H, Hs] (used transposed), or with weights_xw
+  // columns [k·H, +H) of R [Hs, K·H].
   const bool xw = s.weights_xw;
-  auto r_block = [&](I64 k) { return xw ? ly.R + k * N : ly.R + k * N * Hs; };
-  const I64 r_ld = xw ? KN : Hs;
+  auto r_block = [&](I64 k) { return xw ? ly.R + k * H : ly.R + k * H * Hs; };
+  const I64 r_ld = xw ? KH : Hs;
   // With per-gate masks a reset-before gru's candidate block comes last: its masked h is the
   // h_rec of r ⊙ h_rec, and it has no product of its own here (hrn below).
   const I64 pn = s.mode == RnnMode::kGru ? s.gate_pos[2] : -1;
@@ -162,7 +162,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
     if (gate_masks) {
-      // Gate block k: hr[:, k·N, +N] = (h_prev ⊙ mask_k) · R_kᵀ.
+      // Gate block k: hr[:, k·H, +H] = (h_prev ⊙ mask_k) · R_kᵀ.
       for (I64 q = 0; q < K; ++q) {
         const I64 k = !reset_before ? q : q == K - 1 ? pn : (q >= pn ? q + 1 : q);
         TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
@@ -173,9 +173,9 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
           h_rec = w.h_masked;
           continue;
         }
-        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, N, Hs,
+        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, H, Hs,
                                           static_cast<const T*>(w.h_masked), Hs, r_block(k),
-                                          r_ld, w.hr + k * N, KN, false));
+                                          r_ld, w.hr + k * H, KH, false));
       }
     } else {
       if (s.has_mask) {
@@ -184,8 +184,8 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
         TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
         h_rec = w.h_masked;
       }
-      // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·N]; R itself with weights_xw), kept in Acc.
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !xw, B, KN, Hs, h_rec, ly.R, w.hr, false));
+      // hr = h_rec · Rᵀ  ([B, Hs] · [Hs, K·H]; R itself with weights_xw), kept in Acc.
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, !xw, B, KH, Hs, h_rec, ly.R, w.hr, false));
     }
     p.step = st;
     p.h_cur = w.h_cur;
@@ -195,16 +195,16 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     if (reset_before) {
       // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
-      // ([B, N] · [N, Hs]ᵀ, R_n the candidate's block of R), then kAfterProduct.
-      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, N, Hs,
-                                        static_cast<const T*>(w.hh_step), N, r_block(pn), r_ld,
-                                        w.hrn, N, false));
+      // ([B, H] · [H, Hs]ᵀ, R_n the candidate's block of R), then kAfterProduct.
+      TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, H, Hs,
+                                        static_cast<const T*>(w.hh_step), H, r_block(pn), r_ld,
+                                        w.hrn, H, false));
       p.phase = StepPhase::kAfterProduct;
       TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
     }
     if (proj) {
-      // h = hh · Pmᵀ  ([B, N] · [N, P])
-      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, Hs, N, w.hh_step, ly.Pm, w.h_next,
+      // h = hh · Pmᵀ  ([B, H] · [H, P])
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, Hs, H, w.hh_step, ly.Pm, w.h_next,
                                       false));
       TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, ProjPostKernel<T>)(sm, st, B, Hs, w.h_cur,
           w.h_next, ylayer, s.D * Hs, ly.dcol, ly.hprev);
@@ -214,7 +214,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   }
   TFRNN_GPU_RETURN_IF_ERROR(Copy(g, a.hn + pseudo * B * Hs, w.h_cur, B * Hs));
   if (s.mode == RnnMode::kLstm) {
-    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.cn + pseudo * B * N, static_cast<const A*>(w.c), B * N));
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.cn + pseudo * B * H, static_cast<const A*>(w.c), B * H));
   }
   return GpuStatus::Ok();
 }

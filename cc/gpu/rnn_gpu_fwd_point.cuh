@@ -13,20 +13,20 @@ template <typename T>
 struct FwdStep {
   using A = AccOf<T>;
   StepMapDev sm;
-  I64 step, B, N, Hs, K;
+  I64 step, B, H, Hs, K;
   int mode;
   bool proj;
   LayerPtrs<T> ly;
-  const A* hr;      // R·h_rec (no bias): [B, K·N], or hr[b·hr_ld + k·hr_kst + j] with hr_ld > 0
+  const A* hr;      // R·h_rec (no bias): [B, K·H], or hr[b·hr_ld + k·hr_kst + j] with hr_ld > 0
   I64 hr_ld = 0, hr_kst = 0;
   const T* h_cur;   // [B, Hs] h entering the step
   const T* h_rec;   // [B, Hs] h entering the recurrent product (h_cur, or h_cur ⊙ mask)
   T* h_next;        // [B, Hs] (without projection)
-  A* c;             // [B, N] cell state carry (lstm)
-  T* hh_step;       // [B, N] unprojected h of the step (projection)
+  A* c;             // [B, H] cell state carry (lstm)
+  T* hh_step;       // [B, H] unprojected h of the step (projection)
   T* y;             // [T, B, D·Hs] layer output
   I64 yst;
-  const T* peep;    // [K·N] (spec.peephole)
+  const T* peep;    // [K·H] (spec.peephole)
   bool peephole;
   bool peephole_o_new;  // o's peephole term reads the new c (the block ops)
   A cell_clip;          // > 0: c = clip(c, ±cell_clip)
@@ -36,7 +36,7 @@ struct FwdStep {
   // h once hrn holds R_n·(r ⊙ h_rec)); z_new: h = z ⊙ n + (1-z) ⊙ h_prev.
   StepPhase phase;
   bool z_new;
-  const A* hrn;     // [B, N] (kAfterProduct)
+  const A* hrn;     // [B, H] (kAfterProduct)
 };
 
 // The step for (batch row b, unit j). gx/acts row at τ holds W·x (no bias) on entry and the
@@ -44,23 +44,23 @@ struct FwdStep {
 template <typename T>
 __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   using A = AccOf<T>;
-  const I64 N = p.N, KN = p.K * p.N;
+  const I64 H = p.H, KH = p.K * p.H;
   const I64 tau = p.sm.Tau(b, p.step);
   if (tau < 0) {  // past this sequence's end: h passes through (projection: ProjPostKernel)
     if (!p.proj) p.h_next[b * p.Hs + j] = p.h_cur[b * p.Hs + j];
-    if (p.phase == StepPhase::kBeforeProduct) St(p.hh_step + b * N + j, A(0));
+    if (p.phase == StepPhase::kBeforeProduct) St(p.hh_step + b * H + j, A(0));
     return;
   }
   const I64 row = tau * p.B + b;
-  T* g = p.ly.acts + row * KN + j;
-  const I64 hks = p.hr_ld > 0 ? p.hr_kst : N;
-  const A* r = p.hr + b * (p.hr_ld > 0 ? p.hr_ld : KN) + j;
+  T* g = p.ly.acts + row * KH + j;
+  const I64 hks = p.hr_ld > 0 ? p.hr_kst : H;
+  const A* r = p.hr + b * (p.hr_ld > 0 ? p.hr_ld : KH) + j;
   const T* bw = p.ly.bW + j;
   const T* br = p.ly.bR + j;
   // W·x of gate block k: in the acts rows, or in gx (the block face, Acc).
-  const A* gxa = p.ly.gx != nullptr ? p.ly.gx + row * KN + j : nullptr;
-  auto wx = [&](I64 k) { return gxa != nullptr ? gxa[k * N] : Ld(g + k * N); };
-  auto pre = [&](I64 k) { return wx(k) + r[k * hks] + Ld(bw + k * N) + Ld(br + k * N); };
+  const A* gxa = p.ly.gx != nullptr ? p.ly.gx + row * KH + j : nullptr;
+  auto wx = [&](I64 k) { return gxa != nullptr ? gxa[k * H] : Ld(g + k * H); };
+  auto pre = [&](I64 k) { return wx(k) + r[k * hks] + Ld(bw + k * H) + Ld(br + k * H); };
   // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
   if (!p.proj && p.phase != StepPhase::kAfterProduct && p.ly.hprev != nullptr) {
     p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
@@ -68,13 +68,13 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   A h;
   switch (p.mode) {
     case static_cast<int>(RnnMode::kLstm): {
-      const A cprev = p.c[b * N + j];
+      const A cprev = p.c[b * H + j];
       A v[4];
       // The gate with the peephole term of c (c_prev, or for o with peephole_o_new the new c).
       auto gate = [&](int q, A cpeep) {
         const int k = p.gate_pos[q];
         A x = pre(k);
-        if (p.peephole) x += Ld(p.peep + k * N + j) * cpeep;
+        if (p.peephole) x += Ld(p.peep + k * H + j) * cpeep;
         v[q] = Act(p.gate_act[q], x);
         St(p.ly.act[k] + row * p.ly.act_ld + j, v[q]);
       };
@@ -87,14 +87,14 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       if (p.cell_clip > A(0)) cs = cs < -p.cell_clip ? -p.cell_clip
                                                      : (cs > p.cell_clip ? p.cell_clip : cs);
       if (p.peephole_o_new) gate(3, cs);
-      p.c[b * N + j] = cs;
-      St(p.ly.aux + row * N + j, cs);
+      p.c[b * H + j] = cs;
+      St(p.ly.aux + row * H + j, cs);
       const A tc = Act(p.cell_act, cs);
-      if (p.ly.co != nullptr) St(p.ly.co + row * N + j, tc);
+      if (p.ly.co != nullptr) St(p.ly.co + row * H + j, tc);
       h = v[3] * tc;
       if (p.proj) {
-        St(p.ly.hh + row * N + j, h);
-        St(p.hh_step + b * N + j, h);
+        St(p.ly.hh + row * H + j, h);
+        St(p.hh_step + b * H + j, h);
       }
       break;
     }
@@ -116,17 +116,17 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       }
       if (p.phase == StepPhase::kBeforeProduct) {
         const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
-        St(p.ly.aux + row * N + j, rh);
-        St(p.hh_step + b * N + j, rh);
+        St(p.ly.aux + row * H + j, rh);
+        St(p.hh_step + b * H + j, rh);
         return;  // h in kAfterProduct
       }
       A nx;
       if (p.phase == StepPhase::kAfterProduct) {
-        nx = wx(pn) + Ld(bw + pn * N) + p.hrn[b * N + j] + Ld(br + pn * N);
+        nx = wx(pn) + Ld(bw + pn * H) + p.hrn[b * H + j] + Ld(br + pn * H);
       } else {
-        const A hrn = r[pn * hks] + Ld(br + pn * N);
-        St(p.ly.aux + row * N + j, hrn);
-        nx = wx(pn) + Ld(bw + pn * N) + rg * hrn;
+        const A hrn = r[pn * hks] + Ld(br + pn * H);
+        St(p.ly.aux + row * H + j, hrn);
+        nx = wx(pn) + Ld(bw + pn * H) + rg * hrn;
       }
       const A n = Act(p.gate_act[2], nx);
       St(act(pn), n);

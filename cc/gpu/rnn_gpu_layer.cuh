@@ -20,21 +20,21 @@ struct FwdBufs {
   int* lengths;
   T *h_cur, *h_next, *h_masked, *hh_step;
   A *c, *hr;
-  A* hrn;  // [B, N] R_n·(r ⊙ h_rec) (reset-before gru)
+  A* hrn;  // [B, H] R_n·(r ⊙ h_rec) (reset-before gru)
 };
 
 template <typename T>
 FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
-  const I64 B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const I64 B = s.B, H = s.H, Hs = RnnHs(s), KH = RnnK(s) * H;
   FwdBufs<T> w;
   w.lengths = cv.Take<int>(B);
   w.h_cur = cv.Take<T>(B * Hs);
   w.h_next = cv.Take<T>(B * Hs);
   w.h_masked = cv.Take<T>(B * Hs);
-  w.hh_step = cv.Take<T>(B * N);
-  w.c = cv.Take<AccOf<T>>(B * N);
-  w.hr = cv.Take<AccOf<T>>(B * KN);
-  w.hrn = cv.Take<AccOf<T>>(s.mode == RnnMode::kGru && s.gru_reset_before ? B * N : 0);
+  w.hh_step = cv.Take<T>(B * H);
+  w.c = cv.Take<AccOf<T>>(B * H);
+  w.hr = cv.Take<AccOf<T>>(B * KH);
+  w.hrn = cv.Take<AccOf<T>>(s.mode == RnnMode::kGru && s.gru_reset_before ? B * H : 0);
   return w;
 }
 
@@ -42,20 +42,20 @@ template <typename T>
 struct BwdBufs {
   using A = AccOf<T>;
   int* lengths;
-  T *dgx, *dhr;            // [TB, KN] pre-activation gradients (dhr == dgx except for gru)
-  T *dhr_prev, *dhr_cur;   // [B, KN] dL/d(R·h) of the later / current step
-  A *dh, *dc;              // [B, Hs], [B, N] carries
+  T *dgx, *dhr;            // [TB, KH] pre-activation gradients (dhr == dgx except for gru)
+  T *dhr_prev, *dhr_cur;   // [B, KH] dL/d(R·h) of the later / current step
+  A *dh, *dc;              // [B, Hs], [B, H] carries
   T* dhtot;                // [TB, P] dL/dh (projected) of every row (projection)
-  A* dhh;                  // [B, N] dL/d(unprojected h) (projection)
+  A* dhh;                  // [B, H] dL/d(unprojected h) (projection)
   T* dtot;                 // [B, Hs] (projection)
   A* dhm;                  // [B, Hs] (mask)
   T *dy_buf, *din_buf;     // [TB, D·Hs]
   T* x_masked;             // [TB, I]
-  A* partial;              // [chunks, KN] column-sum partials
+  A* partial;              // [chunks, KH] column-sum partials
   I64 chunks;
   T* hrec;                 // [TB, Hs] h_prev ⊙ mask of every row (mask)
-  T* dpn;                  // [B, N] dL/d(candidate pre-activation) of a step (reset-before gru)
-  T* gather;               // [TB, N] the candidate block of dhr (reset-before gru)
+  T* dpn;                  // [B, H] dL/d(candidate pre-activation) of a step (reset-before gru)
+  T* gather;               // [TB, H] the candidate block of dhr (reset-before gru)
 };
 
 constexpr I64 kMaxChunks = 128;
@@ -63,29 +63,29 @@ constexpr I64 kMaxChunks = 128;
 template <typename T>
 BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
   using A = AccOf<T>;
-  const I64 TB = s.T * s.B, B = s.B, N = s.H, Hs = RnnHs(s), KN = RnnK(s) * N;
+  const I64 TB = s.T * s.B, B = s.B, H = s.H, Hs = RnnHs(s), KH = RnnK(s) * H;
   const I64 ycols = s.D * Hs;
   BwdBufs<T> w;
   w.lengths = cv.Take<int>(B);
-  w.dgx = cv.Take<T>(TB * KN);
-  w.dhr = s.mode == RnnMode::kGru ? cv.Take<T>(TB * KN) : w.dgx;
-  w.dhr_prev = cv.Take<T>(B * KN);
-  w.dhr_cur = cv.Take<T>(B * KN);
+  w.dgx = cv.Take<T>(TB * KH);
+  w.dhr = s.mode == RnnMode::kGru ? cv.Take<T>(TB * KH) : w.dgx;
+  w.dhr_prev = cv.Take<T>(B * KH);
+  w.dhr_cur = cv.Take<T>(B * KH);
   w.dh = cv.Take<A>(B * Hs);
-  w.dc = cv.Take<A>(B * N);
+  w.dc = cv.Take<A>(B * H);
   w.dhtot = cv.Take<T>(TB * s.P);
-  w.dhh = cv.Take<A>(B * N);
+  w.dhh = cv.Take<A>(B * H);
   w.dtot = cv.Take<T>(B * Hs);
   w.dhm = cv.Take<A>(B * Hs);
   w.dy_buf = cv.Take<T>(TB * ycols);
   w.din_buf = cv.Take<T>(TB * ycols);
   w.x_masked = cv.Take<T>(TB * s.I);
   w.chunks = std::max<I64>(1, std::min<I64>(kMaxChunks, (TB + 255) / 256));
-  w.partial = cv.Take<A>(w.chunks * KN);
+  w.partial = cv.Take<A>(w.chunks * KH);
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
   w.hrec = cv.Take<T>(s.has_mask ? TB * Hs : 0);
-  w.dpn = cv.Take<T>(reset_before ? B * N : 0);
-  w.gather = cv.Take<T>(reset_before ? TB * N : 0);
+  w.dpn = cv.Take<T>(reset_before ? B * H : 0);
+  w.gather = cv.Take<T>(reset_before ? TB * H : 0);
   return w;
 }
 

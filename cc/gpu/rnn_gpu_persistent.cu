@@ -10,13 +10,13 @@ namespace gpu {
 namespace {
 
 struct PersistentArgs {
-  const void* R;     // [K·N, Hs]
+  const void* R;     // [K·H, Hs]
   const void* mask;  // recurrent mask or null
   bool mask_per_step;
   I64 steps, units;
   void* h0;          // h entering step 0; h of the odd steps
   void* h1;          // h of the even steps
-  void* hr;          // Acc [B, K·N]
+  void* hr;          // Acc [B, K·H]
 };
 
 // RB rows of R (gate rows of this block's units) per warp at a time, against CB batch rows:
@@ -26,16 +26,16 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
                                                                  PersistentArgs pa) {
   using A = AccOf<T>;
   unsigned char* smem = DynamicSmem();
-  const I64 N = p.N, Hs = p.Hs, B = p.B, KN = p.K * p.N, U = pa.units;
+  const I64 H = p.H, Hs = p.Hs, B = p.B, KH = p.K * p.H, U = pa.units;
   const I64 j0 = blockIdx.x * U;
-  const I64 un = N - j0 < U ? N - j0 : U;
+  const I64 un = H - j0 < U ? H - j0 : U;
   const I64 rows = p.K * un;
   T* rs = reinterpret_cast<T*>(smem);                                         // [K·un, Hs]
   A* hs = reinterpret_cast<A*>(smem + Align16(sizeof(T) * p.K * U * Hs));    // [B, Hs]
   const T* R = static_cast<const T*>(pa.R);
   for (I64 i = threadIdx.x; i < rows * Hs; i += blockDim.x) {
     const I64 r = i / Hs, c = i % Hs;
-    rs[i] = R[((r / un) * N + j0 + r % un) * Hs + c];
+    rs[i] = R[((r / un) * H + j0 + r % un) * Hs + c];
   }
   const T* mask = static_cast<const T*>(pa.mask);
   A* hr = static_cast<A*>(pa.hr);
@@ -67,9 +67,9 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
       }
     }
     __syncthreads();
-    // (2) hr[b, k·N + j0 + u] = R[k·N + j0 + u, :] · h_rec[b, :] for this block's rows.
+    // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h_rec[b, :] for this block's rows.
     WarpDots<T, RB, CB>(rs, hs, rows, Hs, B, [&](I64 b, I64 r, A v) {
-      hr[b * KN + (r / un) * N + j0 + r % un] = v;
+      hr[b * KH + (r / un) * H + j0 + r % un] = v;
     });
     __syncthreads();  // hr of this block's units is complete (and visible to the block)
     // (3) the pointwise step of this block's units.

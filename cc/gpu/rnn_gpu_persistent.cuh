@@ -48,7 +48,7 @@ SequenceKernelPlan PlanPersistentFwd(const RnnSpec& s);
 // Runs `steps` steps of the layer described by `p` (as the per-step kernel sees it; its step
 // and h pointers are set per step). h_cur holds the h entering step 0 and h_next is a second
 // [B, Hs] buffer; on return the h after the last step is in h_cur when `steps` is even, else in
-// h_next. hr is an Acc buffer of [B, K·N]; R the layer's [K·N, Hs] recurrent matrix; mask (or
+// h_next. hr is an Acc buffer of [B, K·H]; R the layer's [K·H, Hs] recurrent matrix; mask (or
 // null) the recurrent mask as MaskRowsKernel reads it.
 template <typename T>
 GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
@@ -64,7 +64,7 @@ template <typename T>
 SequenceKernelPlan PlanPersistentBwd(const RnnSpec& s);
 
 // Runs `steps` backward steps of the layer described by `p` (as the per-step kernel sees it;
-// its step and dhr_cur are set per step), latest first. d0 and d1 are [B, K·N] buffers: the
+// its step and dhr_cur are set per step), latest first. d0 and d1 are [B, K·H] buffers: the
 // latest step's dhr goes to d0, the next to d1, and so on; p.dh holds the carry dL/dh in and
 // out (the caller adds step 0's dhr·R for dL/dh0, as on the per-step path).
 template <typename T>

@@ -1,8 +1,8 @@
 // The persistent backward step kernel (rnn_gpu_persistent.cuh says what and when): every
 // backward step of one (layer, direction) in one cooperative launch, the mirror of the
 // persistent forward. Block g owns units [g·U, (g+1)·U): it keeps R's columns of those units
-// (as the rows of Rᵀ, [un, K·N]) in shared memory for the whole sequence, and per step
-// (1) reads dhr of the later step (dL/d(R·h), [B, K·N]) of the whole batch from L2 and adds
+// (as the rows of Rᵀ, [un, K·H]) in shared memory for the whole sequence, and per step
+// (1) reads dhr of the later step (dL/d(R·h), [B, K·H]) of the whole batch from L2 and adds
 // dhr · R[:, j] to the carry dL/dh of its units, (2) runs the per-step kernel's pointwise code
 // (BwdPoint) for its units, writing dhr of this step, (3) waits at one grid barrier (dhr is
 // double-buffered). No atomics: each block writes only its own units' carries and columns.
@@ -16,7 +16,7 @@ namespace gpu {
 namespace {
 
 struct PersistentBwdArgs {
-  const void* R;  // [K·N, Hs]
+  const void* R;  // [K·H, Hs]
   I64 steps, units;
   void* d0;       // dhr of the latest step and every other step before it
   void* d1;       // dhr of the others
@@ -27,14 +27,14 @@ __global__ void __launch_bounds__(kPThreads) PersistentBwdKernel(BwdStep<T> p,
                                                                  PersistentBwdArgs pa) {
   using A = AccOf<T>;
   unsigned char* smem = DynamicSmem();
-  const I64 N = p.N, Hs = p.Hs, B = p.B, KN = p.K * p.N, U = pa.units;
+  const I64 H = p.H, Hs = p.Hs, B = p.B, KH = p.K * p.H, U = pa.units;
   const I64 j0 = blockIdx.x * U;
-  const I64 un = N - j0 < U ? N - j0 : U;
-  T* rt = reinterpret_cast<T*>(smem);                                  // [un, K·N]
-  A* ds = reinterpret_cast<A*>(smem + Align16(sizeof(T) * U * KN));   // [B, K·N]
+  const I64 un = H - j0 < U ? H - j0 : U;
+  T* rt = reinterpret_cast<T*>(smem);                                  // [un, K·H]
+  A* ds = reinterpret_cast<A*>(smem + Align16(sizeof(T) * U * KH));   // [B, K·H]
   const T* R = static_cast<const T*>(pa.R);
-  for (I64 i = threadIdx.x; i < un * KN; i += blockDim.x) {
-    const I64 u = i / KN, k = i % KN;
+  for (I64 i = threadIdx.x; i < un * KH; i += blockDim.x) {
+    const I64 u = i / KH, k = i % KH;
     rt[i] = R[k * Hs + j0 + u];
   }
   cg::grid_group grid = cg::this_grid();
@@ -43,9 +43,9 @@ __global__ void __launch_bounds__(kPThreads) PersistentBwdKernel(BwdStep<T> p,
     const T* prev = static_cast<const T*>((it & 1) ? pa.d0 : pa.d1);
     if (it > 0) {
       // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
-      for (I64 i = threadIdx.x; i < B * KN; i += blockDim.x) ds[i] = LdCg(prev + i);
+      for (I64 i = threadIdx.x; i < B * KH; i += blockDim.x) ds[i] = LdCg(prev + i);
       __syncthreads();
-      WarpDots<T, RB, CB>(rt, ds, un, KN, B, [&](I64 b, I64 r, A v) {
+      WarpDots<T, RB, CB>(rt, ds, un, KH, B, [&](I64 b, I64 r, A v) {
         p.dh[b * Hs + j0 + r] += v;
       });
       __syncthreads();  // the carries of this block's units are complete
@@ -87,8 +87,8 @@ SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
   const bool persistent = force_persistent || (def == BwdDefault::kPersistent &&
                                                !EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "0"));
   if (!persistent || !PersistentSize(s)) return SequenceKernelPlan();
-  const I64 KN = RnnK(s) * s.H;
-  return PlanOnDevice(s, 1, sizeof(T) * KN, sizeof(AccOf<T>) * s.B * KN, &BwdKernelOf<T>);
+  const I64 KH = RnnK(s) * s.H;
+  return PlanOnDevice(s, 1, sizeof(T) * KH, sizeof(AccOf<T>) * s.B * KH, &BwdKernelOf<T>);
 }
 
 }  // namespace

@@ -117,11 +117,11 @@ inline bool EnvIs(const char* name, const char* value) {
 inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const SequenceKernelPlan& p) {
   if (!EnvIs("TFRNN_CUDA_TRACE", "1")) return p;
   if (!p.ok) {
-    std::fprintf(stderr, "tfrnn_cuda %s B=%lld N=%lld: per-step\n", dir,
+    std::fprintf(stderr, "tfrnn_cuda %s B=%lld H=%lld: per-step\n", dir,
                  static_cast<long long>(s.B), static_cast<long long>(s.H));
   } else {
     std::fprintf(stderr,
-                 "tfrnn_cuda %s B=%lld N=%lld: %s blocks=%d cluster=%d group=%lld units=%lld "
+                 "tfrnn_cuda %s B=%lld H=%lld: %s blocks=%d cluster=%d group=%lld units=%lld "
                  "smem=%zu\n",
                  dir, static_cast<long long>(s.B), static_cast<long long>(s.H),
                  p.cluster > 0 ? "cluster" : "persistent", p.blocks, p.cluster,
@@ -142,10 +142,10 @@ inline bool PersistentSize(const RnnSpec& s) {
 
 // The backward step-chain kernel a layer gets when no environment switch names one, by
 // measurement on an H100 (bench/gpu_bench.py, docs/GPU.md "Defaults"): the persistent
-// backward for one or two batch rows (1.4-2.2x the per-step backward at N = 1, H 256-1024),
+// backward for one or two batch rows (1.4-2.2x the per-step backward at B = 1, H 256-1024),
 // the cluster backward for 3 to kClusterBwdMaxB rows at Hs <= kClusterBwdMaxHs where its plan
-// fits (1.2-2x at N = 4 and 16, H 256 and 512), the per-step path elsewhere (the cluster
-// kernels lose from N = 64 on).
+// fits (1.2-2x at B = 4 and 16, H 256 and 512), the per-step path elsewhere (the cluster
+// kernels lose from B = 64 on).
 enum class BwdDefault { kPerStep, kPersistent, kCluster };
 constexpr I64 kClusterBwdMaxB = 16, kClusterBwdMaxHs = 512;
 inline BwdDefault DefaultBwd(const RnnSpec& s) {

@@ -14,7 +14,7 @@ GpuStatus ValidateRnnSpec(const RnnSpec& s) {
         "block ops' face (lstm_gpu.cu), which runs one layer itself";
   }
   if (m.empty() && s.weights_xw && (s.L != 1 || s.D != 1 || s.P > 0)) {
-    m = "weights_xw (the separate weights W [I, K*N], R [N, K*N]) needs one layer, one "
+    m = "weights_xw (the separate weights W [I, K*H], R [H, K*H]) needs one layer, one "
         "direction and no projection";
   }
   if (m.empty()) m = GateMasksProblem(s);
