@@ -522,7 +522,8 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
     Zero(d, ylayer, TB * ycols);
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
-      Layer<A> ly = MakeLayer<A>(s, pseudo, a.params, reserve, nullptr, a.weights);
+      Layer<A> ly;
+      ly.gx = SetRnnLayer<Layer<A>, A>(s, pseudo, a.params, reserve, nullptr, a.weights, {}, &ly);
       if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
       LayerForward<A>(d, s, pseudo, ly, xin, a, ylayer, ws);
     }

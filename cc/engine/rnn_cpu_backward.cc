@@ -704,10 +704,9 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
     A* din = l == 0 ? a.dx : din_buf;
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
-      LayerBackward<A>(d, s, pseudo,
-                       MakeLayer<A>(s, pseudo, a.params, reserve, a.dparams, a.weights,
-                                    a.dweights),
-                       xin, dyl, a, din, dd > 0, w);
+      Layer<A> ly;
+      ly.gx = SetRnnLayer(s, pseudo, a.params, reserve, a.dparams, a.weights, a.dweights, &ly);
+      LayerBackward<A>(d, s, pseudo, ly, xin, dyl, a, din, dd > 0, w);
     }
     if (l > 0) {
       // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.

@@ -44,14 +44,14 @@ struct StepMap {
   }
 };
 
-// Pointers of one (layer, direction). MakeLayer points them into the params, reserve and
-// dparams buffers; the LSTM block ops (lstm_block_mapping.h) at their own tensors.
+// Pointers of one (layer, direction). SetRnnLayer (types.h) points them into the params,
+// reserve and dparams buffers; the LSTM block ops (lstm_block_mapping.h) at their own tensors.
 template <typename A>
 struct Layer {
   Index in = 0;       // width of the W matrices (0: skip input)
   Index in_cols = 0;  // columns of the layer's input tensor
   const A *W = nullptr, *R = nullptr, *Pm = nullptr, *bW = nullptr, *bR = nullptr;
-  A* gx = nullptr;       // [TB, KH]: W·x of each row (MakeLayer: the gate activations' rows)
+  A* gx = nullptr;       // [TB, KH]: W·x of each row (SetRnnLayer: the gate activations' rows)
   bool gx_scratch = false;  // gx is not the activation planes: a fused-input step may keep its
                             // pre-activations in a one-step buffer instead of gx's rows
   A* act[4] = {};        // gate block k's activations of row r at act[k] + r·act_ld
@@ -66,25 +66,6 @@ struct Layer {
   Index dcol = 0;  // column offset of this direction in the layer output
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };
-
-// The layer of pseudo-layer `pseudo`: its weights in params (or, given weights.R, the
-// separate tensors of RnnWeights, with their gradients in dweights), its activations in the
-// reserve.
-template <typename A>
-Layer<A> MakeLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve,
-                   A* dparams = nullptr, const RnnWeights<A>& weights = {},
-                   const RnnWeightGrads<A>& dweights = {}) {
-  Layer<A> ly;
-  const bool separate = weights.R != nullptr;
-  ly.gx = SetCudnnLayer(s, pseudo, separate ? nullptr : params, reserve,
-                        separate ? nullptr : dparams, &ly);
-  if (separate) {
-    std::tie(ly.W, ly.R, ly.bW, ly.bR) = std::tie(weights.W, weights.R, weights.bW, weights.bR);
-    std::tie(ly.dW, ly.dR, ly.dbW, ly.dbR) =
-        std::tie(dweights.dW, dweights.dR, dweights.dbW, dweights.dbR);
-  }
-  return ly;
-}
 
 // x = act(x), in place, for any Eigen array x (a one-packet VecN, a Loc, a Vec).
 template <typename X>

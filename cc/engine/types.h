@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <tuple>
 
 #include "cc/engine/block_arg_fields.h"
 #include "cc/engine/rnn_spec_fields.h"
@@ -381,6 +382,23 @@ A* SetCudnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A*
   ly->hh = reserve + ro.hh;
   ly->hprev = reserve + ro.hprev;
   ly->dcol = (pseudo % s.D) * RnnHs(s);
+  return acts;
+}
+
+// SetCudnnLayer, or given weights.R (one layer and direction) the separate tensors of
+// RnnWeights instead of params and their gradients in dweights instead of dparams: the
+// engines' layers (rnn_cpu.cc, rnn_cpu_backward.cc; MakeLayerPtrs in cc/gpu/rnn_gpu_common.cuh).
+template <typename L, typename A>
+A* SetRnnLayer(const RnnSpec& s, Index pseudo, const A* params, A* reserve, A* dparams,
+               const RnnWeights<A>& weights, const RnnWeightGrads<A>& dweights, L* ly) {
+  const bool separate = weights.R != nullptr;
+  A* acts = SetCudnnLayer(s, pseudo, separate ? nullptr : params, reserve,
+                          separate ? nullptr : dparams, ly);
+  if (separate) {
+    std::tie(ly->W, ly->R, ly->bW, ly->bR) = std::tie(weights.W, weights.R, weights.bW, weights.bR);
+    std::tie(ly->dW, ly->dR, ly->dbW, ly->dbR) =
+        std::tie(dweights.dW, dweights.dR, dweights.dbW, dweights.dbR);
+  }
   return acts;
 }
 

@@ -220,25 +220,13 @@ struct LayerPtrs {
 };
 
 // Given weights.R (one layer and direction), the separate tensors of RnnWeights and their
-// gradients in dweights instead of params / dparams, as the CPU's MakeLayer.
+// gradients in dweights instead of params / dparams (SetRnnLayer, as the CPU engine's layers).
 template <typename T>
 LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* reserve,
                            T* dparams = nullptr, const RnnWeights<T>& weights = {},
                            const RnnWeightGrads<T>& dweights = {}) {
   LayerPtrs<T> ly;
-  const bool separate = weights.R != nullptr;
-  ly.acts = SetCudnnLayer(s, pseudo, separate ? nullptr : params, reserve,
-                          separate ? nullptr : dparams, &ly);
-  if (separate) {
-    ly.W = weights.W;
-    ly.R = weights.R;
-    ly.bW = weights.bW;
-    ly.bR = weights.bR;
-    ly.dW = dweights.dW;
-    ly.dR = dweights.dR;
-    ly.dbW = dweights.dbW;
-    ly.dbR = dweights.dbR;
-  }
+  ly.acts = SetRnnLayer(s, pseudo, params, reserve, dparams, weights, dweights, &ly);
   ly.reverse = pseudo % s.D == 1 || (s.D == 1 && s.reverse);
   return ly;
 }

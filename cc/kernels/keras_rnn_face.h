@@ -157,6 +157,21 @@ inline absl::Status ValidateKeras(OpKernelContext* ctx, const KerasAttrs& attrs,
 // 1 (no transpose).
 inline bool SameMajor(const RnnSpec& s) { return s.T == 1 || s.B == 1; }
 
+// The kernel class of both devices (TfRnn>KerasRNN with kBackward false, KerasRNNBackprop with
+// kBackward): the inputs validated, then the device's computation Dev<T>::Forward or ::Backward
+// (the CPU's CpuKeras in keras_rnn_kernels.cc, the GPU's GpuKeras in keras_rnn_gpu_kernels.cc).
+template <template <typename> class Dev, typename T, bool kBackward>
+class KerasRnnKernel : public AttrsOpKernel<KerasAttrs> {
+ public:
+  using AttrsOpKernel::AttrsOpKernel;
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    KerasInputs in;
+    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_, &in));
+    OP_REQUIRES_OK(ctx, kBackward ? Dev<T>::Backward(ctx, in) : Dev<T>::Forward(ctx, attrs_, in));
+  }
+};
+
 // The backprop op's gradient inputs must match the forward's outputs; reserve_space must hold
 // `reserve_elems` elements of the op's type.
 inline absl::Status CheckKerasBackpropShapes(const std::string& op, const RnnSpec& s,

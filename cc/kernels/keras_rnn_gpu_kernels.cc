@@ -40,12 +40,9 @@ struct KerasGpuCall {
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;
     a.lengths = SeqLengths(in.lengths, s.B, &lengths);
-    a.h0 = DevPtr<T>(*in.h0);
-    a.c0 = lstm ? DevPtr<T>(*in.c0) : nullptr;
-    a.w = DevPtr<T>(*in.kernel);
-    a.r = DevPtr<T>(*in.rkernel);
-    a.bw = DevPtr<T>(*in.bias);
-    a.mask = in.mask != nullptr ? DevPtr<T>(*in.mask) : nullptr;
+    gpu::BindIn<T>({{&a.h0, in.h0}, {&a.w, in.kernel}, {&a.r, in.rkernel}, {&a.bw, in.bias}});
+    if (lstm) a.c0 = DevPtr<T>(*in.c0);
+    if (in.mask != nullptr) a.mask = DevPtr<T>(*in.mask);
     // The recurrent bias: bias's second row, or zeros (Keras's single bias).
     if (in.two_biases) {
       a.br = GpuCall::At(a.bw, KN * static_cast<int64_t>(sizeof(T)));
@@ -96,22 +93,13 @@ struct KerasGpuCall {
   Args a{};
 };
 
-// TfRnn>KerasRNN (kBackward false) and KerasRNNBackprop (kBackward) on the CUDA engine.
-template <typename T, bool kBackward>
-class KerasRnnGpuOp : public AttrsOpKernel<KerasAttrs> {
- public:
-  using AttrsOpKernel::AttrsOpKernel;
-
-  void Compute(OpKernelContext* ctx) override {
-    KerasInputs in;
-    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_, &in));
-    OP_REQUIRES_OK(ctx, kBackward ? Backward(ctx, in) : Forward(ctx, in));
-  }
-
- private:
-  absl::Status Forward(OpKernelContext* ctx, const KerasInputs& in) const {
+// The Keras op pair's computations on the CUDA engine (KerasRnnKernel, keras_rnn_face.h).
+template <typename T>
+struct GpuKeras {
+  static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
+                              const KerasInputs& in) {
     const RnnSpec& s = in.spec;
-    const bool training = attrs_.training, lstm = s.mode == RnnMode::kLstm;
+    const bool training = attrs.training, lstm = s.mode == RnnMode::kLstm;
     KerasGpuCall<T, TfRnnCudaFwdArgs> call(ctx);
     TF_RETURN_IF_ERROR(call.Start(ctx, in));
     KerasOutputs out;
@@ -127,7 +115,7 @@ class KerasRnnGpuOp : public AttrsOpKernel<KerasAttrs> {
     return call.BatchMajor(s, a.y, out.y, s.H);
   }
 
-  absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) const {
+  static absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) {
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;
@@ -137,14 +125,13 @@ class KerasRnnGpuOp : public AttrsOpKernel<KerasAttrs> {
     TF_RETURN_IF_ERROR(KerasGradsOf(ctx, in, call.n_reserve, &gr));
     if (!lstm) TF_RETURN_IF_ERROR(gpu::ZeroGpu(call.g, {gr.dc0}));
     TfRnnCudaBwdArgs& a = call.a;
-    a.reserve = DevPtr<T>(*gr.reserve);
-    a.dhn = DevPtr<T>(*gr.dhn);
-    a.dcn = lstm ? DevPtr<T>(*gr.dcn) : nullptr;
-    a.dh0 = DevPtr<T>(gr.dh0);
-    a.dc0 = lstm ? DevPtr<T>(gr.dc0) : nullptr;
-    a.dw = DevPtr<T>(gr.dkernel);
-    a.dr = DevPtr<T>(gr.drkernel);
-    a.dbw = DevPtr<T>(gr.dbias);
+    gpu::BindIn<T>({{&a.reserve, gr.reserve}, {&a.dhn, gr.dhn}});
+    Tensor* const outs[] = {gr.dh0, gr.dkernel, gr.drkernel, gr.dbias};
+    gpu::BindOut<T>({&a.dh0, &a.dw, &a.dr, &a.dbw}, outs);
+    if (lstm) {
+      a.dcn = DevPtr<T>(*gr.dcn);
+      a.dc0 = DevPtr<T>(gr.dc0);
+    }
     a.dbr = in.two_biases ? GpuCall::At(a.dbw, KN * static_cast<int64_t>(sizeof(T))) : nullptr;
     TF_RETURN_IF_ERROR(call.TimeMajor(s, *in.x, s.I, &a.x));
     TF_RETURN_IF_ERROR(call.TimeMajor(s, *gr.dy, s.H, &a.dy));
@@ -160,12 +147,12 @@ class KerasRnnGpuOp : public AttrsOpKernel<KerasAttrs> {
                               .Device(DEVICE_GPU)                                        \
                               .TypeConstraint<T>("T")                                    \
                               .HostMemory("sequence_lengths"),                           \
-                          KerasRnnGpuOp<T, false>);                                      \
+                          KerasRnnKernel<GpuKeras, T, false>);                                      \
   REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNNBackprop")                                 \
                               .Device(DEVICE_GPU)                                        \
                               .TypeConstraint<T>("T")                                    \
                               .HostMemory("sequence_lengths"),                           \
-                          KerasRnnGpuOp<T, true>);
+                          KerasRnnKernel<GpuKeras, T, true>);
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_KERAS_GPU)
 #undef TFRNN_REGISTER_KERAS_GPU
 

@@ -35,27 +35,18 @@ RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
   return w;
 }
 
-// TfRnn>KerasRNN (kBackward false) and KerasRNNBackprop (kBackward): the inputs validated, then
-// the engine's forward or backward.
-template <typename T, bool kBackward>
-class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
- public:
+// The Keras op pair's computations on the CPU engine (KerasRnnKernel, keras_rnn_face.h).
+template <typename T>
+struct CpuKeras {
   using A = typename ComputeType<T>::type;
-  using AttrsOpKernel::AttrsOpKernel;
 
-  void Compute(OpKernelContext* ctx) override {
-    KerasInputs in;
-    OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_, &in));
-    OP_REQUIRES_OK(ctx, kBackward ? Backward(ctx, in) : Forward(ctx, in));
-  }
-
- private:
   static const int* Lengths(const KerasInputs& in, std::vector<int>* store) {
     return SeqLengths(in.lengths, in.spec.B, store);
   }
 
-  absl::Status Forward(OpKernelContext* ctx, const KerasInputs& in) const {
-    const bool training = attrs_.training;
+  static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
+                              const KerasInputs& in) {
+    const bool training = attrs.training;
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     KerasOutputs out;
@@ -83,7 +74,7 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
     return RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a);
   }
 
-  absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) const {
+  static absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) {
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;
@@ -118,10 +109,10 @@ class KerasRnnOp : public AttrsOpKernel<KerasAttrs> {
 
 #define TFRNN_REGISTER_KERAS(T)                                                                \
   REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),    \
-                          KerasRnnOp<T, false>);                                               \
+                          KerasRnnKernel<CpuKeras, T, false>);                                               \
   REGISTER_KERNEL_BUILDER(                                                                     \
       Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),                \
-      KerasRnnOp<T, true>);
+      KerasRnnKernel<CpuKeras, T, true>);
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_KERAS)
 #undef TFRNN_REGISTER_KERAS
 
