@@ -285,10 +285,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   p.dpn = reset_before ? w.dpn : nullptr;
   const bool gate_masks = RnnGateMasks(s);
   if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
-  // Gate block k of R: rows [k·H, +H) of R [K·H, Hs], or with weights_xw columns [k·H, +H)
-  // of R [Hs, K·H] (then used transposed).
-  auto r_block = [&](I64 k) { return xw ? ly.R + k * H : ly.R + k * H * Hs; };
-  const I64 r_ld = xw ? KH : Hs;
+  const I64 r_ld = RGateLd(s);  // R_k = RGate(s, ly, k): gate block k of R (xw: transposed)
   const I64 pn = gru ? s.gate_pos[2] : -1;
   // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
   // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k; a reset-before gru's candidate reaches
@@ -300,7 +297,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       if (gate_masks) {
         TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, H,
                                           static_cast<const T*>(w.dhr_prev) + k * H, KH,
-                                          r_block(k), r_ld, w.dhm, Hs, false));
+                                          RGate(s, ly, k), r_ld, w.dhm, Hs, false));
       } else {
         TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dhm,
                                         false));
@@ -342,7 +339,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     if (reset_before) {
       // drh = dpn · R_n  ([B, H] · [H, Hs]) into dhm, then r's gradient and dh_prev += ....
       TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, H, static_cast<const T*>(w.dpn),
-                                        H, r_block(pn), r_ld, w.dhm, Hs, false));
+                                        H, RGate(s, ly, pn), r_ld, w.dhm, Hs, false));
       TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, s.has_mask ? a.mask : nullptr,
                                                a.mask_per_step, RnnMaskWidth(s),
                                                MaskCol(s, ly.dcol, pn), w.dhm));

@@ -231,6 +231,14 @@ LayerPtrs<T> MakeLayerPtrs(const RnnSpec& s, I64 pseudo, const T* params, T* res
   return ly;
 }
 
+// Gate block k of the layer's R, for GemmLdT: rows [k·H, +H) of R [K·H, Hs] (used transposed),
+// or with weights_xw columns [k·H, +H) of R [Hs, K·H]; RGateLd is R's row distance.
+template <typename T>
+const T* RGate(const RnnSpec& s, const LayerPtrs<T>& ly, I64 k) {
+  return s.weights_xw ? ly.R + k * s.H : ly.R + k * s.H * RnnHs(s);
+}
+inline I64 RGateLd(const RnnSpec& s) { return s.weights_xw ? RnnK(s) * s.H : RnnHs(s); }
+
 // Hands out 256-byte aligned pieces of a workspace; with a null base it only counts bytes
 // (the size functions run the same carving as the engine).
 class Carver {

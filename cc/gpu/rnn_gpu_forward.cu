@@ -150,11 +150,8 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                                w.hr));
     if (steps % 2 == 1) std::swap(w.h_cur, w.h_next);
   }
-  // Gate block k of R: rows [k·H, +H) of R [K·H, Hs] (used transposed), or with weights_xw
-  // columns [k·H, +H) of R [Hs, K·H].
   const bool xw = s.weights_xw;
-  auto r_block = [&](I64 k) { return xw ? ly.R + k * H : ly.R + k * H * Hs; };
-  const I64 r_ld = xw ? KH : Hs;
+  const I64 r_ld = RGateLd(s);  // R_k = RGate(s, ly, k): gate block k of R
   // With per-gate masks a reset-before gru's candidate block comes last: its masked h is the
   // h_rec of r ⊙ h_rec, and it has no product of its own here (hrn below).
   const I64 pn = s.mode == RnnMode::kGru ? s.gate_pos[2] : -1;
@@ -174,7 +171,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
           continue;
         }
         TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, H, Hs,
-                                          static_cast<const T*>(w.h_masked), Hs, r_block(k),
+                                          static_cast<const T*>(w.h_masked), Hs, RGate(s, ly, k),
                                           r_ld, w.hr + k * H, KH, false));
       }
     } else {
@@ -197,7 +194,7 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
       // The candidate's recurrent product needs r of every unit: hrn = (r ⊙ h_rec) · R_nᵀ
       // ([B, H] · [H, Hs]ᵀ, R_n the candidate's block of R), then kAfterProduct.
       TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, H, Hs,
-                                        static_cast<const T*>(w.hh_step), H, r_block(pn), r_ld,
+                                        static_cast<const T*>(w.hh_step), H, RGate(s, ly, pn), r_ld,
                                         w.hrn, H, false));
       p.phase = StepPhase::kAfterProduct;
       TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));

@@ -107,11 +107,11 @@ struct CpuKeras {
   }
 };
 
-#define TFRNN_REGISTER_KERAS(T)                                                                \
-  REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"),    \
-                          KerasRnnKernel<CpuKeras, T, false>);                                               \
-  REGISTER_KERNEL_BUILDER(                                                                     \
-      Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),                \
+#define TFRNN_REGISTER_KERAS(T)                                                             \
+  REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+                          KerasRnnKernel<CpuKeras, T, false>);                              \
+  REGISTER_KERNEL_BUILDER(                                                                  \
+      Name("TfRnn>KerasRNNBackprop").Device(DEVICE_CPU).TypeConstraint<T>("T"),             \
       KerasRnnKernel<CpuKeras, T, true>);
 TFRNN_FOR_EACH_TYPE(TFRNN_REGISTER_KERAS)
 #undef TFRNN_REGISTER_KERAS
