@@ -18,7 +18,8 @@
 # the time left, and a stage with under 15 s left is skipped (and says so in the summary).
 #   tools/gpu_session.sh [stage ...]
 #     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
-#             memcheck memcheck_cluster racecheck racecheck_cluster bench bench_clusters
+#             memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster bench
+#             bench_clusters
 #             xla_ffi bench_keras ncu ncu_cluster cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster racecheck racecheck_cluster)
@@ -87,6 +88,9 @@ for s in "${STAGES[@]}"; do
                 "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]}" ;;
     memcheck_cluster) stage memcheck_cluster 240 "${CLUSTER[@]}" compute-sanitizer --tool memcheck \
                         --leak-check no "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]}" ;;
+    # memcheck over the CPU-parity cases (the Keras form, per-gate masks, reset-before gru).
+    memcheck_parity) stage memcheck_parity 240 compute-sanitizer --tool memcheck --leak-check no \
+                       "$PY" tests/gpu/cpu_parity.py ;;
     racecheck) stage racecheck 200 compute-sanitizer --tool racecheck \
                  "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
     racecheck_cluster) stage racecheck_cluster 200 "${CLUSTER[@]}" compute-sanitizer \

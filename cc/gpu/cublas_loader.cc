@@ -42,6 +42,7 @@ Loaded* DoLoad() {
     return 0;
   };
   a.gemm_ex = &emu::GemmEx<CublasHandle>;
+  a.gemm_strided_batched_ex = &emu::GemmStridedBatchedEx<CublasHandle>;
   return out;
 }
 #else
@@ -73,6 +74,9 @@ Loaded* DoLoad() {
   if (!sym("cublasDestroy_v2", &a.destroy)) missing += " cublasDestroy_v2";
   if (!sym("cublasSetStream_v2", &a.set_stream)) missing += " cublasSetStream_v2";
   if (!sym("cublasGemmEx", &a.gemm_ex)) missing += " cublasGemmEx";
+  if (!sym("cublasGemmStridedBatchedEx", &a.gemm_strided_batched_ex)) {
+    missing += " cublasGemmStridedBatchedEx";
+  }
   sym("cublasGetStatusString", &a.status_string);  // optional (cuBLAS >= 11.4)
   if (!missing.empty()) {
     out->status = GpuStatus(kCublasUnavailable, std::string(a.soname) + " lacks" + missing);
@@ -177,26 +181,38 @@ GpuStatus Gemm(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64
 }
 
 GpuStatus GemmLd(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                 int64_t k, const void* A, int64_t lda64, const void* B, int64_t ldb64, void* C,
-                 int64_t ldc64, cudaDataType ab, cudaDataType c, bool accumulate) {
-  if (m == 0 || n == 0) return GpuStatus::Ok();
+                 int64_t k, const void* A, int64_t lda, const void* B, int64_t ldb, void* C,
+                 int64_t ldc, cudaDataType ab, cudaDataType c, bool accumulate) {
+  return GemmLdBatched(g, trans_a, trans_b, m, n, k, A, lda, 0, B, ldb, 0, C, ldc, 0, 1, ab, c,
+                       accumulate);
+}
+
+GpuStatus GemmLdBatched(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, const void* A, int64_t lda64, int64_t stride_a, const void* B,
+                        int64_t ldb64, int64_t stride_b, void* C, int64_t ldc64,
+                        int64_t stride_c, int64_t batch, cudaDataType ab, cudaDataType c,
+                        bool accumulate) {
+  if (m == 0 || n == 0 || batch == 0) return GpuStatus::Ok();
   const int64_t c_bytes = c == CUDA_R_64F ? 8 : c == CUDA_R_32F ? 4 : 2;
   if (k == 0) {
     if (accumulate) return GpuStatus::Ok();
-    if (ldc64 == n) {
-      TFRNN_CUDA_CHECK(cudaMemsetAsync(C, 0, m * n * c_bytes, g.stream));
-      return GpuStatus::Ok();
-    }
-    for (int64_t r = 0; r < m; ++r) {  // rows of a column block
-      TFRNN_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(C) + r * ldc64 * c_bytes, 0,
-                                       n * c_bytes, g.stream));
+    for (int64_t i = 0; i < batch; ++i) {
+      char* Ci = static_cast<char*>(C) + i * stride_c * c_bytes;
+      if (ldc64 == n) {
+        TFRNN_CUDA_CHECK(cudaMemsetAsync(Ci, 0, m * n * c_bytes, g.stream));
+        continue;
+      }
+      for (int64_t r = 0; r < m; ++r) {  // rows of a column block
+        TFRNN_CUDA_CHECK(cudaMemsetAsync(Ci + r * ldc64 * c_bytes, 0, n * c_bytes, g.stream));
+      }
     }
     return GpuStatus::Ok();
   }
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda64 > INT_MAX || ldb64 > INT_MAX ||
-      ldc64 > INT_MAX) {
+      ldc64 > INT_MAX || batch > INT_MAX) {
     return InvalidArgument("GEMM dimension exceeds 2^31-1: " + std::to_string(m) + "x" +
-                           std::to_string(n) + "x" + std::to_string(k));
+                           std::to_string(n) + "x" + std::to_string(k) + " (batch " +
+                           std::to_string(batch) + ")");
   }
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands. A
   // row-major [r, c] matrix is a column-major [c, r] one with leading dimension c.
@@ -208,11 +224,20 @@ GpuStatus GemmLd(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int
   const float alpha32 = 1.f, beta32 = accumulate ? 1.f : 0.f;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  const int st = g.api->gemm_ex(
-      g.blas, trans_b ? kCublasOpT : kCublasOpN, trans_a ? kCublasOpT : kCublasOpN,
-      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, B, ab, ldb, A, ab,
-      lda, beta, C, c, ldc, f64 ? kCublasCompute64F : kCublasCompute32F, kCublasGemmDefault);
-  if (st != 0) return CublasError(g.api, st, "cublasGemmEx");
+  const int opa = trans_b ? kCublasOpT : kCublasOpN, opb = trans_a ? kCublasOpT : kCublasOpN;
+  const int compute = f64 ? kCublasCompute64F : kCublasCompute32F;
+  if (batch == 1) {
+    const int st = g.api->gemm_ex(g.blas, opa, opb, static_cast<int>(n), static_cast<int>(m),
+                                  static_cast<int>(k), alpha, B, ab, ldb, A, ab, lda, beta, C, c,
+                                  ldc, compute, kCublasGemmDefault);
+    if (st != 0) return CublasError(g.api, st, "cublasGemmEx");
+    return GpuStatus::Ok();
+  }
+  const int st = g.api->gemm_strided_batched_ex(
+      g.blas, opa, opb, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, B,
+      ab, ldb, stride_b, A, ab, lda, stride_a, beta, C, c, ldc, stride_c,
+      static_cast<int>(batch), compute, kCublasGemmDefault);
+  if (st != 0) return CublasError(g.api, st, "cublasGemmStridedBatchedEx");
   return GpuStatus::Ok();
 }
 

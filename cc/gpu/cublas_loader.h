@@ -39,6 +39,13 @@ struct CublasApi {
                  const void* A, cudaDataType Atype, int lda, const void* B, cudaDataType Btype,
                  int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
                  int compute_type, int algo) = nullptr;       // cublasGemmEx
+  int (*gemm_strided_batched_ex)(CublasHandle, int transa, int transb, int m, int n, int k,
+                                 const void* alpha, const void* A, cudaDataType Atype, int lda,
+                                 long long stride_a, const void* B, cudaDataType Btype, int ldb,
+                                 long long stride_b, const void* beta, void* C,
+                                 cudaDataType Ctype, int ldc, long long stride_c, int batch,
+                                 int compute_type, int algo) = nullptr;
+                                                             // cublasGemmStridedBatchedEx
   const char* (*status_string)(int) = nullptr;               // cublasGetStatusString (optional)
 };
 
@@ -87,6 +94,12 @@ GpuStatus Gemm(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64
 GpuStatus GemmLd(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n,
                  int64_t k, const void* A, int64_t lda, const void* B, int64_t ldb, void* C,
                  int64_t ldc, cudaDataType ab, cudaDataType c, bool accumulate);
+// `batch` such products in one call: product i reads A + i·stride_a, B + i·stride_b and writes
+// C + i·stride_c (strides in elements), each as GemmLd.
+GpuStatus GemmLdBatched(const GpuContext& g, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, const void* A, int64_t lda, int64_t stride_a, const void* B,
+                        int64_t ldb, int64_t stride_b, void* C, int64_t ldc, int64_t stride_c,
+                        int64_t batch, cudaDataType ab, cudaDataType c, bool accumulate);
 
 }  // namespace gpu
 }  // namespace tfrnn

@@ -10,16 +10,25 @@ namespace tfrnn {
 namespace gpu {
 namespace {
 
-// dh[b, :] += src[b, :] ⊙ mask row of (b, step) for the rows that have that step.
+// dh[b, :] += src[b, :] ⊙ mask row of (b, step) for the rows that have that step; with
+// `gates` > 1 the sum over g < gates (but `skip`) of block g of src ([gates, B, Hs]) ⊙ the
+// mask columns g·gate_cols further on (per-gate masks: Σ_k (dhr_k · R_k) ⊙ mask_k).
 template <typename T>
 __global__ void AddMaskedKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, I64 cols, I64 dcol,
                                 const T* mask, bool per_step, const AccOf<T>* src,
-                                AccOf<T>* dh) {
-  TFRNN_GRID_STRIDE(i, B * Hs) {
+                                AccOf<T>* dh, I64 gates, I64 gate_cols, I64 skip) {
+  using A = AccOf<T>;
+  const I64 BH = B * Hs;
+  TFRNN_GRID_STRIDE(i, BH) {
     const I64 b = i / Hs, j = i % Hs;
     const I64 tau = sm.Tau(b, step);
     if (tau < 0) continue;
-    dh[i] += src[i] * Ld(mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j);
+    const T* mrow = mask + ((per_step ? tau * B : 0) + b) * cols + dcol + j;
+    A sum = dh[i];
+    for (I64 gate = 0; gate < gates; ++gate) {
+      if (gate != skip) sum += src[gate * BH + i] * Ld(mrow + gate * gate_cols);
+    }
+    dh[i] = sum;
   }
 }
 
@@ -290,22 +299,24 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
   // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k; a reset-before gru's candidate reaches
   // h_prev through r ⊙ h_rec instead, GruResetGpu).
+  // With gate masks: block k of dhm = dhr_k · R_k, one batched product per run of gate
+  // blocks, then one launch adds Σ_k dhm_k ⊙ mask_k.
+  const I64 BHs = B * Hs;
   auto add_recurrent = [&](I64 mstep) -> GpuStatus {
     if (!s.has_mask) return GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dh, true);
-    for (I64 k = 0; k < (gate_masks ? K : 1); ++k) {
-      if (gate_masks && reset_before && k == pn) continue;
-      if (gate_masks) {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, xw, B, Hs, H,
-                                          static_cast<const T*>(w.dhr_prev) + k * H, KH,
-                                          RGate(s, ly, k), r_ld, w.dhm, Hs, false));
-      } else {
-        TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dhm,
-                                        false));
-      }
-      TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, AddMaskedKernel<T>)(sm, mstep, B, Hs,
-          RnnMaskWidth(s), MaskCol(s, ly.dcol, k), a.mask, a.mask_per_step, w.dhm, w.dh);
-      TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
+    if (gate_masks) {
+      TFRNN_GPU_RETURN_IF_ERROR(ForGateRuns(s, [&](I64 k0, I64 n) {
+        return GemmLdBatchedT(g, false, xw, B, Hs, H, static_cast<const T*>(w.dhr_prev) + k0 * H,
+                              KH, H, RGate(s, ly, k0), r_ld, RGateStride(s), w.dhm + k0 * BHs,
+                              Hs, BHs, n, false);
+      }));
+    } else {
+      TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dhm, false));
     }
+    TFRNN_LAUNCH(Blocks(BHs), kThreads, g.stream, AddMaskedKernel<T>)(sm, mstep, B, Hs,
+        RnnMaskWidth(s), MaskCol(s, ly.dcol, 0), a.mask, a.mask_per_step, w.dhm, w.dh,
+        gate_masks ? K : 1, Hs, gate_masks && reset_before ? pn : -1);
+    TFRNN_CUDA_CHECK_LAUNCH("AddMaskedKernel");
     return GpuStatus::Ok();
   };
   // Small batch: every step in one persistent or cluster kernel where the plan picks one

@@ -68,6 +68,15 @@ GpuStatus GemmLdT(const GpuContext& g, bool ta, bool tb, I64 m, I64 n, I64 k, co
                 accumulate);
 }
 
+// `batch` of them: product i at A + i·sa, B + i·sb, C + i·sc (strides in elements).
+template <typename T, typename CT>
+GpuStatus GemmLdBatchedT(const GpuContext& g, bool ta, bool tb, I64 m, I64 n, I64 k, const T* A,
+                         I64 lda, I64 sa, const T* B, I64 ldb, I64 sb, CT* C, I64 ldc, I64 sc,
+                         I64 batch, bool accumulate) {
+  return GemmLdBatched(g, ta, tb, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, batch,
+                       DataType<T>(), DataType<CT>(), accumulate);
+}
+
 // ---- activations (RnnAct); derivatives are functions of the output y ------------------------
 template <typename A>
 __device__ __forceinline__ A Sigmoid(A v) {
@@ -179,18 +188,23 @@ GpuStatus Copy(const GpuContext& g, X* dst, const X* src, I64 n) {
   return GpuStatus::Ok();
 }
 
-// h_masked[b, j] = h[b, j] · mask row of (b, step)[dcol + j] for rows with that step, else 0.
+// h_masked[b, j] = h[b, j] · mask row of (b, step)[dcol + j] for rows with that step, else 0;
+// with `gates` > 1 also the copies g = 1 .. gates-1 at out + g·B·Hs, masked by the columns
+// gate_cols further on (per-gate masks: each gate block's h ⊙ mask_k).
 template <typename T>
 __global__ void MaskRowsKernel(StepMapDev sm, I64 step, I64 B, I64 Hs, I64 cols, I64 dcol,
-                               const T* mask, bool per_step, const T* h, T* out) {
-  TFRNN_GRID_STRIDE(i, B * Hs) {
-    const I64 b = i / Hs, j = i % Hs;
+                               const T* mask, bool per_step, const T* h, T* out, I64 gates,
+                               I64 gate_cols) {
+  const I64 BH = B * Hs;
+  TFRNN_GRID_STRIDE(i, gates * BH) {
+    const I64 gate = i / BH, r = i % BH;
+    const I64 b = r / Hs, j = r % Hs;
     const I64 tau = sm.Tau(b, step);
     if (tau < 0) {
       St(out + i, AccOf<T>(0));
     } else {
-      const T* mrow = mask + ((per_step ? tau * B : 0) + b) * cols + dcol;
-      St(out + i, Ld(h + i) * Ld(mrow + j));
+      const T* mrow = mask + ((per_step ? tau * B : 0) + b) * cols + dcol + gate * gate_cols;
+      St(out + i, Ld(h + r) * Ld(mrow + j));
     }
   }
 }
@@ -238,6 +252,19 @@ const T* RGate(const RnnSpec& s, const LayerPtrs<T>& ly, I64 k) {
   return s.weights_xw ? ly.R + k * s.H : ly.R + k * s.H * RnnHs(s);
 }
 inline I64 RGateLd(const RnnSpec& s) { return s.weights_xw ? RnnK(s) * s.H : RnnHs(s); }
+// The distance between gate blocks k and k + 1 of R (elements), for GemmLdBatchedT.
+inline I64 RGateStride(const RnnSpec& s) { return s.weights_xw ? s.H : s.H * RnnHs(s); }
+// The runs of consecutive gate blocks whose recurrent products take h ⊙ mask_k with per-gate
+// masks (each run one batched GEMM): every block, but a reset-before gru's candidate block pn
+// (its product takes r ⊙ h_rec). Calls fn(first, count) for each non-empty run.
+template <typename Fn>
+GpuStatus ForGateRuns(const RnnSpec& s, Fn fn) {
+  const I64 K = RnnK(s);
+  const I64 pn = s.mode == RnnMode::kGru && s.gru_reset_before ? s.gate_pos[2] : K;
+  if (pn > 0) TFRNN_GPU_RETURN_IF_ERROR(fn(I64{0}, pn));
+  if (pn + 1 < K) TFRNN_GPU_RETURN_IF_ERROR(fn(pn + 1, K - pn - 1));
+  return GpuStatus::Ok();
+}
 
 // Hands out 256-byte aligned pieces of a workspace; with a null base it only counts bytes
 // (the size functions run the same carving as the engine).

@@ -152,32 +152,30 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   }
   const bool xw = s.weights_xw;
   const I64 r_ld = RGateLd(s);  // R_k = RGate(s, ly, k): gate block k of R
-  // With per-gate masks a reset-before gru's candidate block comes last: its masked h is the
-  // h_rec of r ⊙ h_rec, and it has no product of its own here (hrn below).
+  const I64 BHs = B * Hs;
+  // With per-gate masks a reset-before gru's candidate block pn has no product of its own
+  // here: its masked h is the h_rec of r ⊙ h_rec (hrn below).
   const I64 pn = s.mode == RnnMode::kGru ? s.gate_pos[2] : -1;
   for (I64 st = 0; st < (plan.ok ? 0 : steps); ++st) {
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
     if (gate_masks) {
-      // Gate block k: hr[:, k·H, +H] = (h_prev ⊙ mask_k) · R_kᵀ.
-      for (I64 q = 0; q < K; ++q) {
-        const I64 k = !reset_before ? q : q == K - 1 ? pn : (q >= pn ? q + 1 : q);
-        TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
-            RnnMaskWidth(s), MaskCol(s, ly.dcol, k), a.mask, a.mask_per_step, w.h_cur,
-            w.h_masked);
-        TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
-        if (reset_before && k == pn) {
-          h_rec = w.h_masked;
-          continue;
-        }
-        TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, !xw, B, H, Hs,
-                                          static_cast<const T*>(w.h_masked), Hs, RGate(s, ly, k),
-                                          r_ld, w.hr + k * H, KH, false));
-      }
+      // h_masked block k = h_prev ⊙ mask_k (one launch for all K), then for each run of gate
+      // blocks one batched product hr[:, k·H, +H) = h_masked_k · R_kᵀ.
+      TFRNN_LAUNCH(Blocks(K * BHs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
+          RnnMaskWidth(s), MaskCol(s, ly.dcol, 0), a.mask, a.mask_per_step, w.h_cur,
+          w.h_masked, K, Hs);
+      TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
+      if (reset_before) h_rec = w.h_masked + pn * BHs;
+      TFRNN_GPU_RETURN_IF_ERROR(ForGateRuns(s, [&](I64 k0, I64 n) {
+        return GemmLdBatchedT(g, false, !xw, B, H, Hs, static_cast<const T*>(w.h_masked) + k0 * BHs,
+                              Hs, BHs, RGate(s, ly, k0), r_ld, RGateStride(s), w.hr + k0 * H, KH,
+                              H, n, false);
+      }));
     } else {
       if (s.has_mask) {
-        TFRNN_LAUNCH(Blocks(B * Hs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
-            s.D * Hs, ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked);
+        TFRNN_LAUNCH(Blocks(BHs), kThreads, g.stream, MaskRowsKernel<T>)(sm, st, B, Hs,
+            s.D * Hs, ly.dcol, a.mask, a.mask_per_step, w.h_cur, w.h_masked, 1, 0);
         TFRNN_CUDA_CHECK_LAUNCH("MaskRowsKernel");
         h_rec = w.h_masked;
       }

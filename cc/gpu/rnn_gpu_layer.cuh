@@ -18,7 +18,8 @@ template <typename T>
 struct FwdBufs {
   using A = AccOf<T>;
   int* lengths;
-  T *h_cur, *h_next, *h_masked, *hh_step;
+  T *h_cur, *h_next, *hh_step;
+  T* h_masked;  // [B, Hs] (mask), [K, B, Hs] with per-gate masks
   A *c, *hr;
   A* hrn;  // [B, H] R_n·(r ⊙ h_rec) (reset-before gru)
 };
@@ -30,7 +31,7 @@ FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
   w.lengths = cv.Take<int>(B);
   w.h_cur = cv.Take<T>(B * Hs);
   w.h_next = cv.Take<T>(B * Hs);
-  w.h_masked = cv.Take<T>(B * Hs);
+  w.h_masked = cv.Take<T>((RnnGateMasks(s) ? RnnK(s) : 1) * B * Hs);  // h ⊙ mask_k per gate
   w.hh_step = cv.Take<T>(B * H);
   w.c = cv.Take<AccOf<T>>(B * H);
   w.hr = cv.Take<AccOf<T>>(B * KH);
@@ -48,7 +49,7 @@ struct BwdBufs {
   T* dhtot;                // [TB, P] dL/dh (projected) of every row (projection)
   A* dhh;                  // [B, H] dL/d(unprojected h) (projection)
   T* dtot;                 // [B, Hs] (projection)
-  A* dhm;                  // [B, Hs] (mask)
+  A* dhm;                  // [B, Hs] (mask), [K, B, Hs] with per-gate masks
   T *dy_buf, *din_buf;     // [TB, D·Hs]
   T* x_masked;             // [TB, I]
   A* partial;              // [chunks, KH] column-sum partials
@@ -76,7 +77,7 @@ BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
   w.dhtot = cv.Take<T>(TB * s.P);
   w.dhh = cv.Take<A>(B * H);
   w.dtot = cv.Take<T>(B * Hs);
-  w.dhm = cv.Take<A>(B * Hs);
+  w.dhm = cv.Take<A>((RnnGateMasks(s) ? RnnK(s) : 1) * B * Hs);
   w.dy_buf = cv.Take<T>(TB * ycols);
   w.din_buf = cv.Take<T>(TB * ycols);
   w.x_masked = cv.Take<T>(TB * s.I);

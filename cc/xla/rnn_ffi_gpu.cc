@@ -280,9 +280,12 @@ using CudaStream = struct CUstream_st*;
 template <bool kBackward>
 ffi::Error OnCuda(CudaStream stream, ffi::ScratchAllocator alloc, ffi::RemainingArgs args,
                   ffi::RemainingRets rets, ffi::Span<const int64_t> enc) {
+  // XLA's scratch takes alignments up to 16 bytes only: ask for 255 more and align here.
   const Scratch scratch = [&alloc](int64_t bytes) -> void* {
-    std::optional<void*> p = alloc.Allocate(static_cast<size_t>(bytes), 256);
-    return p.has_value() ? *p : nullptr;
+    std::optional<void*> p = alloc.Allocate(static_cast<size_t>(bytes) + 255, 16);
+    if (!p.has_value() || *p == nullptr) return nullptr;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(*p);
+    return reinterpret_cast<void*>((at + 255) / 256 * 256);
   };
   return Run<kBackward>(stream, scratch, args, rets, enc);
 }

@@ -215,7 +215,8 @@ def make_case(c, dtype):
                         gru_reset_before=c.get("gru_reset_before", False),
                         gru_z_new=c.get("gru_z_new", False),
                         mask_gates=c.get("mask_gates", False),
-                        gate_pos=(1, 0, 2, 3) if keras and mode == "gru" else (0, 1, 2, 3),
+                        gate_pos=c.get("gate_pos", (1, 0, 2, 3) if keras and mode == "gru"
+                                       else (0, 1, 2, 3)),
                         gate_act=(rec, rec, act, rec), cell_act=act)
     spec.weights_xw = int(keras)
     n_params = max(o["end"] for o in ce.param_layout(mode, L=L, D=D, I=I, N=N, P=P))
@@ -272,6 +273,10 @@ CASES = [
                                              mask_gates=True, lengths="zero")),
     ("gru-resetbefore-maskgates-D2", dict(mode="gru", D=2, gru_reset_before=True,
                                           has_mask=True, mask_gates=True)),
+    # The candidate's block between the other two (its product is not in a batched run).
+    ("gru-resetbefore-maskgates-candmid", dict(mode="gru", gru_reset_before=True, has_mask=True,
+                                               mask_gates=True, gate_pos=(0, 2, 1, 3),
+                                               lengths="var")),
     ("lstm-L3-D2-dropout0.3", dict(mode="lstm", L=3, D=2, dropout=0.3, seed=7)),
     ("gru-L2-D1-dropout0.5-var", dict(mode="gru", L=2, D=1, dropout=0.5, seed=3,
                                       lengths="var")),

@@ -1,5 +1,5 @@
 // Host stand-ins for the cuBLAS entry points of cublas_loader.h's CublasApi, for the emulation
-// build (cuda_emu.h): cublasGemmEx as a plain column-major loop, accumulating in the compute
+// build (cuda_emu.h): cublasGemmEx (and its strided-batched form) as a plain column-major loop, accumulating in the compute
 // type (float, or double for CUBLAS_COMPUTE_64F), with cuBLAS's rules: beta == 0 never reads C,
 // and every argument cuBLAS checks (sizes, leading dimensions, types) is checked.
 #ifndef TF_RNN_OPS_CC_GPU_EMU_CUBLAS_EMU_H_
@@ -83,6 +83,29 @@ int GemmEx(Handle h, int transa, int transb, int m, int n, int k, const void* al
   if (at == CUDA_R_32F && ct != CUDA_R_32F) return kStatusNotSupported;
   GemmLoop<float>(transa, transb, m, n, k, *static_cast<const float*>(alpha), A, at, lda, B, bt,
                   ldb, *static_cast<const float*>(beta), C, ct, ldc);
+  return kStatusSuccess;
+}
+
+inline int64_t BytesOf(cudaDataType t) {
+  return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2;
+}
+
+// cublasGemmStridedBatchedEx: GemmEx on each of `batch` strided operand sets (strides in
+// elements).
+template <typename Handle>
+int GemmStridedBatchedEx(Handle h, int transa, int transb, int m, int n, int k,
+                         const void* alpha, const void* A, cudaDataType at, int lda,
+                         long long sa, const void* B, cudaDataType bt, int ldb, long long sb,
+                         const void* beta, void* C, cudaDataType ct, int ldc, long long sc,
+                         int batch, int compute, int algo) {
+  if (batch < 0) return kStatusInvalidValue;
+  for (int i = 0; i < batch; ++i) {
+    const int st = GemmEx(h, transa, transb, m, n, k, alpha,
+                          static_cast<const char*>(A) + i * sa * BytesOf(at), at, lda,
+                          static_cast<const char*>(B) + i * sb * BytesOf(bt), bt, ldb, beta,
+                          static_cast<char*>(C) + i * sc * BytesOf(ct), ct, ldc, compute, algo);
+    if (st != kStatusSuccess) return st;
+  }
   return kStatusSuccess;
 }
 
