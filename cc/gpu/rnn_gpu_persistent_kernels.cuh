@@ -132,8 +132,8 @@ inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const Sequen
 
 // Whether a layer's step is small enough for the persistent kernels: where the forward beats
 // the per-step path on an H100 (bench/gpu_bench.py, docs/GPU.md "Benchmark"), B·Hs up to
-// 16·256, or one or two rows up to Hs = 1024. Beyond, the step's product is large enough for cuBLAS to beat the
-// kernels' CUDA-core dot products.
+// 16·256, or one or two rows up to Hs = 1024. Beyond, the step's product is large enough for
+// cuBLAS to beat the kernels' CUDA-core dot products.
 inline bool PersistentSize(const RnnSpec& s) {
   const I64 Hs = RnnHs(s);
   if (s.B < 1 || s.H < 1) return false;

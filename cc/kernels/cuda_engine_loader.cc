@@ -1,13 +1,9 @@
 #include "cc/kernels/cuda_engine_loader.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 #include <string>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "cc/kernels/engine_loader.h"
 #include "xla/stream_executor/stream.h"
 
 namespace tfrnn {
@@ -16,36 +12,10 @@ namespace {
 absl::Status Load(CudaEngine* e) {
   const std::string path =
       LibraryDirOf(reinterpret_cast<const void*>(&GetCudaEngine)) + "/_tfrnn_engine_cuda.so";
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tf_rnn_ops: cannot load the CUDA engine ", path, ": ", dlerror(),
-                     " (build it with tools/build_cuda.sh)"));
-  }
-  auto version = reinterpret_cast<int (*)()>(dlsym(h, "tfrnn_cuda_api_version"));
-  if (version == nullptr || version() != TFRNN_CUDA_API_VERSION) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "tf_rnn_ops: ", path, " does not have C API version ", TFRNN_CUDA_API_VERSION,
-        "; rebuild it"));
-  }
-  bool ok = true;
-  auto sym = [&](const char* name, auto* fn) {
-    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(h, name));
-    ok = ok && *fn != nullptr;
-  };
-  // Each CudaEngine field is the C API's function tfrnn_cuda_<field>.
-#define TFRNN_CUDA_SYM(field) sym("tfrnn_cuda_" #field, &e->field);
-  TFRNN_CUDA_SYM(last_error) TFRNN_CUDA_SYM(rnn_sizes) TFRNN_CUDA_SYM(rnn_forward)
-  TFRNN_CUDA_SYM(rnn_backward) TFRNN_CUDA_SYM(swap_major) TFRNN_CUDA_SYM(copy)
-  TFRNN_CUDA_SYM(zero) TFRNN_CUDA_SYM(lstm_sizes) TFRNN_CUDA_SYM(lstm_forward)
-  TFRNN_CUDA_SYM(lstm_backward) TFRNN_CUDA_SYM(gru_cell_sizes) TFRNN_CUDA_SYM(gru_cell_forward)
-  TFRNN_CUDA_SYM(gru_cell_backward)
-#undef TFRNN_CUDA_SYM
-  if (!ok) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tf_rnn_ops: ", path, " lacks C API functions; rebuild it"));
-  }
-  return absl::OkStatus();
+  const std::string why = OpenCudaEngine(path, e);
+  if (why.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("tf_rnn_ops: ", why, " (build it with tools/build_cuda.sh)"));
 }
 
 }  // namespace

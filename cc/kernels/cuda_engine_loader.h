@@ -7,30 +7,13 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "cc/gpu/c_api.h"
+#include "cc/gpu/c_api_loader.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
 
-struct CudaEngine {
-  const char* (*last_error)();
-  int (*rnn_sizes)(const TfRnnCudaSpec*, int64_t*, int64_t*, int64_t*, int64_t*);
-  int (*rnn_forward)(const TfRnnCudaSpec*, const TfRnnCudaFwdArgs*, void*, int64_t, void*);
-  int (*rnn_backward)(const TfRnnCudaSpec*, const TfRnnCudaBwdArgs*, void*, int64_t, void*);
-  int (*swap_major)(int32_t, const void*, void*, int64_t, int64_t, int64_t, void*);
-  int (*copy)(void*, const void*, int64_t, void*);
-  int (*zero)(void*, int64_t, void*);
-  int (*lstm_sizes)(const TfRnnCudaLstmSpec*, int64_t*, int64_t*);
-  int (*lstm_forward)(const TfRnnCudaLstmSpec*, const TfRnnCudaLstmFwdArgs*, void*, int64_t,
-                      void*);
-  int (*lstm_backward)(const TfRnnCudaLstmSpec*, const TfRnnCudaLstmBwdArgs*, void*, int64_t,
-                       void*);
-  int (*gru_cell_sizes)(const TfRnnCudaGruCellSpec*, int64_t*, int64_t*);
-  int (*gru_cell_forward)(const TfRnnCudaGruCellSpec*, const TfRnnCudaGruCellFwdArgs*, void*,
-                          int64_t, void*);
-  int (*gru_cell_backward)(const TfRnnCudaGruCellSpec*, const TfRnnCudaGruCellBwdArgs*, void*,
-                           int64_t, void*);
-
+// The C API's functions (c_api_loader.h) and the engine's status as a TensorFlow status.
+struct CudaEngine : CudaEngineFns {
   // A failed call's status (code -> TF code) with the engine's message, prefixed by `op`.
   absl::Status Check(int code, const std::string& op) const;
 };

@@ -15,14 +15,6 @@
 
 namespace tfrnn {
 
-std::string LibraryDirOf(const void* symbol) {
-  Dl_info info;
-  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return ".";
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 namespace {
 
 bool CpuHas(const std::string& isa) {

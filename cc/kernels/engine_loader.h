@@ -7,13 +7,10 @@
 
 #include "absl/status/status.h"
 #include "cc/engine/engine_api.h"
+#include "cc/engine/library_dir.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
-
-// The folder of the shared object that holds `symbol` (the op library: the engines lie beside
-// it), or "." when it cannot be found.
-std::string LibraryDirOf(const void* symbol);
 
 // The engine for this process (loaded once). Fails with a clear status if no variant loads.
 absl::Status GetEngine(const EngineApi** api);

@@ -127,9 +127,9 @@ inline absl::Status ZeroGpu(const GpuCall& g, std::initializer_list<tensorflow::
 // members kSizes, kFwd, kBwd; Spec, FwdArgs, BwdArgs their C API structs): the engine and
 // stream, the spec, the forward's (fwd) or the backward's workspace; more scratch from tmp.
 template <typename Spec, typename FwdArgs, typename BwdArgs,
-          int (*CudaEngine::*kSizes)(const Spec*, int64_t*, int64_t*),
-          int (*CudaEngine::*kFwd)(const Spec*, const FwdArgs*, void*, int64_t, void*),
-          int (*CudaEngine::*kBwd)(const Spec*, const BwdArgs*, void*, int64_t, void*)>
+          int (*CudaEngineFns::*kSizes)(const Spec*, int64_t*, int64_t*),
+          int (*CudaEngineFns::*kFwd)(const Spec*, const FwdArgs*, void*, int64_t, void*),
+          int (*CudaEngineFns::*kBwd)(const Spec*, const BwdArgs*, void*, int64_t, void*)>
 struct EngineCall {
   explicit EngineCall(tensorflow::OpKernelContext* ctx) : tmp(ctx) {}
 

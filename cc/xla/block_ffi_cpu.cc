@@ -151,7 +151,8 @@ ffi::Error Run(ffi::ThreadPool xla_pool, ffi::RemainingArgs args, ffi::Remaining
   XlaBlockCall call;
   const std::string why = DecodeXlaBlockCall(enc.begin(), enc.size(), &call);
   if (!why.empty()) {
-    return ffi::Error::InvalidArgument(absl::StrCat("tf_rnn_ops block op (XLA custom call): ", why));
+    return ffi::Error::InvalidArgument(
+        absl::StrCat("tf_rnn_ops block op (XLA custom call): ", why));
   }
   XlaHostPool pool(xla_pool);
   return call.f64 ? RunBlock<double>(pool, call, args, rets)

@@ -15,6 +15,7 @@
 #include "cc/kernels/scratch_cache.h"
 #include "cc/xla/ffi_cpu_common.h"
 #include "cc/xla/rnn_call.h"
+#include "cc/xla/rnn_call_buffers.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace tfrnn {
@@ -47,79 +48,67 @@ ffi::Error ReadyToRun(const XlaRnnCall& call, const Buffers& buf, const int* len
   return LoadEngine(engine);
 }
 
-// Operands 0..8 (lengths, x, h0, c0, w0, w1, w2, mask, peephole) into the engine's forward
-// arguments and weights; `zeros` (KN elements) is the recurrent bias when Keras's bias has one
-// row.
+// The call's buffers (rnn_call_buffers.h) as the engine's arguments, both directions' common
+// part; `zeros` (K·H elements) is the recurrent bias when Keras's bias has one row.
 template <typename A, typename Args>
-void BindCommon(const XlaRnnCall& call, Buffers& buf, Args* a, const A** x, A* zeros) {
-  const RnnSpec& s = call.spec;
-  const bool lstm = s.mode == RnnMode::kLstm;
-  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.H;
-  a->lengths = static_cast<const int*>(buf.In(0, call.has_lengths ? s.B : 0, "lengths", true));
-  if (!call.has_lengths) a->lengths = nullptr;
-  *x = static_cast<const A*>(buf.In(1, s.T * s.B * s.I, "x"));
-  a->h0 = static_cast<const A*>(buf.In(2, states * RnnHs(s), "h0"));
-  a->c0 = lstm ? static_cast<const A*>(buf.In(3, states * s.H, "c0")) : nullptr;
-  if (call.weights == XlaWeights::kParamsVector) {
-    a->params = static_cast<const A*>(buf.In(4, RnnParamsSize(s), "params"));
-  } else {
-    const Index in_rows = s.preprojected ? 0 : s.I;
-    auto& w = a->weights;
-    w.W = static_cast<const A*>(buf.In(4, in_rows * KN, "kernel"));
-    w.R = static_cast<const A*>(buf.In(5, s.H * KN, "recurrent_kernel"));
-    w.bW = static_cast<const A*>(buf.In(6, (call.two_biases ? 2 : 1) * KN, "bias"));
-    if (call.two_biases) {
-      w.bR = w.bW + KN;
-    } else {
-      std::fill_n(zeros, KN, A(0));
-      w.bR = zeros;
-    }
+void MapCommon(const XlaRnnCall& call, const XlaRnnBuffers& b, Args* a, A* zeros) {
+  auto in = [](const void* p) { return static_cast<const A*>(p); };
+  a->lengths = b.lengths;
+  a->x = in(b.x);
+  a->h0 = in(b.h0);
+  a->c0 = in(b.c0);
+  // One of the two weight forms is null (the engine takes the weights when R is set).
+  a->params = in(b.params);
+  auto& w = a->weights;
+  w.W = in(b.kernel);
+  w.R = in(b.recurrent_kernel);
+  w.bW = in(b.bias);
+  w.bR = in(b.bias_r);
+  if (call.weights == XlaWeights::kKerasWeights && !call.two_biases) {
+    std::fill_n(zeros, RnnK(call.spec) * call.spec.H, A(0));
+    w.bR = zeros;
   }
-  a->mask = static_cast<const A*>(buf.In(7, XlaRnnMaskSize(call), "mask"));
-  if (!s.has_mask) a->mask = nullptr;
+  a->mask = in(b.mask);
   a->mask_per_step = call.mask_per_step;
-  a->peephole = static_cast<const A*>(buf.In(8, XlaRnnPeepholeSize(call), "peephole"));
-  if (!s.peephole) a->peephole = nullptr;
+  a->peephole = in(b.peephole);
 }
 
-// What both targets start with: the call's buffers, its workspace (from the ScratchCache: the
-// engine's own first, then BindCommon's zeros, then a forward's scratch reserve) and operands
-// 0..8 bound into `a` (Args: the engine's forward or backward arguments); ws is null (and
-// `error` says why) when the workspace could not be had.
+// What both targets start with: the call's buffers bound and checked, its workspace (from the
+// ScratchCache: the engine's own first, then MapCommon's zeros, then a forward's scratch
+// reserve) and the common arguments mapped into `a` (Args: the engine's forward or backward
+// arguments); ws is null (and `error` says why) when the workspace could not be had.
 template <typename A, typename Args>
 struct Prepared {
   static constexpr bool kBackward = std::is_same_v<Args, RnnBwdArgs<A>>;
 
   Prepared(const XlaRnnCall& call, ffi::RemainingArgs args, ffi::RemainingRets rets)
       : buf(XlaFaceName(call.face), call.f64, args, rets),
+        b(BindXlaRnnBuffers(call, buf, kBackward)),
         lease(ScratchCache::Global().Take(
             sizeof(A) * (kBackward ? XlaRnnBwdWorkspace(call) : XlaRnnFwdWorkspace(call)))),
         ws(Workspace<A>(XlaFaceName(call.face), lease, &error)) {
     const Index engine_ws =
         kBackward ? RnnBwdWorkspaceSize(call.spec) : RnnFwdWorkspaceSize(call.spec);
-    if (ws != nullptr) BindCommon<A>(call, buf, &a, &a.x, ws + engine_ws);
+    if (ws != nullptr) MapCommon<A>(call, b, &a, ws + engine_ws);
   }
   Buffers buf;
+  XlaRnnBuffers b;
   ScratchCache::Lease lease;
   ffi::Error error = ffi::Error::Success();
   A* ws;
   Args a;
 };
 
-// The forward target after Prepared: the outputs bound, the engine's forward.
+// The forward target after Prepared: the outputs mapped, the engine's forward.
 template <typename A>
-ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnFwdArgs<A>& a,
-                   A* ws) {
+ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, const Buffers& buf,
+                   const XlaRnnBuffers& b, RnnFwdArgs<A>& a, A* ws) {
   const RnnSpec& s = call.spec;
-  const bool lstm = s.mode == RnnMode::kLstm;
-  const Index states = s.L * s.D * s.B;
-  a.y = static_cast<A*>(buf.Out(0, s.T * s.B * s.D * RnnHs(s), "y"));
-  a.hn = static_cast<A*>(buf.Out(1, states * RnnHs(s), "hn"));
-  a.cn = static_cast<A*>(buf.Out(2, lstm ? states * s.H : 0, "cn"));
-  if (!lstm) a.cn = nullptr;
+  a.y = static_cast<A*>(b.y);
+  a.hn = static_cast<A*>(b.hn);
+  a.cn = static_cast<A*>(b.cn);
   const Index reserve = RnnReserveSize(s);
-  a.reserve = static_cast<A*>(buf.Out(3, XlaRnnReserveResult(call), "reserve"));
-  if (!s.training) a.reserve = ws + (XlaRnnFwdWorkspace(call) - reserve);
+  a.reserve = s.training ? static_cast<A*>(b.reserve) : ws + (XlaRnnFwdWorkspace(call) - reserve);
   bool shorter;
   const EngineApi* engine;
   if (ffi::Error e = ReadyToRun(call, buf, a.lengths, &shorter, &engine); e.failure()) return e;
@@ -129,44 +118,28 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnFwdA
   return ffi::Error::Success();
 }
 
-// The backward target after Prepared: the incoming gradients and the outputs bound, the
+// The backward target after Prepared: the incoming gradients and the outputs mapped, the
 // engine's backward.
 template <typename A>
-ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, Buffers& buf, RnnBwdArgs<A>& a,
-                    A* ws) {
-  const RnnSpec& s = call.spec;
-  const bool lstm = s.mode == RnnMode::kLstm;
-  const Index states = s.L * s.D * s.B, KN = RnnK(s) * s.H;
-  a.dy = static_cast<const A*>(buf.In(9, s.T * s.B * s.D * RnnHs(s), "dy"));
-  a.dhn = static_cast<const A*>(buf.In(10, states * RnnHs(s), "dhn"));
-  a.dcn = lstm ? static_cast<const A*>(buf.In(11, states * s.H, "dcn")) : nullptr;
-  a.reserve = static_cast<const A*>(buf.In(12, RnnReserveSize(s), "reserve"));
-  const bool dc_seq = lstm && call.has_dc_seq;
-  a.dc_seq = static_cast<const A*>(buf.In(13, dc_seq ? s.T * s.B * s.D * s.H : 0, "dc_seq"));
-  if (!dc_seq) a.dc_seq = nullptr;
-  a.dx = static_cast<A*>(buf.Out(0, s.T * s.B * s.I, "dx"));
-  a.dh0 = static_cast<A*>(buf.Out(1, states * RnnHs(s), "dh0"));
-  a.dc0 = static_cast<A*>(buf.Out(2, lstm ? states * s.H : 0, "dc0"));
-  if (!lstm) a.dc0 = nullptr;
-  if (call.weights == XlaWeights::kParamsVector) {
-    a.dparams = static_cast<A*>(buf.Out(3, RnnParamsSize(s), "dparams"));
-  } else {
-    auto& dw = a.dweights;
-    dw.dW = static_cast<A*>(buf.Out(3, (s.preprojected ? 0 : s.I) * KN, "dkernel"));
-    dw.dR = static_cast<A*>(buf.Out(4, s.H * KN, "drecurrent_kernel"));
-    dw.dbW = static_cast<A*>(buf.Out(5, (call.two_biases ? 2 : 1) * KN, "dbias"));
-    dw.dbR = call.two_biases && dw.dbW != nullptr ? dw.dbW + KN : nullptr;
-  }
-  if (call.weights == XlaWeights::kParamsVector) {
-    buf.Out(4, 0, "dw1");
-    buf.Out(5, 0, "dw2");
-  }
-  a.dpeephole = static_cast<A*>(buf.Out(6, XlaRnnPeepholeSize(call), "dpeephole"));
-  if (!s.peephole) a.dpeephole = nullptr;
+ffi::Error Backward(HostPool& pool, const XlaRnnCall& call, const Buffers& buf,
+                    const XlaRnnBuffers& b, RnnBwdArgs<A>& a, A* ws) {
+  auto in = [](const void* p) { return static_cast<const A*>(p); };
+  auto out = [](void* p) { return static_cast<A*>(p); };
+  a.dy = in(b.dy);
+  a.dhn = in(b.dhn);
+  a.dcn = in(b.dcn);
+  a.reserve = in(b.reserve_in);
+  a.dc_seq = in(b.dc_seq);
+  a.dx = out(b.dx);
+  a.dh0 = out(b.dh0);
+  a.dc0 = out(b.dc0);
+  a.dparams = out(b.dparams);  // or the weights' gradients
+  a.dweights = {out(b.dkernel), out(b.drecurrent_kernel), out(b.dbias), out(b.dbias_r)};
+  a.dpeephole = out(b.dpeephole);
   bool shorter;
   const EngineApi* engine;
   if (ffi::Error e = ReadyToRun(call, buf, a.lengths, &shorter, &engine); e.failure()) return e;
-  EngineFns<A>::RnnBwd(*engine)(pool, s, a, ws);
+  EngineFns<A>::RnnBwd(*engine)(pool, call.spec, a, ws);
   return ffi::Error::Success();
 }
 
@@ -176,9 +149,9 @@ ffi::Error Call(HostPool& pool, const XlaRnnCall& call, ffi::RemainingArgs args,
   Prepared<A, std::conditional_t<kBackward, RnnBwdArgs<A>, RnnFwdArgs<A>>> p(call, args, rets);
   if (p.ws == nullptr) return std::move(p.error);
   if constexpr (kBackward) {
-    return Backward<A>(pool, call, p.buf, p.a, p.ws);
+    return Backward<A>(pool, call, p.buf, p.b, p.a, p.ws);
   } else {
-    return Forward<A>(pool, call, p.buf, p.a, p.ws);
+    return Forward<A>(pool, call, p.buf, p.b, p.a, p.ws);
   }
 }
 

@@ -33,8 +33,9 @@ import cuda_engine as ce  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 SRC = "cc/xla/rnn_ffi_gpu.cc"
-DEPS = [SRC, "cc/xla/ffi_buffers.h", "cc/xla/rnn_call.h", "cc/gpu/c_api.h",
-        "cc/gpu/c_api_convert.h", "cc/engine/types.h", "cc/engine/rnn_spec_fields.h"]
+DEPS = [SRC, "cc/xla/ffi_buffers.h", "cc/xla/rnn_call.h", "cc/xla/rnn_call_buffers.h",
+        "cc/gpu/c_api.h", "cc/gpu/c_api_loader.h", "cc/gpu/c_api_convert.h",
+        "cc/engine/library_dir.h", "cc/engine/types.h", "cc/engine/rnn_spec_fields.h"]
 CALL_VERSION = 2  # kXlaRnnCallVersion in cc/xla/rnn_call.h
 FACES = {"KerasRNN": 0, "KerasRNNBackprop": 1, "CudnnRNNV3": 4, "CudnnRNNBackpropV3": 7}
 TOL = {"float32": 1e-4, "float64": 1e-10}

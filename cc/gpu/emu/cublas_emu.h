@@ -1,7 +1,8 @@
 // Host stand-ins for the cuBLAS entry points of cublas_loader.h's CublasApi, for the emulation
-// build (cuda_emu.h): cublasGemmEx (and its strided-batched form) as a plain column-major loop, accumulating in the compute
-// type (float, or double for CUBLAS_COMPUTE_64F), with cuBLAS's rules: beta == 0 never reads C,
-// and every argument cuBLAS checks (sizes, leading dimensions, types) is checked.
+// build (cuda_emu.h): cublasGemmEx (and its strided-batched form) as a plain column-major
+// loop, accumulating in the compute type (float, or double for CUBLAS_COMPUTE_64F), with
+// cuBLAS's rules: beta == 0 never reads C, and every argument cuBLAS checks (sizes, leading
+// dimensions, types) is checked.
 #ifndef TF_RNN_OPS_CC_GPU_EMU_CUBLAS_EMU_H_
 #define TF_RNN_OPS_CC_GPU_EMU_CUBLAS_EMU_H_
 
