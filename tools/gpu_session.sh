@@ -9,7 +9,8 @@
 # times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
 # issue's small-batch sizes; xla_ffi runs the XLA custom calls' CUDA targets through JAX
 # (tests/gpu/xla_ffi_checks.py); bench_keras times the Keras op's form with per-gate masks
-# (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster profile one persistent / cluster launch.
+# (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster
+# profile one persistent / cluster launch, ncu_steps the per-step path's kernels.
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
@@ -20,7 +21,7 @@
 #     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #             memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster bench
 #             bench_clusters
-#             xla_ffi bench_keras ncu ncu_cluster cpu_scaling
+#             xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster racecheck racecheck_cluster)
 set -uo pipefail
@@ -115,6 +116,13 @@ for s in "${STAGES[@]}"; do
            --section SchedulerStats --section MemoryWorkloadAnalysis \
            "$PY" bench/gpu_bench.py --modes lstm --dtypes float32 --batches 16 --hiddens 256 \
            --iters 1 --repeats 1 --warmup 1 --variants cluster ;;
+    # What the per-step path spends per step (lstm, float32, B = 16, H = 512; T = 8): cuBLAS's
+    # recurrent product and the step kernels, at the card's own clocks (only our engine's and
+    # cuBLAS's kernels: bench/gpu_profile_step.py makes its inputs with PyTorch).
+    ncu_steps) TFRNN_CUDA_PERSISTENT=0 stage ncu_steps 150 ncu --clock-control none \
+                 --kernel-name-base demangled --kernel-name "regex:tfrnn|gemm|Gemm|xmma|cutlass" \
+                 --launch-skip 2 --launch-count 12 --section SpeedOfLight --section LaunchStats \
+                 --section Occupancy "$PY" bench/gpu_profile_step.py ;;
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
                    --threads "1,2,4,8,$(nproc)" ;;

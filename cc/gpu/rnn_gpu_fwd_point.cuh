@@ -34,9 +34,9 @@ struct FwdStep {
   // gru: reset before the recurrent product (two phases per step, as FwdBlock in rnn_cpu.cc:
   // kBeforeProduct r, z and r ⊙ h_rec into aux and hh_step; kAfterProduct the candidate and
   // h once hrn holds R_n·(r ⊙ h_rec)); z_new: h = z ⊙ n + (1-z) ⊙ h_prev.
-  StepPhase phase;
-  bool z_new;
-  const A* hrn;     // [B, H] (kAfterProduct)
+  StepPhase phase = StepPhase::kWhole;
+  bool z_new = false;
+  const A* hrn = nullptr;  // [B, H] (kAfterProduct)
 };
 
 // The step for (batch row b, unit j). gx/acts row at τ holds W·x (no bias) on entry and the
@@ -69,14 +69,19 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   switch (p.mode) {
     case static_cast<int>(RnnMode::kLstm): {
       const A cprev = p.c[b * H + j];
-      A v[4];
+      // Every load before the first store (a store may alias a later load, which would then
+      // wait for the gate before it): the four pre-activations and peephole weights.
+      A x[4], pw[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        x[q] = pre(p.gate_pos[q]);
+        pw[q] = p.peephole ? Ld(p.peep + p.gate_pos[q] * H + j) : A(0);
+      }
+      A v[4] = {A(0), A(0), A(0), A(0)};
       // The gate with the peephole term of c (c_prev, or for o with peephole_o_new the new c).
       auto gate = [&](int q, A cpeep) {
-        const int k = p.gate_pos[q];
-        A x = pre(k);
-        if (p.peephole) x += Ld(p.peep + k * H + j) * cpeep;
-        v[q] = Act(p.gate_act[q], x);
-        St(p.ly.act[k] + row * p.ly.act_ld + j, v[q]);
+        v[q] = Act(p.gate_act[q], p.peephole ? x[q] + pw[q] * cpeep : x[q]);
+        St(p.ly.act[p.gate_pos[q]] + row * p.ly.act_ld + j, v[q]);
       };
       gate(0, cprev);
       gate(1, cprev);
@@ -105,9 +110,15 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
       auto act = [&](int k) { return p.ly.act[k] + row * p.ly.act_ld + j; };
       A rg, z;
+      // Reset after: the candidate's loads before the first store (as for lstm).
+      const bool after = p.phase == StepPhase::kWhole;
+      const A nwx = after ? wx(pn) + Ld(bw + pn * H) : A(0);
+      const A hrn_after = after ? r[pn * hks] + Ld(br + pn * H) : A(0);
+      const A hp_after = after ? Ld(p.h_cur + b * p.Hs + j) : A(0);
       if (p.phase != StepPhase::kAfterProduct) {
-        rg = Act(p.gate_act[0], pre(pr));
-        z = Act(p.gate_act[1], pre(pz));
+        const A pre_r = pre(pr), pre_z = pre(pz);
+        rg = Act(p.gate_act[0], pre_r);
+        z = Act(p.gate_act[1], pre_z);
         St(act(pr), rg);
         St(act(pz), z);
       } else {
@@ -124,13 +135,12 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       if (p.phase == StepPhase::kAfterProduct) {
         nx = wx(pn) + Ld(bw + pn * H) + p.hrn[b * H + j] + Ld(br + pn * H);
       } else {
-        const A hrn = r[pn * hks] + Ld(br + pn * H);
-        St(p.ly.aux + row * H + j, hrn);
-        nx = wx(pn) + Ld(bw + pn * H) + rg * hrn;
+        St(p.ly.aux + row * H + j, hrn_after);
+        nx = nwx + rg * hrn_after;
       }
       const A n = Act(p.gate_act[2], nx);
       St(act(pn), n);
-      const A hp = Ld(p.h_cur + b * p.Hs + j);
+      const A hp = after ? hp_after : Ld(p.h_cur + b * p.Hs + j);
       h = p.z_new ? z * n + (A(1) - z) * hp : (A(1) - z) * n + z * hp;
       break;
     }

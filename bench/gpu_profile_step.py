@@ -1,0 +1,51 @@
+"""One forward and backward of our CUDA engine at one size and nothing else, for a profiler
+(Nsight Compute) to read the kernels of our own path (bench/gpu_bench.py also runs cuDNN):
+
+    python bench/gpu_profile_step.py [--mode lstm] [--dtype float32] [--T 8] [--B 16] [--H 512]
+
+Environment switches pick the engine's path as in gpu_bench.py (TFRNN_CUDA_PERSISTENT=0: the
+per-step path). Random inputs (never zeros); prints the largest |y| as a sign of life.
+TF_RNN_OPS_CUDA_EMULATED=1 runs it on the CUDA emulation.
+"""
+
+import argparse
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_ROOT, "tests", "gpu"))
+
+import cuda_engine  # noqa: E402
+import gpu_common  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="lstm")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--T", type=int, default=8)
+    ap.add_argument("--B", type=int, default=16)
+    ap.add_argument("--H", type=int, default=512)
+    a = ap.parse_args()
+    torch = gpu_common.torch_cuda()
+    dev = gpu_common.device()
+    dt = gpu_common.tdtype(a.dtype)
+    spec = cuda_engine.make_spec(a.mode, T=a.T, B=a.B, I=a.H, N=a.H, dtype=a.dtype)
+    n_params = gpu_common.engine().sizes(spec)[0]
+    gen = torch.Generator(device=dev).manual_seed(0)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device=dev) * scale).to(dt)
+
+    lstm = a.mode == "lstm"
+    state = (1, a.B, a.H)
+    out = gpu_common.run_engine(
+        spec, x=rand(a.T, a.B, a.H), h0=rand(*state), c0=rand(*state) if lstm else None,
+        params=rand(n_params, scale=0.05), dy=rand(a.T, a.B, a.H), dhn=rand(*state),
+        dcn=rand(*state) if lstm else None)
+    print(f"{a.mode} {a.dtype} T={a.T} B={a.B} H={a.H}: max |y| "
+          f"{out['y'].abs().max().item():.4f}, max |dx| {out['dx'].abs().max().item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
