@@ -122,8 +122,10 @@ def test_xla_custom_call_targets_through_jax(emulated_engine):
     assert counts["PASS"] >= 12 and counts["SKIP"] == 0
 
 
-@pytest.mark.parametrize("path", ["persistent", "cluster2"])
-def test_cpu_engine_parity_sanitized(path):
+# One dtype per path under the sanitizers (the float32 and float64 instances share their index
+# arithmetic; the unsanitized runs above take both): the suite's slowest test otherwise.
+@pytest.mark.parametrize("path,dtype", [("persistent", "float32"), ("cluster2", "float64")])
+def test_cpu_engine_parity_sanitized(path, dtype):
     """cpu_parity on an ASan + UBSan build (numpy only; the sanitizer runtimes preloaded)."""
     libs = []
     for name in ("libasan.so", "libubsan.so"):
@@ -136,10 +138,10 @@ def test_cpu_engine_parity_sanitized(path):
     so = _build(os.path.join(REPO, "build", "cuda_emu_asan", "_tfrnn_engine_cuda_emu.so"),
                 "-fsanitize=address,undefined -fno-sanitize-recover=undefined "
                 "-fno-omit-frame-pointer")
-    counts, out = _run_checks("cpu_parity.py", so, env_extra=dict(
+    counts, out = _run_checks("cpu_parity.py", so, "--dtypes", dtype, env_extra=dict(
         PATHS[path], LD_PRELOAD=" ".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"))
     _check_ran(path, out)
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
-    assert counts["PASS"] >= 22, out
+    assert counts["PASS"] >= 22, out  # every case and dropout-mask check of one dtype
     assert "runtime error" not in out and "AddressSanitizer" not in out, out[-4000:]

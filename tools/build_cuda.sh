@@ -48,8 +48,9 @@ for src in "${CUDA_SRCS[@]}"; do
        -MMD -MF "$obj.d" -c "$src" -o "$obj")
   cuda_object_stale "$obj" "${cmd[@]}" || continue
   echo "[build_cuda] compiling $src"
-  cuda_compile "$obj" "${cmd[@]}"
+  cuda_compile_bg "$obj" "${cmd[@]}"
 done
+cuda_wait_objects "${objs[@]}"
 # Static CUDA runtime (no libcudart.so needed at run time), its symbols kept local.
 "$NVCC" -shared -cudart static -o "$OUT.tmp" "${objs[@]}" \
   -Xlinker --exclude-libs,ALL -Xlinker -z,defs -ldl -lpthread -lrt

@@ -30,8 +30,9 @@ for src in "${CUDA_SRCS[@]}"; do
   cmd=("$CXX" "${FLAGS[@]}" -MMD -MF "$obj.d" -x c++ -c "$src" -o "$obj")
   cuda_object_stale "$obj" "${cmd[@]}" || continue
   echo "[build_cuda_emu] compiling $src"
-  cuda_compile "$obj" "${cmd[@]}"
+  cuda_compile_bg "$obj" "${cmd[@]}"
 done
+cuda_wait_objects "${objs[@]}"
 "$CXX" -shared -o "$OUT.tmp" "${objs[@]}" ${TF_RNN_OPS_CUDA_EMU_CXXFLAGS:-} -Wl,-z,defs -ldl -lpthread
 mv -f "$OUT.tmp" "$OUT"
 echo "[build_cuda_emu] $(basename "$OUT") built in $(( $(date +%s) - start )) s -> $OUT"

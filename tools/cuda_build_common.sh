@@ -40,6 +40,25 @@ cuda_object_stale() {
   return 1
 }
 
+# Compiles run in the background, at most CUDA_JOBS at once (TF_RNN_OPS_BUILD_JOBS, else one
+# per CPU): cuda_compile_bg starts one when a slot is free, cuda_wait_objects waits for them all
+# and fails when an object has no command record (its compile failed).
+CUDA_JOBS="${TF_RNN_OPS_BUILD_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+
+# cuda_compile_bg OBJ COMMAND...: cuda_compile in the background once a slot is free.
+cuda_compile_bg() {
+  while [ "$(jobs -rp | wc -l)" -ge "$CUDA_JOBS" ]; do wait -n || true; done
+  cuda_compile "$@" &
+}
+
+# cuda_wait_objects OBJ...: waits for every compile; 1 (naming the objects) when one failed.
+cuda_wait_objects() {
+  wait || true
+  local obj failed=()
+  for obj in "$@"; do [ -f "$obj.cmd" ] || failed+=("$obj"); done
+  [ "${#failed[@]}" -eq 0 ] || { echo "compiling failed: ${failed[*]}" >&2; return 1; }
+}
+
 # cuda_compile OBJ COMMAND...: runs COMMAND (a compiler call that writes OBJ and, with
 # -MMD -MF OBJ.d, its dependency file), then records the compiler and COMMAND in OBJ.cmd. A
 # failed compile leaves no record, so the next run compiles the object again.

@@ -5,6 +5,7 @@
     TF_RNN_OPS_CUDA_EMULATED=1 python3 tests/gpu/cpu_parity.py
         # CPU engine vs the CUDA engine's CPU emulation build (tools/build_cuda_emu.sh), on
         # numpy arrays: no GPU and no PyTorch needed
+    ... --dtypes float32                         # one dtype only (default float32,float64)
 
 The CPU engine (tf_rnn_ops/_tfrnn_engine_{avx512,avx2,avx}.so, the best variant this CPU runs,
 chosen like cc/kernels/engine_loader.cc; TF_RNN_OPS_ISA forces one) is driven through
@@ -299,7 +300,7 @@ def report_errs(name, errs, tol, extra=""):
            + (f" over tol: {bad}" if bad else "") + extra)
 
 
-def parity(cpu):
+def parity(cpu, dtypes=("float32", "float64")):
     """Every case and dtype: CPU engine vs CUDA engine (or its CPU emulation, on numpy)."""
     import gpu_common as gc
     emu = EmulatedCudaEngine() if gc.emulated() else None
@@ -307,7 +308,7 @@ def parity(cpu):
     if torch is not None:
         gc.no_tf32()
     for name, c in CASES:
-        for dtype in ("float32", "float64"):
+        for dtype in dtypes:
             full = f"{name} {dtype}"
             spec, inp, lengths = make_case(c, dtype)
             cast = lambda v: None if v is None else np.ascontiguousarray(v.astype(dtype))  # noqa: E731
@@ -429,7 +430,14 @@ def cpu_only(cpu):
 
 
 def main():
-    only = "--cpu-only" in sys.argv[1:]
+    argv = sys.argv[1:]
+    only = "--cpu-only" in argv
+    dtypes = ("float32", "float64")
+    if "--dtypes" in argv and argv.index("--dtypes") + 1 < len(argv):
+        dtypes = tuple(argv[argv.index("--dtypes") + 1].split(","))
+        if not set(dtypes) <= set(TOL):
+            print(f"cpu_parity: --dtypes takes {','.join(TOL)}, not {','.join(dtypes)}")
+            return 2
     path, why = pick_cpu_engine()
     cpu = None
     if path is None:
@@ -449,7 +457,7 @@ def main():
         reason = gc.gpu_unavailable_reason()
         if reason and gc.emulated() and os.path.exists(ce.so_path()):
             reason = None  # the emulation's numpy path needs no PyTorch
-        report("SKIP", "all", reason) if reason else parity(cpu)
+        report("SKIP", "all", reason) if reason else parity(cpu, dtypes)
     print("summary:", COUNTS)
     return 1 if COUNTS["FAIL"] else 0
 
