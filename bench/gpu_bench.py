@@ -1,5 +1,5 @@
 """Ours (CUDA engine, tf_rnn_ops/_tfrnn_engine_cuda.so) vs cuDNN (torch.nn on CUDA): LSTM and
-GRU, T=100, one layer, batch N in {1, 16, 64, 256}, hidden H in {256, 512, 1024} (input size
+GRU, T=100, one layer, batch B in {1, 16, 64, 256}, hidden H in {256, 512, 1024} (input size
 H), float32 and half. Runs on a GPU machine only (no TensorFlow needed):
 
     python bench/gpu_bench.py [--iters 10] [--modes lstm,gru] [--dtypes float32,float16]
@@ -14,7 +14,7 @@ For cuDNN and for each of our engine's paths (--variants, chosen by environment 
 it prints the forward, backward (forward+backward minus forward) and forward+backward times in
 ms, the forward's time per step in µs, which kernel ran each direction (TFRNN_CUDA_TRACE), and
 cuDNN / ours (above 1: ours is faster). Then, per variant:
-  - GFLOP/s of forward+backward (the GEMM work: 3 · 2·T·N·K·H·(I+H)) and its share of the GEMM
+  - GFLOP/s of forward+backward (the GEMM work: 3 · 2·T·B·K·H·(I+H)) and its share of the GEMM
     rate measured in the same run (torch.matmul, 8192³, same dtype, TF32 off);
   - R GB/s: the recurrent matrix read once per step forward and twice backward (what a
     per-step GEMM path streams), over the time, against the copy bandwidth measured in the
@@ -209,7 +209,7 @@ def main():
 
                     c_fb = timeit(cudnn_step)
                     c_f = timeit(cudnn_fwd)
-                    spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=H, dtype=dtype)
+                    spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, H=H, dtype=dtype)
                     n_params, n_res, fws, bws = eng.sizes(spec)
                     params = torch.randn(n_params, device=dev, dtype=tdt) * 0.05
                     y = torch.empty(T, B, H, device=dev, dtype=tdt)
@@ -242,7 +242,7 @@ def main():
 
                     flops = 3 * 2 * T * B * K * H * (I + H)
                     r_bytes = 3 * T * K * H * H * esize
-                    print(f"{mode} {dtype} N={B} H={H}: cuDNN fwd {c_f:.3f} "
+                    print(f"{mode} {dtype} B={B} H={H}: cuDNN fwd {c_f:.3f} "
                           f"fwd+bwd {c_fb:.3f} ms", flush=True)
                     for v in variants:
                         set_env(variant_env(v))
@@ -261,7 +261,7 @@ def main():
                               f"bwd {o_fb - o_f:.3f} fwd+bwd {o_fb:.3f} ms; "
                               f"cuDNN/ours fwd {c_f / o_f:.2f}x fwd+bwd {c_fb / o_fb:.2f}x; "
                               f"{kernels}", flush=True)
-    print("\n| mode | dtype | N | H | variant | kernels | fwd ms | µs/step | bwd ms | "
+    print("\n| mode | dtype | B | H | variant | kernels | fwd ms | µs/step | bwd ms | "
           "fwd+bwd ms | cuDNN fwd ms | cuDNN fwd+bwd ms | cuDNN/ours fwd | "
           "cuDNN/ours fwd+bwd | GFLOP/s (% GEMM) | R GB/s (% copy) |")
     print("|" + "---|" * 16)

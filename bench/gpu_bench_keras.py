@@ -95,7 +95,7 @@ def main():
         def engine_call(masked, separate):
             """Forward+backward of our engine: the Keras op's form (separate weights, Keras
             gate order) or the params form, with or without per-gate masks."""
-            spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=H, has_mask=masked,
+            spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, H=H, has_mask=masked,
                                          mask_gates=masked,
                                          gate_pos=(1, 0, 2, 3) if separate and not lstm
                                          else (0, 1, 2, 3))

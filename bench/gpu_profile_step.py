@@ -30,7 +30,7 @@ def main():
     torch = gpu_common.torch_cuda()
     dev = gpu_common.device()
     dt = gpu_common.tdtype(a.dtype)
-    spec = cuda_engine.make_spec(a.mode, T=a.T, B=a.B, I=a.H, N=a.H, dtype=a.dtype)
+    spec = cuda_engine.make_spec(a.mode, T=a.T, B=a.B, I=a.H, H=a.H, dtype=a.dtype)
     n_params = gpu_common.engine().sizes(spec)[0]
     gen = torch.Generator(device=dev).manual_seed(0)
 

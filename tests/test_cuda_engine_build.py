@@ -57,15 +57,15 @@ def test_sizes_and_layout_match_ours(mode, L, D, P, skip):
     if P and mode != "lstm":
         pytest.skip("projection is lstm only")
     eng = _engine()
-    I, N = (8, 8) if skip else (5, 8)
-    spec = cuda_engine.make_spec(mode, T=4, B=3, I=I, N=N, P=P, L=L, D=D, skip_input=skip)
+    I, H = (8, 8) if skip else (5, 8)
+    spec = cuda_engine.make_spec(mode, T=4, B=3, I=I, H=H, P=P, L=L, D=D, skip_input=skip)
     n_params, n_reserve, fws, bws = eng.sizes(spec)
-    kw = dict(mode=mode, num_layers=L, num_units=N, input_size=I, num_proj=P,
+    kw = dict(mode=mode, num_layers=L, num_units=H, input_size=I, num_proj=P,
               direction="bidirectional" if D == 2 else "unidirectional",
               input_mode="skip_input" if skip else "linear_input")
     assert n_params == ref.params_size(**kw)
     assert n_reserve > 0 and fws > 0 and bws > 0
-    mirror = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P, skip_input=skip)
+    mirror = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P, skip_input=skip)
     assert mirror[-1]["end"] == n_params
     for p in range(L * D):
         assert eng.param_offsets(spec, p) == mirror[p]
@@ -74,33 +74,33 @@ def test_sizes_and_layout_match_ours(mode, L, D, P, skip):
 def test_invalid_spec_is_a_clean_error():
     eng = _engine()
     with pytest.raises(cuda_engine.EngineError, match="projection"):
-        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, P=2))
+        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, H=4, P=2))
     with pytest.raises(cuda_engine.EngineError, match="skip input"):
-        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, skip_input=True))
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4, skip_input=True))
     with pytest.raises(cuda_engine.EngineError, match="directions"):
-        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, D=3))
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4, D=3))
     with pytest.raises(cuda_engine.EngineError, match="outside"):
-        eng.param_offsets(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4), 1)
+        eng.param_offsets(cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4), 1)
     with pytest.raises(cuda_engine.EngineError, match="peephole needs lstm"):
-        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, peephole=True))
+        eng.sizes(cuda_engine.make_spec("gru", T=2, B=2, I=3, H=4, peephole=True))
     with pytest.raises(cuda_engine.EngineError, match="need gru"):
-        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, gru_reset_before=True))
+        eng.sizes(cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4, gru_reset_before=True))
     with pytest.raises(cuda_engine.EngineError, match="mask needs lstm or gru"):
-        eng.sizes(cuda_engine.make_spec("rnn_tanh", T=2, B=2, I=3, N=4, has_mask=True))
+        eng.sizes(cuda_engine.make_spec("rnn_tanh", T=2, B=2, I=3, H=4, has_mask=True))
     # Per-gate masks: accepted for lstm and gru (reset after or before), refused with a
     # projection (no path).
-    gates = dict(T=2, B=2, I=3, N=4, has_mask=True, mask_gates=True)
+    gates = dict(T=2, B=2, I=3, H=4, has_mask=True, mask_gates=True)
     eng.sizes(cuda_engine.make_spec("lstm", **gates))
     eng.sizes(cuda_engine.make_spec("gru", **gates))
     eng.sizes(cuda_engine.make_spec("gru", gru_reset_before=True, **gates))
     with pytest.raises(cuda_engine.EngineError, match="mask_gates"):
         eng.sizes(cuda_engine.make_spec("lstm", P=2, **gates))
     # weights_xw (the Keras op's separate weights): one layer and direction, no projection.
-    xw = cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, gru_reset_before=True)
+    xw = cuda_engine.make_spec("gru", T=2, B=2, I=3, H=4, gru_reset_before=True)
     xw.weights_xw = 1
     eng.sizes(xw)
     for extra in (dict(L=2), dict(D=2)):
-        bad = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, **extra)
+        bad = cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4, **extra)
         bad.weights_xw = 1
         with pytest.raises(cuda_engine.EngineError, match="weights_xw"):
             eng.sizes(bad)
@@ -111,7 +111,7 @@ def test_separate_weights_args_are_checked():
     layer and direction; the checks come before any device work."""
     eng = _engine()
     fake = 4096  # never dereferenced: the argument checks fail first
-    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
+    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4)
     spec.weights_xw = 1
     fwd = {k: fake for k in ("x", "h0", "c0", "y", "hn", "cn", "reserve", "w", "r", "bw")}
     with pytest.raises(cuda_engine.EngineError, match="br is NULL"):
@@ -120,7 +120,7 @@ def test_separate_weights_args_are_checked():
                              "w", "r", "bw", "br", "dw", "dr")}
     with pytest.raises(cuda_engine.EngineError, match="dbw is NULL"):
         eng.backward_raw(spec, bwd, fake, 1 << 20, None)
-    two = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, L=2)
+    two = cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4, L=2)
     with pytest.raises(cuda_engine.EngineError, match="one layer"):
         eng.forward_raw(two, dict(fwd, br=fake), fake, 1 << 20, None)
 
@@ -129,7 +129,7 @@ def test_mps_gru_options_are_accepted():
     """The MPSGraph GRU options (API version 2) pass validation; the reset-before backward
     needs a larger workspace (dpn of a step, the candidate block of dhr, masked h_prev)."""
     eng = _engine()
-    kw = dict(T=3, B=2, I=3, N=4, gate_pos=(1, 0, 2, 3),
+    kw = dict(T=3, B=2, I=3, H=4, gate_pos=(1, 0, 2, 3),
               gate_act=("hard_sigmoid", "sigmoid", "relu", "sigmoid"))
     base = eng.sizes(cuda_engine.make_spec("gru", **kw))
     opts = eng.sizes(cuda_engine.make_spec("gru", has_mask=True, gru_reset_before=True,
@@ -150,7 +150,7 @@ def test_without_gpu_calls_fail_cleanly():
     eng = _engine()
     if not _no_gpu(eng):
         pytest.skip("a GPU is present; tests/gpu covers it")
-    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
+    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4)
     fake = 4096  # never dereferenced: the device check fails first
     keys = ("x", "h0", "c0", "params", "y", "hn", "cn", "reserve")
     with pytest.raises(cuda_engine.EngineError) as info:
@@ -171,7 +171,7 @@ def test_without_gpu_calls_fail_cleanly():
         with pytest.raises(cuda_engine.EngineError) as info:
             raw(spec, {k: fake for k in ks if k != missing}, fake, 1 << 20, None)
         assert (info.value.code, info.value.message) == (1, f"{missing} is NULL")
-    peep = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4, peephole=True)
+    peep = cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4, peephole=True)
     with pytest.raises(cuda_engine.EngineError) as info:
         eng.forward_raw(peep, {k: fake for k in keys}, fake, 1 << 20, None)
     assert (info.value.code, info.value.message) == (1, "peephole is NULL")

@@ -30,16 +30,16 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
 def test_reference_matches_cpu_engine(ours, case):
     mode, L, D, P = case["mode"], case["L"], case["D"], case.get("P", 0)
-    T, B, N = 6, 4, 5
-    I = N if case.get("skip") else 3
-    Hs = P or N
+    T, B, H = 6, 4, 5
+    I = H if case.get("skip") else 3
+    Hs = P or H
     rng = np.random.default_rng(0)
-    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P, skip_input=case.get("skip",
+    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P, skip_input=case.get("skip",
                                                                                     False))
     params = rng.normal(size=lay[-1]["end"]) * 0.4
     x = rng.normal(size=(T, B, I))
     h0 = rng.normal(size=(L * D, B, Hs)) * 0.5
-    c0 = rng.normal(size=(L * D, B, N)) * 0.5
+    c0 = rng.normal(size=(L * D, B, H)) * 0.5
     lengths = case.get("lengths", [T] * B)
     seed, seed2 = case.get("seed", 0), case.get("seed2", 0)
     y, hn, cn, *_ = ours.CudnnRNNV3(
@@ -49,7 +49,7 @@ def test_reference_matches_cpu_engine(ours, case):
         dropout=case.get("dropout", 0.0), seed=seed, seed2=seed2, is_training=True)
     t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
     ry, rhn, rcn = reference.rnn_reference(
-        torch, t(x), t(h0), t(c0), t(params), mode=mode, L=L, D=D, I=I, N=N, P=P,
+        torch, t(x), t(h0), t(c0), t(params), mode=mode, L=L, D=D, I=I, H=H, P=P,
         skip_input=case.get("skip", False), lengths=lengths, dropout=case.get("dropout", 0.0),
         seed=(seed << 32) ^ seed2)
     np.testing.assert_allclose(y.numpy(), ry.numpy(), atol=1e-10)
@@ -61,21 +61,21 @@ def test_reference_matches_cpu_engine(ours, case):
 @pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh"])
 def test_torch_packing_matches_torch_nn(mode):
     import gpu_checks
-    L, D, P, T, B, I, N = 2, 2, (3 if mode == "lstm" else 0), 5, 3, 4, 6
-    Hs = P or N
-    m = gpu_checks._torch_module(torch, mode, I, N, L, D, P).double()
+    L, D, P, T, B, I, H = 2, 2, (3 if mode == "lstm" else 0), 5, 3, 4, 6
+    Hs = P or H
+    m = gpu_checks._torch_module(torch, mode, I, H, L, D, P).double()
     params = gpu_checks._pack(torch, mode, gpu_checks._module_params(m, mode, L, D), L=L, D=D,
-                              I=I, N=N, P=P, dtype=torch.float64, device="cpu")
+                              I=I, H=H, P=P, dtype=torch.float64, device="cpu")
     x = torch.randn(T, B, I, dtype=torch.float64)
     h0 = torch.randn(L * D, B, Hs, dtype=torch.float64)
-    c0 = torch.randn(L * D, B, N, dtype=torch.float64)
+    c0 = torch.randn(L * D, B, H, dtype=torch.float64)
     lengths = [5, 2, 4]
     packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False)
     out, st = m(packed, (h0, c0) if mode == "lstm" else h0)
     y, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=T)
     hn = st[0] if mode == "lstm" else st
     ry, rhn, _ = reference.rnn_reference(torch, x, h0, c0, params, mode=mode, L=L, D=D, I=I,
-                                         N=N, P=P, lengths=lengths)
+                                         H=H, P=P, lengths=lengths)
     torch.testing.assert_close(ry, y.detach(), atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(rhn, hn.detach(), atol=1e-10, rtol=1e-10)
 
@@ -119,7 +119,7 @@ def test_reference_gru_options_match_mps_gru(case):
     gate_pos = (0, 1, 2, 3) if rf else (1, 0, 2, 3)
     gate_act = (desc.reset_gate_activation, desc.update_gate_activation,
                 desc.output_gate_activation, "sigmoid")
-    lay = cuda_engine.param_layout("gru", L=1, D=1, I=I, N=H)[0]
+    lay = cuda_engine.param_layout("gru", L=1, D=1, I=I, H=H)[0]
     params = np.zeros(lay["end"])
     params[lay["w"]:lay["r"]] = W.ravel()
     params[lay["r"]:lay["p"]] = R.ravel()
@@ -128,7 +128,7 @@ def test_reference_gru_options_match_mps_gru(case):
         params[lay["br"] + 2 * H:lay["end"]] = b2
     t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
     ry, rhn, _ = reference.rnn_reference(
-        torch, t(x), t(h0[None]), None, t(params), mode="gru", L=1, D=1, I=I, N=H,
+        torch, t(x), t(h0[None]), None, t(params), mode="gru", L=1, D=1, I=I, H=H,
         gate_pos=gate_pos, gate_act=gate_act,
         mask=None if mask is None else t(mask if mask.ndim == 3 else mask[None]),
         mask_per_step=case.get("mask") == "step", reverse=case.get("reverse", False),

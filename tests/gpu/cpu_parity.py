@@ -102,8 +102,8 @@ class CpuEngine:
         as NaN so that anything left unwritten shows); weights: the separate weights (dict
         w, r, bw, br) instead of params, their gradients returned as dw, dr, dbw, dbr."""
         dt = x.dtype
-        T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
-        Hs = spec.P or N
+        T, B, H, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
+        Hs = spec.P or H
         lstm = spec.mode == ce.MODES["lstm"]
         sz = [ctypes.c_int64() for _ in range(4)]  # params, reserve, fwd/bwd workspace
         self._check(self.lib.tfrnn_cpu_rnn_sizes(ctypes.byref(spec), *map(ctypes.byref, sz)))
@@ -111,7 +111,7 @@ class CpuEngine:
         assert weights is not None or params.size == n_params, (params.size, n_params)
         nan = lambda *shape: np.full(shape, np.nan, dtype=dt)  # noqa: E731
         out = {"y": nan(T, B, D * Hs), "hn": nan(L * D, B, Hs),
-               "cn": nan(L * D, B, N) if lstm else None,
+               "cn": nan(L * D, B, H) if lstm else None,
                # Zeros, as the TF kernel passes it with short sequences: the forward skips rows
                # past each length, and the reset-before gru backward reads them (NaN there
                # would reach dparams).
@@ -155,14 +155,14 @@ class EmulatedCudaEngine:
             peephole=None, mask=None, mask_per_step=False, weights=None):
         """Same as CpuEngine.run (and gpu_common.run_engine): outputs and reserve start NaN."""
         dt = x.dtype
-        T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
-        Hs = spec.P or N
+        T, B, H, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
+        Hs = spec.P or H
         lstm = spec.mode == ce.MODES["lstm"]
         n_params, n_reserve, fws, bws = self.eng.sizes(spec)
         assert weights is not None or params.size == n_params, (params.size, n_params)
         nan = lambda *shape: np.full(shape, np.nan, dtype=dt)  # noqa: E731
         out = {"y": nan(T, B, D * Hs), "hn": nan(L * D, B, Hs),
-               "cn": nan(L * D, B, N) if lstm else None, "reserve": nan(max(1, n_reserve))}
+               "cn": nan(L * D, B, H) if lstm else None, "reserve": nan(max(1, n_reserve))}
         p = lambda a: None if a is None else a.ctypes.data  # noqa: E731
         common = dict(x=p(x), h0=p(h0), c0=p(c0), params=p(params), peephole=p(peephole),
                       mask=p(mask), mask_per_step=int(mask_per_step),
@@ -189,11 +189,11 @@ def mask_regions(spec):
     """Python mirror of RnnMaskOffset (cc/engine/types.h): [(offset, count)] of the dropout
     mask of each layer l < L-1 in the reserve, and the reserve size (RnnReserveSize)."""
     mode = {v: k for k, v in ce.MODES.items()}[spec.mode]
-    T, B, N, L, D, K = spec.T, spec.B, spec.H, spec.L, spec.D, ce.GATES[mode]
-    Hs = spec.P or N
-    aux = N if mode in ("lstm", "gru") else 0
-    hh = N if mode == "lstm" and spec.P else 0
-    pseudo = T * B * (K * N + aux + hh + Hs)
+    T, B, H, L, D, K = spec.T, spec.B, spec.H, spec.L, spec.D, ce.GATES[mode]
+    Hs = spec.P or H
+    aux = H if mode in ("lstm", "gru") else 0
+    hh = H if mode == "lstm" and spec.P else 0
+    pseudo = T * B * (K * H + aux + hh + Hs)
     has = bool(spec.training) and np.float32(spec.dropout) > 0 and L > 1
     n = T * B * D * Hs
     nxt = lambda l: L * D * pseudo + l * n * (2 if has else 1)  # noqa: E731
@@ -203,14 +203,14 @@ def mask_regions(spec):
 def make_case(c, dtype):
     """(spec, inputs as float64 numpy arrays, lengths); shapes as gpu_checks.check_vs_reference."""
     mode, L, D, P = c["mode"], c.get("L", 1), c.get("D", 1), c.get("P", 0)
-    T, B, I, N = c.get("T", 6), c.get("B", 4), c.get("I", 5), c.get("N", 7)
-    K, Hs = ce.GATES[mode], P or N
+    T, B, I, H = c.get("T", 6), c.get("B", 4), c.get("I", 5), c.get("H", 7)
+    K, Hs = ce.GATES[mode], P or H
     rng = np.random.default_rng(c.get("rng", 99))
     lengths = {None: None, "var": [max(1, T - b) for b in range(B)],
                "zero": [(T - 2 * b) % (T + 1) for b in range(B)]}[c.get("lengths")]
     keras = c.get("keras", False)
     act, rec = c.get("act", "tanh"), c.get("rec_act", "sigmoid")
-    spec = ce.make_spec(mode, T=T, B=B, I=I, N=N, P=P, L=L, D=D, dtype=dtype,
+    spec = ce.make_spec(mode, T=T, B=B, I=I, H=H, P=P, L=L, D=D, dtype=dtype,
                         dropout=c.get("dropout", 0.0), seed=c.get("seed", 0),
                         peephole=c.get("peephole", False), has_mask=c.get("has_mask", False),
                         gru_reset_before=c.get("gru_reset_before", False),
@@ -220,23 +220,23 @@ def make_case(c, dtype):
                                        else (0, 1, 2, 3)),
                         gate_act=(rec, rec, act, rec), cell_act=act)
     spec.weights_xw = int(keras)
-    n_params = max(o["end"] for o in ce.param_layout(mode, L=L, D=D, I=I, N=N, P=P))
+    n_params = max(o["end"] for o in ce.param_layout(mode, L=L, D=D, I=I, H=H, P=P))
     r = lambda shape, s=1.0: rng.standard_normal(shape) * s  # noqa: E731
     inp = dict(params=r(n_params, 0.4), x=r((T, B, I)), h0=r((L * D, B, Hs), 0.5),
-               c0=r((L * D, B, N), 0.5) if mode == "lstm" else None, dy=r((T, B, D * Hs)),
-               dhn=r((L * D, B, Hs)), dcn=r((L * D, B, N)) if mode == "lstm" else None,
-               peephole=r((L * D, K * N), 0.5) if c.get("peephole") else None, mask=None)
+               c0=r((L * D, B, H), 0.5) if mode == "lstm" else None, dy=r((T, B, D * Hs)),
+               dhn=r((L * D, B, Hs)), dcn=r((L * D, B, H)) if mode == "lstm" else None,
+               peephole=r((L * D, K * H), 0.5) if c.get("peephole") else None, mask=None)
     if c.get("has_mask"):
         mt = T if c.get("mask_per_step") else 1
         cols = D * (K if c.get("mask_gates") else 1) * Hs
         inp["mask"] = (rng.random((mt, B, cols)) > 0.3) * 1.25
     if keras:
-        # The Keras layers' op (TfRnn>KerasRNN): W [I, K·N], R [N, K·N] as Keras holds them
+        # The Keras layers' op (TfRnn>KerasRNN): W [I, K·H], R [H, K·H] as Keras holds them
         # (weights_xw), gate blocks in Keras's order, the input and recurrent biases (zeros
         # for Keras's single bias).
         inp["params"] = None
-        inp["weights"] = dict(w=r((I, K * N), 0.4), r=r((N, K * N), 0.4), bw=r(K * N, 0.4),
-                              br=np.zeros(K * N) if c.get("one_bias") else r(K * N, 0.4))
+        inp["weights"] = dict(w=r((I, K * H), 0.4), r=r((H, K * H), 0.4), bw=r(K * H, 0.4),
+                              br=np.zeros(K * H) if c.get("one_bias") else r(K * H, 0.4))
     return spec, inp, lengths
 
 
@@ -252,7 +252,7 @@ CASES = [
                                        mask_per_step=True)),
     # Odd sizes: clusters of 4 blocks leave one block without units, clusters of 2 split the
     # batch 2 + 1 (the cluster kernels).
-    ("gru-N5-B3-var", dict(mode="gru", N=5, B=3, lengths="var")),
+    ("gru-H5-B3-var", dict(mode="gru", H=5, B=3, lengths="var")),
     # Per-gate recurrent masks (one mask per gate block).
     ("lstm-maskgates-D2-var", dict(mode="lstm", D=2, has_mask=True, mask_gates=True,
                                    mask_per_step=True, lengths="var")),
@@ -362,19 +362,19 @@ def check_masks(name, spec, reserve, other):
            f"{diff} of {sum(n for _, n in regions)} mask elements differ ({kept} kept)")
 
 
-def _np_reference(mode, x, h0, c0, params, lengths, N):
+def _np_reference(mode, x, h0, c0, params, lengths, H):
     """Float64 numpy forward of one unidirectional layer (cuDNN equations; lstm or gru)."""
     T, B, I = x.shape
     K = ce.GATES[mode]
-    o = ce.param_layout(mode, L=1, D=1, I=I, N=N)[0]
-    W, R = params[o["w"]:o["r"]].reshape(K * N, I), params[o["r"]:o["p"]].reshape(K * N, N)
+    o = ce.param_layout(mode, L=1, D=1, I=I, H=H)[0]
+    W, R = params[o["w"]:o["r"]].reshape(K * H, I), params[o["r"]:o["p"]].reshape(K * H, H)
     bW, bR = params[o["bw"]:o["br"]], params[o["br"]:o["end"]]
     sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
     h, c = h0[0].copy(), None if c0 is None else c0[0].copy()
-    y = np.zeros((T, B, N))
+    y = np.zeros((T, B, H))
     for t in range(T):
         gx, hr = x[t] @ W.T + bW, h @ R.T + bR
-        blk = lambda v, k: v[:, k * N:(k + 1) * N]  # noqa: E731
+        blk = lambda v, k: v[:, k * H:(k + 1) * H]  # noqa: E731
         if mode == "lstm":
             i, f, g, og = (sig(blk(gx, 0) + blk(hr, 0)), sig(blk(gx, 1) + blk(hr, 1)),
                            np.tanh(blk(gx, 2) + blk(hr, 2)), sig(blk(gx, 3) + blk(hr, 3)))

@@ -176,14 +176,14 @@ def so_path():
     return os.environ.get("TF_RNN_OPS_CUDA_ENGINE", EMULATED_SO if emulated else DEFAULT_SO)
 
 
-def make_spec(mode="lstm", *, T, B, I, N, P=0, L=1, D=1, dtype="float32", skip_input=False,
+def make_spec(mode="lstm", *, T, B, I, H, P=0, L=1, D=1, dtype="float32", skip_input=False,
               training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
               gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
               peephole=False, has_mask=False, preprojected=False, reverse=False,
               gru_reset_before=False, gru_z_new=False, mask_gates=False):
     s = Spec()
     s.mode, s.dtype = MODES[mode], DTYPES[dtype]
-    s.T, s.B, s.I, s.H, s.P, s.L, s.D = T, B, I, N, P, L, D
+    s.T, s.B, s.I, s.H, s.P, s.L, s.D = T, B, I, H, P, L, D
     s.skip_input, s.training, s.dropout, s.seed = int(skip_input), int(training), dropout, seed
     for q in range(4):
         s.gate_pos[q] = gate_pos[q]
@@ -320,23 +320,23 @@ gru_cell_forward_raw = _block_call("gru_cell_forward", GruCellFwdArgs)
 gru_cell_backward_raw = _block_call("gru_cell_backward", GruCellBwdArgs)
 
 
-def param_layout(mode, *, L, D, I, N, P=0, skip_input=False):
+def param_layout(mode, *, L, D, I, H, P=0, skip_input=False):
     """Python mirror of RnnParamLayout (cc/engine/types.h), cuDNN's layout: per pseudo-layer
     p = l*D + d a dict of element offsets w, r, p, bw, br, end.  The buffer holds first the
-    matrices of every pseudo-layer in order (K input matrices [N, in_l], none for skip input;
-    K recurrent matrices [N, Hs]; the projection [P, N] for lstm with P > 0), then the biases
-    of every pseudo-layer in order (K input biases [N], K recurrent biases [N]); end is one
-    past the pseudo-layer's recurrent biases.  The projection is [p, p + P*N)."""
+    matrices of every pseudo-layer in order (K input matrices [H, in_l], none for skip input;
+    K recurrent matrices [H, Hs]; the projection [P, H] for lstm with P > 0), then the biases
+    of every pseudo-layer in order (K input biases [H], K recurrent biases [H]); end is one
+    past the pseudo-layer's recurrent biases.  The projection is [p, p + P*H)."""
     K = GATES[mode]
-    Hs = P if P else N
+    Hs = P if P else H
     mats = []
     for l in range(L):
         in_l = (0 if skip_input else I) if l == 0 else D * Hs
-        mats += [(in_l, K * N * in_l + K * N * Hs + P * N)] * D
+        mats += [(in_l, K * H * in_l + K * H * Hs + P * H)] * D
     out, off, boff = [], 0, sum(m for _, m in mats)
     for in_l, m in mats:
-        o = {"w": off, "r": off + K * N * in_l, "p": off + K * N * (in_l + Hs),
-             "bw": boff, "br": boff + K * N, "end": boff + 2 * K * N}
+        o = {"w": off, "r": off + K * H * in_l, "p": off + K * H * (in_l + Hs),
+             "bw": boff, "br": boff + K * H, "end": boff + 2 * K * H}
         off += m
         boff = o["end"]
         out.append(o)

@@ -34,14 +34,14 @@ def _rand(torch, shape, scale=1.0, gen=None):
 # ---------------------------------------------------------------------------------------------
 # vs cuDNN (torch.nn on CUDA)
 
-def _torch_module(torch, mode, I, N, L, D, P):
+def _torch_module(torch, mode, I, H, L, D, P):
     nn = torch.nn
     kw = dict(num_layers=L, bidirectional=D == 2)
     if mode == "lstm":
-        return nn.LSTM(I, N, proj_size=P, **kw)
+        return nn.LSTM(I, H, proj_size=P, **kw)
     if mode == "gru":
-        return nn.GRU(I, N, **kw)
-    return nn.RNN(I, N, nonlinearity="tanh" if mode == "rnn_tanh" else "relu", **kw)
+        return nn.GRU(I, H, **kw)
+    return nn.RNN(I, H, nonlinearity="tanh" if mode == "rnn_tanh" else "relu", **kw)
 
 
 def _module_params(m, mode, L, D):
@@ -56,11 +56,11 @@ def _module_params(m, mode, L, D):
     return out
 
 
-def _pack(torch, mode, per_layer, *, L, D, I, N, P, dtype, device):
-    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P)
+def _pack(torch, mode, per_layer, *, L, D, I, H, P, dtype, device):
+    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P)
     flat = torch.zeros(lay[-1]["end"], dtype=dtype, device=device)
     for o, p in zip(lay, per_layer):
-        for key, (a, b) in _regions(o, P * N).items():
+        for key, (a, b) in _regions(o, P * H).items():
             if p[key] is not None and b > a:
                 flat[a:b] = p[key].detach().reshape(-1).to(dtype)
     return flat
@@ -68,14 +68,14 @@ def _pack(torch, mode, per_layer, *, L, D, I, N, P, dtype, device):
 
 def _regions(o, pn):
     """{key: (start, end)} of one pseudo-layer's regions (param_layout offsets o; the
-    projection has pn = P*N elements)."""
+    projection has pn = P*H elements)."""
     return {"W": (o["w"], o["r"]), "R": (o["r"], o["p"]), "Pm": (o["p"], o["p"] + pn),
             "bW": (o["bw"], o["br"]), "bR": (o["br"], o["end"])}
 
 
-def _unpack_grads(mode, dflat, *, L, D, I, N, P):
-    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P)
-    return [{key: dflat[a:b] for key, (a, b) in _regions(o, P * N).items()} for o in lay]
+def _unpack_grads(mode, dflat, *, L, D, I, H, P):
+    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P)
+    return [{key: dflat[a:b] for key, (a, b) in _regions(o, P * H).items()} for o in lay]
 
 
 CUDNN_CASES = []
@@ -91,8 +91,8 @@ CUDNN_CASES += [
     dict(mode="lstm", L=2, D=2, lengths=None, dtype="float16"),
     dict(mode="gru", L=1, D=2, lengths="var", dtype="float16"),
     dict(mode="lstm", L=1, D=1, lengths=None, dtype="float32", T=1, B=1),
-    dict(mode="gru", L=2, D=1, lengths=None, dtype="float32", T=40, B=64, I=96, N=128),
-    dict(mode="lstm", L=1, D=2, lengths="var", dtype="float32", T=30, B=33, I=64, N=256),
+    dict(mode="gru", L=2, D=1, lengths=None, dtype="float32", T=40, B=64, I=96, H=128),
+    dict(mode="lstm", L=1, D=2, lengths="var", dtype="float32", T=30, B=33, I=64, H=256),
 ]
 
 
@@ -103,23 +103,23 @@ def case_id(c):
 def check_vs_cudnn(case):
     torch = _torch()
     mode, L, D, dtype = case["mode"], case["L"], case["D"], case["dtype"]
-    T, B, I, N, P = case.get("T", 7), case.get("B", 5), case.get("I", 6), case.get("N", 8), \
+    T, B, I, H, P = case.get("T", 7), case.get("B", 5), case.get("I", 6), case.get("H", 8), \
         case.get("P", 0)
-    Hs = P if P else N
+    Hs = P if P else H
     dev = gc.device()
     tdt = gc.tdtype(dtype)
     gen = torch.Generator().manual_seed(1234)
-    m = _torch_module(torch, mode, I, N, L, D, P).to(dev, tdt)
+    m = _torch_module(torch, mode, I, H, L, D, P).to(dev, tdt)
     lengths = None
     if case["lengths"] == "var":
         lengths = [max(1, T - (3 * b) % T) for b in range(B)]
         lengths[0] = T
     x = _rand(torch, (T, B, I), gen=gen).to(dev, tdt).requires_grad_()
     h0 = _rand(torch, (L * D, B, Hs), 0.5, gen).to(dev, tdt).requires_grad_()
-    c0 = _rand(torch, (L * D, B, N), 0.5, gen).to(dev, tdt).requires_grad_()
+    c0 = _rand(torch, (L * D, B, H), 0.5, gen).to(dev, tdt).requires_grad_()
     gy = _rand(torch, (T, B, D * Hs), gen=gen).to(dev, tdt)
     ghn = _rand(torch, (L * D, B, Hs), gen=gen).to(dev, tdt)
-    gcn = _rand(torch, (L * D, B, N), gen=gen).to(dev, tdt)
+    gcn = _rand(torch, (L * D, B, H), gen=gen).to(dev, tdt)
     if lengths is not None:
         for b, n in enumerate(lengths):
             gy[n:, b] = 0
@@ -136,8 +136,8 @@ def check_vs_cudnn(case):
     loss.backward()
     mp = _module_params(m, mode, L, D)
     # Ours with the same weights.
-    params = _pack(torch, mode, mp, L=L, D=D, I=I, N=N, P=P, dtype=tdt, device=dev)
-    spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=N, P=P, L=L, D=D, dtype=dtype)
+    params = _pack(torch, mode, mp, L=L, D=D, I=I, H=H, P=P, dtype=tdt, device=dev)
+    spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, H=H, P=P, L=L, D=D, dtype=dtype)
     r = gc.run_engine(spec, x=x.detach(), h0=h0.detach(),
                       c0=c0.detach() if mode == "lstm" else None, params=params,
                       lengths=lengths, dy=gy, dhn=ghn, dcn=gcn if mode == "lstm" else None)
@@ -149,7 +149,7 @@ def check_vs_cudnn(case):
         gc.assert_close("dc0", r["dc0"], c0.grad, 5 * tol)
     gc.assert_close("dx", r["dx"], x.grad, 5 * tol)
     gc.assert_close("dh0", r["dh0"], h0.grad, 5 * tol)
-    grads = _unpack_grads(mode, r["dparams"], L=L, D=D, I=I, N=N, P=P)
+    grads = _unpack_grads(mode, r["dparams"], L=L, D=D, I=I, H=H, P=P)
     for p, (ours, ref) in enumerate(zip(grads, mp)):
         for key in ("W", "R", "Pm", "bW", "bR"):
             if ref[key] is not None:
@@ -211,15 +211,15 @@ def check_vs_reference(case):
     torch = _torch()
     mode = case["mode"]
     L, D, P = case.get("L", 1), case.get("D", 1), case.get("P", 0)
-    T, B, I, N = case.get("T", 6), case.get("B", 4), case.get("I", 5), case.get("N", 7)
+    T, B, I, H = case.get("T", 6), case.get("B", 4), case.get("I", 5), case.get("H", 7)
     dtype = case.get("dtype", "float64")
     skip_input, preprojected = case.get("skip_input", False), case.get("preprojected", False)
     K = cuda_engine.GATES[mode]
     if skip_input:
-        I = N
+        I = H
     if preprojected:
-        I = D * K * N
-    Hs = P if P else N
+        I = D * K * H
+    Hs = P if P else H
     dev = gc.device()
     f64 = torch.float64
     gen = torch.Generator().manual_seed(99)
@@ -228,16 +228,16 @@ def check_vs_reference(case):
         lengths = [max(1, T - b) for b in range(B)]
     elif case.get("lengths") == "zero":
         lengths = [(T - 2 * b) % (T + 1) for b in range(B)]  # includes 0 and T
-    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P,
+    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P,
                                    skip_input=skip_input or preprojected)
     params = (_rand(torch, (lay[-1]["end"],), 0.4, gen)).to(dev)
     x = _rand(torch, (T, B, I), gen=gen).to(dev)
     h0 = _rand(torch, (L * D, B, Hs), 0.5, gen).to(dev)
-    c0 = _rand(torch, (L * D, B, N), 0.5, gen).to(dev)
+    c0 = _rand(torch, (L * D, B, H), 0.5, gen).to(dev)
     gy = _rand(torch, (T, B, D * Hs), gen=gen).to(dev)
     ghn = _rand(torch, (L * D, B, Hs), gen=gen).to(dev)
-    gcn = _rand(torch, (L * D, B, N), gen=gen).to(dev)
-    peep = _rand(torch, (L * D, K * N), 0.5, gen).to(dev) if case.get("peephole") else None
+    gcn = _rand(torch, (L * D, B, H), gen=gen).to(dev)
+    peep = _rand(torch, (L * D, K * H), 0.5, gen).to(dev) if case.get("peephole") else None
     mask = None
     if case.get("has_mask"):
         mt = T if case.get("mask_per_step") else 1
@@ -248,7 +248,7 @@ def check_vs_reference(case):
                 cell_act=case.get("cell_act", "tanh"),
                 gru_reset_before=case.get("gru_reset_before", False),
                 gru_z_new=case.get("gru_z_new", False), mask_gates=case.get("mask_gates", False))
-    spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, N=N, P=P, L=L, D=D, dtype=dtype,
+    spec = cuda_engine.make_spec(mode, T=T, B=B, I=I, H=H, P=P, L=L, D=D, dtype=dtype,
                                  skip_input=skip_input, dropout=case.get("dropout", 0.0),
                                  seed=case.get("seed", 0), peephole=peep is not None,
                                  has_mask=mask is not None, preprojected=preprojected,
@@ -265,7 +265,7 @@ def check_vs_reference(case):
     xr, h0r, c0r, pr, peepr = up(x), up(h0), up(c0), up(params), up(peep)
     maskr = None if mask is None else mask.to(tdt).to(f64)
     y, hn, cn = reference.rnn_reference(
-        torch, xr, h0r, c0r, pr, mode=mode, L=L, D=D, I=I, N=N, P=P, skip_input=skip_input,
+        torch, xr, h0r, c0r, pr, mode=mode, L=L, D=D, I=I, H=H, P=P, skip_input=skip_input,
         lengths=lengths, dropout=case.get("dropout", 0.0), seed=case.get("seed", 0),
         peephole=peepr, mask=maskr, mask_per_step=case.get("mask_per_step", False),
         reverse=case.get("reverse", False), preprojected=preprojected, **opts)
@@ -306,8 +306,8 @@ def check_cudnn_layout(case):
     eng = gc.engine()
     gc.need_real_gpu("cuDNN's weight buffer")
     mode, L, D, P = case["mode"], case["L"], case["D"], case["P"]
-    I, N = 6, 8
-    m = _torch_module(torch, mode, I, N, L, D, P).to("cuda", torch.float32)
+    I, H = 6, 8
+    m = _torch_module(torch, mode, I, H, L, D, P).to("cuda", torch.float32)
     m.flatten_parameters()
     ws = m._flat_weights
     names = m._flat_weights_names
@@ -318,8 +318,8 @@ def check_cudnn_layout(case):
     elem = ws[0].element_size()
     observed = {n: (w.data_ptr() - base) // elem for n, w in zip(names, ws)}
     buffer_elems = ws[0].untyped_storage().nbytes() // elem
-    spec = cuda_engine.make_spec(mode, T=1, B=1, I=I, N=N, P=P, L=L, D=D)
-    mirror = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P)
+    spec = cuda_engine.make_spec(mode, T=1, B=1, I=I, H=H, P=P, L=L, D=D)
+    mirror = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P)
     n_params = eng.sizes(spec)[0]
     assert n_params == mirror[-1]["end"]
     expected = {}
@@ -346,15 +346,15 @@ def check_cudnn_layout(case):
 def check_deterministic(case=None):
     """Two backward runs give bitwise equal results (no atomics anywhere)."""
     torch = _torch()
-    T, B, I, N, L, D = 20, 16, 24, 32, 2, 2
+    T, B, I, H, L, D = 20, 16, 24, 32, 2, 2
     dev = gc.device()
     gen = torch.Generator().manual_seed(5)
-    lay = cuda_engine.param_layout("lstm", L=L, D=D, I=I, N=N)
+    lay = cuda_engine.param_layout("lstm", L=L, D=D, I=I, H=H)
     params = _rand(torch, (lay[-1]["end"],), 0.3, gen).float().to(dev)
     x = _rand(torch, (T, B, I), gen=gen).float().to(dev)
-    h0 = torch.zeros(L * D, B, N, device=dev)
-    gy = _rand(torch, (T, B, D * N), gen=gen).float().to(dev)
-    spec = cuda_engine.make_spec("lstm", T=T, B=B, I=I, N=N, L=L, D=D)
+    h0 = torch.zeros(L * D, B, H, device=dev)
+    gy = _rand(torch, (T, B, D * H), gen=gen).float().to(dev)
+    spec = cuda_engine.make_spec("lstm", T=T, B=B, I=I, H=H, L=L, D=D)
     runs = [gc.run_engine(spec, x=x, h0=h0, c0=h0, params=params, dy=gy, dhn=h0, dcn=h0,
                           lengths=[T - b % 5 for b in range(B)]) for _ in range(2)]
     for k in ("y", "dx", "dh0", "dc0", "dparams"):
@@ -376,9 +376,9 @@ def check_bad_input(case=None):
     gc.engine()
     eng = gc.engine()
     torch = _torch()
-    bad = cuda_engine.make_spec("gru", T=2, B=2, I=3, N=4, P=2)  # projection needs lstm
+    bad = cuda_engine.make_spec("gru", T=2, B=2, I=3, H=4, P=2)  # projection needs lstm
     _expect_invalid_argument("projection", eng.sizes, bad)
-    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, N=4)
+    spec = cuda_engine.make_spec("lstm", T=2, B=2, I=3, H=4)
     x = torch.zeros(2, 2, 3, device=gc.device())
     _expect_invalid_argument("NULL", eng.forward_raw, spec, dict(x=x.data_ptr()), None, 0, None)
     every = {k: x.data_ptr() for k in ("x", "h0", "c0", "params", "y", "hn", "cn", "reserve")}

@@ -129,8 +129,8 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
     eng = engine()
     dev = x.device
     dt = x.dtype
-    T, B, N, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
-    Hs = spec.P if spec.P else N
+    T, B, H, L, D = spec.T, spec.B, spec.H, spec.L, spec.D
+    Hs = spec.P if spec.P else H
     lstm = spec.mode == cuda_engine.MODES["lstm"]
     n_params, n_reserve, fwd_ws, bwd_ws = eng.sizes(spec)
     assert weights is not None or params.numel() == n_params, (params.numel(), n_params)
@@ -138,7 +138,7 @@ def run_engine(spec, *, x, h0, c0, params, lengths=None, dy=None, dhn=None, dcn=
     out = {
         "y": torch.full((T, B, D * Hs), float("nan"), dtype=dt, device=dev),
         "hn": torch.full((L * D, B, Hs), float("nan"), dtype=dt, device=dev),
-        "cn": torch.full((L * D, B, N), float("nan"), dtype=dt, device=dev) if lstm else None,
+        "cn": torch.full((L * D, B, H), float("nan"), dtype=dt, device=dev) if lstm else None,
         "reserve": torch.full((max(1, n_reserve),), float("nan"), dtype=dt, device=dev),
     }
     ws = torch.empty(max(1, fwd_ws), dtype=torch.uint8, device=dev)

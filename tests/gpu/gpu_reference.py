@@ -46,20 +46,20 @@ def _act(torch, name, v):
     raise ValueError(name)
 
 
-def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input=False,
+def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, H, P=0, skip_input=False,
                   lengths=None, training=True, dropout=0.0, seed=0, gate_pos=(0, 1, 2, 3),
                   gate_act=("sigmoid", "sigmoid", "tanh", "sigmoid"), cell_act="tanh",
                   peephole=None, mask=None, mask_per_step=False, reverse=False,
                   preprojected=False, gru_reset_before=False, gru_z_new=False,
                   mask_gates=False):
     """Forward in the dtype of the inputs (use float64).  x [T, B, I], h0 [L*D, B, Hs],
-    c0 [L*D, B, N] (lstm), params flat (our layout).  mask [T or 1, B, D*Hs], or with
+    c0 [L*D, B, H] (lstm), params flat (our layout).  mask [T or 1, B, D*Hs], or with
     mask_gates [T or 1, B, D*K*Hs]: gate block k's product R_k·h takes h * mask_k.  Returns
     (y, hn, cn or None)."""
     K = cuda_engine.GATES[mode]
-    Hs = P if P else N
+    Hs = P if P else H
     T, B = x.shape[0], x.shape[1]
-    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, N=N, P=P,
+    lay = cuda_engine.param_layout(mode, L=L, D=D, I=I, H=H, P=P,
                                    skip_input=skip_input or preprojected)
     lens = [T] * B if lengths is None else [int(v) for v in lengths]
     inp = x
@@ -70,9 +70,9 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
         for d in range(D):
             p = l * D + d
             o = lay[p]
-            W = params[o["w"]:o["r"]].reshape(K * N, in_l)
-            R = params[o["r"]:o["p"]].reshape(K * N, Hs)
-            Pm = params[o["p"]:o["p"] + P * N].reshape(P, N) if P else None
+            W = params[o["w"]:o["r"]].reshape(K * H, in_l)
+            R = params[o["r"]:o["p"]].reshape(K * H, Hs)
+            Pm = params[o["p"]:o["p"] + P * H].reshape(P, H) if P else None
             bW = params[o["bw"]:o["br"]]
             bR = params[o["br"]:o["end"]]
             peep = peephole[p] if peephole is not None else None
@@ -90,7 +90,7 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                                    device=x.device)
                 xt = inp[idx, torch.arange(B, device=x.device)]          # [B, in]
                 if l == 0 and preprojected:
-                    gx = xt[:, d * K * N:(d + 1) * K * N] + bW
+                    gx = xt[:, d * K * H:(d + 1) * K * H] + bW
                 elif l == 0 and skip_input:
                     gx = xt.repeat(1, K) + bW
                 else:
@@ -101,17 +101,17 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                     mrow = mask[idx if mask_per_step else torch.zeros_like(idx),
                                 torch.arange(B, device=x.device)][:, d * mw:(d + 1) * mw]
                 if mask is not None and mask_gates:
-                    hr = torch.cat([(h * mrow[:, k * Hs:(k + 1) * Hs]) @ R[k * N:(k + 1) * N].T
+                    hr = torch.cat([(h * mrow[:, k * Hs:(k + 1) * Hs]) @ R[k * H:(k + 1) * H].T
                                     for k in range(K)], dim=1) + bR
                 else:
                     if mask is not None:
                         h_rec = h * mrow
                     hr = h_rec @ R.T + bR
-                blk = lambda v, k: v[:, k * N:(k + 1) * N]  # noqa: E731
+                blk = lambda v, k: v[:, k * H:(k + 1) * H]  # noqa: E731
                 if mode == "lstm":
                     pre = [blk(gx, gate_pos[q]) + blk(hr, gate_pos[q]) for q in range(4)]
                     if peep is not None:
-                        pre = [pre[q] + peep[gate_pos[q] * N:(gate_pos[q] + 1) * N] * c
+                        pre = [pre[q] + peep[gate_pos[q] * H:(gate_pos[q] + 1) * H] * c
                                for q in range(4)]
                     ig, fg, cg, og = [_act(torch, gate_act[q], pre[q]) for q in range(4)]
                     c_new = fg * c + ig * cg
@@ -124,8 +124,8 @@ def rnn_reference(torch, x, h0, c0, params, *, mode, L, D, I, N, P=0, skip_input
                     r = _act(torch, gate_act[0], blk(gx, pr) + blk(hr, pr))
                     z = _act(torch, gate_act[1], blk(gx, pz) + blk(hr, pz))
                     if gru_reset_before:
-                        Rn = R[pn * N:(pn + 1) * N]
-                        nrec = (r * h_rec) @ Rn.T + bR[pn * N:(pn + 1) * N]
+                        Rn = R[pn * H:(pn + 1) * H]
+                        nrec = (r * h_rec) @ Rn.T + bR[pn * H:(pn + 1) * H]
                         n = _act(torch, gate_act[2], blk(gx, pn) + nrec)
                     else:
                         n = _act(torch, gate_act[2], blk(gx, pn) + r * blk(hr, pn))

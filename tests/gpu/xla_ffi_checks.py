@@ -90,7 +90,7 @@ def run_call(jax, spec, inp, lengths, c, dtype, training):
     jnp = jax.numpy
     dt = np.dtype(dtype)
     lstm = spec.mode == ce.MODES["lstm"]
-    T, B, I, N, L, D = spec.T, spec.B, spec.I, spec.H, spec.L, spec.D
+    T, B, I, H, L, D = spec.T, spec.B, spec.I, spec.H, spec.L, spec.D
     keras = "weights" in inp
     w = inp.get("weights") or {}
     two = keras and c.get("two_biases", False)
@@ -108,8 +108,8 @@ def run_call(jax, spec, inp, lengths, c, dtype, training):
                two_biases=two, mask_per_step=c.get("mask_per_step", False))
     spec.training = int(training)
     f = jax.ffi.ffi_call("tfrnn_rnn_forward", [
-        jax.ShapeDtypeStruct((T, B, D * N), dt), jax.ShapeDtypeStruct((L * D, B, N), dt),
-        jax.ShapeDtypeStruct((L * D, B, N) if lstm else (0,), dt),
+        jax.ShapeDtypeStruct((T, B, D * H), dt), jax.ShapeDtypeStruct((L * D, B, H), dt),
+        jax.ShapeDtypeStruct((L * D, B, H) if lstm else (0,), dt),
         jax.ShapeDtypeStruct((ce.Engine().sizes(spec)[1] if training else 0,), dt)])
     face = "KerasRNN" if keras else "CudnnRNNV3"
     y, hn, cn, reserve = f(*ops, call=encode(spec, face, **enc))
@@ -120,8 +120,8 @@ def run_call(jax, spec, inp, lengths, c, dtype, training):
              jnp.asarray(inp["dcn"].astype(dt) if lstm else empty), reserve,
              jnp.asarray(empty)]  # dy, dhn, dcn, the forward's reserve, no dc_seq
     b = jax.ffi.ffi_call("tfrnn_rnn_backward", [
-        jax.ShapeDtypeStruct((T, B, I), dt), jax.ShapeDtypeStruct((L * D, B, N), dt),
-        jax.ShapeDtypeStruct((L * D if lstm else 0, B, N), dt),
+        jax.ShapeDtypeStruct((T, B, I), dt), jax.ShapeDtypeStruct((L * D, B, H), dt),
+        jax.ShapeDtypeStruct((L * D if lstm else 0, B, H), dt),
         *[jax.ShapeDtypeStruct(tuple(o.shape), dt) for o in ops[4:7]],
         jax.ShapeDtypeStruct((0,), dt)])
     r = b(*ops, *grads, call=encode(spec, "KerasRNNBackprop" if keras else "CudnnRNNBackpropV3",
