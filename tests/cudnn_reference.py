@@ -1,24 +1,24 @@
 """Float64 reference for the CudnnRNN op family (docs/SEMANTICS.md §4), written with eager
 TensorFlow ops so that tf.GradientTape gives reference gradients.  Independent of tf_rnn_ops.
 
-Notation: T time steps, B batch, I input_size, N num_units, L num_layers, D directions (1 or 2),
-P num_proj (0 = none; lstm only), Hs = P or N (width of h), K gates (lstm 4 (i, f, c', o),
+Notation: T time steps, B batch, I input_size, H num_units, L num_layers, D directions (1 or 2),
+P num_proj (0 = none; lstm only), Hs = P or H (width of h), K gates (lstm 4 (i, f, c', o),
 gru 3 (r, z, h'), rnn 1).
 
 Opaque params layout (ours; equal to cuDNN's for one unidirectional layer).  For each
 pseudo-layer p = l*D + d (L0-fwd, L0-bwd, L1-fwd, ...):
 
-    W_0 .. W_{K-1}    [N, in_l] each, row-major   (absent for layer 0 with skip input)
-    R_0 .. R_{K-1}    [N, Hs] each
-    Pm                [P, N]                        (lstm with P > 0)
-    bW_0 .. bW_{K-1}  [N] each
-    bR_0 .. bR_{K-1}  [N] each
+    W_0 .. W_{K-1}    [H, in_l] each, row-major   (absent for layer 0 with skip input)
+    R_0 .. R_{K-1}    [H, Hs] each
+    Pm                [P, H]                        (lstm with P > 0)
+    bW_0 .. bW_{K-1}  [H] each
+    bR_0 .. bR_{K-1}  [H] each
 
 in_0 = I, in_l = D*Hs for l > 0.
 
 Canonical lists (ParamsToCanonical outputs, CanonicalToParams inputs), §4.2:
-weights = per pseudo-layer W_0..W_{K-1}, R_0..R_{K-1} ([N, width] each; skip-input layer-0
-input matrices are empty [N, 0]), then Pm (V2 with P); biases = per pseudo-layer
+weights = per pseudo-layer W_0..W_{K-1}, R_0..R_{K-1} ([H, width] each; skip-input layer-0
+input matrices are empty [H, 0]), then Pm (V2 with P); biases = per pseudo-layer
 bW_0..bW_{K-1}, bR_0..bR_{K-1}.
 """
 
@@ -41,30 +41,30 @@ def num_dirs(direction):
 
 
 def resolve_input_mode(input_mode, input_size, num_units):
-    """'linear_input' or 'skip_input' (auto_select: skip iff I == N)."""
+    """'linear_input' or 'skip_input' (auto_select: skip iff I == H)."""
     if input_mode == "auto_select":
         return "skip_input" if input_size == num_units else "linear_input"
     return input_mode
 
 
 def _dims(mode, num_units, input_size, input_mode, direction, num_proj):
-    """K (gates), D (directions), N, P, Hs (the state's width: P if projected, else N) and
+    """K (gates), D (directions), H, P, Hs (the state's width: P if projected, else H) and
     whether layer 0 skips the input matrices."""
-    K, D, N, P = num_gates(mode), num_dirs(direction), num_units, num_proj
+    K, D, H, P = num_gates(mode), num_dirs(direction), num_units, num_proj
     skip = resolve_input_mode(input_mode, input_size, num_units) == "skip_input"
-    return K, D, N, P, (P if P else N), skip
+    return K, D, H, P, (P if P else H), skip
 
 
 def layer_specs(*, mode, num_layers, num_units, input_size, input_mode="linear_input",
                 direction="unidirectional", num_proj=0):
-    """One dict per pseudo-layer: K, N, in (0 for skip), in_logical, Hs, P, skip, layer, dir."""
-    K, D, N, P, Hs, skip0 = _dims(mode, num_units, input_size, input_mode, direction, num_proj)
+    """One dict per pseudo-layer: K, H, in (0 for skip), in_logical, Hs, P, skip, layer, dir."""
+    K, D, H, P, Hs, skip0 = _dims(mode, num_units, input_size, input_mode, direction, num_proj)
     specs = []
     for l in range(num_layers):
         in_logical = input_size if l == 0 else D * Hs
         skip = skip0 and l == 0
         for d in range(D):
-            specs.append(dict(K=K, N=N, Hs=Hs, P=P, layer=l, dir=d, skip=skip,
+            specs.append(dict(K=K, H=H, Hs=Hs, P=P, layer=l, dir=d, skip=skip,
                               in_logical=in_logical, **{"in": 0 if skip else in_logical}))
     return specs
 
@@ -73,15 +73,15 @@ def _region_shapes(spec, part=None):
     """[(kind, k, shape)] of one pseudo-layer's regions, in layout order: its matrices
     (part='mats'), its biases (part='biases'), or both (None).  The opaque buffer is cuDNN's
     layout: the matrices of every pseudo-layer in order, then the biases of every one."""
-    K, N, Hs, P, w = spec["K"], spec["N"], spec["Hs"], spec["P"], spec["in"]
+    K, H, Hs, P, w = spec["K"], spec["H"], spec["Hs"], spec["P"], spec["in"]
     mats, biases = [], []
     if not spec["skip"]:
-        mats += [("W", k, (N, w)) for k in range(K)]
-    mats += [("R", k, (N, Hs)) for k in range(K)]
+        mats += [("W", k, (H, w)) for k in range(K)]
+    mats += [("R", k, (H, Hs)) for k in range(K)]
     if P:
-        mats.append(("Pm", 0, (P, N)))
-    biases += [("bW", k, (N,)) for k in range(K)]
-    biases += [("bR", k, (N,)) for k in range(K)]
+        mats.append(("Pm", 0, (P, H)))
+    biases += [("bW", k, (H,)) for k in range(K)]
+    biases += [("bR", k, (H,)) for k in range(K)]
     return {"mats": mats, "biases": biases, None: mats + biases}[part]
 
 
@@ -97,18 +97,18 @@ def params_size(**kw):
 def params_size_formula(*, mode, num_layers, num_units, input_size, input_mode="linear_input",
                         direction="unidirectional", num_proj=0):
     """The closed formula of the brief (independent of layer_specs), for cross-checking."""
-    K, D, N, P, Hs, skip = _dims(mode, num_units, input_size, input_mode, direction, num_proj)
+    K, D, H, P, Hs, skip = _dims(mode, num_units, input_size, input_mode, direction, num_proj)
     total = 0
     for l in range(num_layers):
         in_l = (0 if skip else input_size) if l == 0 else D * Hs
-        total += D * (K * N * in_l + K * N * Hs + (P * N if P else 0) + 2 * K * N)
+        total += D * (K * H * in_l + K * H * Hs + (P * H if P else 0) + 2 * K * H)
     return total
 
 
 def unpack_params(params, **kw):
     """Flat params (array or tensor) -> list (per pseudo-layer) of dicts with tensors
-    'W' (list of K [N, in] or None for skip), 'R' (K [N, Hs]), 'Pm' ([P, N] or None),
-    'bW' (K [N]), 'bR' (K [N]).  Slicing is done with TF ops (differentiable)."""
+    'W' (list of K [H, in] or None for skip), 'R' (K [H, Hs]), 'Pm' ([P, H] or None),
+    'bW' (K [H]), 'bR' (K [H]).  Slicing is done with TF ops (differentiable)."""
     params = tf.convert_to_tensor(params)
     specs = layer_specs(**kw)
     expected = params_size(**kw)
@@ -148,13 +148,13 @@ def pack_params(layers):
 
 def to_canonical(params, *, v2=True, **kw):
     """Flat params -> (weights, biases) lists of tensors in the canonical order of §4.2.
-    Skip-input layer-0 input matrices come out as empty [N, 0] tensors.  The projection is
+    Skip-input layer-0 input matrices come out as empty [H, 0] tensors.  The projection is
     appended per pseudo-layer only for v2 (V1 has no num_proj)."""
     weights, biases = [], []
     for d in unpack_params(params, **kw):
         spec = d["spec"]
         if d["W"] is None:
-            weights += [tf.zeros([spec["N"], 0], dtype=d["R"][0].dtype)] * spec["K"]
+            weights += [tf.zeros([spec["H"], 0], dtype=d["R"][0].dtype)] * spec["K"]
         else:
             weights += list(d["W"])
         weights += list(d["R"])
@@ -192,18 +192,18 @@ def num_canonical(*, mode, num_layers, direction="unidirectional", num_proj=0):
 
 
 def random_params(rng, *, scale=1.0, bias_scale=0.5, **kw):
-    """Random float64 flat params (numpy); weights ~ N(0, 1/fan_in) so pre-activations are O(1)."""
+    """Random float64 flat params (numpy); weights ~ H(0, 1/fan_in) so pre-activations are O(1)."""
     layers = []
     for spec in layer_specs(**kw):
-        K, N, Hs, P, w = spec["K"], spec["N"], spec["Hs"], spec["P"], spec["in"]
+        K, H, Hs, P, w = spec["K"], spec["H"], spec["Hs"], spec["P"], spec["in"]
         fan = max(1, w + Hs)
         layers.append({
             "W": None if spec["skip"] else
-            [scale * rng.normal(size=(N, w)) / np.sqrt(fan) for _ in range(K)],
-            "R": [scale * rng.normal(size=(N, Hs)) / np.sqrt(fan) for _ in range(K)],
-            "Pm": scale * rng.normal(size=(P, N)) / np.sqrt(N) if P else None,
-            "bW": [bias_scale * rng.normal(size=(N,)) for _ in range(K)],
-            "bR": [bias_scale * rng.normal(size=(N,)) for _ in range(K)],
+            [scale * rng.normal(size=(H, w)) / np.sqrt(fan) for _ in range(K)],
+            "R": [scale * rng.normal(size=(H, Hs)) / np.sqrt(fan) for _ in range(K)],
+            "Pm": scale * rng.normal(size=(P, H)) / np.sqrt(H) if P else None,
+            "bW": [bias_scale * rng.normal(size=(H,)) for _ in range(K)],
+            "bR": [bias_scale * rng.normal(size=(H,)) for _ in range(K)],
         })
     return pack_params(layers).numpy()
 
@@ -218,7 +218,7 @@ def _mm_t(a, m):
 
 
 def _cell(mode, xw, h, c, lay):
-    """One step.  xw: list of K input pre-activations (W_k x + bW_k), [B, N] each."""
+    """One step.  xw: list of K input pre-activations (W_k x + bW_k), [B, H] each."""
     R, bR = lay["R"], lay["bR"]
     if mode == "lstm":
         pre = [xw[k] + _mm_t(h, R[k]) + bR[k] for k in range(4)]
@@ -274,7 +274,7 @@ def cudnn_rnn_ref(x, h0, c0, params, *, mode, num_layers, num_units, input_size,
     """Reference forward of CudnnRNN / V2 / V3 (dropout = 0).
 
     x: [T, B, I] (time_major) or [B, T, I]; h0: [L*D, B, Hs] (time_major) or [B, L*D, Hs] whose
-    memory is read as [L*D, B, Hs] (stock quirk); c0 likewise with N (lstm; ignored otherwise,
+    memory is read as [L*D, B, Hs] (stock quirk); c0 likewise with H (lstm; ignored otherwise,
     may be None).  Returns (output, output_h, output_c) as float64 tensors; output_c is None for
     non-lstm modes.
     """

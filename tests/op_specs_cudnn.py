@@ -263,9 +263,9 @@ def cudnn_specs():
         specs_ = cref.layer_specs(**_kw_of(dims, attrs))
         w, b = [], []
         for sp in specs_:
-            K, N, Hs, P = sp["K"], sp["N"], sp["Hs"], sp["P"]
-            w += [(N, sp["in"])] * K + [(N, Hs)] * K + ([(P, N)] if P else [])
-            b += [(N,)] * (2 * K)
+            K, H, Hs, P = sp["K"], sp["H"], sp["Hs"], sp["P"]
+            w += [(H, sp["in"])] * K + [(H, Hs)] * K + ([(P, H)] if P else [])
+            b += [(H,)] * (2 * K)
         return w, b
 
     for v2 in (False, True):
