@@ -21,11 +21,9 @@ import gpu_common  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", default="lstm")
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--T", type=int, default=8)
-    ap.add_argument("--B", type=int, default=16)
-    ap.add_argument("--H", type=int, default=512)
+    for name, default in (("--mode", "lstm"), ("--dtype", "float32"), ("--T", 8), ("--B", 16),
+                          ("--H", 512)):
+        ap.add_argument(name, type=type(default), default=default)
     a = ap.parse_args()
     torch = gpu_common.torch_cuda()
     dev = gpu_common.device()
