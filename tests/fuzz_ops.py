@@ -27,7 +27,7 @@ for _p in (_HERE, os.path.dirname(_HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-MAX_DIM = {"T": 5, "B": 3, "I": 6, "H": 4, "N": 4, "L": 3}
+MAX_DIM = {"T": 5, "B": 3, "I": 6, "H": 4, "L": 3}
 EXTREME_INTS = (-2**63, -2**31, -1, 0, 1, 2**31 - 1, 2**62)
 POISON = (float("nan"), float("inf"), float("-inf"), 1e30)
 

@@ -15,7 +15,7 @@ CUDNN_ATTRS = {"rnn_mode": "lstm", "input_mode": "linear_input", "direction": "b
 
 
 def _kw_of(dims, attrs):
-    return dict(mode=attrs["rnn_mode"], num_layers=dims["L"], num_units=dims["N"],
+    return dict(mode=attrs["rnn_mode"], num_layers=dims["L"], num_units=dims["H"],
                 input_size=dims["I"], input_mode=attrs["input_mode"],
                 direction=attrs["direction"], num_proj=attrs.get("num_proj", 0))
 
@@ -23,8 +23,8 @@ def _kw_of(dims, attrs):
 def _cudnn_derive(dims, attrs):
     d = dict(dims)
     d["D"] = cref.num_dirs(attrs["direction"])
-    d["Hs"] = attrs.get("num_proj", 0) or d["N"]
-    d["P"] = cref.params_size(**_kw_of(d, attrs)) if d["L"] > 0 and d["N"] > 0 else 0
+    d["Hs"] = attrs.get("num_proj", 0) or d["H"]
+    d["P"] = cref.params_size(**_kw_of(d, attrs)) if d["L"] > 0 and d["H"] > 0 else 0
     return d
 
 
@@ -36,14 +36,14 @@ def _cudnn_inputs(v3, backprop):
     def x_shape(tm):
         return ("T", "B", "I") if tm else ("B", "T", "I")
     ins = [Input("input", ("T", "B", "I")), Input("input_h", ("L*D", "B", "Hs")),
-           Input("input_c", ("L*D", "B", "N")), Input("params", ("P",))]
+           Input("input_c", ("L*D", "B", "H")), Input("params", ("P",))]
     if v3:
         ins.append(Input("sequence_lengths", ("B",), "i32"))
     if backprop:
         ins += [Input("output", ("T", "B", "D*Hs")), Input("output_h", ("L*D", "B", "Hs")),
-                Input("output_c", ("L*D", "B", "N")), Input("output_backprop", ("T", "B", "D*Hs")),
+                Input("output_c", ("L*D", "B", "H")), Input("output_backprop", ("T", "B", "D*Hs")),
                 Input("output_h_backprop", ("L*D", "B", "Hs")),
-                Input("output_c_backprop", ("L*D", "B", "N")), Input("reserve_space", ("R",))]
+                Input("output_c_backprop", ("L*D", "B", "H")), Input("reserve_space", ("R",))]
         if v3 is not None:
             ins.append(Input("host_reserved", ("HR",), "i8"))
     return ins
@@ -51,11 +51,11 @@ def _cudnn_inputs(v3, backprop):
 
 def _cudnn_fwd_kw(rng, dims, attrs, dtype, v3):
     d = _cudnn_derive(dims, attrs)
-    T, B, I, N, L, D, Hs = (d[k] for k in ("T", "B", "I", "N", "L", "D", "Hs"))
+    T, B, I, H, L, D, Hs = (d[k] for k in ("T", "B", "I", "H", "L", "D", "Hs"))
     tm = _tm(attrs)
     kw = {"input": _t(rng, (T, B, I) if tm else (B, T, I), dtype, scale=1.0),
           "input_h": _t(rng, (L * D, B, Hs) if tm else (B, L * D, Hs), dtype),
-          "input_c": _t(rng, (L * D, B, N) if tm else (B, L * D, N), dtype),
+          "input_c": _t(rng, (L * D, B, H) if tm else (B, L * D, H), dtype),
           "params": _t(rng, (d["P"],), dtype, scale=0.3)}
     if v3:
         kw["sequence_lengths"] = tf.constant(rng.integers(0, T + 1, size=B) if T else
@@ -85,29 +85,29 @@ def _cudnn_space(version, backprop):
         if version == "V3":
             attrs["time_major"] = draw.booleans()
             attrs["num_proj"] = 0
-            if attrs["rnn_mode"] == "lstm" and dims["N"] > 1 and draw.booleans():
-                attrs["num_proj"] = draw.integers(1, dims["N"] - 1)
+            if attrs["rnn_mode"] == "lstm" and dims["H"] > 1 and draw.booleans():
+                attrs["num_proj"] = draw.integers(1, dims["H"] - 1)
         if attrs["input_mode"] == "skip_input":
-            dims = dict(dims, I=dims["N"])
+            dims = dict(dims, I=dims["H"])
         return dims, attrs
     return space
 
 
 def _cudnn_shapes(d, attrs, time_major=True):
-    T, B, I, N, L, D, Hs = (d[k] for k in ("T", "B", "I", "N", "L", "D", "Hs"))
+    T, B, I, H, L, D, Hs = (d[k] for k in ("T", "B", "I", "H", "L", "D", "Hs"))
     tm = time_major
     x = (T, B, I) if tm else (B, T, I)
     h = (L * D, B, Hs) if tm else (B, L * D, Hs)
-    c = (L * D, B, N) if tm else (B, L * D, N)
+    c = (L * D, B, H) if tm else (B, L * D, H)
     y = (T, B, D * Hs) if tm else (B, T, D * Hs)
     return x, h, c, y
 
 
 def cudnn_specs():
     specs = []
-    base_dims = {"T": 4, "B": 2, "I": 5, "N": 3, "L": 2}
-    zero = {"T": True, "B": True, "I": True, "N": False, "L": False}
-    links = {"P": "INLD", "Hs": "N", "R": "TBINLD", "HR": ""}
+    base_dims = {"T": 4, "B": 2, "I": 5, "H": 3, "L": 2}
+    zero = {"T": True, "B": True, "I": True, "H": False, "L": False}
+    links = {"P": "IHLD", "Hs": "H", "R": "TBIHLD", "HR": ""}
 
     for version in ("", "V2", "V3"):
         name = FWD_OPS[version]
@@ -141,7 +141,7 @@ def cudnn_specs():
                 out.append(("num_proj=-1", lambda kw, a: (kw, dict(a, num_proj=-1)),
                             {"num_proj"}))
                 out.append(("num_proj>num_units",
-                            lambda kw, a: (kw, dict(a, num_proj=dims["N"] + 1)),
+                            lambda kw, a: (kw, dict(a, num_proj=dims["H"] + 1)),
                             {"num_proj", "input_h"}))
             return out
 
@@ -208,7 +208,7 @@ def cudnn_specs():
 
     def size_kw(dims):
         return {"num_layers": tf.constant(dims["L"], tf.int32),
-                "num_units": tf.constant(dims["N"], tf.int32),
+                "num_units": tf.constant(dims["H"], tf.int32),
                 "input_size": tf.constant(dims["I"], tf.int32)}
 
     def size_values(dims, attrs, extra=()):
@@ -242,7 +242,7 @@ def cudnn_specs():
     def ps_values(dims, attrs):
         out = size_values(dims, attrs)
         out.append(("num_proj=-1", lambda kw, a: (kw, dict(a, num_proj=-1)), {"num_proj"}))
-        out.append(("num_proj>num_units", lambda kw, a: (kw, dict(a, num_proj=dims["N"] + 1)),
+        out.append(("num_proj>num_units", lambda kw, a: (kw, dict(a, num_proj=dims["H"] + 1)),
                     {"num_proj"}))
         # 32-bit overflow: 2^15 units and inputs give about 2^35 params, too many for S=int32
         out.append(("params_size>INT32_MAX,S=int32", lambda kw, a: (dict(
@@ -255,8 +255,8 @@ def cudnn_specs():
     specs.append(OpSpec(
         name="CudnnRNNParamsSize", inputs=scalars, call=ps_call,
         make=lambda rng, dims, attrs, dtype: size_kw(dims),
-        out_shapes=lambda d, a: [(1,)], dims={"L": 2, "N": 3, "I": 5},
-        attrs=dict(CUDNN_ATTRS, T=F32, S=tf.int64), zero_ok={"L": False, "N": False, "I": False},
+        out_shapes=lambda d, a: [(1,)], dims={"L": 2, "H": 3, "I": 5},
+        attrs=dict(CUDNN_ATTRS, T=F32, S=tf.int64), zero_ok={"L": False, "H": False, "I": False},
         values=ps_values, nan_input=None, attr_space=ps_space))
 
     def canon_shapes(dims, attrs):
@@ -298,9 +298,9 @@ def cudnn_specs():
 
         spec = OpSpec(
             name=name, inputs=scalars + [Input("params", ("P",))], call=call, make=make,
-            out_shapes=out_shapes, dims={"L": 2, "N": 3, "I": 5}, attrs=dict(CUDNN_ATTRS),
-            derive=_cudnn_derive, zero_ok={"L": False, "N": False, "I": False},
-            links={"P": "INLD"}, values=p2c_values, nan_input="params",
+            out_shapes=out_shapes, dims={"L": 2, "H": 3, "I": 5}, attrs=dict(CUDNN_ATTRS),
+            derive=_cudnn_derive, zero_ok={"L": False, "H": False, "I": False},
+            links={"P": "IHLD"}, values=p2c_values, nan_input="params",
             attr_space=lambda draw, dims, v2=v2: _canon_space(draw, dims, v2))
         spec.attrs_fn = num_attrs
         specs.append(spec)
@@ -339,8 +339,8 @@ def cudnn_specs():
             name=name, inputs=scalars + [Input("weights", None, "list"),
                                          Input("biases", None, "list")],
             call=call, make=make, out_shapes=lambda d, a: [(_cudnn_derive(d, a)["P"],)],
-            dims={"L": 2, "N": 3, "I": 5}, attrs=dict(CUDNN_ATTRS), derive=_cudnn_derive,
-            zero_ok={"L": False, "N": False, "I": False}, values=c2p_values,
+            dims={"L": 2, "H": 3, "I": 5}, attrs=dict(CUDNN_ATTRS), derive=_cudnn_derive,
+            zero_ok={"L": False, "H": False, "I": False}, values=c2p_values,
             nan_input="weights", attr_space=lambda draw, dims, v2=v2: _canon_space(draw, dims, v2))
         specs.append(spec)
     return specs
@@ -350,9 +350,9 @@ def _canon_space(draw, dims, v2):
     attrs = {"rnn_mode": draw.sampled_from(cref.MODES),
              "input_mode": draw.sampled_from(cref.INPUT_MODES),
              "direction": draw.sampled_from(cref.DIRECTIONS)}
-    if v2 and attrs["rnn_mode"] == "lstm" and dims["N"] > 1 and draw.booleans():
-        attrs["num_proj"] = draw.integers(1, dims["N"] - 1)
+    if v2 and attrs["rnn_mode"] == "lstm" and dims["H"] > 1 and draw.booleans():
+        attrs["num_proj"] = draw.integers(1, dims["H"] - 1)
     if attrs["input_mode"] == "skip_input":
-        dims = dict(dims, I=dims["N"])
+        dims = dict(dims, I=dims["H"])
     return dims, attrs
 

@@ -1,7 +1,7 @@
 """Catalogue specs (op_specs.py) of the Keras layers' ops TfRnn>KerasRNN and KerasRNNBackprop
-(cc/ops/keras_rnn_ops.cc): one layer, batch-major, the Keras weights kernel [I, K·N],
-recurrent_kernel [N, K·N] and bias [K·N], optional sequence_lengths [B] and recurrent_mask
-[B, K·N] (both may be empty: none). Internal ops (no raw_ops wrapper): called through the
+(cc/ops/keras_rnn_ops.cc): one layer, batch-major, the Keras weights kernel [I, K·H],
+recurrent_kernel [H, K·H] and bias [K·H], optional sequence_lengths [B] and recurrent_mask
+[B, K·H] (both may be empty: none). Internal ops (no raw_ops wrapper): called through the
 generated op functions."""
 import tensorflow as tf
 
@@ -21,16 +21,16 @@ def _derive(dims, attrs):
     d = dict(dims)
     d["K"] = _gates(attrs["rnn_mode"])
     aux = 1 if attrs["rnn_mode"] in ("lstm", "gru") else 0
-    d["R"] = d["T"] * d["B"] * (d["K"] + aux + 1) * d["N"]   # float32 reserve elements
+    d["R"] = d["T"] * d["B"] * (d["K"] + aux + 1) * d["H"]   # float32 reserve elements
     return d
 
 
 def _inputs():
-    return [S.Input("input", ("B", "T", "I")), S.Input("input_h", ("B", "N")),
-            S.Input("input_c", ("B", "N")), S.Input("kernel", ("I", "K*N")),
-            S.Input("recurrent_kernel", ("N", "K*N")), S.Input("bias", ("K*N",)),
+    return [S.Input("input", ("B", "T", "I")), S.Input("input_h", ("B", "H")),
+            S.Input("input_c", ("B", "H")), S.Input("kernel", ("I", "K*H")),
+            S.Input("recurrent_kernel", ("H", "K*H")), S.Input("bias", ("K*H",)),
             S.Input("sequence_lengths", ("B",), "i32"),
-            S.Input("recurrent_mask", ("B", "K*N"))]
+            S.Input("recurrent_mask", ("B", "K*H"))]
 
 
 def _space(draw, dims):
@@ -43,13 +43,13 @@ def _space(draw, dims):
 
 def _fwd_kw(rng, dims, attrs, dtype):
     d = _derive(dims, attrs)
-    B, T, I, N, KN = d["B"], d["T"], d["I"], d["N"], d["K"] * d["N"]
+    B, T, I, H, KH = d["B"], d["T"], d["I"], d["H"], d["K"] * d["H"]
     lengths = [T - (b % 2) if T > 0 else 0 for b in range(B)]
-    return dict(input=S._t(rng, (B, T, I), dtype), input_h=S._t(rng, (B, N), dtype),
-                input_c=S._t(rng, (B, N), dtype), kernel=S._t(rng, (I, KN), dtype),
-                recurrent_kernel=S._t(rng, (N, KN), dtype), bias=S._t(rng, (KN,), dtype),
+    return dict(input=S._t(rng, (B, T, I), dtype), input_h=S._t(rng, (B, H), dtype),
+                input_c=S._t(rng, (B, H), dtype), kernel=S._t(rng, (I, KH), dtype),
+                recurrent_kernel=S._t(rng, (H, KH), dtype), bias=S._t(rng, (KH,), dtype),
                 sequence_lengths=tf.constant(lengths, tf.int32, shape=[B]),
-                recurrent_mask=S._t(rng, (B, KN), dtype, lo=0.0, hi=2.0))
+                recurrent_mask=S._t(rng, (B, KH), dtype, lo=0.0, hi=2.0))
 
 
 def _values(dims, attrs):
@@ -66,9 +66,9 @@ def _values(dims, attrs):
 
 
 def keras_specs():
-    base_dims = {"T": 4, "B": 2, "I": 5, "N": 3}
-    zero = {"T": True, "B": True, "I": True, "N": False}
-    links = {"K": "", "R": "TBN"}
+    base_dims = {"T": 4, "B": 2, "I": 5, "H": 3}
+    zero = {"T": True, "B": True, "I": True, "H": False}
+    links = {"K": "", "R": "TBH"}
     free = frozenset({("input", 1)})          # the time axis: sequence_lengths stay valid
     empty_ok = frozenset({"sequence_lengths"})   # [0]: every row has every step
     specs = []
@@ -79,7 +79,7 @@ def keras_specs():
     def fwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
         lstm = attrs["rnn_mode"] == "lstm"
-        return [(d["B"], d["T"], d["N"]), (d["B"], d["N"]), (d["B"], d["N"]) if lstm else (0,),
+        return [(d["B"], d["T"], d["H"]), (d["B"], d["H"]), (d["B"], d["H"]) if lstm else (0,),
                 None]
 
     specs.append(S.OpSpec(
@@ -101,12 +101,12 @@ def keras_specs():
 
     def bwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
-        B, T, I, N, KN = d["B"], d["T"], d["I"], d["N"], d["K"] * d["N"]
-        return [(B, T, I), (B, N), (B, N), (I, KN), (N, KN), (KN,)]
+        B, T, I, H, KH = d["B"], d["T"], d["I"], d["H"], d["K"] * d["H"]
+        return [(B, T, I), (B, H), (B, H), (I, KH), (H, KH), (KH,)]
 
-    ins = _inputs() + [S.Input("output_backprop", ("B", "T", "N")),
-                       S.Input("output_h_backprop", ("B", "N")),
-                       S.Input("output_c_backprop", ("B", "N")),
+    ins = _inputs() + [S.Input("output_backprop", ("B", "T", "H")),
+                       S.Input("output_h_backprop", ("B", "H")),
+                       S.Input("output_c_backprop", ("B", "H")),
                        S.Input("reserve_space", ("R",))]
     specs.append(S.OpSpec(
         name="KerasRNNBackprop", inputs=ins, call=bwd_call, make=bwd_make,
