@@ -23,7 +23,7 @@
 #             bench_clusters
 #             xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
-#      xla_ffi memcheck memcheck_cluster racecheck racecheck_cluster)
+#      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -33,8 +33,8 @@ PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps checks_pbwd checks_cluster parity
-                                   parity_cluster xla_ffi memcheck memcheck_cluster racecheck
-                                   racecheck_cluster)
+                                   parity_cluster xla_ffi memcheck memcheck_cluster
+                                   memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
