@@ -20,8 +20,7 @@
 #   tools/gpu_session.sh [stage ...]
 #     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #             memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster bench
-#             bench_clusters
-#             xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
+#             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
 set -uo pipefail

@@ -193,7 +193,7 @@ GpuStatus GemmLdBatched(const GpuContext& g, bool trans_a, bool trans_b, int64_t
                         int64_t stride_c, int64_t batch, cudaDataType ab, cudaDataType c,
                         bool accumulate) {
   if (m == 0 || n == 0 || batch == 0) return GpuStatus::Ok();
-  const int64_t c_bytes = c == CUDA_R_64F ? 8 : c == CUDA_R_32F ? 4 : 2;
+  const int64_t c_bytes = DataTypeBytes(c);
   if (k == 0) {
     if (accumulate) return GpuStatus::Ok();
     for (int64_t i = 0; i < batch; ++i) {

@@ -81,6 +81,11 @@ struct GpuContext {
   CublasHandle blas = nullptr;
 };
 
+// Bytes of one element of the types the GEMMs take (half, bfloat16, float, double).
+inline int64_t DataTypeBytes(cudaDataType t) {
+  return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2;
+}
+
 // Row-major GEMM on g.stream: C[m, n] = op(A)[m, k] · op(B)[k, n] (+ C when accumulate), with
 // op(A) = A (stored [m, k]) or Aᵀ (A stored [k, m]), likewise B. A and B have type `ab`, C type
 // `c`; compute in double when `ab` is double, else in float (CUBLAS_COMPUTE_32F: no TF32, half

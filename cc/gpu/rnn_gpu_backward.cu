@@ -296,11 +296,10 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   if (const std::string m = GateMasksProblem(s); !m.empty()) return InvalidArgument(m);
   const I64 r_ld = RGateLd(s);  // R_k = RGate(s, ly, k): gate block k of R (xw: transposed)
   const I64 pn = gru ? s.gate_pos[2] : -1;
-  // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep (gate block k's product
-  // by mask_k with gate masks: (dhr_k · R_k) ⊙ mask_k; a reset-before gru's candidate reaches
-  // h_prev through r ⊙ h_rec instead, GruResetGpu).
-  // With gate masks: block k of dhm = dhr_k · R_k, one batched product per run of gate
-  // blocks, then one launch adds Σ_k dhm_k ⊙ mask_k.
+  // dh += dhr_{t+1} · R, masked by the recurrent mask of step mstep. With gate masks block k
+  // of dhm is dhr_k · R_k (one batched product per run of gate blocks) and one launch adds
+  // Σ_k dhm_k ⊙ mask_k; a reset-before gru's candidate reaches h_prev through r ⊙ h_rec
+  // instead (GruResetGpu).
   const I64 BHs = B * Hs;
   auto add_recurrent = [&](I64 mstep) -> GpuStatus {
     if (!s.has_mask) return GemmT(g, false, xw, B, Hs, KH, w.dhr_prev, ly.R, w.dh, true);

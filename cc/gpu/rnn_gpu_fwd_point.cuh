@@ -110,22 +110,22 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       const int pr = p.gate_pos[0], pz = p.gate_pos[1], pn = p.gate_pos[2];
       auto act = [&](int k) { return p.ly.act[k] + row * p.ly.act_ld + j; };
       A rg, z;
-      // Reset after: the candidate's loads before the first store (as for lstm).
-      const bool after = p.phase == StepPhase::kWhole;
-      const A nwx = after ? wx(pn) + Ld(bw + pn * H) : A(0);
-      const A hrn_after = after ? r[pn * hks] + Ld(br + pn * H) : A(0);
-      const A hp_after = after ? Ld(p.h_cur + b * p.Hs + j) : A(0);
+      // The loads of the candidate and h_prev before the first store (as for lstm): gx_n + bW_n
+      // and h_prev where n and h are computed, hr_n + bR_n with the reset after.
+      const bool before = p.phase == StepPhase::kBeforeProduct;
+      const A nwx = before ? A(0) : wx(pn) + Ld(bw + pn * H);
+      const A nr = p.phase == StepPhase::kWhole ? r[pn * hks] + Ld(br + pn * H) : A(0);
+      const A hp = before ? A(0) : Ld(p.h_cur + b * p.Hs + j);
       if (p.phase != StepPhase::kAfterProduct) {
-        const A pre_r = pre(pr), pre_z = pre(pz);
-        rg = Act(p.gate_act[0], pre_r);
-        z = Act(p.gate_act[1], pre_z);
+        rg = Act(p.gate_act[0], pre(pr));
+        z = Act(p.gate_act[1], pre(pz));
         St(act(pr), rg);
         St(act(pz), z);
       } else {
         rg = Ld(act(pr));
         z = Ld(act(pz));
       }
-      if (p.phase == StepPhase::kBeforeProduct) {
+      if (before) {
         const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
         St(p.ly.aux + row * H + j, rh);
         St(p.hh_step + b * H + j, rh);
@@ -133,14 +133,13 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       }
       A nx;
       if (p.phase == StepPhase::kAfterProduct) {
-        nx = wx(pn) + Ld(bw + pn * H) + p.hrn[b * H + j] + Ld(br + pn * H);
+        nx = nwx + p.hrn[b * H + j] + Ld(br + pn * H);
       } else {
-        St(p.ly.aux + row * H + j, hrn_after);
-        nx = nwx + rg * hrn_after;
+        St(p.ly.aux + row * H + j, nr);
+        nx = nwx + rg * nr;
       }
       const A n = Act(p.gate_act[2], nx);
       St(act(pn), n);
-      const A hp = after ? hp_after : Ld(p.h_cur + b * p.Hs + j);
       h = p.z_new ? z * n + (A(1) - z) * hp : (A(1) - z) * n + z * hp;
       break;
     }

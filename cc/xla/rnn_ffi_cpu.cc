@@ -64,8 +64,8 @@ void MapCommon(const XlaRnnCall& call, const XlaRnnBuffers& b, Args* a, A* zeros
   w.R = in(b.recurrent_kernel);
   w.bW = in(b.bias);
   w.bR = in(b.bias_r);
-  if (call.weights == XlaWeights::kKerasWeights && !call.two_biases) {
-    std::fill_n(zeros, RnnK(call.spec) * call.spec.H, A(0));
+  if (const Index n = XlaRnnZeroBias(call); n > 0) {
+    std::fill_n(zeros, n, A(0));
     w.bR = zeros;
   }
   a->mask = in(b.mask);

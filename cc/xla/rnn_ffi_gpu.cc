@@ -100,8 +100,7 @@ ffi::Error MapCommon(const GpuCall& g, const XlaRnnCall& call, const XlaRnnBuffe
       std::tie(b.x, b.h0, b.c0, b.params, b.kernel, b.recurrent_kernel, b.bias, b.bias_r,
                b.mask, b.peephole);
   a->mask_per_step = call.mask_per_step;
-  if (call.weights == XlaWeights::kKerasWeights && !call.two_biases) {
-    const int64_t bytes = RnnK(call.spec) * call.spec.H * (call.f64 ? 8 : 4);
+  if (const int64_t bytes = XlaRnnZeroBias(call) * (call.f64 ? 8 : 4); bytes > 0) {
     ffi::Error error = ffi::Error::Success();
     void* zeros = g.Take(bytes, &error);
     if (zeros == nullptr) return error;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "cc/gpu/cublas_loader.h"
 #include "cc/gpu/emu/cuda_emu.h"
 
 namespace tfrnn {
@@ -87,10 +88,6 @@ int GemmEx(Handle h, int transa, int transb, int m, int n, int k, const void* al
   return kStatusSuccess;
 }
 
-inline int64_t BytesOf(cudaDataType t) {
-  return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2;
-}
-
 // cublasGemmStridedBatchedEx: GemmEx on each of `batch` strided operand sets (strides in
 // elements).
 template <typename Handle>
@@ -100,11 +97,13 @@ int GemmStridedBatchedEx(Handle h, int transa, int transb, int m, int n, int k,
                          const void* beta, void* C, cudaDataType ct, int ldc, long long sc,
                          int batch, int compute, int algo) {
   if (batch < 0) return kStatusInvalidValue;
+  const int64_t ea = gpu::DataTypeBytes(at), eb = gpu::DataTypeBytes(bt);
+  const int64_t ec = gpu::DataTypeBytes(ct);
   for (int i = 0; i < batch; ++i) {
     const int st = GemmEx(h, transa, transb, m, n, k, alpha,
-                          static_cast<const char*>(A) + i * sa * BytesOf(at), at, lda,
-                          static_cast<const char*>(B) + i * sb * BytesOf(bt), bt, ldb, beta,
-                          static_cast<char*>(C) + i * sc * BytesOf(ct), ct, ldc, compute, algo);
+                          static_cast<const char*>(A) + i * sa * ea, at, lda,
+                          static_cast<const char*>(B) + i * sb * eb, bt, ldb, beta,
+                          static_cast<char*>(C) + i * sc * ec, ct, ldc, compute, algo);
     if (st != kStatusSuccess) return st;
   }
   return kStatusSuccess;
