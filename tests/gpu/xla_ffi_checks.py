@@ -84,9 +84,9 @@ def encode(spec, face, f64, params_vector, has_lengths, two_biases, mask_per_ste
     return np.array(v, np.int64)
 
 
-def run_call(jax, spec, inp, lengths, c, dtype, training):
+def run_call(jax, spec, inp, lengths, c, dtype, training, alter=None):
     """Forward and backward custom calls on JAX arrays; the results as numpy arrays, named as
-    CpuEngine.run names them."""
+    CpuEngine.run names them. alter(ops) may change the forward's operand list first."""
     jnp = jax.numpy
     dt = np.dtype(dtype)
     lstm = spec.mode == ce.MODES["lstm"]
@@ -103,6 +103,8 @@ def run_call(jax, spec, inp, lengths, c, dtype, training):
         ws = [inp["params"], empty, empty]
     mask = inp["mask"] if inp["mask"] is not None else empty
     ops = [lens, inp["x"], inp["h0"], inp["c0"] if lstm else empty, *ws, mask, empty]
+    if alter is not None:
+        alter(ops)
     ops = [jnp.asarray(o if o.dtype == np.int32 else o.astype(dt)) for o in ops]
     enc = dict(f64=dt == np.float64, params_vector=not keras, has_lengths=lengths is not None,
                two_biases=two, mask_per_step=c.get("mask_per_step", False))
@@ -152,6 +154,35 @@ CASES = [  # (name, cpu_parity.make_case description, training)
 ]
 
 
+# Operands that do not match the call (forward, float32): the target must refuse each with
+# INVALID_ARGUMENT naming it, before it reads a buffer or runs the engine.
+BAD = [  # (name, case, alter(ops), words of the message)
+    ("mask-without-has-mask", dict(mode="lstm", keras=True, one_bias=True),
+     lambda ops: ops.__setitem__(7, np.ones(3, np.float32)), "buffer mask"),
+    ("x-one-row-short", dict(mode="gru", keras=True, one_bias=True),
+     lambda ops: ops.__setitem__(1, ops[1][:-1]), "buffer x"),
+    ("length-past-T", dict(mode="lstm", lengths="var"),
+     lambda ops: ops.__setitem__(0, ops[0] + 100), "time"),
+]
+
+
+def bad_inputs(jax):
+    for name, c, alter, words in BAD:
+        spec, inp, lengths = cp.make_case(c, "float32")
+        weights = inp.pop("weights", None)
+        call_inp = {k: None if v is None else v.astype(np.float32) for k, v in inp.items()}
+        if weights is not None:
+            call_inp["weights"] = {k: v.astype(np.float32) for k, v in weights.items()}
+        try:
+            run_call(jax, spec, call_inp, lengths, c, "float32", False, alter=alter)
+        except Exception as e:  # noqa: BLE001 - the error is what is checked
+            msg = str(e)
+            ok = "INVALID_ARGUMENT" in msg and words in msg
+            cp.report("PASS" if ok else "FAIL", f"bad input {name}", msg.splitlines()[0][:160])
+            continue
+        cp.report("FAIL", f"bad input {name}", "the call ran")
+
+
 def main():
     try:
         import jax
@@ -195,6 +226,7 @@ def main():
             errs = {k: cp.rel_err(got[k], want[k]) for k in got
                     if got[k] is not None and want.get(k) is not None}
             cp.report_errs(full, errs, TOL[dtype])
+    bad_inputs(jax)
     print("summary:", cp.COUNTS)
     return 1 if cp.COUNTS["FAIL"] else 0
 
