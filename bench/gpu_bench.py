@@ -10,6 +10,8 @@ For cuDNN and for each of our engine's paths (--variants, chosen by environment 
   steps    the per-step path everywhere (TFRNN_CUDA_PERSISTENT=0)
   pbwd     the persistent backward too (TFRNN_CUDA_PERSISTENT_BWD=1)
   cluster  the cluster kernels (TFRNN_CUDA_CLUSTER=1), forward and backward
+  fused    the fused step kernels (one launch per step) instead of the persistent kernels
+           and the per-step path (TFRNN_CUDA_PERSISTENT=0 TFRNN_CUDA_FUSED_STEP=1)
   clusterC the cluster kernels with clusters of C blocks (TFRNN_CUDA_CLUSTER_SIZE=C)
 it prints the forward, backward (forward+backward minus forward) and forward+backward times in
 ms, the forward's time per step in µs, which kernel ran each direction (TFRNN_CUDA_TRACE), and
@@ -45,9 +47,10 @@ VARIANTS = {
     "steps": {"TFRNN_CUDA_PERSISTENT": "0"},
     "pbwd": {"TFRNN_CUDA_PERSISTENT_BWD": "1"},
     "cluster": {"TFRNN_CUDA_CLUSTER": "1"},
+    "fused": {"TFRNN_CUDA_PERSISTENT": "0", "TFRNN_CUDA_FUSED_STEP": "1"},
 }
 ENV_KEYS = ("TFRNN_CUDA_PERSISTENT", "TFRNN_CUDA_PERSISTENT_BWD", "TFRNN_CUDA_CLUSTER",
-            "TFRNN_CUDA_CLUSTER_SIZE", "TFRNN_CUDA_TRACE")
+            "TFRNN_CUDA_CLUSTER_SIZE", "TFRNN_CUDA_TRACE", "TFRNN_CUDA_FUSED_STEP")
 
 
 def variant_env(name):
@@ -88,9 +91,10 @@ def kernel_names(lines):
     for ln in lines:
         d = "fwd" if " forward " in ln else "bwd"
         kind = ln.split(": ", 1)[1].split()[0]
-        if kind == "cluster":
+        if kind in ("cluster", "fused-step"):
             f = dict(kv.split("=") for kv in ln.split(": ", 1)[1].split()[1:])
-            kind = f"cluster/C{f['cluster']}/G{f['group']}"
+            kind = (f"cluster/C{f['cluster']}/G{f['group']}" if kind == "cluster" else
+                    f"fused-step/G{f['group']}/U{f['units']}")
         out[d] = kind
     return " ".join(f"{d}={out.get(d, '?')}" for d in ("fwd", "bwd"))
 

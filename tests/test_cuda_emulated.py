@@ -5,7 +5,8 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
 - CPU-vs-CUDA parity (tests/gpu/cpu_parity.py): the CPU engine (verified against stock
   TensorFlow and float64 references) and the CUDA engine's code on the same inputs, forward and
   backward, float32 and float64, dropout masks bit-equal. numpy only. On each of the
-  engine's paths (PATHS): the persistent kernels, the per-step path, the cluster kernels.
+  engine's paths (PATHS): the persistent kernels, the per-step path, the cluster kernels, the
+  fused step kernels.
 - the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed: vs PyTorch's
   RNNs (cuDNN's stand-in on CPU), vs the float64 reference (half, bfloat16, float, double), the
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
@@ -74,6 +75,10 @@ PATHS = {
     "per_step": dict(TFRNN_CUDA_PERSISTENT="0"),
     "cluster2": dict(TFRNN_CUDA_CLUSTER="1", TFRNN_CUDA_CLUSTER_SIZE="2", TFRNN_CUDA_TRACE="1"),
     "cluster4": dict(TFRNN_CUDA_CLUSTER="1", TFRNN_CUDA_CLUSTER_SIZE="4", TFRNN_CUDA_TRACE="1"),
+    # The fused step kernels, batch rows in groups of 3 (so the parity cases' B = 4 spans two
+    # groups, the second partial).
+    "fused_step": dict(TFRNN_CUDA_PERSISTENT="0", TFRNN_CUDA_FUSED_STEP="1",
+                       TFRNN_CUDA_FUSED_GROUP="3", TFRNN_CUDA_TRACE="1"),
 }
 
 
@@ -87,6 +92,11 @@ def _check_ran(path, out):
         assert any(k == "cluster" for b, h, k in bwd if 2 < b <= 16 and h <= 512), bwd
         assert not any(k != "per-step" for b, h, k in bwd if b > 16 or h > 512), bwd
         assert not any(k == "persistent" for b, h, k in bwd if b > 2), bwd
+        return
+    if path == "fused_step":
+        for d in ("forward", "backward"):
+            assert re.search(rf"tfrnn_cuda {d} B=4 .*: fused-step .*group=3 ", out), (
+                f"no {d} layer ran on the fused step kernel in two groups")
         return
     size = PATHS[path].get("TFRNN_CUDA_CLUSTER_SIZE")
     if size is None:

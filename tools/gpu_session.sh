@@ -5,7 +5,9 @@
 # small case per family, and bench/gpu_bench.py. The engine's paths are chosen by environment
 # (docs/GPU.md): checks_steps reruns the checks on the per-step path (TFRNN_CUDA_PERSISTENT=0),
 # checks_pbwd with the persistent backward wherever it fits (TFRNN_CUDA_PERSISTENT_BWD=1), and
-# the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1). bench
+# the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1), the
+# *_fused stages with the fused step kernels instead of the persistent ones and the per-step
+# path (TFRNN_CUDA_PERSISTENT=0 TFRNN_CUDA_FUSED_STEP=1; parity in groups of 3 rows). bench
 # times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
 # issue's small-batch sizes; xla_ffi runs the XLA custom calls' CUDA targets through JAX
 # (tests/gpu/xla_ffi_checks.py); bench_keras times the Keras op's form with per-gate masks
@@ -18,8 +20,9 @@
 # GPU_SESSION_BUDGET=<seconds> fits the whole run into a lease: each stage's limit is cut to
 # the time left, and a stage with under 15 s left is skipped (and says so in the summary).
 #   tools/gpu_session.sh [stage ...]
-#     stages: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
-#             memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster bench
+#     stages: build checks checks_steps checks_pbwd checks_cluster checks_fused parity
+#             parity_cluster parity_fused memcheck memcheck_cluster memcheck_parity
+#             memcheck_fused racecheck racecheck_cluster racecheck_fused bench
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
@@ -35,6 +38,7 @@ STAGES=("$@")
                                    parity_cluster xla_ffi memcheck memcheck_cluster
                                    memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
+FUSED=(env TFRNN_CUDA_PERSISTENT=0 TFRNN_CUDA_FUSED_STEP=1 TFRNN_CUDA_TRACE=1)
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 # One small case per family, for the sanitizers (run_gpu_checks.py filters).
@@ -81,7 +85,15 @@ for s in "${STAGES[@]}"; do
     # The same checks on the cluster kernels where the engine can use them (it falls back to
     # the other paths elsewhere; TFRNN_CUDA_TRACE=1 in parity_cluster shows which ran).
     checks_cluster) stage checks_cluster 300 "${CLUSTER[@]}" "$PY" tests/gpu/run_gpu_checks.py ;;
+    checks_fused) stage checks_fused 300 "${FUSED[@]}" "$PY" tests/gpu/run_gpu_checks.py ;;
     parity) stage parity 200 "$PY" tests/gpu/cpu_parity.py ;;
+    parity_fused) stage parity_fused 200 "${FUSED[@]}" TFRNN_CUDA_FUSED_GROUP=3 \
+                    "$PY" tests/gpu/cpu_parity.py ;;
+    memcheck_fused) stage memcheck_fused 240 "${FUSED[@]}" TFRNN_CUDA_FUSED_GROUP=3 \
+                      compute-sanitizer --tool memcheck --leak-check no \
+                      "$PY" tests/gpu/cpu_parity.py --dtypes float32 ;;
+    racecheck_fused) stage racecheck_fused 200 "${FUSED[@]}" compute-sanitizer --tool racecheck \
+                       "$PY" tests/gpu/cpu_parity.py --dtypes float32 ;;
     parity_cluster) stage parity_cluster 200 "${CLUSTER[@]}" TFRNN_CUDA_TRACE=1 \
                       "$PY" tests/gpu/cpu_parity.py ;;
     memcheck) stage memcheck 240 compute-sanitizer --tool memcheck --leak-check no \

@@ -328,8 +328,23 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     // Step 0's dhr is in dhr_prev below: the kernel's last step wrote d1 when steps is even.
     if ((steps - 1) % 2 == 0) std::swap(w.dhr_prev, w.dhr_cur);
   }
+  // Where none runs: the fused step kernel (one launch per step), if turned on and it fits.
+  const SequenceKernelPlan fused = persistent_ok && !plan.ok && FusedBwdShape(s)
+                                       ? PlanFusedStepBwd<T>(s)
+                                       : SequenceKernelPlan();
+  if (fused.ok) {
+    TFRNN_GPU_RETURN_IF_ERROR(SwapMajor(g.stream, sizeof(T), ly.R, w.rt, KH, Hs, 1));
+  }
   for (I64 st = plan.ok ? -1 : steps - 1; st >= 0; --st) {
     const bool has_next = st + 1 < steps;
+    if (fused.ok) {
+      p.step = st;
+      p.dhr_cur = w.dhr_cur;
+      TFRNN_GPU_RETURN_IF_ERROR(
+          FusedStepBwd<T>(g, fused, p, w.rt, has_next ? w.dhr_prev : nullptr));
+      std::swap(w.dhr_prev, w.dhr_cur);
+      continue;
+    }
     if (proj) {
       // dh += dhr_{t+1} · R  ([B, KH] · [KH, Hs]); then dtot, dhh = dtot · Pm.
       if (has_next) {

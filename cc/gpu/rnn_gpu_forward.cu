@@ -150,6 +150,9 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
                                                w.hr));
     if (steps % 2 == 1) std::swap(w.h_cur, w.h_next);
   }
+  // Where it does not: the fused step kernel (one launch per step), if turned on and it fits.
+  const SequenceKernelPlan fused =
+      persistent_ok && !plan.ok ? PlanFusedStepFwd<T>(s) : SequenceKernelPlan();
   const bool xw = s.weights_xw;
   const I64 r_ld = RGateLd(s);  // R_k = RGate(s, ly, k): gate block k of R
   const I64 BHs = B * Hs;
@@ -157,6 +160,17 @@ GpuStatus LayerForwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   // here: its masked h is the h_rec of r ⊙ h_rec (hrn below).
   const I64 pn = s.mode == RnnMode::kGru ? s.gate_pos[2] : -1;
   for (I64 st = 0; st < (plan.ok ? 0 : steps); ++st) {
+    if (fused.ok) {
+      p.step = st;
+      p.h_cur = w.h_cur;
+      p.h_rec = w.h_cur;
+      p.h_next = w.h_next;
+      p.phase = StepPhase::kWhole;
+      TFRNN_GPU_RETURN_IF_ERROR(FusedStepFwd<T>(g, fused, p, ly.R, s.has_mask ? a.mask : nullptr,
+                                                a.mask_per_step, w.hr));
+      std::swap(w.h_cur, w.h_next);
+      continue;
+    }
     // The h that enters the recurrent product: h_prev, or h_prev ⊙ mask.
     const T* h_rec = w.h_cur;
     if (gate_masks) {

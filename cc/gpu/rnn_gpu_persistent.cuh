@@ -38,6 +38,9 @@ struct SequenceKernelPlan {
   // running `group` batch rows; else one cooperative grid.
   int cluster = 0;
   I64 group = 0;
+  // The fused step kernel (rnn_gpu_fused_step.cu): one launch per step, `group` batch rows and
+  // `units` units per block.
+  bool fused_step = false;
 };
 
 // Whether (and how) the persistent forward runs layer `s` with storage type T on the current
@@ -70,6 +73,32 @@ SequenceKernelPlan PlanPersistentBwd(const RnnSpec& s);
 template <typename T>
 GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
                         const T* R, I64 steps, T* d0, T* d1);
+
+// The fused forward step (rnn_gpu_fused_step.cu): the per-step path's recurrent product and
+// pointwise kernel in one launch per step (no cuBLAS call, no hr round trip through a second
+// kernel). For the layers the persistent forward takes, at any batch (in groups of rows whose
+// h fits in shared memory); TFRNN_CUDA_FUSED_STEP=1 turns it (and the backward's) on where the
+// persistent kernels do not run (off by default until measured on a GPU).
+template <typename T>
+SequenceKernelPlan PlanFusedStepFwd(const RnnSpec& s);
+
+// One step (p.step, p.h_cur, p.h_next set by the caller) of the fused step kernel; hr is an Acc
+// buffer of [B, K·H], R the layer's [K·H, Hs], mask (or null) as MaskRowsKernel reads it.
+template <typename T>
+GpuStatus FusedStepFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
+                       const T* R, const T* mask, bool mask_per_step, AccOf<T>* hr);
+
+// The fused backward step: dh += dhr_{t+1}·R and the pointwise backward in one launch per step,
+// reading R's columns as rows of Rt = Rᵀ [Hs, K·H] (the caller transposes R once per layer).
+// For the layers the persistent backward takes (no recurrent mask either).
+template <typename T>
+SequenceKernelPlan PlanFusedStepBwd(const RnnSpec& s);
+
+// One backward step (p.step, p.dhr_cur set by the caller); dhr_later is dhr_{t+1}, or null at
+// the sequence's last step.
+template <typename T>
+GpuStatus FusedStepBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
+                       const T* Rt, const T* dhr_later);
 
 // The cluster kernels (rnn_gpu_cluster.cu; Hopper thread-block clusters): the persistent
 // kernels' work split the other way round. Batch rows are independent, so each cluster of

@@ -1,6 +1,6 @@
 // Device pieces shared by the persistent forward (rnn_gpu_persistent.cu) and backward
-// (rnn_gpu_persistent_bwd.cu) kernels. Included only by those two files, after
-// <cooperative_groups.h>.
+// (rnn_gpu_persistent_bwd.cu) kernels, the cluster kernels and the fused step kernel. Included
+// only by their files, after <cooperative_groups.h>.
 #ifndef TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_KERNELS_CUH_
 #define TF_RNN_OPS_CC_GPU_RNN_GPU_PERSISTENT_KERNELS_CUH_
 
@@ -47,44 +47,44 @@ __device__ __forceinline__ unsigned char* DynamicSmem() {
 #endif
 
 // emit(b, r, Σ_c rs[r·len + c] · vs[b·len + c]) for every r < rows, b < B (from one lane):
-// warps take RB rows at a time, lanes stride over c, CB batch rows per register tile (RB + CB
-// shared-memory loads per RB·CB multiply-adds), then a warp reduction.
-// vs holds T or Acc values.
+// each warp takes (RB rows, CB batch rows) tiles in turn, lanes stride over c (RB + CB
+// shared-memory loads per RB·CB multiply-adds), then a warp reduction. vs holds T or Acc
+// values.
 template <typename T, int RB, int CB, typename V, typename Emit>
 __device__ __forceinline__ void WarpDots(const T* rs, const V* vs, I64 rows, I64 len, I64 B,
                                          Emit emit) {
   using A = AccOf<T>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (I64 r0 = warp * RB; r0 < rows; r0 += kWarps * RB) {
-    for (I64 b0 = 0; b0 < B; b0 += CB) {
-      A acc[RB][CB];
+  const I64 nbt = (B + CB - 1) / CB, tiles = (rows + RB - 1) / RB * nbt;
+  for (I64 tile = warp; tile < tiles; tile += kWarps) {
+    const I64 r0 = tile / nbt * RB, b0 = tile % nbt * CB;
+    A acc[RB][CB];
+#pragma unroll
+    for (int a = 0; a < RB; ++a) {
+#pragma unroll
+      for (int q = 0; q < CB; ++q) acc[a][q] = A(0);
+    }
+    for (I64 c = lane; c < len; c += 32) {
+      A w[RB], h[CB];
+#pragma unroll
+      for (int a = 0; a < RB; ++a) w[a] = r0 + a < rows ? Ld(rs + (r0 + a) * len + c) : A(0);
+#pragma unroll
+      for (int q = 0; q < CB; ++q) h[q] = b0 + q < B ? A(Ld(vs + (b0 + q) * len + c)) : A(0);
 #pragma unroll
       for (int a = 0; a < RB; ++a) {
 #pragma unroll
-        for (int q = 0; q < CB; ++q) acc[a][q] = A(0);
+        for (int q = 0; q < CB; ++q) acc[a][q] += w[a] * h[q];
       }
-      for (I64 c = lane; c < len; c += 32) {
-        A w[RB], h[CB];
+    }
 #pragma unroll
-        for (int a = 0; a < RB; ++a) w[a] = r0 + a < rows ? Ld(rs + (r0 + a) * len + c) : A(0);
+    for (int a = 0; a < RB; ++a) {
 #pragma unroll
-        for (int q = 0; q < CB; ++q) h[q] = b0 + q < B ? A(Ld(vs + (b0 + q) * len + c)) : A(0);
+      for (int q = 0; q < CB; ++q) {
+        A v = acc[a][q];
 #pragma unroll
-        for (int a = 0; a < RB; ++a) {
-#pragma unroll
-          for (int q = 0; q < CB; ++q) acc[a][q] += w[a] * h[q];
-        }
-      }
-#pragma unroll
-      for (int a = 0; a < RB; ++a) {
-#pragma unroll
-        for (int q = 0; q < CB; ++q) {
-          A v = acc[a][q];
-#pragma unroll
-          for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-          const I64 r = r0 + a;
-          if (lane == (a * CB + q) % 32 && r < rows && b0 + q < B) emit(b0 + q, r, v);
-        }
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        const I64 r = r0 + a;
+        if (lane == (a * CB + q) % 32 && r < rows && b0 + q < B) emit(b0 + q, r, v);
       }
     }
   }
@@ -124,7 +124,8 @@ inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const Sequen
                  "tfrnn_cuda %s B=%lld H=%lld: %s blocks=%d cluster=%d group=%lld units=%lld "
                  "smem=%zu\n",
                  dir, static_cast<long long>(s.B), static_cast<long long>(s.H),
-                 p.cluster > 0 ? "cluster" : "persistent", p.blocks, p.cluster,
+                 p.fused_step ? "fused-step" : p.cluster > 0 ? "cluster" : "persistent", p.blocks,
+                 p.cluster,
                  static_cast<long long>(p.group), static_cast<long long>(p.units), p.smem);
   }
   return p;
@@ -154,6 +155,10 @@ inline BwdDefault DefaultBwd(const RnnSpec& s) {
   if (s.B <= kClusterBwdMaxB && Hs <= kClusterBwdMaxHs) return BwdDefault::kCluster;
   return BwdDefault::kPerStep;
 }
+
+// Whether the forward's per-step path runs the fused step kernel (rnn_gpu_fused_step.cu):
+// TFRNN_CUDA_FUSED_STEP=1 turns it on, anything else leaves it off.
+inline bool FusedStepWanted(const RnnSpec&) { return EnvIs("TFRNN_CUDA_FUSED_STEP", "1"); }
 
 // What the plans need of a device, queried once per device (the values never change).
 struct CoopDevice {
