@@ -11,7 +11,7 @@ For cuDNN and for each of our engine's paths (--variants, chosen by environment 
   pbwd     the persistent backward too (TFRNN_CUDA_PERSISTENT_BWD=1)
   cluster  the cluster kernels (TFRNN_CUDA_CLUSTER=1), forward and backward
   fused    the fused step kernels (one launch per step) instead of the persistent kernels
-           and the per-step path (TFRNN_CUDA_PERSISTENT=0 TFRNN_CUDA_FUSED_STEP=1)
+           and the per-step path (TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1)
   clusterC the cluster kernels with clusters of C blocks (TFRNN_CUDA_CLUSTER_SIZE=C)
 it prints the forward, backward (forward+backward minus forward) and forward+backward times in
 ms, the forward's time per step in µs, which kernel ran each direction (TFRNN_CUDA_TRACE), and
@@ -47,10 +47,10 @@ VARIANTS = {
     "steps": {"TFRNN_CUDA_PERSISTENT": "0"},
     "pbwd": {"TFRNN_CUDA_PERSISTENT_BWD": "1"},
     "cluster": {"TFRNN_CUDA_CLUSTER": "1"},
-    "fused": {"TFRNN_CUDA_PERSISTENT": "0", "TFRNN_CUDA_FUSED_STEP": "1"},
+    "fused": {"TFRNN_CUDA_PERSISTENT": "0", "TF_RNN_OPS_CUDA_FUSED_STEP": "1"},
 }
 ENV_KEYS = ("TFRNN_CUDA_PERSISTENT", "TFRNN_CUDA_PERSISTENT_BWD", "TFRNN_CUDA_CLUSTER",
-            "TFRNN_CUDA_CLUSTER_SIZE", "TFRNN_CUDA_TRACE", "TFRNN_CUDA_FUSED_STEP")
+            "TFRNN_CUDA_CLUSTER_SIZE", "TFRNN_CUDA_TRACE", "TF_RNN_OPS_CUDA_FUSED_STEP")
 
 
 def variant_env(name):

@@ -77,8 +77,8 @@ PATHS = {
     "cluster4": dict(TFRNN_CUDA_CLUSTER="1", TFRNN_CUDA_CLUSTER_SIZE="4", TFRNN_CUDA_TRACE="1"),
     # The fused step kernels, batch rows in groups of 3 (so the parity cases' B = 4 spans two
     # groups, the second partial).
-    "fused_step": dict(TFRNN_CUDA_PERSISTENT="0", TFRNN_CUDA_FUSED_STEP="1",
-                       TFRNN_CUDA_FUSED_GROUP="3", TFRNN_CUDA_TRACE="1"),
+    "fused_step": dict(TFRNN_CUDA_PERSISTENT="0", TF_RNN_OPS_CUDA_FUSED_STEP="1",
+                       TF_RNN_OPS_CUDA_FUSED_GROUP="3", TFRNN_CUDA_TRACE="1"),
 }
 
 

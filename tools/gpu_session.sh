@@ -7,7 +7,7 @@
 # checks_pbwd with the persistent backward wherever it fits (TFRNN_CUDA_PERSISTENT_BWD=1), and
 # the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1), the
 # *_fused stages with the fused step kernels instead of the persistent ones and the per-step
-# path (TFRNN_CUDA_PERSISTENT=0 TFRNN_CUDA_FUSED_STEP=1; parity in groups of 3 rows). bench
+# path (TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1; parity in groups of 3). bench
 # times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
 # issue's small-batch sizes; xla_ffi runs the XLA custom calls' CUDA targets through JAX
 # (tests/gpu/xla_ffi_checks.py); bench_keras times the Keras op's form with per-gate masks
@@ -38,7 +38,7 @@ STAGES=("$@")
                                    parity_cluster xla_ffi memcheck memcheck_cluster
                                    memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
-FUSED=(env TFRNN_CUDA_PERSISTENT=0 TFRNN_CUDA_FUSED_STEP=1 TFRNN_CUDA_TRACE=1)
+FUSED=(env TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1 TFRNN_CUDA_TRACE=1)
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 # One small case per family, for the sanitizers (run_gpu_checks.py filters).
@@ -87,9 +87,9 @@ for s in "${STAGES[@]}"; do
     checks_cluster) stage checks_cluster 300 "${CLUSTER[@]}" "$PY" tests/gpu/run_gpu_checks.py ;;
     checks_fused) stage checks_fused 300 "${FUSED[@]}" "$PY" tests/gpu/run_gpu_checks.py ;;
     parity) stage parity 200 "$PY" tests/gpu/cpu_parity.py ;;
-    parity_fused) stage parity_fused 200 "${FUSED[@]}" TFRNN_CUDA_FUSED_GROUP=3 \
+    parity_fused) stage parity_fused 200 "${FUSED[@]}" TF_RNN_OPS_CUDA_FUSED_GROUP=3 \
                     "$PY" tests/gpu/cpu_parity.py ;;
-    memcheck_fused) stage memcheck_fused 240 "${FUSED[@]}" TFRNN_CUDA_FUSED_GROUP=3 \
+    memcheck_fused) stage memcheck_fused 240 "${FUSED[@]}" TF_RNN_OPS_CUDA_FUSED_GROUP=3 \
                       compute-sanitizer --tool memcheck --leak-check no \
                       "$PY" tests/gpu/cpu_parity.py --dtypes float32 ;;
     racecheck_fused) stage racecheck_fused 200 "${FUSED[@]}" compute-sanitizer --tool racecheck \

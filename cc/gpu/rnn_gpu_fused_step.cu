@@ -133,8 +133,8 @@ FusedBwdFn<T> FusedBwdKernelOf(int rb, int cb) {
   return ByTile(rb, cb, [](auto r, auto c) { return &FusedBwdStepKernel<T, r.value, c.value>; });
 }
 
-// Batch rows per block: up to kFusedGroup (TFRNN_CUDA_FUSED_GROUP=G sets it); units per block:
-// about `per_sm` blocks per multiprocessor (TFRNN_CUDA_FUSED_UNITS=U sets it).
+// Batch rows per block: up to kFusedGroup (TF_RNN_OPS_CUDA_FUSED_GROUP=G sets it); units per
+// block: about `per_sm` blocks per multiprocessor (TF_RNN_OPS_CUDA_FUSED_UNITS=U sets it).
 constexpr I64 kFusedGroup = 16;
 
 inline I64 EnvCount(const char* name, I64 dflt) {
@@ -156,10 +156,10 @@ SequenceKernelPlan FusedPlan(const RnnSpec& s, I64 rows_per_unit, size_t slice_b
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok || s.B < 1 || s.H < 1) return SequenceKernelPlan();
-  I64 G = std::min<I64>(s.B, EnvCount("TFRNN_CUDA_FUSED_GROUP", kFusedGroup));
+  I64 G = std::min<I64>(s.B, EnvCount("TF_RNN_OPS_CUDA_FUSED_GROUP", kFusedGroup));
   const I64 want = per_sm * static_cast<I64>(d.sms);
   const I64 U = std::min<I64>(
-      s.H, EnvCount("TFRNN_CUDA_FUSED_UNITS",
+      s.H, EnvCount("TF_RNN_OPS_CUDA_FUSED_UNITS",
                     std::max<I64>(1, (s.H * ((s.B + G - 1) / G) + want - 1) / want)));
   const size_t slice = Align16(slice_bytes_per_unit * U), optin = static_cast<size_t>(d.optin);
   if (slice + row_bytes > optin) return SequenceKernelPlan();

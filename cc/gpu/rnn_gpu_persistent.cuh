@@ -77,8 +77,8 @@ GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, Bwd
 // The fused forward step (rnn_gpu_fused_step.cu): the per-step path's recurrent product and
 // pointwise kernel in one launch per step (no cuBLAS call, no hr round trip through a second
 // kernel). For the layers the persistent forward takes, at any batch (in groups of rows whose
-// h fits in shared memory); TFRNN_CUDA_FUSED_STEP=1 turns it (and the backward's) on where the
-// persistent kernels do not run (off by default until measured on a GPU).
+// h fits in shared memory). TF_RNN_OPS_CUDA_FUSED_STEP=1 turns it (and the backward's) on
+// where the persistent kernels do not run; off by default (measured slower: docs/GPU.md).
 template <typename T>
 SequenceKernelPlan PlanFusedStepFwd(const RnnSpec& s);
 

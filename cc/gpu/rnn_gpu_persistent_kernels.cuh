@@ -157,8 +157,8 @@ inline BwdDefault DefaultBwd(const RnnSpec& s) {
 }
 
 // Whether the forward's per-step path runs the fused step kernel (rnn_gpu_fused_step.cu):
-// TFRNN_CUDA_FUSED_STEP=1 turns it on, anything else leaves it off.
-inline bool FusedStepWanted(const RnnSpec&) { return EnvIs("TFRNN_CUDA_FUSED_STEP", "1"); }
+// TF_RNN_OPS_CUDA_FUSED_STEP=1 turns it on, anything else leaves it off.
+inline bool FusedStepWanted(const RnnSpec&) { return EnvIs("TF_RNN_OPS_CUDA_FUSED_STEP", "1"); }
 
 // What the plans need of a device, queried once per device (the values never change).
 struct CoopDevice {
