@@ -15,7 +15,8 @@
 // load is a pair row of 16 columns, one vdpbf16ps adds two k's of 16 columns.
 //
 // Compiled into the avx512 engine only, the kernels with a function-level target, and run
-// only where the CPU reports AVX512_BF16 (Available()).
+// only where the CPU reports AVX512_BF16 and the default or the environment wants them
+// (Available()).
 #ifndef TF_RNN_OPS_CC_ENGINE_BF16_GEMM_H_
 #define TF_RNN_OPS_CC_ENGINE_BF16_GEMM_H_
 
@@ -39,14 +40,20 @@ namespace tfrnn {
 namespace bf16 {
 
 // Whether the bf16 products run: the avx512 engine, a CPU with AVX512_BF16, and the
-// environment variable TF_RNN_OPS_BF16_GEMM not "0" (read once per process).
+// environment variable TF_RNN_OPS_BF16_GEMM: "0" never, "1" wherever the CPU has the
+// instruction, unset (or anything else) on AMD CPUs only (read once per process). By
+// measurement (docs/PERFORMANCE.md "bfloat16"): on AMD Zen 4 the bf16 products made bf16
+// LSTM/GRU training 1.2-1.7x as fast as float products; on an Intel Sapphire Rapids host they
+// made it 1.3-1.75x slower (engine_bench, 1 and 16 threads; not profiled there).
 inline bool Available() {
 #if TFRNN_BF16_KERNELS
   static const bool on = [] {
     const char* e = std::getenv("TF_RNN_OPS_BF16_GEMM");
     if (e != nullptr && e[0] == '0') return false;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
+    if (__builtin_cpu_supports("avx512bf16") == 0) return false;
+    if (e != nullptr && e[0] == '1') return true;
+    return __builtin_cpu_is("amd") != 0;
   }();
   return on;
 #else

@@ -1,12 +1,13 @@
-// The GRU block cell's face of the stacked-RNN engine (GRUBlockCell(Grad); see types.h for the
-// equations): one step of a reset-before gru (GruBlockRnnSpec), gates r, u, c in blocks 0, 1, 2
-// of 3H columns. w_ru and w_c are two tensors, so the face computes the products itself
-// (SmallGemm on them in place: a single step of a few rows never waits for the pool) and the
-// engine's StepForward / StepBackward run the pointwise passes between them.
+// The GRU block cell's CPU adapter of the stacked-RNN engine (GRUBlockCell(Grad)):
+// gru_cell_mapping.h maps the cell onto one reset-before gru step for both devices; this file
+// gives it the workspace, SmallGemm (on w_ru and w_c in place: a single step of a few rows never
+// waits for the pool) and the engine's StepForward / StepBackward. The recurrent products go
+// straight into the pre-activation rows gx (the engine's hr is null).
 #include "cc/engine/gru.h"
 
 #include <algorithm>
 
+#include "cc/engine/gru_cell_mapping.h"
 #include "cc/engine/packed_gemm.h"
 #include "cc/engine/rnn_cpu_common.h"
 
@@ -28,70 +29,106 @@ Layer<A> CellLayer(Index H, const A* r, const A* u, const A* c, const A* h_prev)
   return ly;
 }
 
+template <typename A>
+struct CpuFwdBufs {
+  A *gx, *hr, *hrn, *rh, *bw, *br;
+  Index hrn_ld;
+  bool hr_acc, hrn_acc;
+};
+
+template <typename A>
+struct CpuBwdBufs {
+  A *dgx, *dhr, *dpn, *drh, *dx, *dh;
+  Index dpn_ld;
+};
+
+// The CPU engine under gru_cell_mapping.h; carves the op's workspace.
+template <typename A>
+struct CpuGruCell {
+  using Status = AlwaysOk;
+  const CpuDevice& d;
+  A* workspace;
+
+  Status Zero(A* p, Index n) const {
+    std::fill_n(p, n, A(0));
+    return {};
+  }
+  Status Copy(A* dst, const A* src, Index n) const {
+    std::copy_n(src, n, dst);
+    return {};
+  }
+  Status Gemm(bool ta, bool tb, Index m, Index n, Index k, const A* a, Index lda, const A* b,
+              Index ldb, A* c, Index ldc, bool accumulate) const {
+    SmallGemm<A>(d, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    return {};
+  }
+
+  CpuFwdBufs<A> CarveFwd(Index B, Index I, Index H) const {
+    (void)I;
+    Carver<A> cv(workspace);
+    const GruCellFwdScratch<A> s = CarveGruCellFwd(B, H, &cv);
+    // Both recurrent products are added into gx.
+    return CpuFwdBufs<A>{s.gx, s.gx, s.gx + 2 * H, s.rh, s.bw, s.br, 3 * H, true, true};
+  }
+  Status StepForward(const GruCellFwdArgs<A>& a, const CpuFwdBufs<A>& w, StepPhase phase) const {
+    const RnnSpec s = GruBlockRnnSpec(a.B, a.I, a.H);
+    Layer<A> ly = CellLayer<A>(a.H, a.r, a.u, a.c, nullptr);
+    ly.gx = w.gx;
+    ly.aux = w.rh;
+    ly.bW = w.bw;
+    ly.bR = w.br;
+    RnnFwdArgs<A> ra;
+    ra.h0 = a.h_prev;
+    ra.hn = a.h;
+    rnn_cpu::StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, phase, w.rh);
+    return {};
+  }
+
+  CpuBwdBufs<A> CarveBwd(Index B, Index I, Index H, const GruCellBwdArgs<A>& a) const {
+    (void)I;
+    Carver<A> cv(workspace);
+    const GruCellBwdScratch<A> s = CarveGruCellBwd(B, H, &cv);
+    // d_c_bar is the candidate block of the gate gradients; dx and dh are the outputs.
+    return CpuBwdBufs<A>{s.dgx, s.dhr, s.dgx + 2 * H, s.dhm, a.d_x, a.d_h_prev, 3 * H};
+  }
+  Status StepBackward(const GruCellBwdArgs<A>& a, const CpuBwdBufs<A>& w, StepPhase phase) const {
+    const RnnSpec s = GruBlockRnnSpec(a.B, a.I, a.H);
+    BwdBufs<A> bw{};
+    bw.dgx = w.dgx;
+    bw.dhr = bw.dhr_cur = w.dhr;  // one step: the step's rows are the layer's rows
+    bw.dhm = w.drh;
+    bw.dh = w.dh;  // dL/dh_prev: the pointwise terms, then the products
+    const Layer<A> ly = CellLayer<A>(a.H, a.r, a.u, a.c, a.h_prev);
+    RnnBwdArgs<A> ra;
+    ra.dact[0] = a.g_r;
+    ra.dact[1] = a.g_u;
+    ra.dact[2] = a.g_c;
+    rnn_cpu::StepBackward<A>(d, s, ly, ra, a.d_h, bw, phase);
+    return {};
+  }
+  Status SplitGates(const CpuBwdBufs<A>& w, const GruCellBwdArgs<A>& a) const {
+    const Index H = a.H, G = 3 * H;
+    for (Index b = 0; b < a.B; ++b) {
+      std::copy_n(w.dgx + b * G, 2 * H, a.d_r_bar_u_bar + b * 2 * H);
+      std::copy_n(w.dgx + b * G + 2 * H, H, a.d_c_bar + b * H);
+    }
+    return {};
+  }
+  Status FinishBackward(const GruCellBwdArgs<A>&, const CpuBwdBufs<A>&) const { return {}; }
+};
+
 }  // namespace
 
 template <typename A>
 void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* ws) {
-  const Index B = a.B, I = a.I, H = a.H, G = 3 * H;
-  const RnnSpec s = GruBlockRnnSpec(B, I, H);
-  Carver<A> cv(ws);
-  const GruCellFwdScratch<A> w = CarveGruCellFwd(B, H, &cv);
-  A *gx = w.gx, *rh = w.rh, *bw = w.bw, *br = w.br;
-  std::copy_n(a.b_ru, 2 * H, bw);
-  std::copy_n(a.b_c, H, bw + 2 * H);
-  std::fill_n(br, G, A(0));
-  Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, nullptr);
-  ly.gx = gx;
-  ly.aux = rh;
-  ly.bW = bw;
-  ly.bR = br;
-  RnnFwdArgs<A> ra;
-  ra.h0 = a.h_prev;
-  ra.hn = a.h;
-  SmallGemm<A>(d, false, false, B, 2 * H, I, a.x, I, a.w_ru, 2 * H, gx, G, false);
-  SmallGemm<A>(d, false, false, B, H, I, a.x, I, a.w_c, H, gx + 2 * H, G, false);
-  SmallGemm<A>(d, false, false, B, 2 * H, H, a.h_prev, H, a.w_ru + I * 2 * H, 2 * H, gx, G,
-               true);
-  // The recurrent products are in gx (hr null).
-  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, StepPhase::kBeforeProduct,
-                 rh);
-  SmallGemm<A>(d, false, false, B, H, H, rh, H, a.w_c + I * H, H, gx + 2 * H, G, true);
-  StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h, StepPhase::kAfterProduct,
-                 rh);
+  CpuGruCell<A> dev{d, ws};
+  GruCellForwardOn(dev, a);
 }
 
 template <typename A>
 void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* ws) {
-  const Index B = a.B, I = a.I, H = a.H, G = 3 * H;
-  const RnnSpec s = GruBlockRnnSpec(B, I, H);
-  Carver<A> cv(ws);
-  const GruCellBwdScratch<A> scratch = CarveGruCellBwd(B, H, &cv);
-  BwdBufs<A> w{};
-  w.dgx = scratch.dgx;
-  w.dhr = w.dhr_cur = scratch.dhr;  // one step: the step's rows are the layer's rows
-  w.dhm = scratch.dhm;
-  w.dh = a.d_h_prev;          // dL/dh_prev: the pointwise terms, then the products
-  std::fill_n(a.d_h_prev, B * H, A(0));
-  const Layer<A> ly = CellLayer<A>(H, a.r, a.u, a.c, a.h_prev);
-  RnnBwdArgs<A> ra;
-  ra.dact[0] = a.g_r;
-  ra.dact[1] = a.g_u;
-  ra.dact[2] = a.g_c;
-  StepBackward<A>(d, s, ly, ra, a.d_h, w, StepPhase::kBeforeProduct);
-  // d_hr = d_c_bar · w_c[I:]ᵀ
-  SmallGemm<A>(d, false, true, B, H, H, w.dgx + 2 * H, G, a.w_c + I * H, H, w.dhm, H, false);
-  StepBackward<A>(d, s, ly, ra, a.d_h, w, StepPhase::kAfterProduct);
-  for (Index b = 0; b < B; ++b) {
-    std::copy_n(w.dgx + b * G, 2 * H, a.d_r_bar_u_bar + b * 2 * H);
-    std::copy_n(w.dgx + b * G + 2 * H, H, a.d_c_bar + b * H);
-  }
-  // d_x = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ
-  // d_h_prev += [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
-  SmallGemm<A>(d, false, true, B, I, H, a.d_c_bar, H, a.w_c, H, a.d_x, I, false);
-  SmallGemm<A>(d, false, true, B, I, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru, 2 * H, a.d_x, I,
-               true);
-  SmallGemm<A>(d, false, true, B, H, 2 * H, a.d_r_bar_u_bar, 2 * H, a.w_ru + I * 2 * H, 2 * H,
-               a.d_h_prev, H, true);
+  CpuGruCell<A> dev{d, ws};
+  GruCellBackwardOn(dev, a);
 }
 
 #define TFRNN_INSTANTIATE_GRU(A)                                                          \

@@ -1,12 +1,13 @@
-// The GRU block cell's face of the CUDA stacked-RNN engine (see gru_gpu.h; the CPU twin is
-// cc/engine/gru_cpu.cc, which this follows): one step of a reset-before gru (GruBlockRnnSpec,
-// types.h), gates r, u, c in blocks 0, 1, 2 of 3H columns. w_ru and w_c are two tensors, so
-// the face computes the products itself (into column blocks of the pre-activation rows) and
-// the engine's step kernels (FwdStepGpu phases 1 and 2, BwdStepGpu and GruResetGpu) run the
-// pointwise work between them.
+// The GRU block cell's CUDA adapter of the stacked-RNN engine (see gru_gpu.h):
+// cc/engine/gru_cell_mapping.h maps the cell onto one reset-before gru step for both devices;
+// this file gives it the workspace (products and pointwise maths in Acc), cuBLAS, the memory
+// operations on the op's stream and the step kernels (FwdStepGpu in its two phases,
+// BwdStepGpu and GruResetGpu).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "cc/engine/gru_cell_mapping.h"
 #include "cc/gpu/gru_gpu.h"
 #include "cc/gpu/rnn_gpu_layer.cuh"
 
@@ -32,6 +33,8 @@ struct CellFwdBufs {
   AccOf<T> *gx, *hr, *hrn;  // [B, 3H] W·x, [B, 3H] R·h (r, u blocks), [B, H] R_c·(r ⊙ h)
   T* rh;                    // [B, H] r ⊙ h_prev
   T *bw, *br;               // [3H] [b_ru, b_c] and zeros
+  I64 hrn_ld;               // H
+  bool hr_acc, hrn_acc;     // false: the products are written, not added
 };
 template <typename T>
 CellFwdBufs<T> CarveCellFwd(I64 B, I64 H, Carver& cv) {
@@ -42,15 +45,18 @@ CellFwdBufs<T> CarveCellFwd(I64 B, I64 H, Carver& cv) {
   w.rh = cv.Take<T>(B * H);
   w.bw = cv.Take<T>(3 * H);
   w.br = cv.Take<T>(3 * H);
+  w.hrn_ld = H;
+  w.hr_acc = w.hrn_acc = false;
   return w;
 }
 
 template <typename T>
 struct CellBwdBufs {
   T *dgx, *dhr, *dhr_cur;  // [B, 3H] gate gradients, the engine's recurrent-product gradients
-  T* dpn;                  // [B, H]
+  T* dpn;                  // [B, H] d_c_bar
   AccOf<T> *dh, *drh;      // [B, H] dL/dh_prev, dL/d(r ⊙ h_prev)
   AccOf<T>* dx;            // [B, I]
+  I64 dpn_ld;              // H
 };
 template <typename T>
 CellBwdBufs<T> CarveCellBwd(I64 B, I64 I, I64 H, Carver& cv) {
@@ -62,6 +68,7 @@ CellBwdBufs<T> CarveCellBwd(I64 B, I64 I, I64 H, Carver& cv) {
   w.dh = cv.Take<AccOf<T>>(B * H);
   w.drh = cv.Take<AccOf<T>>(B * H);
   w.dx = cv.Take<AccOf<T>>(B * I);
+  w.dpn_ld = H;
   return w;
 }
 
@@ -114,106 +121,120 @@ int64_t GruCellBwdWorkspaceBytesGpu(int64_t B, int64_t I, int64_t H, int elem_by
   });
 }
 
+namespace {
+
+// The CUDA engine under gru_cell_mapping.h, on the op's stream; carves the op's workspace.
+template <typename T>
+struct GpuGruCell {
+  using Status = GpuStatus;
+  const GpuContext& g;
+  void* workspace;
+
+  template <typename P>
+  GpuStatus Zero(P* p, I64 n) const { return gpu::Zero(g, p, n); }
+  GpuStatus Copy(T* dst, const T* src, I64 n) const { return gpu::Copy(g, dst, src, n); }
+  template <typename C>
+  GpuStatus Gemm(bool ta, bool tb, I64 m, I64 n, I64 k, const T* a, I64 lda, const T* b, I64 ldb,
+                 C* c, I64 ldc, bool accumulate) const {
+    return GemmLdT(g, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  }
+
+  CellFwdBufs<T> CarveFwd(I64 B, I64 I, I64 H) const {
+    (void)I;
+    Carver cv(workspace);
+    return CarveCellFwd<T>(B, H, cv);
+  }
+  GpuStatus StepForward(const GruCellFwdArgs<T>& a, const CellFwdBufs<T>& w,
+                        StepPhase phase) const {
+    FwdStep<T> p;
+    SetCellSpec(GruBlockRnnSpec(a.B, a.I, a.H), &p);
+    p.ly = CellLayer<T>(a.H, a.r, a.u, a.c);
+    p.ly.gx = w.gx;
+    p.ly.bW = w.bw;
+    p.ly.bR = w.br;
+    p.ly.aux = w.rh;
+    p.hr = w.hr;
+    p.h_cur = p.h_rec = a.h_prev;
+    p.h_next = p.y = a.h;
+    p.yst = a.H;
+    p.c = nullptr;
+    p.hh_step = w.rh;
+    p.hrn = w.hrn;
+    p.phase = phase;
+    return FwdStepGpu<T>(g, p);
+  }
+
+  CellBwdBufs<T> CarveBwd(I64 B, I64 I, I64 H, const GruCellBwdArgs<T>&) const {
+    Carver cv(workspace);
+    return CarveCellBwd<T>(B, I, H, cv);
+  }
+  BwdStep<T> BwdStepOf(const GruCellBwdArgs<T>& a, const CellBwdBufs<T>& w) const {
+    BwdStep<T> p;
+    SetCellSpec(GruBlockRnnSpec(a.B, a.I, a.H), &p);
+    p.D = 1;
+    p.ly = CellLayer<T>(a.H, a.r, a.u, a.c);
+    p.ly.hprev = const_cast<T*>(a.h_prev);
+    p.dy = a.d_h;
+    p.yst = a.H;
+    p.dgx = w.dgx;
+    p.dhr = w.dhr;
+    p.dhr_cur = w.dhr_cur;
+    p.dh = w.dh;
+    const T* gate_grads[3] = {a.g_r, a.g_u, a.g_c};  // of the r, u, c outputs, or null
+    std::copy_n(gate_grads, 3, p.dact);
+    p.reset_before = true;
+    p.dpn = w.dpn;
+    return p;
+  }
+  // kBeforeProduct: the per-step backward kernel (d_c_bar into dpn); kAfterProduct: r's
+  // gradient and h_prev's term through r ⊙ h_prev, from drh.
+  GpuStatus StepBackward(const GruCellBwdArgs<T>& a, const CellBwdBufs<T>& w,
+                         StepPhase phase) const {
+    const BwdStep<T> p = BwdStepOf(a, w);
+    if (phase == StepPhase::kAfterProduct) {
+      return GruResetGpu<T>(g, p, nullptr, false, 0, 0, w.drh);
+    }
+    return BwdStepGpu<T>(g, p);
+  }
+  GpuStatus SplitGates(const CellBwdBufs<T>& w, const GruCellBwdArgs<T>& a) const {
+    TFRNN_LAUNCH(Blocks(a.B * 3 * a.H), kThreads, g.stream, SplitGatesKernel<T>)(w.dgx, a.B, a.H,
+        a.d_r_bar_u_bar, a.d_c_bar);
+    TFRNN_CUDA_CHECK_LAUNCH("SplitGatesKernel");
+    return GpuStatus::Ok();
+  }
+  // d_x and d_h_prev from their Acc buffers.
+  GpuStatus FinishBackward(const GruCellBwdArgs<T>& a, const CellBwdBufs<T>& w) const {
+    using A = AccOf<T>;
+    TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.dx), a.B * a.I));
+    return Convert(g, a.d_h_prev, static_cast<const A*>(w.dh), a.B * a.H);
+  }
+};
+
+// Checks the caller's workspace (want bytes), then run(dev) on the CUDA engine's adapter.
+template <typename T, typename Run>
+GpuStatus RunCell(const GpuContext& g, const char* what, int64_t want, void* workspace,
+                  int64_t workspace_bytes, Run run) {
+  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace(what, workspace_bytes, want, workspace));
+  GpuGruCell<T> dev{g, workspace};
+  return run(dev);
+}
+
+}  // namespace
+
 template <typename T>
 GpuStatus GruCellForwardGpu(const GpuContext& g, const GruCellFwdArgs<T>& a, void* workspace,
                             int64_t workspace_bytes) {
-  const I64 B = a.B, I = a.I, H = a.H, G = 3 * H;
-  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("gru cell forward", workspace_bytes,
-                                           GruCellFwdWorkspaceBytesGpu(B, I, H, sizeof(T)),
-                                           workspace));
-  if (B * H == 0) return GpuStatus::Ok();
-  const RnnSpec s = GruBlockRnnSpec(B, I, H);
-  Carver cv(workspace);
-  CellFwdBufs<T> w = CarveCellFwd<T>(B, H, cv);
-  TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.bw, a.b_ru, 2 * H));
-  TFRNN_GPU_RETURN_IF_ERROR(Copy(g, w.bw + 2 * H, a.b_c, H));
-  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.br, G));
-  // W·x = [x · w_ru[:I], x · w_c[:I]];  R·h of the r, u blocks = h_prev · w_ru[I:].
-  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, 2 * H, I, a.x, I, a.w_ru, 2 * H, w.gx,
-                                    G, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, H, I, a.x, I, a.w_c, H, w.gx + 2 * H,
-                                    G, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmLdT(g, false, false, B, 2 * H, H, a.h_prev, H,
-                                    a.w_ru + I * 2 * H, 2 * H, w.hr, G, false));
-  FwdStep<T> p;
-  SetCellSpec(s, &p);
-  p.ly = CellLayer<T>(H, a.r, a.u, a.c);
-  p.ly.gx = w.gx;
-  p.ly.bW = w.bw;
-  p.ly.bR = w.br;
-  p.ly.aux = w.rh;
-  p.hr = w.hr;
-  p.h_cur = p.h_rec = a.h_prev;
-  p.h_next = p.y = a.h;
-  p.yst = H;
-  p.c = nullptr;
-  p.hh_step = w.rh;
-  p.hrn = w.hrn;
-  // kBeforeProduct: r, u and r ⊙ h_prev; the candidate's product R_c·(r ⊙ h_prev);
-  // kAfterProduct: c, h.
-  p.phase = StepPhase::kBeforeProduct;
-  TFRNN_GPU_RETURN_IF_ERROR(FwdStepGpu<T>(g, p));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, false, B, H, H, static_cast<const T*>(w.rh),
-                                  a.w_c + I * H, w.hrn, false));
-  p.phase = StepPhase::kAfterProduct;
-  return FwdStepGpu<T>(g, p);
+  return RunCell<T>(g, "gru cell forward", GruCellFwdWorkspaceBytesGpu(a.B, a.I, a.H, sizeof(T)),
+                    workspace, workspace_bytes,
+                    [&](GpuGruCell<T>& dev) { return GruCellForwardOn(dev, a); });
 }
 
 template <typename T>
 GpuStatus GruCellBackwardGpu(const GpuContext& g, const GruCellBwdArgs<T>& a, void* workspace,
                              int64_t workspace_bytes) {
-  using A = AccOf<T>;
-  const I64 B = a.B, I = a.I, H = a.H;
-  TFRNN_GPU_RETURN_IF_ERROR(CheckWorkspace("gru cell backward", workspace_bytes,
-                                           GruCellBwdWorkspaceBytesGpu(B, I, H, sizeof(T)),
-                                           workspace));
-  if (B * H == 0) return GpuStatus::Ok();
-  const RnnSpec s = GruBlockRnnSpec(B, I, H);
-  Carver cv(workspace);
-  CellBwdBufs<T> w = CarveCellBwd<T>(B, I, H, cv);
-  TFRNN_GPU_RETURN_IF_ERROR(Zero(g, w.dh, B * H));
-  BwdStep<T> p;
-  SetCellSpec(s, &p);
-  p.D = 1;
-  p.ly = CellLayer<T>(H, a.r, a.u, a.c);
-  p.ly.hprev = const_cast<T*>(a.h_prev);
-  p.c0 = nullptr;
-  p.dy = a.d_h;
-  p.yst = H;
-  p.dgx = w.dgx;
-  p.dhr = w.dhr;
-  p.dhr_cur = w.dhr_cur;
-  p.dh = w.dh;
-  p.dc = nullptr;
-  p.dhh = nullptr;
-  p.dc_seq = nullptr;
-  p.exact_clip = false;
-  p.dact[0] = a.g_r;
-  p.dact[1] = a.g_u;
-  p.dact[2] = a.g_c;
-  p.dact[3] = nullptr;
-  p.dco = nullptr;
-  p.reset_before = true;
-  p.dpn = w.dpn;
-  // d_u_bar, d_c_bar (= dpn) and h_prev's direct term; then d_hr = d_c_bar · w_c[I:]ᵀ, r's
-  // gradient and h_prev's term through r ⊙ h_prev.
-  TFRNN_GPU_RETURN_IF_ERROR(BwdStepGpu<T>(g, p));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, H, H, static_cast<const T*>(w.dpn),
-                                  a.w_c + I * H, w.drh, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GruResetGpu<T>(g, p, nullptr, false, 0, 0, w.drh));
-  TFRNN_LAUNCH(Blocks(B * 3 * H), kThreads, g.stream, SplitGatesKernel<T>)(w.dgx, B, H,
-      a.d_r_bar_u_bar, a.d_c_bar);
-  TFRNN_CUDA_CHECK_LAUNCH("SplitGatesKernel");
-  const T* dcb = a.d_c_bar;
-  const T* drb = a.d_r_bar_u_bar;
-  // d_x = d_c_bar · w_c[:I]ᵀ + [d_r_bar, d_u_bar] · w_ru[:I]ᵀ (in Acc)
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, I, H, dcb, a.w_c, w.dx, false));
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, I, 2 * H, drb, a.w_ru, w.dx, true));
-  TFRNN_GPU_RETURN_IF_ERROR(Convert(g, a.d_x, static_cast<const A*>(w.dx), B * I));
-  // d_h_prev += [d_r_bar, d_u_bar] · w_ru[I:]ᵀ
-  TFRNN_GPU_RETURN_IF_ERROR(GemmT(g, false, true, B, H, 2 * H, drb, a.w_ru + I * 2 * H, w.dh,
-                                  true));
-  return Convert(g, a.d_h_prev, static_cast<const A*>(w.dh), B * H);
+  return RunCell<T>(g, "gru cell backward", GruCellBwdWorkspaceBytesGpu(a.B, a.I, a.H, sizeof(T)),
+                    workspace, workspace_bytes,
+                    [&](GpuGruCell<T>& dev) { return GruCellBackwardOn(dev, a); });
 }
 
 #define TFRNN_INSTANTIATE_GRU_GPU(T)                                                          \

@@ -1,6 +1,7 @@
 // The CUDA GRU block cell (GRUBlockCell / GRUBlockCellGrad; equations in cc/engine/types.h at
-// GruCellFwdArgs / GruCellBwdArgs, CPU twin cc/engine/gru_cpu.cc), on the caller's stream. No
-// TensorFlow includes. GEMM results and pointwise maths in Acc (float, double for double).
+// GruCellFwdArgs / GruCellBwdArgs; mapped by cc/engine/gru_cell_mapping.h as on the CPU), on
+// the caller's stream. No TensorFlow includes. GEMM results and pointwise maths in Acc (float,
+// double for double).
 #ifndef TF_RNN_OPS_CC_GPU_GRU_GPU_H_
 #define TF_RNN_OPS_CC_GPU_GRU_GPU_H_
 

@@ -17,28 +17,29 @@ struct BwdStep {
   int mode;
   bool proj;
   LayerPtrs<T> ly;
-  const T* c0;       // [B, H] this pseudo-layer's initial cell state (lstm)
+  // Pointers a face may leave unset are null by default, options off.
+  const T* c0 = nullptr;  // [B, H] this pseudo-layer's initial cell state (lstm)
   const T* dy;       // [T, B, D·Hs] dL/d(layer output)
   I64 yst;
   T* dgx;            // [TB, KH]
   T* dhr;            // [TB, KH] (gru)
   T* dhr_cur;        // [B, KH]
   A* dh;             // [B, Hs]
-  A* dc;             // [B, H]
-  const A* dhh;      // [B, H] (projection)
-  const T* peep;     // [KH] (peephole)
-  bool peephole;
-  const T* dc_seq;   // [T, B, D·H] or null
+  A* dc = nullptr;             // [B, H]
+  const A* dhh = nullptr;      // [B, H] (projection)
+  const T* peep = nullptr;     // [KH] (peephole)
+  bool peephole = false;
+  const T* dc_seq = nullptr;   // [T, B, D·H] or null
   // lstm, the block ops: o's peephole reads the new c; no gradient through a clipped c
   // (exact_clip: |c| >= cell_clip). Gradients arriving at the gate activations (logical order
   // i, f, c', o; gru r, z, n) and at cell_act(c) (lstm), [T·B, H] each, or null.
-  bool peephole_o_new, exact_clip;
-  A cell_clip;
-  const T* dact[4];
-  const T* dco;
+  bool peephole_o_new = false, exact_clip = false;
+  A cell_clip = A(0);
+  const T* dact[4] = {nullptr, nullptr, nullptr, nullptr};
+  const T* dco = nullptr;
   int gate_pos[4], gate_act[4], cell_act;
-  bool reset_before, z_new;  // gru options (see FwdStep)
-  T* dpn;            // [B, H] (reset-before gru): dpn of the step, 0 for rows without it
+  bool reset_before = false, z_new = false;  // gru options (see FwdStep)
+  T* dpn = nullptr;  // [B, H] (reset-before gru): dpn of the step, 0 for rows without it
 };
 
 // One (batch row b, unit j) of a step's backward. dh holds the carry dL/dh from later steps,

@@ -119,17 +119,13 @@ __global__ void __launch_bounds__(kPThreads) FusedBwdStepKernel(BwdStep<T> p, Fu
   for (I64 i = threadIdx.x; i < bn * un; i += blockDim.x) BwdPoint(p, b0 + i / un, j0 + i % un);
 }
 
+// The kernel instantiations of a register tile (ByTile).
 template <typename T>
-using FusedFn = void (*)(FwdStep<T>, FusedStepArgs);
-template <typename T>
-using FusedBwdFn = void (*)(BwdStep<T>, FusedStepArgs);
-
-template <typename T>
-FusedFn<T> FusedKernelOf(int rb, int cb) {
+auto FusedKernelOf(int rb, int cb) {
   return ByTile(rb, cb, [](auto r, auto c) { return &FusedFwdStepKernel<T, r.value, c.value>; });
 }
 template <typename T>
-FusedBwdFn<T> FusedBwdKernelOf(int rb, int cb) {
+auto FusedBwdKernelOf(int rb, int cb) {
   return ByTile(rb, cb, [](auto r, auto c) { return &FusedBwdStepKernel<T, r.value, c.value>; });
 }
 
@@ -208,11 +204,6 @@ GpuStatus LaunchFused(const GpuContext& g, const SequenceKernelPlan& plan,
 }  // namespace
 
 template <typename T>
-SequenceKernelPlan PlanFusedStepFwd(const RnnSpec& s) {
-  return Traced("forward", s, ChooseFusedPlan<T>(s));
-}
-
-template <typename T>
 GpuStatus FusedStepFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
                        const T* R, const T* mask, bool mask_per_step, AccOf<T>* hr) {
   const FusedStepArgs fa{R, mask, mask_per_step, nullptr, plan.units, plan.group,
@@ -221,16 +212,21 @@ GpuStatus FusedStepFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdS
 }
 
 template <typename T>
-SequenceKernelPlan PlanFusedStepBwd(const RnnSpec& s) {
-  return Traced("backward", s, ChooseFusedBwdPlan<T>(s));
-}
-
-template <typename T>
 GpuStatus FusedStepBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
                        const T* Rt, const T* dhr_later) {
   const FusedStepArgs fa{Rt, nullptr, false, dhr_later, plan.units, plan.group,
                          (p.H + plan.units - 1) / plan.units, nullptr};
   return LaunchFused(g, plan, FusedBwdKernelOf<T>(plan.rows_per_warp, plan.batch_tile), p, fa);
+}
+
+// The plans, traced (TFRNN_CUDA_TRACE=1).
+template <typename T>
+SequenceKernelPlan PlanFusedStepFwd(const RnnSpec& s) {
+  return Traced("forward", s, ChooseFusedPlan<T>(s));
+}
+template <typename T>
+SequenceKernelPlan PlanFusedStepBwd(const RnnSpec& s) {
+  return Traced("backward", s, ChooseFusedBwdPlan<T>(s));
 }
 
 #define TFRNN_INSTANTIATE_FUSED_STEP(T)                                                       \
