@@ -320,7 +320,7 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
   };
   // Small batch: every step in one persistent or cluster kernel where the plan picks one
   // (DefaultBwd; rnn_gpu_persistent_bwd.cu).
-  const bool persistent_ok = steps > 0 && !proj && !s.has_mask && !reset_before && !xw;
+  const bool persistent_ok = steps > 0 && StepChainBwdShape(s);
   const SequenceKernelPlan plan = persistent_ok ? PlanPersistentBwd<T>(s) : SequenceKernelPlan();
   if (plan.ok) {
     TFRNN_GPU_RETURN_IF_ERROR(PersistentBwd<T>(g, plan, p, ly.R, steps, w.dhr_cur,
@@ -329,9 +329,8 @@ GpuStatus LayerBackwardGpu(const GpuContext& g, const RnnSpec& s, I64 pseudo,
     if ((steps - 1) % 2 == 0) std::swap(w.dhr_prev, w.dhr_cur);
   }
   // Where none runs: the fused step kernel (one launch per step), if turned on and it fits.
-  const SequenceKernelPlan fused = persistent_ok && !plan.ok && FusedBwdShape(s)
-                                       ? PlanFusedStepBwd<T>(s)
-                                       : SequenceKernelPlan();
+  const SequenceKernelPlan fused =
+      persistent_ok && !plan.ok ? PlanFusedStepBwd<T>(s) : SequenceKernelPlan();
   if (fused.ok) {
     TFRNN_GPU_RETURN_IF_ERROR(SwapMajor(g.stream, sizeof(T), ly.R, w.rt, KH, Hs, 1));
   }

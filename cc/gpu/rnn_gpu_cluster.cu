@@ -127,10 +127,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterFwdKernel(FwdStep<T> p, Clus
     const T* hv = hc;
     if (mask != nullptr) {
       for (I64 i = threadIdx.x; i < bg * Hs; i += blockDim.x) {
-        const I64 b = b0 + i / Hs, tau = p.sm.Tau(b, st);
-        St(hm + i, tau < 0 ? A(0)
-                           : Ld(hc + i) * Ld(mask + ((ca.mask_per_step ? tau * p.B : 0) + b) *
-                                                        p.yst + p.ly.dcol + i % Hs));
+        St(hm + i, MaskedH(p, mask, ca.mask_per_step, st, b0 + i / Hs, i % Hs, A(Ld(hc + i))));
       }
       __syncthreads();
       hv = hm;

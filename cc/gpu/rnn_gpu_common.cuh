@@ -254,6 +254,18 @@ const T* RGate(const RnnSpec& s, const LayerPtrs<T>& ly, I64 k) {
 inline I64 RGateLd(const RnnSpec& s) { return s.weights_xw ? RnnK(s) * s.H : RnnHs(s); }
 // The distance between gate blocks k and k + 1 of R (elements), for GemmLdBatchedT.
 inline I64 RGateStride(const RnnSpec& s) { return s.weights_xw ? s.H : s.H * RnnHs(s); }
+
+// Whether a step's recurrent product is one product over every unit (the step-chain kernels:
+// persistent, cluster, fused step): no projection and no reset-before gru, whose second product
+// spans every unit again.
+inline bool OneProductPerStep(const RnnSpec& s) {
+  return s.P == 0 && !(s.mode == RnnMode::kGru && s.gru_reset_before);
+}
+// Whether a layer's backward can run a step-chain kernel (persistent, cluster, fused step):
+// one product per step, no recurrent mask, not the block face's weights or peephole.
+inline bool StepChainBwdShape(const RnnSpec& s) {
+  return OneProductPerStep(s) && !s.has_mask && !s.weights_xw && !s.peephole_o_new;
+}
 // The runs of consecutive gate blocks whose recurrent products take h ⊙ mask_k with per-gate
 // masks (each run one batched GEMM): every block, but a reset-before gru's candidate block pn
 // (its product takes r ⊙ h_rec). Calls fn(first, count) for each non-empty run.

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "cc/gpu/rnn_gpu_layer.cuh"
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 #include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
 
@@ -30,25 +29,6 @@ struct FusedStepArgs {
   I64 units, group, unit_blocks;
   void* hr;           // forward: Acc [B, K·H]
 };
-
-// dst[i] = load(i) for i < n, by the block's threads, kLoads loads in flight per thread (one
-// at a time, each would wait out the L2 latency).
-template <typename D, typename Load>
-__device__ __forceinline__ void StageBatched(D* dst, I64 n, Load load) {
-  for (I64 base = threadIdx.x; base < n; base += kLoads * static_cast<I64>(blockDim.x)) {
-    D v[kLoads];
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const I64 i = base + u * static_cast<I64>(blockDim.x);
-      v[u] = load(i < n ? i : base);  // base < n: a spare load, never past the end
-    }
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const I64 i = base + u * static_cast<I64>(blockDim.x);
-      if (i < n) dst[i] = v[u];
-    }
-  }
-}
 
 // The block's shared memory: its units' slice of R ([K·U, Hs] forward, [U, K·H] backward) and
 // its batch rows ([G, Hs] of h forward, [G, K·H] of dhr backward) in Acc.
@@ -77,12 +57,7 @@ __global__ void __launch_bounds__(kPThreads) FusedFwdStepKernel(FwdStep<T> p, Fu
     return R[((r / un) * H + j0 + r % un) * Hs + i % Hs];
   });
   StageBatched(hs, bn * Hs, [&](I64 i) {
-    const A v = Ld(hc + i);
-    if (mask == nullptr) return v;
-    const I64 b = b0 + i / Hs, tau = p.sm.Tau(b, p.step);
-    return tau < 0 ? A(0)
-                   : v * Ld(mask + ((fa.mask_per_step ? tau * B : 0) + b) * p.yst + p.ly.dcol +
-                            i % Hs);
+    return MaskedH(p, mask, fa.mask_per_step, p.step, b0 + i / Hs, i % Hs, A(Ld(hc + i)));
   });
   __syncthreads();
   // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h_rec[b, :] for this block's rows.
@@ -148,7 +123,7 @@ inline I64 EnvCount(const char* name, I64 dflt) {
 template <typename FnOf>
 SequenceKernelPlan FusedPlan(const RnnSpec& s, I64 rows_per_unit, size_t slice_bytes_per_unit,
                              size_t row_bytes, I64 per_sm, FnOf fn_of) {
-  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return SequenceKernelPlan();
+  if (!OneProductPerStep(s)) return SequenceKernelPlan();
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok || s.B < 1 || s.H < 1) return SequenceKernelPlan();
@@ -179,7 +154,7 @@ SequenceKernelPlan ChooseFusedPlan(const RnnSpec& s) {
 
 template <typename T>
 SequenceKernelPlan ChooseFusedBwdPlan(const RnnSpec& s) {
-  if (!FusedStepWanted(s) || !FusedBwdShape(s)) return SequenceKernelPlan();
+  if (!FusedStepWanted(s) || !StepChainBwdShape(s)) return SequenceKernelPlan();
   const I64 KH = RnnK(s) * s.H;
   return FusedPlan(s, 1, sizeof(T) * KH, sizeof(AccOf<T>) * KH, 1, &FusedBwdKernelOf<T>);
 }

@@ -39,14 +39,6 @@ FwdBufs<T> CarveFwd(const RnnSpec& s, Carver& cv) {
   return w;
 }
 
-// Whether a layer's backward can run the fused step kernel (rnn_gpu_fused_step.cu), so the
-// workspace holds Rᵀ for it: no projection, recurrent mask, reset-before gru or block-face
-// weights.
-inline bool FusedBwdShape(const RnnSpec& s) {
-  return s.P == 0 && !s.has_mask && !(s.mode == RnnMode::kGru && s.gru_reset_before) &&
-         !s.weights_xw && !s.peephole_o_new;
-}
-
 template <typename T>
 struct BwdBufs {
   using A = AccOf<T>;
@@ -65,7 +57,7 @@ struct BwdBufs {
   T* hrec;                 // [TB, Hs] h_prev ⊙ mask of every row (mask)
   T* dpn;                  // [B, H] dL/d(candidate pre-activation) of a step (reset-before gru)
   T* gather;               // [TB, H] the candidate block of dhr (reset-before gru)
-  T* rt;                   // [Hs, KH] Rᵀ (the fused backward step; FusedBwdShape)
+  T* rt;                   // [Hs, KH] Rᵀ (the fused backward step; StepChainBwdShape)
 };
 
 constexpr I64 kMaxChunks = 128;
@@ -96,7 +88,7 @@ BwdBufs<T> CarveBwd(const RnnSpec& s, Carver& cv) {
   w.hrec = cv.Take<T>(s.has_mask ? TB * Hs : 0);
   w.dpn = cv.Take<T>(reset_before ? B * H : 0);
   w.gather = cv.Take<T>(reset_before ? TB * H : 0);
-  w.rt = cv.Take<T>(FusedBwdShape(s) ? KH * Hs : 0);
+  w.rt = cv.Take<T>(StepChainBwdShape(s) ? KH * Hs : 0);
   return w;
 }
 

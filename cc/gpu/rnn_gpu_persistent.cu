@@ -43,29 +43,11 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
   for (I64 st = 0; st < pa.steps; ++st) {
     T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
     T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
-    // (1) h_rec = h_prev (⊙ mask) of the whole batch, from L2: kLoads loads in flight per
-    // thread before the first use (one at a time, each waits out the L2 latency).
-    const I64 nh = B * Hs;
-    for (I64 base = threadIdx.x; base < nh; base += kLoads * blockDim.x) {
-      A v[kLoads];
-#pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const I64 i = base + u * static_cast<I64>(blockDim.x);
-        v[u] = i < nh ? LdCg(hc + i) : A(0);
-      }
-#pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const I64 i = base + u * static_cast<I64>(blockDim.x);
-        if (i >= nh) break;
-        if (mask != nullptr) {
-          const I64 b = i / Hs, tau = p.sm.Tau(b, st);
-          v[u] = tau < 0 ? A(0)
-                         : v[u] * Ld(mask + ((pa.mask_per_step ? tau * B : 0) + b) * p.yst +
-                                     p.ly.dcol + i % Hs);
-        }
-        hs[i] = v[u];
-      }
-    }
+    // (1) h_rec = h_prev (⊙ mask) of the whole batch, from L2 (StageBatched: kLoads loads in
+    // flight per thread).
+    StageBatched(hs, B * Hs, [&](I64 i) {
+      return MaskedH(p, mask, pa.mask_per_step, st, i / Hs, i % Hs, LdCg(hc + i));
+    });
     __syncthreads();
     // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h_rec[b, :] for this block's rows.
     WarpDots<T, RB, CB>(rs, hs, rows, Hs, B, [&](I64 b, I64 r, A v) {
@@ -94,7 +76,7 @@ KernelFn<T> KernelOf(int rb, int cb) {
 template <typename T>
 SequenceKernelPlan ChooseFwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return SequenceKernelPlan();
-  if (s.P > 0 || (s.mode == RnnMode::kGru && s.gru_reset_before)) return SequenceKernelPlan();
+  if (!OneProductPerStep(s)) return SequenceKernelPlan();
   if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
     const SequenceKernelPlan c = PlanClusterFwd<T>(s);
     if (c.ok) return c;

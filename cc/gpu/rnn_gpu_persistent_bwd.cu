@@ -69,10 +69,7 @@ BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
 
 template <typename T>
 SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
-  if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || s.P > 0 || s.has_mask || s.weights_xw ||
-      s.peephole_o_new || (s.mode == RnnMode::kGru && s.gru_reset_before)) {
-    return SequenceKernelPlan();
-  }
+  if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || !StepChainBwdShape(s)) return SequenceKernelPlan();
   // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
   // cluster first); =0 keeps the default (DefaultBwd) off it.
   const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");

@@ -46,6 +46,37 @@ __device__ __forceinline__ unsigned char* DynamicSmem() {
 }
 #endif
 
+// dst[i] = load(i) for i < n, by the block's threads, kLoads loads in flight per thread (one
+// at a time, each would wait out the L2 latency).
+template <typename D, typename Load>
+__device__ __forceinline__ void StageBatched(D* dst, I64 n, Load load) {
+  for (I64 base = threadIdx.x; base < n; base += kLoads * static_cast<I64>(blockDim.x)) {
+    D v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const I64 i = base + u * static_cast<I64>(blockDim.x);
+      v[u] = load(i < n ? i : base);  // base < n: a spare load, never past the end
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const I64 i = base + u * static_cast<I64>(blockDim.x);
+      if (i < n) dst[i] = v[u];
+    }
+  }
+}
+
+// h_rec[b, c] of step st, from h = h_prev[b, c]: h ⊙ the recurrent mask (as MaskRowsKernel
+// reads it: rows of p.yst columns from p.ly.dcol), 0 for a row past its end; h itself without
+// a mask.
+template <typename T>
+__device__ __forceinline__ AccOf<T> MaskedH(const FwdStep<T>& p, const T* mask, bool per_step,
+                                            I64 st, I64 b, I64 c, AccOf<T> h) {
+  if (mask == nullptr) return h;
+  const I64 tau = p.sm.Tau(b, st);
+  return tau < 0 ? AccOf<T>(0)
+                 : h * Ld(mask + ((per_step ? tau * p.B : 0) + b) * p.yst + p.ly.dcol + c);
+}
+
 // emit(b, r, Σ_c rs[r·len + c] · vs[b·len + c]) for every r < rows, b < B (from one lane):
 // each warp takes (RB rows, CB batch rows) tiles in turn, lanes stride over c (RB + CB
 // shared-memory loads per RB·CB multiply-adds), then a warp reduction. vs holds T or Acc
