@@ -29,16 +29,16 @@ import test_cudnn_rnn_grads as G  # noqa: E402
 from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
 BF16, F64 = tf.bfloat16, tf.float64
-# CudnnRNNV3: (mode, layers, direction, T, B, I, N)
+# CudnnRNNV3: (mode, layers, direction, T, B, I, H)
 RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
              ("gru", 1, "unidirectional", 12, 8, 24, 48),
              ("lstm", 2, "bidirectional", 5, 70, 17, 37),        # pool GEMMs, odd sizes
              ("gru", 1, "unidirectional", 6, 80, 64, 80),
-             # fused input with bf16 products only ((I + N)·4N between 2^18 and 2^19)
+             # fused input with bf16 products only ((I + H)·4H between 2^18 and 2^19)
              ("lstm", 1, "unidirectional", 5, 40, 150, 200),
              # weight gradients over an odd T·B = 469 (the last pair of Aᵀ half zero)
              ("lstm", 1, "unidirectional", 7, 67, 24, 40)]
-# BlockLSTMV2 + its registered gradient: (T, N, I, H)
+# BlockLSTMV2 + its registered gradient: (T, B, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
                (8, 16, 40, 136),    # recurrent packed product, pipelined backward
@@ -58,8 +58,8 @@ def checksum(arrays):
     return float(sum(np.abs(np.asarray(U.to_numpy(a), np.float64)).sum() for a in arrays))
 
 
-def rnn_case(rng, mode, layers, direction, T, B, I, N):
-    kw = C.model_kw(mode, layers, N, I, "linear_input", direction)
+def rnn_case(rng, mode, layers, direction, T, B, I, H):
+    kw = C.model_kw(mode, layers, H, I, "linear_input", direction)
     x, h0, c0, params = C.make_inputs(rng, kw, T, B)
     outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, BF16)
     dy, dh, dc = G.upstream(rng, outs, mode)
@@ -70,10 +70,10 @@ def rnn_case(rng, mode, layers, direction, T, B, I, N):
     return max(errs), checksum(list(outs[:3]) + [g for g in got if g is not None])
 
 
-def block_case(rng, T, N, I, H):
-    p = {k: U.round_to(v, BF16) for k, v in U.make_params(rng, T, N, I, H).items()}
+def block_case(rng, T, B, I, H):
+    p = {k: U.round_to(v, BF16) for k, v in U.make_params(rng, T, B, I, H).items()}
     names = ["x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b"]
-    up = [rng.normal(size=(T, N, H)) for _ in range(2)]  # upstream of cs and h
+    up = [rng.normal(size=(T, B, H)) for _ in range(2)]  # upstream of cs and h
 
     def loss(outs, dtype):
         return (tf.reduce_sum(outs[1] * tf.constant(up[0], dtype)) +

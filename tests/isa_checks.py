@@ -23,11 +23,11 @@ import tensorflow as tf  # noqa: E402
 import lstm_util as U  # noqa: E402
 import reference as ref  # noqa: E402
 
-# (T, N, I, H)
+# (T, B, I, H)
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
 # input projection as one GEMM, then the packed recurrent product. The last two run the
 # pipelined forward and backward (FwdChainPipelined, BwdChainPipelined) over several chunks of
-# steps (128 / N steps each), with seq_len_max = T - 5, on pool threads too (lstm_cpu.cc
+# steps (128 / B steps each), with seq_len_max = T - 5, on pool threads too (lstm_cpu.cc
 # SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
                (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40)]
@@ -37,15 +37,15 @@ BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2,
 # (16 or 12 accumulator registers), then narrower panels and single columns (4H = 280, 116).
 BLOCK_SIZES += [(1, 1, 7, 37), (1, 13, 9, 50), (1, 17, 20, 33), (1, 32, 256, 256),
                 (1, 2, 64, 70), (1, 3, 33, 29), (1, 5, 8, 70), (1, 33, 12, 20)]
-# GRUBlockCell(Grad) (gru_cpu.cc), the same SmallGemm paths, (N, I, H).
+# GRUBlockCell(Grad) (gru_cpu.cc), the same SmallGemm paths, (B, I, H).
 GRU_CELL_SIZES = [(1, 7, 37), (13, 9, 50), (17, 20, 33), (32, 256, 256), (3, 40, 45)]
 RNN_SIZES = [(3, 13, 5, 40), (2, 7, 6, 67)]
 # Enough work for pool threads: the pipelined layer forward and backward (rnn_cpu.cc
 # PipelinedGrads) over several chunks of steps, both directions with every sequence of full
 # length, the forward direction also with shorter ones; 2 layers.
 RNN_FULL_SIZE = (40, 6, 12, 40)
-# The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([N, H] and
-# [T, N, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before
+# The MPSGraph ops reach the engine paths CudnnRNN does not: a recurrent mask ([B, H] and
+# [T, B, H]), whose h ⊙ mask each unit block writes for the next step, and the reset-before
 # gru, whose steps have two phases (cc/engine/rnn_cpu.cc); H gives several unit blocks.
 MPS_SIZE = (4, 13, 5, 40)
 # (T, B, I, H) of the Keras recurrent-dropout cases: several unit blocks and row-block tails.
@@ -54,17 +54,17 @@ F32, F64 = tf.float32, tf.float64
 
 
 def _block_lstm(ours, rng, op, size, peep, dtype):
-    T, N, I, H = size
+    T, B, I, H = size
     grad_op = {"BlockLSTM": "BlockLSTMGrad", "BlockLSTMV2": "BlockLSTMGradV2"}[op]
-    p = {k: U.round_to(v, dtype) for k, v in U.make_params(rng, T, N, I, H).items()}
+    p = {k: U.round_to(v, dtype) for k, v in U.make_params(rng, T, B, I, H).items()}
     slm = T - 5 if T > 40 else T
     clip = 3.0 if op == "BlockLSTM" else 0.0
     outs = U.call_fwd(ours, op, U.tensors(p, dtype), slm, **U.fwd_attrs(op, 0.5, clip, peep))
     got = [U.to_numpy(o) for o in outs]
     want = U.ref_fwd(op, p, slm, forget_bias=0.5, cell_clip=clip, use_peephole=peep)
     U.assert_all_close(got, want, ref.OUTPUT_NAMES, U.TOL[dtype], prefix=f"{op} forward: ")
-    cs_grad = U.round_to(rng.normal(size=(T, N, H)), dtype)
-    h_grad = U.round_to(rng.normal(size=(T, N, H)), dtype)
+    cs_grad = U.round_to(rng.normal(size=(T, B, H)), dtype)
+    h_grad = U.round_to(rng.normal(size=(T, B, H)), dtype)
     acts = [U.round_to(g, dtype) for g in got]
     inputs = U.grad_inputs(grad_op, p, acts, cs_grad, h_grad)
     g = U.call_grad(ours, grad_op, U.tensors(inputs, dtype), slm, use_peephole=peep)
@@ -79,16 +79,16 @@ def _cudnn_rnn(ours, rng, mode, size, bidi, dtype, full=False, short=False):
     float64 reference (tests/test_cudnn_rnn_grads.py run_case)."""
     import test_cudnn_rnn as C
     import test_cudnn_rnn_grads as G
-    T, N, I, H = size
+    T, B, I, H = size
     kw = C.model_kw(mode, 2, H, I, direction="bidirectional" if bidi else "unidirectional")
-    lengths = rng.integers(1, T + 1, size=N).astype(np.int32)
+    lengths = rng.integers(1, T + 1, size=B).astype(np.int32)
     lengths[0] = T
     if full:
         lengths[:] = T
     if short:
-        lengths = rng.integers(0, T - 3, size=N).astype(np.int32)
+        lengths = rng.integers(0, T - 3, size=B).astype(np.int32)
         lengths[1] = 0
-    G.run_case(ours, rng, "V3", kw, T, N, dtype, seq_lengths=lengths)
+    G.run_case(ours, rng, "V3", kw, T, B, dtype, seq_lengths=lengths)
 
 
 def _keras_rdrop(kind, over):

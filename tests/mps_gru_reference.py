@@ -3,7 +3,7 @@
 Written straight from the equations, with eager float64 TensorFlow ops and a Python loop over
 time, so that ``tf.GradientTape`` gives the true gradients (``reference_vjp``).
 
-Notation: T time, N batch, I input, H hidden, D = 2 if bidirectional else 1.
+Notation: T time, B batch, I input, H hidden, D = 2 if bidirectional else 1.
 
 Per direction d and step t (forward direction t = 0..T-1; the backward direction of a
 bidirectional op, or reverse with D = 1, t = T-1..0; reverse is ignored when bidirectional)::
@@ -18,9 +18,9 @@ bidirectional op, or reverse with D = 1, t = T-1..0; reverse is ignored when bid
     h     = z ⊙ h_prev + (1-z) ⊙ o               flip_z=True    (h_prev unmasked)
 
 Gate blocks in each 3H: z, r, o (default) or r, z, o (reset_gate_first).
-Outputs: state [T,N,DH], z_state [T,N,D·3H] (activated gates, descriptor order), each
+Outputs: state [T,B,DH], z_state [T,B,D·3H] (activated gates, descriptor order), each
 direction's values at their own time index, forward direction first on the channel axis;
-h_final [N,DH]: the state after the last step each direction processed.
+h_final [B,DH]: the state after the last step each direction processed.
 
 hard_sigmoid is MPS's clamp(0.2·x + 0.5, 0, 1).
 """
@@ -56,8 +56,8 @@ def gate_positions(reset_gate_first):
 
 
 def _direction(xp, R, b2, h, mask_at, desc, backward, preacts):
-    """One direction.  xp [T,N,3H] projected source incl. bias; R [3H,H]; b2 [H] or None;
-    h [N,H]; mask_at(t) -> [N,H] or None.  Returns per-time lists and the final h; appends
+    """One direction.  xp [T,B,3H] projected source incl. bias; R [3H,H]; b2 [H] or None;
+    h [B,H]; mask_at(t) -> [B,H] or None.  Returns per-time lists and the final h; appends
     (activation name, pre-activation) of every gate evaluation to ``preacts``."""
     T = xp.shape[0]
     H = R.shape[1]
@@ -97,14 +97,14 @@ def _direction(xp, R, b2, h, mask_at, desc, backward, preacts):
 
 def gru_forward(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
                 mask=None, secondary_bias=None, desc=Desc()):
-    """Returns a dict with state, z_state ([T,...]), h_final ([N, DH]) and preacts (a list of
+    """Returns a dict with state, z_state ([T,...]), h_final ([B, DH]) and preacts (a list of
     (activation name, pre-activation tensor) of every gate evaluation)."""
     x, R, W, b = f64(source), f64(recurrent_weight), f64(input_weight), f64(bias)
     h0, m, B2 = f64(init_state), f64(mask), f64(secondary_bias)
     D = 2 if desc.bidirectional else 1
     H = R.shape[-1]
     G = 3 * H
-    T, N = x.shape[0], x.shape[1]
+    T, B = x.shape[0], x.shape[1]
     check_recurrent_weight(R, D, G, H)
     if B2 is not None:
         assert desc.reset_after, "secondary_bias requires reset_after"
@@ -120,8 +120,8 @@ def gru_forward(source, recurrent_weight, input_weight=None, bias=None, init_sta
             outs["state"].append(tf.stack(hs))
             outs["z_state"].append(tf.stack(zs))
         else:
-            outs["state"].append(tf.zeros([0, N, H], tf.float64))
-            outs["z_state"].append(tf.zeros([0, N, G], tf.float64))
+            outs["state"].append(tf.zeros([0, B, H], tf.float64))
+            outs["z_state"].append(tf.zeros([0, B, G], tf.float64))
         outs["h_final"].append(hf)
     res = {k: tf.concat(v, axis=-1) for k, v in outs.items()}
     res["preacts"] = preacts

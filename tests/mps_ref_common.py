@@ -50,16 +50,16 @@ def check_recurrent_weight(R, D, G, H):
 
 
 def direction_inputs(d, D, x, R, W, b, h0, m, reverse):
-    """Direction d's inputs: R_d [G,H]; xp [T,N,G] = x·W_dᵀ + b_d (no W: source's own G
-    columns + b_d); cols, its slice of the DH channel axis; h [N,H], its initial state (zeros
-    when h0 is None); mask_at(t) -> [N,H] or None; whether it runs from the last step."""
+    """Direction d's inputs: R_d [G,H]; xp [T,B,G] = x·W_dᵀ + b_d (no W: source's own G
+    columns + b_d); cols, its slice of the DH channel axis; h [B,H], its initial state (zeros
+    when h0 is None); mask_at(t) -> [B,H] or None; whether it runs from the last step."""
     H = R.shape[-1]
     G = R.shape[-2]
-    T, N = x.shape[0], x.shape[1]
+    T, B = x.shape[0], x.shape[1]
     Rd = R[d] if D == 2 else R
     if W is not None:
         assert W.shape == (D * G, x.shape[2]), W.shape
-        xp = tf.einsum("tni,gi->tng", x, W[d * G:(d + 1) * G])
+        xp = tf.einsum("tbi,gi->tbg", x, W[d * G:(d + 1) * G])
     else:
         assert x.shape[2] == D * G, x.shape
         xp = x[:, :, d * G:(d + 1) * G]
@@ -67,15 +67,15 @@ def direction_inputs(d, D, x, R, W, b, h0, m, reverse):
         assert b.shape == (D * G,), b.shape
         xp = xp + b[d * G:(d + 1) * G]
     cols = slice(d * H, (d + 1) * H)
-    h = h0[:, cols] if h0 is not None else tf.zeros([N, H], tf.float64)
+    h = h0[:, cols] if h0 is not None else tf.zeros([B, H], tf.float64)
     if m is None:
         mask_at = lambda t: None  # noqa: E731
     elif len(m.shape) == 2:
-        assert m.shape == (N, D * H), m.shape
+        assert m.shape == (B, D * H), m.shape
         md = m[:, cols]
         mask_at = lambda t, md=md: md  # noqa: E731
     else:
-        assert m.shape == (T, N, D * H), m.shape
+        assert m.shape == (T, B, D * H), m.shape
         md = m[:, :, cols]
         mask_at = lambda t, md=md: md[t]  # noqa: E731
     backward = (d == 1) or (D == 1 and reverse)

@@ -3,7 +3,7 @@
 Written straight from the equations, with eager float64 TensorFlow ops and a Python loop over
 time, so that ``tf.GradientTape`` gives the true gradients (``reference_vjp``).
 
-Notation: T time, N batch, I input, H hidden, D = 2 if bidirectional else 1.
+Notation: T time, B batch, I input, H hidden, D = 2 if bidirectional else 1.
 
 Per direction and step t (forward direction t = 0..T-1; reverse / backward direction
 t = T-1..0)::
@@ -15,9 +15,9 @@ t = T-1..0)::
     c[t]   = f ⊙ c_prev + i ⊙ z
     h[t]   = o ⊙ act(c[t])
 
-Outputs: state [T,N,DH], cell [T,N,DH], z_state [T,N,D·4H] (activated gates, descriptor order),
+Outputs: state [T,B,DH], cell [T,B,DH], z_state [T,B,D·4H] (activated gates, descriptor order),
 each direction's values at their own time index, forward direction first on the channel axis;
-h_final / c_final [N,DH]: the state after the last step each direction processed.
+h_final / c_final [B,DH]: the state after the last step each direction processed.
 
 hard_sigmoid is MPS's clamp(0.2·x + 0.5, 0, 1).
 """
@@ -50,8 +50,8 @@ def gate_positions(forget_gate_last):
 
 
 def _direction(xp, R, p, h, c, mask_at, desc, backward):
-    """One direction.  xp [T,N,4H] projected source incl. bias; R [4H,H]; p [4H] or None;
-    h, c [N,H]; mask_at(t) -> [N,H] or None.  Returns per-time lists and the final h, c."""
+    """One direction.  xp [T,B,4H] projected source incl. bias; R [4H,H]; p [4H] or None;
+    h, c [B,H]; mask_at(t) -> [B,H] or None.  Returns per-time lists and the final h, c."""
     T = xp.shape[0]
     H = R.shape[1]
     pos = gate_positions(desc.forget_gate_last)
@@ -79,13 +79,13 @@ def _direction(xp, R, p, h, c, mask_at, desc, backward):
 
 def lstm_forward(source, recurrent_weight, input_weight=None, bias=None, init_state=None,
                  init_cell=None, mask=None, peephole=None, desc=Desc()):
-    """Returns a dict with state, cell, z_state ([T,...]) and h_final, c_final ([N, DH])."""
+    """Returns a dict with state, cell, z_state ([T,...]) and h_final, c_final ([B, DH])."""
     x, R, W, b = f64(source), f64(recurrent_weight), f64(input_weight), f64(bias)
     h0, c0, m, P = f64(init_state), f64(init_cell), f64(mask), f64(peephole)
     D = 2 if desc.bidirectional else 1
     H = R.shape[-1]
     G = 4 * H
-    N = x.shape[1]
+    B = x.shape[1]
     check_recurrent_weight(R, D, G, H)
     outs = {"state": [], "cell": [], "z_state": [], "h_final": [], "c_final": []}
     for d in range(D):
@@ -95,7 +95,7 @@ def lstm_forward(source, recurrent_weight, input_weight=None, bias=None, init_st
         if P is not None:
             assert P.shape == ((2, G) if D == 2 else (G,)), P.shape
             p = P[d] if D == 2 else P
-        c = c0[:, cols] if c0 is not None else tf.zeros([N, H], tf.float64)
+        c = c0[:, cols] if c0 is not None else tf.zeros([B, H], tf.float64)
         hs, cs, zs, hf, cf = _direction(xp, Rd, p, h, c, mask_at, desc, backward)
         outs["state"].append(tf.stack(hs))
         outs["cell"].append(tf.stack(cs))

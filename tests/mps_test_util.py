@@ -91,7 +91,7 @@ def _apply(rng, ops, changes):
 
 
 def finals_from_sequences(seq, desc):
-    """The final [N, DH] of a [T, N, DH] sequence: the last step of each direction."""
+    """The final [B, DH] of a [T, B, DH] sequence: the last step of each direction."""
     if desc.bidirectional:
         H = seq.shape[-1] // 2
         return np.concatenate([seq[-1, :, :H], seq[0, :, H:]], axis=-1)
@@ -126,12 +126,12 @@ def check_activations(ref):
 # Keras layers as the references' own reference
 # ---------------------------------------------------------------------------------------------
 
-def keras_case(rng, T, N, I, G, H):
-    """Weights for one Keras layer direction: x [T,N,I], W [G,I], R [G,H], b [G], h0, c0 [N,H]
+def keras_case(rng, T, B, I, G, H):
+    """Weights for one Keras layer direction: x [T,B,I], W [G,I], R [G,H], b [G], h0, c0 [B,H]
     and a GRU's recurrent bias b2 [H]."""
-    return dict(x=rng.normal(size=(T, N, I)), W=rng.normal(size=(G, I)) / np.sqrt(I),
+    return dict(x=rng.normal(size=(T, B, I)), W=rng.normal(size=(G, I)) / np.sqrt(I),
                 R=rng.normal(size=(G, H)) / np.sqrt(H), b=0.5 * rng.normal(size=(G,)),
-                h0=rng.uniform(-1, 1, size=(N, H)), c0=rng.normal(size=(N, H)),
+                h0=rng.uniform(-1, 1, size=(B, H)), c0=rng.normal(size=(B, H)),
                 b2=0.5 * rng.normal(size=(H,)))
 
 
@@ -139,10 +139,10 @@ def run_keras(rng, layer, k, bias, init_state, go_backwards=False):
     """Runs a float64 Keras RNN layer on k's x (time major) with weights W, R, bias.  Returns
     its sequence and the cotangent wh of the loss Σ wh⊙sequence (both time major, in time
     order), its final states, and the loss's gradients w.r.t. the layer's weights."""
-    T, N, I = k["x"].shape
-    layer.build((N, T, I))
+    T, B, I = k["x"].shape
+    layer.build((B, T, I))
     layer.set_weights([k["W"].T, k["R"].T, bias])
-    wh = rng.normal(size=(N, T, k["R"].shape[1]))
+    wh = rng.normal(size=(B, T, k["R"].shape[1]))
     with tf.GradientTape() as tape:
         seq, *finals = layer(tf.constant(np.transpose(k["x"], (1, 0, 2))),
                              initial_state=[tf.constant(s) for s in init_state])
@@ -157,8 +157,8 @@ def run_keras(rng, layer, k, bias, init_state, go_backwards=False):
 def run_keras_bidirectional(layer, kf, kb, bias_f, bias_b, init_state):
     """Runs a float64 Bidirectional Keras layer on kf's x (time major); returns its time-major
     sequence and its final states."""
-    T, N, I = kf["x"].shape
-    layer.build((N, T, I))
+    T, B, I = kf["x"].shape
+    layer.build((B, T, I))
     layer.forward_layer.set_weights([kf["W"].T, kf["R"].T, bias_f])
     layer.backward_layer.set_weights([kb["W"].T, kb["R"].T, bias_b])
     out = layer(tf.constant(np.transpose(kf["x"], (1, 0, 2))),
@@ -172,7 +172,7 @@ def run_keras_bidirectional(layer, kf, kb, bias_f, bias_b, init_state):
 # ---------------------------------------------------------------------------------------------
 
 # Malformed-operand tests: the valid base sizes.
-T0, N0, I0, H0 = 3, 2, 4, 2
+T0, B0, I0, H0 = 3, 2, 4, 2
 
 
 def base_factors(sizes, layout, act_fields, acts, operands):
@@ -203,14 +203,14 @@ class MpsOp:
     full = {}           # the op's own fields of full_case
     fwd_tol = grad_tol = None
     numeric_tol = Tol(1e-6, 1e-6)
-    sizes = ()          # (T, N, I, H) of the pairwise cases
+    sizes = ()          # (T, B, I, H) of the pairwise cases
     layout = {}         # the op's descriptor switches as pairwise factors
     operands = ()       # the op's own optional operands as pairwise factors
     output_factors = {}     # the pairwise factors choosing the forward's outputs ...
     gradient_factors = {}   # ... and the gradients op's optional gradient inputs
     every = {}          # the step through the cases of the tests that run on a subset
     numeric_cases = extra_cases = bad_forward = bad_gradients = ()
-    unknown_sizes = None   # (H, I, [(T, N), ...]) of test_tf_function_unknown_time_and_batch
+    unknown_sizes = None   # (H, I, [(T, B), ...]) of test_tf_function_unknown_time_and_batch
 
     def __init__(self):
         """The pairwise cases: forward (fwd_cases), <name>_gradients (grad_cases), registered
@@ -233,7 +233,7 @@ class MpsOp:
     def desc_of(self, case, **over):
         raise NotImplementedError
 
-    def extra_operands(self, rng, case, N, D, G, H):
+    def extra_operands(self, rng, case, B, D, G, H):
         """The op's own optional operands of a case (name -> array), drawn after init_state."""
         raise NotImplementedError
 
@@ -246,8 +246,8 @@ class MpsOp:
 
     # --- shared -------------------------------------------------------------------------------
     def case_id(self, c):
-        T, N, I, H = c["size"]
-        s = f"T{T}N{N}I{I}H{H}-"
+        T, B, I, H = c["size"]
+        s = f"T{T}B{B}I{I}H{H}-"
         s += "bi" if c["bidirectional"] else ("rev" if c["reverse"] else "fwd")
         if c["bidirectional"] and c["reverse"]:
             s += "+rev"
@@ -263,7 +263,7 @@ class MpsOp:
         return s
 
     def full_case(self, size, bidirectional, **over):
-        """Every optional operand and gradient given, mask [T,N,DH], default activations."""
+        """Every optional operand and gradient given, mask [T,B,DH], default activations."""
         defaults = self.ref.Desc()
         c = dict(size=size, bidirectional=bidirectional, reverse=False, input_weight=True,
                  bias=True, init_state=True, mask="tnh", state_gradient=True,
@@ -275,26 +275,26 @@ class MpsOp:
         """float64 numpy operands (None = not given) for a case.  Gate pre-activations are
         O(0.5): enough to exercise every nonlinearity, small enough that unbounded gates
         ('none', 'relu') do not blow the state up over T steps."""
-        T, N, I, H = case["size"]
+        T, B, I, H = case["size"]
         D = 2 if case["bidirectional"] else 1
         G = self.gates * H
         ops = dict.fromkeys(self.ref.OPERAND_NAMES)
         if case["input_weight"]:
-            ops["source"] = rng.normal(size=(T, N, I))
+            ops["source"] = rng.normal(size=(T, B, I))
             ops["input_weight"] = 0.5 * rng.normal(size=(D * G, I)) / np.sqrt(max(I, 1))
         else:
-            ops["source"] = 0.5 * rng.normal(size=(T, N, D * G))
+            ops["source"] = 0.5 * rng.normal(size=(T, B, D * G))
         R_shape = (2, G, H) if D == 2 else (G, H)
         ops["recurrent_weight"] = 0.5 * rng.normal(size=R_shape) / np.sqrt(H)
         if case["bias"]:
             ops["bias"] = 0.3 * rng.normal(size=(D * G,))
         if case["init_state"]:
-            ops["init_state"] = rng.uniform(-1.0, 1.0, size=(N, D * H))
-        ops.update(self.extra_operands(rng, case, N, D, G, H))
+            ops["init_state"] = rng.uniform(-1.0, 1.0, size=(B, D * H))
+        ops.update(self.extra_operands(rng, case, B, D, G, H))
         if case["mask"] == "nh":
-            ops["mask"] = _mask(rng, (N, D * H))
+            ops["mask"] = _mask(rng, (B, D * H))
         elif case["mask"] == "tnh":
-            ops["mask"] = _mask(rng, (T, N, D * H))
+            ops["mask"] = _mask(rng, (T, B, D * H))
         return ops
 
     def _descriptor(self, mps, desc):
@@ -320,13 +320,13 @@ class MpsOp:
     def cotangents(self, rng, case):
         """The cotangents of a gradients case, as reference_vjp's keywords (None = not given):
         the state sequence's, the final state's (state_gradient), the final cell's."""
-        T, N, _, H = case["size"]
+        T, B, _, H = case["size"]
         D = 2 if case["bidirectional"] else 1
-        cots = dict(state_cot=rng.normal(size=(T, N, D * H)))
-        cots["final_state_cot"] = (rng.normal(size=(N, D * H)) if case.get("state_gradient")
+        cots = dict(state_cot=rng.normal(size=(T, B, D * H)))
+        cots["final_state_cot"] = (rng.normal(size=(B, D * H)) if case.get("state_gradient")
                                    else None)
         if self.cell:
-            cots["final_cell_cot"] = (rng.normal(size=(N, D * H)) if case.get("cell_gradient")
+            cots["final_cell_cot"] = (rng.normal(size=(B, D * H)) if case.get("cell_gradient")
                                       else None)
         return cots
 
@@ -350,28 +350,28 @@ class MpsOp:
                                                                dtype)
 
     def valid(self, rng, bi):
-        """Operands of the malformed-operand tests ([T0, N0, I0, H0], every one given)."""
+        """Operands of the malformed-operand tests ([T0, B0, I0, H0], every one given)."""
         D = 2 if bi else 1
         G = self.gates * H0
         ops = dict(
-            source=rng.normal(size=(T0, N0, I0)),
+            source=rng.normal(size=(T0, B0, I0)),
             recurrent_weight=rng.normal(size=(2, G, H0) if bi else (G, H0)),
             input_weight=rng.normal(size=(D * G, I0)),
             bias=rng.normal(size=(D * G,)),
-            init_state=rng.normal(size=(N0, D * H0)),
-            mask=np.ones((T0, N0, D * H0)),
+            init_state=rng.normal(size=(B0, D * H0)),
+            mask=np.ones((T0, B0, D * H0)),
         )
         ops.update(self.extra_valid(rng, D, G))
         return ops
 
     def valid_grad_inputs(self, rng, bi):
         D = 2 if bi else 1
-        gin = {"source_gradient": rng.normal(size=(T0, N0, D * H0)),
-               "z_state": rng.uniform(size=(T0, N0, D * self.gates * H0)),
-               self.fwd_output: rng.normal(size=(T0, N0, D * H0)),
-               "state_gradient": rng.normal(size=(N0, D * H0))}
+        gin = {"source_gradient": rng.normal(size=(T0, B0, D * H0)),
+               "z_state": rng.uniform(size=(T0, B0, D * self.gates * H0)),
+               self.fwd_output: rng.normal(size=(T0, B0, D * H0)),
+               "state_gradient": rng.normal(size=(B0, D * H0))}
         if self.cell:
-            gin["cell_gradient"] = rng.normal(size=(N0, D * H0))
+            gin["cell_gradient"] = rng.normal(size=(B0, D * H0))
         return gin
 
     def bad_desc(self, bi):
@@ -394,47 +394,47 @@ def bad_forward_cases(G0):
         ("W_rows_uni_given_bi", False, {"input_weight": (2 * G0, I0)}, "input_weight"),
         ("W_cols", False, {"input_weight": (G0, I0 + 1)}, "input_weight|source"),
         ("W_rank3", False, {"input_weight": (1, G0, I0)}, "input_weight"),
-        ("src_noW_width", False, {"input_weight": None, "source": (T0, N0, G0 + 1)}, "source"),
-        ("src_noW_width_bi", True, {"input_weight": None, "source": (T0, N0, G0)}, "source"),
+        ("src_noW_width", False, {"input_weight": None, "source": (T0, B0, G0 + 1)}, "source"),
+        ("src_noW_width_bi", True, {"input_weight": None, "source": (T0, B0, G0)}, "source"),
         ("src_rank2", False, {"source": (T0, I0)}, "source"),
-        ("src_rank4", False, {"source": (T0, N0, 1, I0)}, "source"),
+        ("src_rank4", False, {"source": (T0, B0, 1, I0)}, "source"),
         ("bias_size", False, {"bias": (G0 - 1,)}, "bias"),
         ("bias_size_bi", True, {"bias": (G0,)}, "bias"),
         ("bias_rank2", False, {"bias": (1, G0)}, "bias"),
-        ("init_state_width", False, {"init_state": (N0, H0 + 1)}, "init_state"),
-        ("init_state_width_bi", True, {"init_state": (N0, H0)}, "init_state"),
-        ("init_state_batch", False, {"init_state": (N0 + 1, H0)}, "init_state"),
-        ("init_state_rank3", False, {"init_state": (1, N0, H0)}, "init_state"),
-        ("mask_width", False, {"mask": (N0, H0 + 1)}, "mask"),
-        ("mask_width_bi", True, {"mask": (N0, H0)}, "mask"),
-        ("mask_time", False, {"mask": (T0 + 1, N0, H0)}, "mask"),
-        ("mask_batch", False, {"mask": (T0, N0 + 1, H0)}, "mask"),
+        ("init_state_width", False, {"init_state": (B0, H0 + 1)}, "init_state"),
+        ("init_state_width_bi", True, {"init_state": (B0, H0)}, "init_state"),
+        ("init_state_batch", False, {"init_state": (B0 + 1, H0)}, "init_state"),
+        ("init_state_rank3", False, {"init_state": (1, B0, H0)}, "init_state"),
+        ("mask_width", False, {"mask": (B0, H0 + 1)}, "mask"),
+        ("mask_width_bi", True, {"mask": (B0, H0)}, "mask"),
+        ("mask_time", False, {"mask": (T0 + 1, B0, H0)}, "mask"),
+        ("mask_batch", False, {"mask": (T0, B0 + 1, H0)}, "mask"),
         ("mask_rank1", False, {"mask": (H0,)}, "mask"),
-        ("mask_rank4", False, {"mask": (1, T0, N0, H0)}, "mask"),
+        ("mask_rank4", False, {"mask": (1, T0, B0, H0)}, "mask"),
     ]
 
 
 def bad_gradient_cases(G0):
     """As bad_forward_cases, for the gradients op's inputs both ops have."""
     return [
-        ("source_gradient_width", False, {"source_gradient": (T0, N0, H0 + 1)},
+        ("source_gradient_width", False, {"source_gradient": (T0, B0, H0 + 1)},
          "source_gradient"),
-        ("source_gradient_time", True, {"source_gradient": (T0 - 1, N0, 2 * H0)},
+        ("source_gradient_time", True, {"source_gradient": (T0 - 1, B0, 2 * H0)},
          "source_gradient"),
-        ("source_gradient_batch", False, {"source_gradient": (T0, N0 + 1, H0)},
+        ("source_gradient_batch", False, {"source_gradient": (T0, B0 + 1, H0)},
          "source_gradient"),
-        ("source_gradient_rank2", False, {"source_gradient": (N0, H0)}, "source_gradient"),
-        ("z_state_width", False, {"z_state": (T0, N0, G0 - 1)}, "z_?state"),
-        ("z_state_width_bi", True, {"z_state": (T0, N0, G0)}, "z_?state"),
-        ("z_state_rank2", False, {"z_state": (T0, N0 * G0)}, "z_?state"),
-        ("state_gradient_shape", False, {"state_gradient": (N0, H0 + 1)}, "state_gradient"),
-        ("state_gradient_bi", True, {"state_gradient": (N0, H0)}, "state_gradient"),
-        ("state_gradient_rank3", False, {"state_gradient": (1, N0, H0)}, "state_gradient"),
+        ("source_gradient_rank2", False, {"source_gradient": (B0, H0)}, "source_gradient"),
+        ("z_state_width", False, {"z_state": (T0, B0, G0 - 1)}, "z_?state"),
+        ("z_state_width_bi", True, {"z_state": (T0, B0, G0)}, "z_?state"),
+        ("z_state_rank2", False, {"z_state": (T0, B0 * G0)}, "z_?state"),
+        ("state_gradient_shape", False, {"state_gradient": (B0, H0 + 1)}, "state_gradient"),
+        ("state_gradient_bi", True, {"state_gradient": (B0, H0)}, "state_gradient"),
+        ("state_gradient_rank3", False, {"state_gradient": (1, B0, H0)}, "state_gradient"),
         ("R_in_gradients", True, {"recurrent_weight": (G0, H0)}, "recurrent_weight"),
         ("W_in_gradients", False, {"input_weight": (G0 + 1, I0)}, "input_weight"),
         ("bias_in_gradients", False, {"bias": (G0 + 1,)}, "bias"),
-        ("init_state_in_gradients", True, {"init_state": (N0, H0)}, "init_state"),
-        ("mask_in_gradients", False, {"mask": (N0, 2 * H0)}, "mask"),
+        ("init_state_in_gradients", True, {"init_state": (B0, H0)}, "init_state"),
+        ("mask_in_gradients", False, {"mask": (B0, 2 * H0)}, "mask"),
         ("src_noW_in_gradients", False, {"input_weight": None}, "source"),
     ]
 
@@ -496,11 +496,11 @@ def check_registered(op, mps, rng, case, dtype, use_function):
     reference's."""
     ops = op.make_operands(rng, case)
     desc = op.desc_of(case)
-    T, N, _, H = case["size"]
+    T, B, _, H = case["size"]
     D = 2 if case["bidirectional"] else 1
-    cot = {"state_cot": rng.normal(size=(T, N, D * H))}
+    cot = {"state_cot": rng.normal(size=(T, B, D * H))}
     if getattr(desc, "produce_cell", False):
-        cot["cell_cot"] = rng.normal(size=(T, N, D * H))
+        cot["cell_cot"] = rng.normal(size=(T, B, D * H))
     ops_t = {k: to_t(v, dtype) for k, v in ops.items()}
     names = [n for n in op.ref.GRAD_ORDER if ops_t.get(n) is not None]
 
@@ -572,7 +572,7 @@ def shared_tests(op):
             assert np.abs(a - b).max() > 1e-3
 
     def test_tf_function_unknown_time_and_batch(mps, rng):
-        """Traced once with [None, None, I] / [None, DH] signatures, run at two (T, N)."""
+        """Traced once with [None, None, I] / [None, DH] signatures, run at two (T, B)."""
         H, I, sizes = op.unknown_sizes
         G = op.gates * H
         desc = op.ref.Desc(bidirectional=True, **op.outputs, **op.valid_desc)
@@ -587,9 +587,9 @@ def shared_tests(op):
         def f(*args):
             return op.call(mps, dict(zip(shapes, args)), desc)
 
-        for T, N in sizes:
-            ops = dict(source=rng.normal(size=(T, N, I)), init_state=rng.normal(size=(N, 2 * H)),
-                       mask=_mask(rng, (T, N, 2 * H)), **fixed)
+        for T, B in sizes:
+            ops = dict(source=rng.normal(size=(T, B, I)), init_state=rng.normal(size=(B, 2 * H)),
+                       mask=_mask(rng, (T, B, 2 * H)), **fixed)
             outs = f(*[tf.constant(ops[k]) for k in shapes])
             expected = op.ref.forward_outputs(ops, desc)
             for o, e, n in zip(outs, expected, op.output_names(desc)):

@@ -5,7 +5,7 @@
   bidirectional, and with masks for per-sequence lengths;
 * CudnnRNN, CudnnRNNV2, CudnnRNNV3 vs the reference: every rnn_mode x input_mode x direction,
   num_layers 1..4, every dtype;
-* V3: sequence_lengths (including 0 and T), time_major=False (with the [B, L*D, N] state quirk),
+* V3: sequence_lengths (including 0 and T), time_major=False (with the [B, L*D, H] state quirk),
   num_proj;
 * is_training=False, dropout properties and dropout gradients vs central differences;
 * CudnnRNNParamsSize, ParamsToCanonical(V2), CanonicalToParams(V2).
@@ -40,19 +40,19 @@ def model_kw(mode, num_layers, num_units, input_size, input_mode="linear_input",
 
 def make_inputs(rng, kw, T, B, *, time_major=True, c_dummy="full"):
     """Random float64 (x, h0, c0, params) for model kw; c0 for non-lstm is a dummy
-    (zeros [L*D, B, N] for c_dummy='full', scalar 0 for 'scalar')."""
+    (zeros [L*D, B, H] for c_dummy='full', scalar 0 for 'scalar')."""
     D = cref.num_dirs(kw["direction"])
     LD = kw["num_layers"] * D
-    N, I, P = kw["num_units"], kw["input_size"], kw["num_proj"]
-    Hs = P if P else N
+    H, I, P = kw["num_units"], kw["input_size"], kw["num_proj"]
+    Hs = P if P else H
     x = rng.normal(size=(T, B, I) if time_major else (B, T, I))
     h0 = rng.uniform(-1, 1, size=(LD, B, Hs) if time_major else (B, LD, Hs))
     if kw["mode"] == "lstm":
-        c0 = rng.normal(size=(LD, B, N) if time_major else (B, LD, N))
+        c0 = rng.normal(size=(LD, B, H) if time_major else (B, LD, H))
     elif c_dummy == "scalar":
         c0 = np.zeros(())
     else:
-        c0 = np.zeros((LD, B, N) if time_major else (B, LD, N))
+        c0 = np.zeros((LD, B, H) if time_major else (B, LD, H))
     params = cref.random_params(rng, **kw)
     return x, h0, c0, params
 
@@ -108,14 +108,14 @@ def assert_fwd(outs, ref, mode, tol, prefix=""):
 # 1. the reference vs Keras 3
 # ---------------------------------------------------------------------------------------------
 
-def _keras_layer(mode, N, go_backwards):
+def _keras_layer(mode, H, go_backwards):
     common = dict(return_sequences=True, return_state=True, go_backwards=go_backwards,
                   dtype="float64")
     if mode == "lstm":
-        return keras.layers.LSTM(N, **common)
+        return keras.layers.LSTM(H, **common)
     if mode == "gru":
-        return keras.layers.GRU(N, reset_after=True, **common)
-    return keras.layers.SimpleRNN(N, activation="tanh" if mode == "rnn_tanh" else "relu",
+        return keras.layers.GRU(H, reset_after=True, **common)
+    return keras.layers.SimpleRNN(H, activation="tanh" if mode == "rnn_tanh" else "relu",
                                   **common)
 
 
@@ -139,7 +139,7 @@ def _keras_weights(mode, lay):
 def keras_stack(mode, x_tm, h0, c0, params, kw, lengths=None):
     """Runs the model with Keras layers (time-major numpy in/out).  With lengths, Keras masks
     right-padded steps; masked outputs are returned as 0 for comparison."""
-    N, L = kw["num_units"], kw["num_layers"]
+    H, L = kw["num_units"], kw["num_layers"]
     D = cref.num_dirs(kw["direction"])
     layers = cref.unpack_params(params, **kw)
     T, B = x_tm.shape[:2]
@@ -150,7 +150,7 @@ def keras_stack(mode, x_tm, h0, c0, params, kw, lengths=None):
         outs = []
         for d in range(D):
             p = l * D + d
-            layer = _keras_layer(mode, N, go_backwards=(d == 1))
+            layer = _keras_layer(mode, H, go_backwards=(d == 1))
             state = [h0[p], c0[p]] if mode == "lstm" else [h0[p]]
             layer.build(inp.shape)
             layer.set_weights(_keras_weights(mode, layers[p]))
@@ -424,7 +424,7 @@ def test_v3_full_lengths_equal_v1(ours, rng):
 
 
 def test_v3_batch_major_state_quirk(ours, rng):
-    """time_major=False: input_h [B, L*D, N] is read as [L*D, B, N] memory (no transpose)."""
+    """time_major=False: input_h [B, L*D, H] is read as [L*D, B, H] memory (no transpose)."""
     kw = model_kw("gru", 1, 3, 4, direction="bidirectional")
     B, T = 3, 4
     x, h0, c0, params = make_inputs(rng, kw, T, B, time_major=False)
@@ -443,8 +443,8 @@ PROJ_CASES = [(d, L, tm) for d in DIRS for L in (1, 2) for tm in (True, False)]
 @pytest.mark.parametrize("direction,num_layers,time_major", PROJ_CASES,
                          ids=[f"{d[:3]}-L{L}-{'tm' if tm else 'bm'}" for d, L, tm in PROJ_CASES])
 def test_v3_num_proj(ours, rng, direction, num_layers, time_major):
-    T, B, N, P, I = 5, 4, 5, 2, 3
-    kw = model_kw("lstm", num_layers, N, I, direction=direction, num_proj=P)
+    T, B, H, P, I = 5, 4, 5, 2, 3
+    kw = model_kw("lstm", num_layers, H, I, direction=direction, num_proj=P)
     x, h0, c0, params = make_inputs(rng, kw, T, B, time_major=time_major)
     D, LD = cref.num_dirs(direction), num_layers * cref.num_dirs(direction)
     for lens in (None, _lengths(rng, B, T)):
@@ -453,7 +453,7 @@ def test_v3_num_proj(ours, rng, direction, num_layers, time_major):
                             time_major=time_major)
             assert outs[0].shape == ((T, B, D * P) if time_major else (B, T, D * P))
             assert outs[1].shape == ((LD, B, P) if time_major else (B, LD, P))
-            assert outs[2].shape == ((LD, B, N) if time_major else (B, LD, N))
+            assert outs[2].shape == ((LD, B, H) if time_major else (B, LD, H))
             ref = ref_fwd(x, h0, c0, params, kw, dtype, seq_lengths=lens, time_major=time_major)
             assert_fwd(outs, ref, "lstm", FWD_TOL[dtype], prefix=f"lens={lens} {dtype.name}: ")
             if lens is not None:
@@ -461,10 +461,10 @@ def test_v3_num_proj(ours, rng, direction, num_layers, time_major):
 
 
 def test_v3_num_proj_skip_input(ours, rng):
-    """skip input with projection: layer 0 still needs I == N (identity into N gates)."""
-    T, B, N, P = 4, 2, 4, 2
+    """skip input with projection: layer 0 still needs I == H (identity into H gates)."""
+    T, B, H, P = 4, 2, 4, 2
     for direction in DIRS:
-        kw = model_kw("lstm", 2, N, N, "skip_input", direction, num_proj=P)
+        kw = model_kw("lstm", 2, H, H, "skip_input", direction, num_proj=P)
         x, h0, c0, params = make_inputs(rng, kw, T, B)
         outs = call_fwd(ours, "V3", x, h0, c0, params, kw, F64)
         assert_fwd(outs, ref_fwd(x, h0, c0, params, kw), "lstm", FWD_TOL[F64])
@@ -544,19 +544,19 @@ def test_dropout_properties(ours, rng, mode, version):
 def test_dropout_mask_scale(ours, rng):
     """Inverted dropout on layer 0's output: with a linear second layer (rnn_relu with all
     inputs positive, zero recurrent weights) E[output] over many seeds equals no-dropout."""
-    N, I, T, B = 4, 4, 1, 64
-    kw = model_kw("rnn_relu", 2, N, I)
+    H, I, T, B = 4, 4, 1, 64
+    kw = model_kw("rnn_relu", 2, H, I)
     layers = cref.unpack_params(cref.random_params(rng, **kw), **kw)
-    layers[0]["W"] = [tf.constant(np.abs(rng.normal(size=(N, I))))]
-    layers[0]["bW"] = [tf.constant(np.ones(N))]
-    layers[1]["W"] = [tf.constant(np.eye(N))]
+    layers[0]["W"] = [tf.constant(np.abs(rng.normal(size=(H, I))))]
+    layers[0]["bW"] = [tf.constant(np.ones(H))]
+    layers[1]["W"] = [tf.constant(np.eye(H))]
     for lay in layers:
-        lay["R"] = [tf.zeros([N, N], F64)]
-        lay["bR"] = [tf.zeros([N], F64)]
-    layers[1]["bW"] = [tf.zeros([N], F64)]
+        lay["R"] = [tf.zeros([H, H], F64)]
+        lay["bR"] = [tf.zeros([H], F64)]
+    layers[1]["bW"] = [tf.zeros([H], F64)]
     params = cref.pack_params(layers).numpy()
     x = np.abs(rng.normal(size=(T, B, I)))
-    h0 = np.zeros((2, B, N))
+    h0 = np.zeros((2, B, H))
     ref = ref_fwd(x, h0, h0, params, kw)[0]
     outs = []
     for s in range(1, 41):
@@ -575,13 +575,13 @@ def test_dropout_mask_scale(ours, rng):
 # ---------------------------------------------------------------------------------------------
 
 def _model_grid():
-    for mode, L, N, I, im, d, P in itertools.product(MODES, (1, 2, 3), (1, 4), (2, 4),
+    for mode, L, H, I, im, d, P in itertools.product(MODES, (1, 2, 3), (1, 4), (2, 4),
                                                      cref.INPUT_MODES, DIRS, (0, 2)):
-        if P and (mode != "lstm" or P >= N):
+        if P and (mode != "lstm" or P >= H):
             continue
-        if im == "skip_input" and I != N:
+        if im == "skip_input" and I != H:
             continue
-        yield model_kw(mode, L, N, I, im, d, P)
+        yield model_kw(mode, L, H, I, im, d, P)
 
 
 def _size_args(kw):
@@ -665,13 +665,13 @@ def test_canonical_to_params_from_reference_lists(ours, rng):
 @pytest.mark.parametrize("mode", MODES)
 def test_keras_style_params_buffer(ours, rng, mode):
     """1 layer unidirectional: the Keras/tf-keras canonical-to-params concatenation
-    ([W_0..W_{K-1}, R_0..R_{K-1} flattened row-major [N, in]] ++ [bW..., bR...]) loads as-is;
+    ([W_0..W_{K-1}, R_0..R_{K-1} flattened row-major [H, in]] ++ [bW..., bR...]) loads as-is;
     the forward equals the Keras layer."""
-    T, B, I, N = 5, 3, 4, 3
-    layer = _keras_layer(mode, N, go_backwards=False)
+    T, B, I, H = 5, 3, 4, 3
+    layer = _keras_layer(mode, H, go_backwards=False)
     layer.build((B, T, I))
     kernel = rng.normal(size=(I, layer.cell.kernel.shape[1])) * 0.5
-    rec = rng.normal(size=(N, kernel.shape[1])) * 0.5
+    rec = rng.normal(size=(H, kernel.shape[1])) * 0.5
     bias = rng.normal(size=tuple(layer.cell.bias.shape)) * 0.5
     layer.set_weights([kernel, rec, bias])
     K = cref.num_gates(mode)
@@ -682,13 +682,13 @@ def test_keras_style_params_buffer(ours, rng, mode):
         biases = [np.split(bias[0], K)[k] for k in order] + [np.split(bias[1], K)[k]
                                                              for k in order]
     else:
-        biases = list(np.split(bias, K)) + [np.zeros(N)] * K
+        biases = list(np.split(bias, K)) + [np.zeros(H)] * K
     params = np.concatenate([m.ravel() for m in mats] + biases)
-    kw = model_kw(mode, 1, N, I)
+    kw = model_kw(mode, 1, H, I)
     assert params.size == cref.params_size(**kw)
     x = rng.normal(size=(T, B, I))
-    h0 = rng.uniform(-1, 1, size=(1, B, N))
-    c0 = rng.normal(size=(1, B, N)) if mode == "lstm" else np.zeros(())
+    h0 = rng.uniform(-1, 1, size=(1, B, H))
+    c0 = rng.normal(size=(1, B, H)) if mode == "lstm" else np.zeros(())
     state = [h0[0], c0[0]] if mode == "lstm" else [h0[0]]
     res = layer(tf.constant(np.transpose(x, [1, 0, 2])),
                 initial_state=[tf.constant(s) for s in state])

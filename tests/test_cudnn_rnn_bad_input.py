@@ -22,12 +22,12 @@ MODES = cref.MODES
 VERSIONS = ("", "V2", "V3")
 
 # a valid base model: lstm, 2 layers, bidirectional
-T0, B0, I0, N0, L0 = 4, 3, 5, 3, 2
+T0, B0, I0, H0, L0 = 4, 3, 5, 3, 2
 
 
 def base(rng, mode="lstm", direction="bidirectional", input_mode="linear_input", I=I0,
          num_proj=0, T=T0, B=B0, L=L0):
-    kw = C.model_kw(mode, L, N0, I, input_mode, direction, num_proj)
+    kw = C.model_kw(mode, L, H0, I, input_mode, direction, num_proj)
     return kw, C.make_inputs(rng, kw, T, B)
 
 
@@ -110,7 +110,7 @@ def test_input_c_wrong_lstm(ours, rng, version):
 
 def test_input_c_wrong_with_num_proj(ours, rng):
     kw, (x, h0, c0, params) = base(rng, num_proj=2)
-    assert h0.shape[2] == 2 and c0.shape[2] == N0
+    assert h0.shape[2] == 2 and c0.shape[2] == H0
     for bad in (c0[:, :, :2], c0[:, :2], c0[0]):
         expect_error(lambda: run_fwd(ours, "V3", fwd_args("V3", x, h0, bad, params, kw)),
                      "input_c")
@@ -119,8 +119,8 @@ def test_input_c_wrong_with_num_proj(ours, rng):
 def test_num_proj_invalid(ours, rng):
     kw, (x, h0, c0, params) = base(rng, num_proj=2)
     # num_proj > num_units
-    kwb = dict(kw, num_proj=N0 + 1)
-    h_big = np.zeros((4, B0, N0 + 1))
+    kwb = dict(kw, num_proj=H0 + 1)
+    h_big = np.zeros((4, B0, H0 + 1))
     expect_error(lambda: run_fwd(ours, "V3", fwd_args("V3", x, h_big, c0, params, kwb)),
                  "num_proj", "input_h", "params")
     # negative
@@ -138,15 +138,15 @@ def test_skip_input_needs_input_size_equal_num_units(ours, rng, version):
     for mode in MODES:
         kw, (x, h0, c0, _) = base(rng, mode)
         kws = dict(kw, input_mode="skip_input")
-        # a params buffer of the size skip would have with I == N
-        params = np.zeros(cref.params_size(**dict(kws, input_size=N0)))
+        # a params buffer of the size skip would have with I == H
+        params = np.zeros(cref.params_size(**dict(kws, input_size=H0)))
         expect_error(lambda: run_fwd(ours, version, fwd_args(version, x, h0, c0, params, kws)),
                      "input_size", "skip_input", "num_units")
 
 
 @pytest.mark.parametrize("time_major", [True, False], ids=["tm", "bm"])
 def test_sequence_lengths_invalid(ours, rng, time_major):
-    kw = C.model_kw("gru", 1, N0, I0, direction="bidirectional")
+    kw = C.model_kw("gru", 1, H0, I0, direction="bidirectional")
     x, h0, c0, params = C.make_inputs(rng, kw, T0, B0, time_major=time_major)
     for lens in ([T0] * (B0 - 1), [T0] * (B0 + 1), [T0, -1, 0], [T0, T0 + 1, 0],
                  [[T0] * B0]):
@@ -172,7 +172,7 @@ def test_bad_attrs(ours, rng):
         with pytest.raises((IAE, ValueError, TypeError)):
             run_fwd(ours, "", args)
     # dropout = 1 drops every inter-layer value: finite, layer 1 sees zeros
-    kw1 = C.model_kw("lstm", 2, N0, I0)
+    kw1 = C.model_kw("lstm", 2, H0, I0)
     x1, h1, c1, p1 = C.make_inputs(rng, kw1, T0, B0)
     out = C.call_fwd(ours, "", x1, h1, c1, p1, kw1, F64, dropout=1.0, seed=1, seed2=2)
     layers = cref.unpack_params(p1, **kw1)
@@ -285,12 +285,12 @@ def test_backprop_bad_inputs(ours, rng, version):
 # ParamsSize / ParamsToCanonical / CanonicalToParams
 # ---------------------------------------------------------------------------------------------
 
-def _sizes(L=2, N=3, I=4):
-    return dict(num_layers=tf.constant(L), num_units=tf.constant(N), input_size=tf.constant(I))
+def _sizes(L=2, H=3, I=4):
+    return dict(num_layers=tf.constant(L), num_units=tf.constant(H), input_size=tf.constant(I))
 
 
-BAD_SIZES = [("num_layers", dict(L=0)), ("num_layers", dict(L=-1)), ("num_units", dict(N=0)),
-             ("num_units", dict(N=-2)), ("input_size", dict(I=0)), ("input_size", dict(I=-1))]
+BAD_SIZES = [("num_layers", dict(L=0)), ("num_layers", dict(L=-1)), ("num_units", dict(H=0)),
+             ("num_units", dict(H=-2)), ("input_size", dict(I=0)), ("input_size", dict(I=-1))]
 
 
 @pytest.mark.parametrize("name,bad", BAD_SIZES, ids=[f"{n}{list(b.values())[0]}"
@@ -306,17 +306,17 @@ def test_params_size_bad_rank_and_proj(ours):
                                                  input_size=4, T=F32, S=tf.int32), "num_layers")
     expect_error(lambda: ours.CudnnRNNParamsSize(**_sizes(), T=F32, S=tf.int32, num_proj=-1),
                  "num_proj")
-    expect_error(lambda: ours.CudnnRNNParamsSize(**_sizes(N=3), T=F32, S=tf.int32, num_proj=4),
+    expect_error(lambda: ours.CudnnRNNParamsSize(**_sizes(H=3), T=F32, S=tf.int32, num_proj=4),
                  "num_proj")
 
 
 def test_params_size_skip_input_mismatch(ours):
-    expect_error(lambda: ours.CudnnRNNParamsSize(**_sizes(N=3, I=4), T=F32, S=tf.int32,
+    expect_error(lambda: ours.CudnnRNNParamsSize(**_sizes(H=3, I=4), T=F32, S=tf.int32,
                                                  input_mode="skip_input"),
                  "input_size", "skip_input", "num_units")
     kw = C.model_kw("lstm", 2, 3, 3, "skip_input")
     params = tf.constant(cref.params_size(**kw) * [0.0], F32)
-    expect_error(lambda: ours.CudnnRNNParamsToCanonical(**_sizes(N=3, I=4), params=params,
+    expect_error(lambda: ours.CudnnRNNParamsToCanonical(**_sizes(H=3, I=4), params=params,
                                                         num_params=16, input_mode="skip_input"),
                  "input_size", "skip_input", "num_units")
 
@@ -418,7 +418,7 @@ def test_empty_time(ours, rng, version, mode):
     """T = 0: empty output, states unchanged, backprop passes the state gradients through."""
     kw, (x, h0, c0, params) = base(rng, mode, T=0)
     outs = C.call_fwd(ours, version, x, h0, c0, params, kw, F64)
-    assert outs[0].shape == (0, B0, 2 * N0)
+    assert outs[0].shape == (0, B0, 2 * H0)
     np.testing.assert_array_equal(outs[1].numpy(), h0)
     if mode == "lstm":
         np.testing.assert_array_equal(outs[2].numpy(), c0)
@@ -436,10 +436,10 @@ def test_empty_time(ours, rng, version, mode):
 def test_empty_batch(ours, rng, version, mode):
     kw, (x, h0, c0, params) = base(rng, mode, B=0)
     outs = C.call_fwd(ours, version, x, h0, c0, params, kw, F32)
-    assert outs[0].shape == (T0, 0, 2 * N0)
-    assert outs[1].shape == (2 * L0, 0, N0)
+    assert outs[0].shape == (T0, 0, 2 * H0)
+    assert outs[1].shape == (2 * L0, 0, H0)
     if mode == "lstm":
-        assert outs[2].shape == (2 * L0, 0, N0)
+        assert outs[2].shape == (2 * L0, 0, H0)
     dy, dh, dc = G.upstream(rng, outs, mode)
     got = G.call_backprop(ours, version, x, h0, c0, params, outs, dy, dh, dc, kw, F32)
     assert got[0].shape == x.shape and got[1].shape == h0.shape
@@ -447,9 +447,9 @@ def test_empty_batch(ours, rng, version, mode):
 
 
 def test_empty_v3_batch_major(ours, rng):
-    kw = C.model_kw("lstm", 1, N0, I0, num_proj=2)
+    kw = C.model_kw("lstm", 1, H0, I0, num_proj=2)
     for T, B in ((0, 2), (3, 0)):
         x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=False)
         outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, F32, time_major=False)
         assert outs[0].shape == (B, T, 2)
-        assert outs[1].shape == (B, 1, 2) and outs[2].shape == (B, 1, N0)
+        assert outs[1].shape == (B, 1, 2) and outs[2].shape == (B, 1, H0)

@@ -252,13 +252,13 @@ def test_registered_gradient(ours, rng, version, mode, use_function):
 
 
 def test_registered_gradient_v3_batch_major_proj(ours, rng):
-    T, B, N, P, L = 4, 3, 5, 2, 2
-    kw = C.model_kw("lstm", L, N, 3, direction="bidirectional", num_proj=P)
+    T, B, H, P, L = 4, 3, 5, 2, 2
+    kw = C.model_kw("lstm", L, H, 3, direction="bidirectional", num_proj=P)
     x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=False)
     lens = np.array([4, 1, 0], np.int32)
     dy = rng.normal(size=(B, T, 2 * P))
     dh = rng.normal(size=(B, 2 * L, P))
-    dc = rng.normal(size=(B, 2 * L, N))
+    dc = rng.normal(size=(B, 2 * L, H))
     _, want = ref_grads(x, h0, c0, params, kw, dy, dh, dc, seq_lengths=lens, time_major=False)
     for use_function in (False, True):
         got = _registered(ours, "V3", x, h0, c0, params, kw, dy, dh, dc, F64,
@@ -373,7 +373,7 @@ def test_registered_gradient_dropout_matches_backprop(ours, rng):
 # 8. Keras gradients (float32)
 # ---------------------------------------------------------------------------------------------
 
-def _params_from_keras(mode, kernel, rec, bias, N):
+def _params_from_keras(mode, kernel, rec, bias, H):
     """Keras [kernel, recurrent_kernel, bias] tensors -> flat params (differentiable)."""
     K = cref.num_gates(mode)
     order = [1, 0, 2] if mode == "gru" else list(range(K))
@@ -383,28 +383,28 @@ def _params_from_keras(mode, kernel, rec, bias, N):
         bw, br = tf.split(bias[0], K), tf.split(bias[1], K)
         biases = [bw[k] for k in order] + [br[k] for k in order]
     else:
-        biases = list(tf.split(bias, K)) + [tf.zeros([N], bias.dtype)] * K
+        biases = list(tf.split(bias, K)) + [tf.zeros([H], bias.dtype)] * K
     return tf.concat([tf.reshape(m, [-1]) for m in mats] + biases, axis=0)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_keras_gradients(ours, rng, mode):
-    T, B, I, N = 6, 4, 5, 4
+    T, B, I, H = 6, 4, 5, 4
     layer = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU,
              "rnn_tanh": keras.layers.SimpleRNN, "rnn_relu": keras.layers.SimpleRNN}[mode]
     extra = {"gru": dict(reset_after=True), "rnn_tanh": dict(activation="tanh"),
              "rnn_relu": dict(activation="relu")}.get(mode, {})
-    layer = layer(N, return_sequences=True, return_state=True, dtype="float32", **extra)
+    layer = layer(H, return_sequences=True, return_state=True, dtype="float32", **extra)
     layer.build((B, T, I))
     weights = [rng.normal(size=tuple(w.shape)) * 0.5 for w in layer.get_weights()]
     layer.set_weights([w.astype(np.float32) for w in weights])
     x = rng.normal(size=(B, T, I)).astype(np.float32)
-    h0 = rng.uniform(-1, 1, size=(B, N)).astype(np.float32)
-    c0 = rng.normal(size=(B, N)).astype(np.float32)
+    h0 = rng.uniform(-1, 1, size=(B, H)).astype(np.float32)
+    c0 = rng.normal(size=(B, H)).astype(np.float32)
     lstm = mode == "lstm"
-    dy = rng.normal(size=(B, T, N)).astype(np.float32)
-    dh = rng.normal(size=(B, N)).astype(np.float32)
-    dc = rng.normal(size=(B, N)).astype(np.float32)
+    dy = rng.normal(size=(B, T, H)).astype(np.float32)
+    dh = rng.normal(size=(B, H)).astype(np.float32)
+    dc = rng.normal(size=(B, H)).astype(np.float32)
 
     xs, hs, cs = tf.constant(x), tf.constant(h0), tf.constant(c0)
     variables = [v.value if hasattr(v, "value") else v for v in layer.trainable_weights]
@@ -420,7 +420,7 @@ def test_keras_gradients(ours, rng, mode):
     kt, rt, bt = [tf.constant(w.astype(np.float32)) for w in weights]
     with tf.GradientTape() as tape:
         tape.watch([xs, hs, cs, kt, rt, bt])
-        params = _params_from_keras(mode, kt, rt, bt, N)
+        params = _params_from_keras(mode, kt, rt, bt, H)
         outs = ours.CudnnRNN(input=tf.transpose(xs, [1, 0, 2]), input_h=hs[None],
                              input_c=cs[None] if lstm else tf.constant(0.0), params=params,
                              rnn_mode=mode)

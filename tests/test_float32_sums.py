@@ -23,11 +23,11 @@ def _rel(got, want):
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
 
 
-def _block_lstm_grad_errors(ours, op, T, N, seed):
+def _block_lstm_grad_errors(ours, op, T, B, seed):
     """Relative L2 errors of (b_grad, wci_grad, wcf_grad, wco_grad) of stock and ours."""
     rng = np.random.default_rng(seed)
     f32 = lambda *shape, scale=0.5: (scale * rng.normal(size=shape)).astype(np.float32)  # noqa
-    a = dict(x=f32(T, N, I), cs_prev=f32(N, H), h_prev=f32(N, H),
+    a = dict(x=f32(T, B, I), cs_prev=f32(B, H), h_prev=f32(B, H),
              w=f32(I + H, 4 * H, scale=1 / np.sqrt(I + H)), wci=f32(H, scale=0.1),
              wcf=f32(H, scale=0.1), wco=f32(H, scale=0.1), b=f32(4 * H))
     layout = U.LAYOUT[op]
@@ -35,7 +35,7 @@ def _block_lstm_grad_errors(ours, op, T, N, seed):
         T, **a, forget_bias=0.0 if op.endswith("V2") else 1.0, cell_clip=0.0,
         use_peephole=True, layout=layout)]
     acts = dict(zip(("i", "cs", "f", "o", "ci", "co", "h"), fwd))
-    g = dict(cs_grad=f32(T, N, H, scale=1.0), h_grad=f32(T, N, H, scale=1.0))
+    g = dict(cs_grad=f32(T, B, H, scale=1.0), h_grad=f32(T, B, H, scale=1.0))
     want = ref.block_lstm_grad(T, **a, **acts, **g, use_peephole=True, layout=layout)
     kw = {k: tf.constant(v) for k, v in dict(a, **acts, **g).items()}
     kw["seq_len_max"] = tf.constant(T, tf.int64)
@@ -46,14 +46,14 @@ def _block_lstm_grad_errors(ours, op, T, N, seed):
     return np.array(errors["stock"]), np.array(errors["ours"])
 
 
-@pytest.mark.parametrize("T,N", SIZES)
+@pytest.mark.parametrize("T,B", SIZES)
 @pytest.mark.parametrize("op", ["BlockLSTMGrad", "BlockLSTMGradV2"])
-def test_block_lstm_bias_and_peephole_grads_no_worse_than_stock(ours, op, T, N):
+def test_block_lstm_bias_and_peephole_grads_no_worse_than_stock(ours, op, T, B):
     """b_grad, wci_grad, wcf_grad, wco_grad (float32) against float64: ours at most stock's
     error (mean over two seeds)."""
-    stock, mine = np.mean([_block_lstm_grad_errors(ours, op, T, N, s) for s in (0, 1)], axis=0)
+    stock, mine = np.mean([_block_lstm_grad_errors(ours, op, T, B, s) for s in (0, 1)], axis=0)
     for name, s, m in zip(("b_grad", "wci_grad", "wcf_grad", "wco_grad"), stock, mine):
-        assert m <= s, f"{op} T={T} N={N} {name}: ours {m:.3g} > stock {s:.3g}"
+        assert m <= s, f"{op} T={T} B={B} {name}: ours {m:.3g} > stock {s:.3g}"
 
 
 @pytest.mark.parametrize("T,B", SIZES)
@@ -61,16 +61,15 @@ def test_block_lstm_bias_and_peephole_grads_no_worse_than_stock(ours, op, T, N):
 def test_cudnn_bias_grads_no_worse_than_weight_grads(ours, mode, T, B):
     """CudnnRNN's params gradient (float32) against float64: the bias part (column sums over
     T·B rows) at most as far off as the weight part (GEMMs over the same rows)."""
-    N = H
-    kw = dict(mode=mode, num_layers=1, num_units=N, input_size=I)
-    n_bias = 2 * cref.num_gates(mode) * N
+    kw = dict(mode=mode, num_layers=1, num_units=H, input_size=I)
+    n_bias = 2 * cref.num_gates(mode) * H
     errs = []
     for seed in (0, 1):
         rng = np.random.default_rng(seed)
         p = cref.random_params(rng, **kw).astype(np.float32)
         x = rng.normal(size=(T, B, I)).astype(np.float32)
-        h = (0.5 * rng.normal(size=(1, B, N))).astype(np.float32)
-        cot = rng.normal(size=(T, B, N)).astype(np.float32)
+        h = (0.5 * rng.normal(size=(1, B, H))).astype(np.float32)
+        cot = rng.normal(size=(T, B, H)).astype(np.float32)
         p64 = tf.constant(p, tf.float64)
         with tf.GradientTape() as tape:
             tape.watch(p64)

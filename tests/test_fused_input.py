@@ -10,12 +10,12 @@ import cudnn_reference as cref
 from tf_rnn_ops import raw_ops as R
 
 
-@pytest.mark.parametrize("T,N,I,H", [(5, 40, 8, 8), (6, 70, 16, 12)])
+@pytest.mark.parametrize("T,B,I,H", [(5, 40, 8, 8), (6, 70, 16, 12)])
 @pytest.mark.parametrize("peephole", [False, True])
-def test_block_lstm_fused_input_vs_stock(T, N, I, H, peephole):
-    rng = np.random.default_rng(T * N + peephole)
+def test_block_lstm_fused_input_vs_stock(T, B, I, H, peephole):
+    rng = np.random.default_rng(T * B + peephole)
     f32 = lambda *s, scale=1.0: (rng.normal(size=s) * scale).astype(np.float32)
-    kw = dict(seq_len_max=np.int64(T), x=f32(T, N, I), cs_prev=f32(N, H), h_prev=f32(N, H),
+    kw = dict(seq_len_max=np.int64(T), x=f32(T, B, I), cs_prev=f32(B, H), h_prev=f32(B, H),
               w=f32(I + H, 4 * H, scale=0.3), wci=f32(H), wcf=f32(H), wco=f32(H), b=f32(4 * H),
               forget_bias=1.0, cell_clip=0.5, use_peephole=peephole)
     for ours, stock in zip(R.BlockLSTM(**kw), tf.raw_ops.BlockLSTM(**kw)):
@@ -26,12 +26,12 @@ def test_block_lstm_fused_input_vs_stock(T, N, I, H, peephole):
 @pytest.mark.parametrize("direction", ["unidirectional", "bidirectional"])
 def test_cudnn_rnn_fused_input_vs_reference(mode, direction):
     rng = np.random.default_rng(7)
-    T, B, I, N, L = 5, 40, 6, 8, 2
+    T, B, I, H, L = 5, 40, 6, 8, 2
     D = 2 if direction == "bidirectional" else 1
-    kw = dict(mode=mode, num_layers=L, num_units=N, input_size=I, direction=direction)
+    kw = dict(mode=mode, num_layers=L, num_units=H, input_size=I, direction=direction)
     p = cref.random_params(rng, **kw)
-    x, h, c = rng.normal(size=(T, B, I)), rng.normal(size=(L * D, B, N)), rng.normal(
-        size=(L * D, B, N))
+    x, h, c = rng.normal(size=(T, B, I)), rng.normal(size=(L * D, B, H)), rng.normal(
+        size=(L * D, B, H))
     ref = cref.cudnn_rnn_ref(x, h, c, p, **kw)
     f = lambda a: a.astype(np.float32)
     out = R.CudnnRNN(input=f(x), input_h=f(h), input_c=f(c), params=f(p), rnn_mode=mode,

@@ -57,11 +57,11 @@ def test_stock_names_get_no_gpu_kernels(ours):
 
 
 def test_still_runs_on_cpu(ours):
-    T, B, I, N = 3, 2, 4, 5
-    size = int(ours.CudnnRNNParamsSize(num_layers=1, num_units=N, input_size=I, T=tf.float32,
+    T, B, I, H = 3, 2, 4, 5
+    size = int(ours.CudnnRNNParamsSize(num_layers=1, num_units=H, input_size=I, T=tf.float32,
                                        S=tf.int32, rnn_mode="gru")[0])
     with tf.device("/CPU:0"):
-        out = ours.CudnnRNNV3(input=tf.ones([T, B, I]), input_h=tf.zeros([1, B, N]),
-                              input_c=tf.zeros([1, B, N]), params=tf.fill([size], 0.1),
+        out = ours.CudnnRNNV3(input=tf.ones([T, B, I]), input_h=tf.zeros([1, B, H]),
+                              input_c=tf.zeros([1, B, H]), params=tf.fill([size], 0.1),
                               sequence_lengths=tf.constant([3, 2]), rnn_mode="gru")
     assert np.all(np.isfinite(out[0].numpy()))

@@ -143,10 +143,10 @@ def test_lstm_block_reference_matches_cpu_block_lstm(ours, v2, peephole, clip, s
     """tests/gpu/lstm_block_checks.py's float64 reference (the CUDA LSTM block engine's test
     oracle) against our CPU BlockLSTM / BlockLSTMV2."""
     import lstm_block_checks
-    T, N, I, H = 5, 3, 4, 6
+    T, B, I, H = 5, 3, 4, 6
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(T, N, I))
-    cs0, h0 = rng.normal(size=(N, H)) * 0.5, rng.normal(size=(N, H)) * 0.5
+    x = rng.normal(size=(T, B, I))
+    cs0, h0 = rng.normal(size=(B, H)) * 0.5, rng.normal(size=(B, H)) * 0.5
     w, b = rng.normal(size=(I + H, 4 * H)) * 0.4, rng.normal(size=4 * H) * 0.3
     wci, wcf, wco = (rng.normal(size=H) * 0.5 for _ in range(3))
     kw = dict(seq_len_max=np.int64(slm), x=x, cs_prev=cs0, h_prev=h0, w=w, wci=wci, wcf=wcf,
@@ -166,13 +166,13 @@ def test_gru_cell_reference_matches_cpu_gru_block_cell(ours, exact):
     """tests/gpu/lstm_block_checks.py's GRU cell reference (the CUDA GRU cell's test oracle)
     against our CPU GRUBlockCell and GRUBlockCellGrad(Exact)."""
     import lstm_block_checks
-    N, I, H = 3, 4, 5
+    B, I, H = 3, 4, 5
     rng = np.random.default_rng(5)
-    x, h_prev = rng.normal(size=(N, I)), rng.normal(size=(N, H)) * 0.5
+    x, h_prev = rng.normal(size=(B, I)), rng.normal(size=(B, H)) * 0.5
     w_ru, w_c = rng.normal(size=(I + H, 2 * H)) * 0.4, rng.normal(size=(I + H, H)) * 0.4
     b_ru, b_c = rng.normal(size=2 * H) * 0.3, rng.normal(size=H) * 0.3
-    d_h = rng.normal(size=(N, H))
-    gg = {k: rng.normal(size=(N, H)) for k in ("r", "u", "c")} if exact else {}
+    d_h = rng.normal(size=(B, H))
+    gg = {k: rng.normal(size=(B, H)) for k in ("r", "u", "c")} if exact else {}
     r, u, c, h = ours.GRUBlockCell(x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c)
     kw = dict(x=x, h_prev=h_prev, w_ru=w_ru, w_c=w_c, b_ru=b_ru, b_c=b_c, r=r, u=u, c=c, d_h=d_h)
     if exact:

@@ -184,20 +184,20 @@ def test_saved_model_and_keras_round_trip(kind, tmp_path):
 
 # --- the op itself: bad inputs ----------------------------------------------------------------
 
-def _op_kw(mode="lstm", N=3, I_=2, mask_cols=None, preprojected=False, two_biases=False,
+def _op_kw(mode="lstm", H=3, I_=2, mask_cols=None, preprojected=False, two_biases=False,
            **extra):
     K_ = {"lstm": 4, "gru": 3, "rnn_tanh": 1}[mode]
     rng = _np_rng(70)
-    x_cols = K_ * N if preprojected else I_
+    x_cols = K_ * H if preprojected else I_
 
     def r(*shape):
         return tf.constant(rng.normal(size=shape) * 0.3, tf.float32)
     kw = dict(input=r(2, 4, x_cols),  # batch-major [B, T, I]
-              input_h=tf.zeros([2, N]), input_c=tf.zeros([2, N]),
-              kernel=tf.zeros([0, K_ * N]) if preprojected else r(I_, K_ * N),
-              recurrent_kernel=r(N, K_ * N), bias=r(2, K_ * N) if two_biases else r(K_ * N),
+              input_h=tf.zeros([2, H]), input_c=tf.zeros([2, H]),
+              kernel=tf.zeros([0, K_ * H]) if preprojected else r(I_, K_ * H),
+              recurrent_kernel=r(H, K_ * H), bias=r(2, K_ * H) if two_biases else r(K_ * H),
               sequence_lengths=tf.constant([2, 1], tf.int32),
-              recurrent_mask=tf.ones([2, K_ * N if mask_cols is None else mask_cols]),
+              recurrent_mask=tf.ones([2, K_ * H if mask_cols is None else mask_cols]),
               rnn_mode=mode, preprojected=preprojected)
     kw.update(extra)
     return kw

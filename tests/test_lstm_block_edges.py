@@ -8,9 +8,9 @@ import tf_rnn_ops  # noqa: F401
 from tf_rnn_ops import raw_ops as ours
 
 
-def _inputs(rng, T, N, I, H):
+def _inputs(rng, T, B, I, H):
     r = lambda *s: tf.constant(rng.standard_normal(s) * 0.3)  # float64
-    return dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H), w=r(I + H, 4 * H), wci=r(H),
+    return dict(x=r(T, B, I), cs_prev=r(B, H), h_prev=r(B, H), w=r(I + H, 4 * H), wci=r(H),
                 wcf=r(H), wco=r(H), b=r(4 * H))
 
 

@@ -6,7 +6,7 @@ which is itself checked against keras.layers.GRU / Bidirectional (float64, both 
 * forward outputs [state, z_state?] for pairwise-covering combinations of every descriptor
   field (every gate activation through all five values, both gate orders, reset before/after
   with and without the secondary bias, flip_z, reverse, bidirectional, training), every
-  optional operand absent / present, mask [N,DH] and [T,N,DH], T=1, N=1, in float64, float32,
+  optional operand absent / present, mask [B,DH] and [T,B,DH], T=1, B=1, in float64, float32,
   float16 and bfloat16;
 * gru_gradients vs tape autodiff of the reference (state_gradient absent and present), plus
   float64 central differences of the op's own forward on small cases;
@@ -26,14 +26,14 @@ import tensorflow as tf
 
 import mps_gru_reference as ref
 from lstm_util import Tol
-from mps_test_util import (BF16, F16, F32, F64, H0, N0, T0, MpsOp,
+from mps_test_util import (B0, BF16, F16, F32, F64, H0, T0, MpsOp,
                            assert_close, check_activations, check_registered,
                            keras_case, mps, rng,  # noqa: F401 (fixtures)
                            run_keras, run_keras_bidirectional, shared_tests, to_t)
 
 ACT_FIELDS = ref.ACT_FIELDS
 
-# (T, N, I, H): T=1, N=1, H=1, I=1, I != H, I == H.
+# (T, B, I, H): T=1, B=1, H=1, I=1, I != H, I == H.
 SIZES = [(1, 3, 4, 2), (4, 1, 3, 3), (3, 2, 2, 1), (5, 3, 1, 2), (2, 2, 3, 3)]
 
 # "reset": reset_after=False; reset_after=True without / with the secondary bias (which is
@@ -72,7 +72,7 @@ class GRU(MpsOp):
         fields.update(over)
         return ref.Desc(**fields)
 
-    def extra_operands(self, rng, case, N, D, G, H):
+    def extra_operands(self, rng, case, B, D, G, H):
         if case["reset"] == "after_b2":
             return {"secondary_bias": 0.3 * rng.normal(size=(D * H,))}
         return {}
@@ -88,9 +88,9 @@ class GRU(MpsOp):
 OP = GRU()
 G0 = 3 * H0
 OP.numeric_cases = [
-    # reset before, mask [T,N,H], every operand but secondary_bias
+    # reset before, mask [T,B,H], every operand but secondary_bias
     OP.full_case((3, 2, 2, 2), False, reset="before"),
-    # bidirectional, reset after with b2, [r, z, o], flip_z, no input weight, mask [N, DH]
+    # bidirectional, reset after with b2, [r, z, o], flip_z, no input weight, mask [B, DH]
     OP.full_case((3, 2, 2, 2), True, reset_gate_first=True, flip_z=True, input_weight=False,
                  mask="nh", update_gate_activation="tanh", output_gate_activation="none"),
     # kinked activations (inputs checked to be away from the kinks), reverse, no bias
@@ -102,7 +102,7 @@ OP.numeric_cases = [
                  output_gate_activation="sigmoid"),
 ]
 OP.extra_cases = [
-    OP.full_case((1, 1, 2, 3), False),                                   # T = N = 1
+    OP.full_case((1, 1, 2, 3), False),                                   # T = B = 1
     OP.full_case((1, 1, 3, 2), True, input_weight=False, mask="nh"),
     OP.full_case((3, 17, 33, 19), False, reverse=True, reset_gate_first=True),  # past SIMD
     OP.full_case((2, 9, 16, 16), True, reset="before", output_gate_activation="hard_sigmoid",
@@ -116,8 +116,8 @@ OP.bad_forward = [
     ("secondary_bias_rank2", True, {"secondary_bias": (2, H0)}, "secondary_bias"),
 ]
 OP.bad_gradients = [
-    ("output_fwd_shape", False, {"output_fwd": (T0, N0, H0 + 1)}, "output_fwd"),
-    ("output_fwd_shape_bi", True, {"output_fwd": (T0, N0, H0)}, "output_fwd"),
+    ("output_fwd_shape", False, {"output_fwd": (T0, B0, H0 + 1)}, "output_fwd"),
+    ("output_fwd_shape_bi", True, {"output_fwd": (T0, B0, H0)}, "output_fwd"),
     ("secondary_bias_in_gradients", False, {"secondary_bias": (H0 - 1,)}, "secondary_bias"),
 ]
 
@@ -141,8 +141,8 @@ def _keras_bias(k, reset_after):
 @pytest.mark.parametrize("reset_after", [False, True], ids=["reset_before", "reset_after"])
 def test_reference_vs_keras_gru(rng, reset_after, go_backwards):
     keras = pytest.importorskip("keras")
-    T, N, I, H = 5, 3, 4, 3
-    k = keras_case(rng, T, N, I, 3 * H, H)
+    T, B, I, H = 5, 3, 4, 3
+    k = keras_case(rng, T, B, I, 3 * H, H)
     layer = keras.layers.GRU(H, return_sequences=True, return_state=True, dtype="float64",
                              reset_after=reset_after, go_backwards=go_backwards)
     seq, wh_t, (hf,), (gk, grk, gbk) = run_keras(rng, layer, k, _keras_bias(k, reset_after),
@@ -169,8 +169,8 @@ def test_reference_vs_keras_gru(rng, reset_after, go_backwards):
 @pytest.mark.parametrize("reset_after", [False, True], ids=["reset_before", "reset_after"])
 def test_reference_vs_keras_bidirectional(rng, reset_after):
     keras = pytest.importorskip("keras")
-    T, N, I, H = 4, 2, 3, 2
-    kf, kb = keras_case(rng, T, N, I, 3 * H, H), keras_case(rng, T, N, I, 3 * H, H)
+    T, B, I, H = 4, 2, 3, 2
+    kf, kb = keras_case(rng, T, B, I, 3 * H, H), keras_case(rng, T, B, I, 3 * H, H)
     layer = keras.layers.Bidirectional(
         keras.layers.GRU(H, return_sequences=True, return_state=True, dtype="float64",
                          reset_after=reset_after),
@@ -286,14 +286,14 @@ def test_registered_gradient_all_operands(mps, rng, bidirectional, use_function)
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
-@pytest.mark.parametrize("size", [(0, 2, 3, 2), (3, 0, 3, 2)], ids=["T0", "N0"])
+@pytest.mark.parametrize("size", [(0, 2, 3, 2), (3, 0, 3, 2)], ids=["T0", "B0"])
 def test_zero_size(mps, rng, size, bidirectional):
     case = OP.full_case(size, bidirectional, training=True)
     ops, cots, desc, ops_t, (state, z), grads = OP.run_gradients(mps, rng, case, F64)
-    T, N, _, H = size
+    T, B, _, H = size
     D = 2 if bidirectional else 1
-    assert state.shape == (T, N, D * H)
-    assert z.shape == (T, N, D * 3 * H)
+    assert state.shape == (T, B, D * H)
+    assert z.shape == (T, B, D * 3 * H)
     expected, names = ref.reference_vjp(ops, desc, **cots)
     assert len(grads) == len(names)
     for g, e, n in zip(grads, expected, names):
@@ -322,7 +322,7 @@ def test_secondary_bias_requires_reset_after(mps, rng, bi):
     t = lambda a: to_t(a, F32)  # noqa: E731
     with pytest.raises(tf.errors.InvalidArgumentError, match="secondary_bias"):
         grads = OP.call_grads(mps, ops_t, desc,
-                              source_gradient=t(rng.normal(size=(T0, N0, D * H0))),
+                              source_gradient=t(rng.normal(size=(T0, B0, D * H0))),
                               z_state=tf.zeros([0], F32), output_fwd=tf.zeros([0], F32))
         [g.numpy() for g in grads]
 

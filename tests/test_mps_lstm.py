@@ -6,8 +6,8 @@ Everything is checked against the independent float64 reference in tests/mps_ref
 
 * forward outputs [state, cell?, z_state?] for pairwise-covering combinations of every
   descriptor field (every gate activation and `activation` through all five values, both gate
-  orders, reverse, bidirectional), every optional operand absent / present, mask [N,DH] and
-  [T,N,DH], T=1, N=1, in float64, float32, float16 and bfloat16;
+  orders, reverse, bidirectional), every optional operand absent / present, mask [B,DH] and
+  [T,B,DH], T=1, B=1, in float64, float32, float16 and bfloat16;
 * lstm_gradients vs tape autodiff of the reference (state_gradient / cell_gradient absent and
   present), plus float64 central differences of the op's own forward on small cases;
 * the registered gradient of mps.lstm (eager and tf.function), including gradients arriving at
@@ -24,7 +24,7 @@ import tensorflow as tf
 
 import mps_reference as ref
 from lstm_util import Tol
-from mps_test_util import (BF16, F16, F32, F64, H0, N0, T0, MpsOp, assert_close,
+from mps_test_util import (B0, BF16, F16, F32, F64, H0, T0, MpsOp, assert_close,
                            check_activations, keras_case,
                            mps, rng,  # noqa: F401 (fixtures)
                            run_keras, run_keras_bidirectional, shared_tests, to_t)
@@ -32,7 +32,7 @@ from mps_test_util import (BF16, F16, F32, F64, H0, N0, T0, MpsOp, assert_close,
 ACT_FIELDS = ("input_gate_activation", "forget_gate_activation", "cell_gate_activation",
               "output_gate_activation", "activation")
 
-# (T, N, I, H): T=1, N=1, I=1, H=1, I != H, I == H.
+# (T, B, I, H): T=1, B=1, I=1, H=1, I != H, I == H.
 SIZES = [(1, 3, 4, 2), (4, 1, 3, 3), (3, 2, 5, 4), (5, 3, 1, 1), (2, 4, 3, 3), (6, 2, 2, 5)]
 
 
@@ -63,16 +63,16 @@ class LSTM(MpsOp):
         fields.update(over)
         return ref.Desc(**fields)
 
-    def extra_operands(self, rng, case, N, D, G, H):
+    def extra_operands(self, rng, case, B, D, G, H):
         ops = {}
         if case["init_cell"]:
-            ops["init_cell"] = 0.7 * rng.normal(size=(N, D * H))
+            ops["init_cell"] = 0.7 * rng.normal(size=(B, D * H))
         if case["peephole"]:
             ops["peephole"] = 0.3 * rng.normal(size=(2, G) if D == 2 else (G,))
         return ops
 
     def extra_valid(self, rng, D, G):
-        return dict(init_cell=rng.normal(size=(N0, D * H0)),
+        return dict(init_cell=rng.normal(size=(B0, D * H0)),
                     peephole=rng.normal(size=(2, G) if D == 2 else (G,)))
 
 
@@ -96,7 +96,7 @@ OP.numeric_cases = [
          mask=None, state_gradient=False, cell_gradient=True),
 ]
 OP.extra_cases = [
-    OP.full_case((1, 1, 2, 3), False),                                   # T = N = 1
+    OP.full_case((1, 1, 2, 3), False),                                   # T = B = 1
     OP.full_case((1, 1, 3, 2), True, input_weight=False, mask="nh"),
     OP.full_case((3, 17, 33, 19), False, reverse=True, forget_gate_last=True),  # past SIMD
     OP.full_case((2, 9, 16, 16), True, activation="hard_sigmoid", cell_gate_activation="relu"),
@@ -105,13 +105,13 @@ OP.bad_forward = [
     ("peephole_rank2_uni", False, {"peephole": (2, G0)}, "peephole"),
     ("peephole_rank1_bi", True, {"peephole": (G0,)}, "peephole"),
     ("peephole_size", False, {"peephole": (G0 + 1,)}, "peephole"),
-    ("init_cell_width", False, {"init_cell": (N0, H0 - 1)}, "init_cell"),
-    ("init_cell_batch_bi", True, {"init_cell": (N0 - 1, 2 * H0)}, "init_cell"),
+    ("init_cell_width", False, {"init_cell": (B0, H0 - 1)}, "init_cell"),
+    ("init_cell_batch_bi", True, {"init_cell": (B0 - 1, 2 * H0)}, "init_cell"),
 ]
 OP.bad_gradients = [
-    ("cell_output_fwd_shape", False, {"cell_output_fwd": (T0, N0, H0 + 1)},
+    ("cell_output_fwd_shape", False, {"cell_output_fwd": (T0, B0, H0 + 1)},
      "cell_output(_fwd)?"),
-    ("cell_gradient_shape", True, {"cell_gradient": (N0, H0)}, "cell_gradient"),
+    ("cell_gradient_shape", True, {"cell_gradient": (B0, H0)}, "cell_gradient"),
     ("peephole_in_gradients", False, {"peephole": (G0 - 1,)}, "peephole"),
 ]
 
@@ -126,8 +126,8 @@ globals().update(shared_tests(OP))
 @pytest.mark.parametrize("go_backwards", [False, True], ids=["fwd", "backwards"])
 def test_reference_vs_keras_lstm(rng, go_backwards):
     keras = pytest.importorskip("keras")
-    T, N, I, H = 5, 3, 4, 3
-    k = keras_case(rng, T, N, I, 4 * H, H)
+    T, B, I, H = 5, 3, 4, 3
+    k = keras_case(rng, T, B, I, 4 * H, H)
     layer = keras.layers.LSTM(H, return_sequences=True, return_state=True, dtype="float64",
                               go_backwards=go_backwards)
     seq, wh_t, (hf, cf), (gk, grk, _) = run_keras(rng, layer, k, k["b"], [k["h0"], k["c0"]],
@@ -147,8 +147,8 @@ def test_reference_vs_keras_lstm(rng, go_backwards):
 
 def test_reference_vs_keras_bidirectional(rng):
     keras = pytest.importorskip("keras")
-    T, N, I, H = 4, 2, 3, 2
-    kf, kb = keras_case(rng, T, N, I, 4 * H, H), keras_case(rng, T, N, I, 4 * H, H)
+    T, B, I, H = 4, 2, 3, 2
+    kf, kb = keras_case(rng, T, B, I, 4 * H, H), keras_case(rng, T, B, I, 4 * H, H)
     layer = keras.layers.Bidirectional(
         keras.layers.LSTM(H, return_sequences=True, return_state=True, dtype="float64"),
         dtype="float64")

@@ -18,13 +18,13 @@ CHECK = textwrap.dedent("""
     import sys, numpy as np, tensorflow as tf, tf_rnn_ops
     from tf_rnn_ops import raw_ops as ours
     rng = np.random.default_rng(0)
-    T, N, I, H = 5, 3, 4, 6
+    T, B, I, H = 5, 3, 4, 6
     r = lambda *s: tf.constant(rng.standard_normal(s).astype(np.float32) * 0.4)
-    a = dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H), w=r(I + H, 4 * H), wci=r(H),
+    a = dict(x=r(T, B, I), cs_prev=r(B, H), h_prev=r(B, H), w=r(I + H, 4 * H), wci=r(H),
              wcf=r(H), wco=r(H), b=r(4 * H))
     s = tf.raw_ops.BlockLSTM(seq_len_max=tf.constant(T, tf.int64), **a, use_peephole=True)
     o = ours.BlockLSTM(seq_len_max=T, **a, use_peephole=True)
-    g = dict(zip("i cs f o ci co h".split(), s), cs_grad=r(T, N, H), h_grad=r(T, N, H))
+    g = dict(zip("i cs f o ci co h".split(), s), cs_grad=r(T, B, H), h_grad=r(T, B, H))
     gs = tf.raw_ops.BlockLSTMGrad(seq_len_max=tf.constant(T, tf.int64), **a, **g,
                                   use_peephole=True)
     go = ours.BlockLSTMGrad(seq_len_max=T, **a, **g, use_peephole=True)

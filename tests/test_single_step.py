@@ -24,28 +24,28 @@ import reference as ref
 import test_gru_block as G
 
 F32, F64 = tf.float32, tf.float64
-# (N, I, H): one row (the matrix-vector case, and a B of 2 MiB split over the pool), row-block
-# tails of the register blocks, more than 32 rows (Eigen's product: 33, 40), and a product
-# large enough for the column split over the pool (N = 32, I = H = 256); fewer rows than a register
-# block (2, 3, 5, 7: WideRows' panels of 16/R packets, then narrower ones and single columns
-# for the rest: 4H = 280, 116, 400, 244) and one row past a block (9).
+# (B, I, H): one row (the matrix-vector case, and a 2 MiB weight operand split over the pool),
+# row-block tails of the register blocks, more than 32 rows (Eigen's product: 33, 40), and a
+# product large enough for the column split over the pool (B = 32, I = H = 256); fewer rows than
+# a register block (2, 3, 5, 7: WideRows' panels of 16/R packets, then narrower ones and single
+# columns for the rest: 4H = 280, 116, 400, 244) and one row past a block (9).
 SIZES = [(1, 7, 37), (1, 200, 300), (13, 9, 50), (17, 20, 33), (32, 256, 256), (2, 64, 70),
          (3, 33, 29), (5, 8, 100), (7, 16, 61), (9, 30, 47), (33, 12, 20), (40, 64, 64)]
 
 
 def _sid(size):
-    return "N{}I{}H{}".format(*size)
+    return "B{}I{}H{}".format(*size)
 
 
-def _lstm_params(rng, N, I, H, dtype):
-    return {k: U.round_to(v, dtype) for k, v in U.make_params(rng, None, N, I, H).items()}
+def _lstm_params(rng, B, I, H, dtype):
+    return {k: U.round_to(v, dtype) for k, v in U.make_params(rng, None, B, I, H).items()}
 
 
 @pytest.mark.parametrize("dtype", [F32, F64], ids=lambda d: d.name)
 @pytest.mark.parametrize("size", SIZES, ids=_sid)
 def test_lstm_block_cell(ours, rng, size, dtype):
-    N, I, H = size
-    p = _lstm_params(rng, N, I, H, dtype)
+    B, I, H = size
+    p = _lstm_params(rng, B, I, H, dtype)
     attrs = dict(forget_bias=0.5, cell_clip=1.5, use_peephole=H % 2 == 0)
     got = [U.to_numpy(o) for o in U.call_fwd(ours, "LSTMBlockCell", U.tensors(p, dtype),
                                              **attrs)]
@@ -59,12 +59,12 @@ def test_lstm_block_cell(ours, rng, size, dtype):
 
 @pytest.mark.parametrize("size", SIZES, ids=_sid)
 def test_lstm_block_cell_grad(ours, rng, size):
-    N, I, H = size
-    p = _lstm_params(rng, N, I, H, F32)
+    B, I, H = size
+    p = _lstm_params(rng, B, I, H, F32)
     acts = [U.round_to(a, F32) for a in U.ref_fwd("LSTMBlockCell", p, use_peephole=True)]
     inputs = U.grad_inputs("LSTMBlockCellGrad", p, acts,
-                           U.round_to(rng.normal(size=(N, H)), F32),
-                           U.round_to(rng.normal(size=(N, H)), F32))
+                           U.round_to(rng.normal(size=(B, H)), F32),
+                           U.round_to(rng.normal(size=(B, H)), F32))
     t = U.tensors(inputs, F32)
     got = [U.to_numpy(o) for o in U.call_grad(ours, "LSTMBlockCellGrad", t, use_peephole=True)]
     names = U.grad_output_names("LSTMBlockCellGrad")
@@ -81,8 +81,8 @@ def test_gru_block_cell_and_grad(ours, rng, size):
 
 @pytest.mark.parametrize("size", [(16, 40, 24)], ids=_sid)
 def test_gru_block_cell_float64(ours, rng, size):
-    N, I, H = size
-    p = G.rounded(G.make_params(rng, N, I, H), F64)
+    B, I, H = size
+    p = G.rounded(G.make_params(rng, B, I, H), F64)
     got = [U.to_numpy(o) for o in G.call(ours, "GRUBlockCell", p, F64)]
     U.assert_all_close(got, G.ref_fwd(p), gref.FWD_NAMES, U.TOL[F64], prefix="float64: ")
 
@@ -91,17 +91,17 @@ def test_gru_block_cell_float64(ours, rng, size):
 # the eager fast path of raw_ops
 # ---------------------------------------------------------------------------------------------
 
-def _cell_inputs(rng, op, N=3, I=4, H=5):
+def _cell_inputs(rng, op, B=3, I=4, H=5):
     if op.startswith("GRU"):
-        g = G.grad_op_inputs(rng, N, I, H, F32)
+        g = G.grad_op_inputs(rng, B, I, H, F32)
         if op == "GRUBlockCell":
             g = {k: g[k] for k in gref.INPUT_NAMES}
         return U.tensors(g, F32), {}
-    p = _lstm_params(rng, N, I, H, F32)
+    p = _lstm_params(rng, B, I, H, F32)
     if op == "LSTMBlockCell":
         return U.tensors(p, F32), {}
     acts = [U.round_to(a, F32) for a in U.ref_fwd("LSTMBlockCell", p)]
-    inputs = U.grad_inputs(op, p, acts, rng.normal(size=(N, H)), rng.normal(size=(N, H)))
+    inputs = U.grad_inputs(op, p, acts, rng.normal(size=(B, H)), rng.normal(size=(B, H)))
     return U.tensors(inputs, F32), {"use_peephole": True}
 
 

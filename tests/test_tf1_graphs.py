@@ -167,15 +167,15 @@ def test_tf1_optimizer_step_cudnn_with_canonical_variables(ours, rng, mode):
     opaque params reference variable initialised from them by CanonicalToParams, a training
     step on it through CudnnRNN, and the trained canonical weights read back with
     ParamsToCanonical."""
-    T, B, I, N, L = 4, 3, 5, 4, 2
-    kw = dict(mode=mode, num_layers=L, num_units=N, input_size=I, direction="bidirectional")
+    T, B, I, H, L = 4, 3, 5, 4, 2
+    kw = dict(mode=mode, num_layers=L, num_units=H, input_size=I, direction="bidirectional")
     attrs = dict(rnn_mode=mode, direction="bidirectional")
-    sizes = dict(num_layers=L, num_units=N, input_size=I)
+    sizes = dict(num_layers=L, num_units=H, input_size=I)
     params0 = _f32(cref.random_params(rng, **kw))
     weights0, biases0 = [[t.numpy() for t in ts] for ts in cref.to_canonical(params0, **kw)]
     x = _f32(rng.normal(size=(T, B, I)))
-    h0, c0 = _f32(0.5 * rng.normal(size=(2 * L, B, N))), _f32(0.5 * rng.normal(size=(2 * L, B, N)))
-    cot = _f32(rng.normal(size=(T, B, 2 * N)))
+    h0, c0 = _f32(0.5 * rng.normal(size=(2 * L, B, H))), _f32(0.5 * rng.normal(size=(2 * L, B, H)))
+    cot = _f32(rng.normal(size=(T, B, 2 * H)))
     lr = 0.5
 
     g = tf.Graph()
@@ -219,13 +219,13 @@ def test_tf1_optimizer_step_cudnn_with_canonical_variables(ours, rng, mode):
 @pytest.mark.parametrize("family", ["lstm", "gru"])
 def test_tf1_optimizer_step_mps(ours, rng, family):
     from tf_rnn_ops import mps
-    T, N, I, H = 3, 2, 4, 3
+    T, B, I, H = 3, 2, 4, 3
     K = 4 if family == "lstm" else 3
     values = {"recurrent_weight": _f32(rng.normal(size=(K * H, H)) / 2),
               "input_weight": _f32(rng.normal(size=(K * H, I)) / 2),
               "bias": _f32(0.3 * rng.normal(size=K * H))}
-    source = _f32(rng.normal(size=(T, N, I)))
-    cot = _f32(rng.normal(size=(T, N, H)))
+    source = _f32(rng.normal(size=(T, B, I)))
+    cot = _f32(rng.normal(size=(T, B, H)))
     fn = mps.lstm if family == "lstm" else mps.gru
     reference = mref if family == "lstm" else mgref
 
@@ -250,17 +250,17 @@ def test_tf1_optimizer_step_keras_rnn(ours, rng, mode):
     the step's gradient against the stock Keras layer in float64 with the same weights."""
     import keras
     from tf_rnn_ops._loader import load_library
-    B, T, I, N = 3, 4, 5, 4
+    B, T, I, H = 3, 4, 5, 4
     cls = keras.layers.LSTM if mode == "lstm" else keras.layers.GRU
-    layer = cls(N, return_sequences=True, dtype="float64")
+    layer = cls(H, return_sequences=True, dtype="float64")
     layer.build((B, T, I))
     values = {w.path.split("/")[-1]: _f32(0.4 * rng.normal(size=w.shape)) for w in layer.weights}
     assert set(values) == {"kernel", "recurrent_kernel", "bias"}
     x = _f32(rng.normal(size=(B, T, I)))
-    cot = _f32(rng.normal(size=(B, T, N)))
+    cot = _f32(rng.normal(size=(B, T, H)))
 
     def build(v):
-        zeros = tf.zeros([B, N])
+        zeros = tf.zeros([B, H])
         out = load_library().tf_rnn_keras_rnn(
             input=x, input_h=zeros, input_c=zeros if mode == "lstm" else tf.zeros([0]),
             kernel=v["kernel"], recurrent_kernel=v["recurrent_kernel"], bias=v["bias"],

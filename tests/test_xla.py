@@ -42,22 +42,22 @@ def _assert_close(got, want, dtype, what):
     assert_all_close(got, want, TOL[dtype], what)
 
 
-def _op_inputs(mode, dtype, B=3, T=5, I=4, N=6, lengths=True, two_biases=False, mask=False,
+def _op_inputs(mode, dtype, B=3, T=5, I=4, H=6, lengths=True, two_biases=False, mask=False,
                preprojected=False, seed=0):
     rng = np.random.default_rng(seed)
     K_ = GATES[mode]
     c = lambda a: tf.constant(a, dtype)  # noqa: E731
-    xin = K_ * N if preprojected else I
-    bias = rng.uniform(-0.5, 0.5, (2, K_ * N) if two_biases else (K_ * N,))
+    xin = K_ * H if preprojected else I
+    bias = rng.uniform(-0.5, 0.5, (2, K_ * H) if two_biases else (K_ * H,))
     return dict(
         input=c(rng.standard_normal((B, T, xin))),
-        input_h=c(rng.standard_normal((B, N)) * 0.5),
-        input_c=c(rng.standard_normal((B, N)) * 0.5),
-        kernel=c(rng.uniform(-0.5, 0.5, (0 if preprojected else I, K_ * N))),
-        recurrent_kernel=c(rng.uniform(-0.5, 0.5, (N, K_ * N))),
+        input_h=c(rng.standard_normal((B, H)) * 0.5),
+        input_c=c(rng.standard_normal((B, H)) * 0.5),
+        kernel=c(rng.uniform(-0.5, 0.5, (0 if preprojected else I, K_ * H))),
+        recurrent_kernel=c(rng.uniform(-0.5, 0.5, (H, K_ * H))),
         bias=c(bias),
         sequence_lengths=tf.constant([T, 2, 0][:B] if lengths else [], tf.int32),
-        recurrent_mask=c((rng.uniform(size=(B, K_ * N)) > 0.3) * 1.4 if mask
+        recurrent_mask=c((rng.uniform(size=(B, K_ * H)) > 0.3) * 1.4 if mask
                          else np.zeros([0])))
 
 

@@ -40,14 +40,14 @@ CASES = [
     f"{c[0]}-L{c[1]}-{c[4][:3]}-{c[5] or 'V1'}-{c[6].name}-{'-'.join(c[7]) or 'plain'}"
     for c in CASES])
 def test_cudnn_ops_under_jit(case):
-    mode, L, N, I, direction, version, dtype, extra = case
+    mode, L, H, I, direction, version, dtype, extra = case
     extra = dict(extra)
     tm = extra.pop("time_major", True)
     lengths = extra.pop("lengths", None)
-    kw = model_kw(mode, L, N, I, direction=direction, num_proj=extra.pop("num_proj", 0),
+    kw = model_kw(mode, L, H, I, direction=direction, num_proj=extra.pop("num_proj", 0),
                   input_mode=extra.pop("input_mode", "linear_input"))
     T, B = 6, 3
-    x, h0, c0, params = make_inputs(np.random.default_rng(L * 10 + N), kw, T, B, time_major=tm)
+    x, h0, c0, params = make_inputs(np.random.default_rng(L * 10 + H), kw, T, B, time_major=tm)
     args = [tf.constant(v, dtype) for v in (x, h0, c0, params)]
     v3 = {"seq_lengths": lengths, "time_major": tm} if version == "V3" else {}
 
@@ -117,19 +117,19 @@ CONVERTER_CASES = [
 def test_params_converters_under_jit(case, v2):
     """ParamsSize, ParamsToCanonical and CanonicalToParams under jit equal their CPU kernels,
     and a round trip through both converters gives params back."""
-    mode, L, N, I, direction, input_mode, P = case
+    mode, L, H, I, direction, input_mode, P = case
     if P and not v2:
         pytest.skip("num_proj is a V2 attr")
     attrs = dict(rnn_mode=mode, direction=direction, input_mode=input_mode)
     if P:
         attrs["num_proj"] = P
-    sizes = dict(num_layers=L, num_units=N, input_size=I)
+    sizes = dict(num_layers=L, num_units=H, input_size=I)
     size = tf.function(lambda: raw_ops.CudnnRNNParamsSize(**sizes, T=F64, S=tf.int64, **attrs),
                        jit_compile=True)()
     assert size.dtype == tf.int64
     want_size = raw_ops.CudnnRNNParamsSize(**sizes, T=F64, S=tf.int64, **attrs)
     np.testing.assert_array_equal(size, want_size)
-    params = tf.constant(np.random.default_rng(L * N).standard_normal(int(want_size[0])), F64)
+    params = tf.constant(np.random.default_rng(L * H).standard_normal(int(want_size[0])), F64)
     K = {"lstm": 4, "gru": 3}.get(mode, 1)
     D = 2 if direction == "bidirectional" else 1
     n_w, n_b = L * D * (2 * K + (1 if P else 0)), L * D * 2 * K
