@@ -1,11 +1,13 @@
 // XLA kernels of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop): the same shape
 // checks and spec as the CPU kernels (cc/kernels/keras_rnn_face.h), then in HLO the batch-major
 // tensors turned time-major, half/bf16 converted to float, and one custom call into the engine
-// (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc).
+// (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc); a streaming call (one
+// step of a few rows at inference) compiles to HLO instead (keras_step_hlo.h).
 #include <string>
 #include <vector>
 
 #include "cc/kernels/keras_rnn_face.h"
+#include "cc/xla/keras_step_hlo.h"
 #include "cc/xla/rnn_xla_util.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 
@@ -39,6 +41,17 @@ class KerasRnnXla : public XlaOpKernel {
     const RnnSpec& s = call.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t reserve = RnnReserveSize(s);
+    if (!kBackward && KerasStepInHlo(s, layout.has_lengths)) {
+      auto in = [&](int k) { return Convert(ctx->Input(k), a_type); };
+      const HloStep step =
+          EmitKerasStep(s, layout.two_biases, xla::Reshape(in(0), {s.B, s.I}), in(1),
+                        lstm ? in(2) : xla::XlaOp(), in(3), in(4), in(5));
+      ctx->SetOutput(0, Convert(xla::Reshape(step.h, {s.B, 1, s.H}), t_type));
+      ctx->SetOutput(1, Convert(step.h, t_type));
+      ctx->SetOutput(2, lstm ? Convert(step.c, t_type) : Empty(ctx->builder(), t_type));
+      ctx->SetOutput(3, Empty(ctx->builder(), t_type));
+      return;
+    }
 
     std::vector<xla::XlaOp> operands = {ctx->Input(6), SwapMajor(Convert(ctx->Input(0), a_type))};
     for (int k : {1, 2, 3, 4, 5, 7}) operands.push_back(Convert(ctx->Input(k), a_type));

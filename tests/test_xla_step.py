@@ -1,0 +1,126 @@
+"""XLA: a streaming call of TfRnn>KerasRNN (one time step of at most 32 rows, at inference)
+compiles to HLO (cc/xla/keras_step_hlo.h) instead of a custom call into the engine; every
+other call keeps the custom call.
+
+References: the op's CPU kernel without XLA (the engine, checked against stock and float64
+elsewhere: an independent implementation of the step) and the stock Keras layers, stateful,
+compiled with XLA.
+"""
+import itertools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_rnn_ops.keras as K
+from tf_rnn_ops.keras import _keras_rnn
+from xla_test_util import assert_all_close, needs_xla
+
+pytestmark = needs_xla
+
+TOL = {tf.float64: 1e-12, tf.float32: 1e-5, tf.float16: 2e-3, tf.bfloat16: 2e-2}
+GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def _inputs(mode, B, T, I, H, dtype, two_biases, seed=0, lengths=None, mask=False):
+    rng = np.random.default_rng(seed)
+    K_ = GATES[mode]
+
+    def draw(*shape):
+        return tf.cast(rng.normal(size=shape) * 0.7, dtype)
+    return dict(
+        input=draw(B, T, I), input_h=draw(B, H),
+        input_c=draw(B, H) if mode == "lstm" else tf.zeros([0], dtype),
+        kernel=draw(I, K_ * H), recurrent_kernel=draw(H, K_ * H),
+        bias=draw(2, K_ * H) if two_biases else draw(K_ * H),
+        sequence_lengths=tf.constant(lengths if lengths is not None else [], tf.int32),
+        recurrent_mask=(tf.cast(rng.uniform(size=(B, K_ * H)) > 0.3, dtype) if mask
+                        else tf.zeros([0], dtype)))
+
+
+def _hlo(fn):
+    return tf.function(fn, jit_compile=True).experimental_get_compiler_ir()(stage="hlo")
+
+
+def _cases():
+    acts = ["tanh", "relu", "linear", "sigmoid", "hard_sigmoid"]
+    for mode, act, rec_act, reset_after, two in itertools.product(
+            GATES, acts, ["sigmoid", "hard_sigmoid", "tanh"], [True, False], [False, True]):
+        if mode != "gru" and (not reset_after or two):
+            continue  # reset_after and the [2, 3H] bias are GRU's
+        if mode.startswith("rnn") and (act, rec_act) != ("tanh", "sigmoid"):
+            continue  # the mode is the activation
+        yield mode, act, rec_act, reset_after, two
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("B", [1, 5, 32])
+def test_step_in_hlo_equals_the_kernel(B, dtype):
+    checked = 0
+    for mode, act, rec_act, reset_after, two in _cases():
+        kw = _inputs(mode, B, 1, 6, 4, dtype, two, seed=checked)
+
+        def step():
+            return _keras_rnn(**kw, rnn_mode=mode, activation=act, recurrent_activation=rec_act,
+                              reset_after=reset_after, is_training=False)
+        hlo = _hlo(step)
+        assert "custom-call" not in hlo, (mode, act, rec_act, reset_after, two)
+        want = step()
+        got = tf.function(step, jit_compile=True)()
+        assert_all_close(got, want, TOL[dtype],
+                         f"{mode} {act}/{rec_act} reset_after={reset_after} two={two}")
+        checked += 1
+    assert checked == 15 + 60 + 2  # lstm: 5 · 3 activations; gru: 5 · 3 · reset_after · bias
+
+
+@pytest.mark.parametrize("what", ["two steps", "training", "33 rows", "lengths", "mask"])
+def test_other_calls_keep_the_custom_call(what):
+    B, T = (33, 1) if what == "33 rows" else (3, 2) if what == "two steps" else (3, 1)
+    kw = _inputs("lstm", B, T, 6, 4, tf.float32, False,
+                 lengths=[1, 0, 1] if what == "lengths" else None, mask=what == "mask")
+    training = what in ("training", "mask")
+
+    def call():
+        return _keras_rnn(**kw, rnn_mode="lstm", is_training=training)
+    assert "tfrnn_rnn_forward" in _hlo(call)
+    assert_all_close(tf.function(call, jit_compile=True)(), call(), TOL[tf.float32], what)
+
+
+@pytest.mark.parametrize("layer,kw", [
+    ("LSTM", {}), ("GRU", {}), ("GRU", {"reset_after": False}), ("SimpleRNN", {}),
+    ("LSTM", {"activation": "relu", "recurrent_activation": "hard_sigmoid"}),
+    ("SimpleRNN", {"activation": "relu"})], ids=str)
+def test_stateful_streaming_layer_matches_stock_under_jit(layer, kw):
+    """Ten calls of one time step each: the states carried by the layers, ours in HLO."""
+    x = tf.constant(np.random.default_rng(1).normal(size=(10, 2, 1, 5)), tf.float32)
+    stock = getattr(keras.layers, layer)(7, stateful=True, **kw)
+    ours = getattr(K, layer)(7, stateful=True, **kw)
+    stock(x[0])
+    ours(x[0])
+    ours.set_weights(stock.get_weights())
+    for layer_ in (stock, ours):
+        layer_.reset_states()
+    f_stock = tf.function(lambda v: stock(v, training=False), jit_compile=True)
+    f_ours = tf.function(lambda v: ours(v, training=False), jit_compile=True)
+    assert "custom-call" not in f_ours.experimental_get_compiler_ir(x[0])(stage="hlo")
+    for t in range(10):
+        assert_all_close([f_ours(x[t])], [f_stock(x[t])], 1e-5, f"{layer} step {t}")
+    assert_all_close([s.value for s in ours.states], [s.value for s in stock.states], 1e-5,
+                     f"{layer} states")
+
+
+def test_gradient_through_a_streaming_call_under_jit():
+    """An inference call differentiated: the registered gradient reruns the forward with a
+    reserve (a custom call) and the backward; equal to the same without XLA."""
+    kw = _inputs("gru", 4, 1, 6, 5, tf.float64, True)
+
+    def grads():
+        with tf.GradientTape() as tape:
+            tape.watch(list(kw.values())[:6])
+            y, h, _, _ = _keras_rnn(**kw, rnn_mode="gru", is_training=False)
+            loss = tf.reduce_sum(y * y) + tf.reduce_sum(h)
+        return tape.gradient(loss, [kw[k] for k in ("input", "input_h", "kernel",
+                                                    "recurrent_kernel", "bias")])
+    assert_all_close(tf.function(grads, jit_compile=True)(), grads(), 1e-10, "grads")
