@@ -1,8 +1,8 @@
 """Benchmark: our BlockLSTM / BlockLSTMGrad against stock tf.raw_ops, same run, float32.
 
-    .venv/bin/python bench/bench_block_lstm.py [--T 100 --N 64 --I 256 --H 256 --reps 10]
+    .venv/bin/python bench/bench_block_lstm.py [--T 100 --B 64 --I 256 --H 256 --reps 10]
 
-Prints milliseconds, GF/s (LSTM forward 8·T·N·H·(I+H) FLOPs, backward twice that), the share
+Prints milliseconds, GF/s (LSTM forward 8·T·B·H·(I+H) FLOPs, backward twice that), the share
 of a GEMM rate measured in the same run (tf.matmul, float32), and the ratio stock/ours.
 """
 import argparse
@@ -39,25 +39,26 @@ def gemm_rate(reps):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--T", type=int, default=100)
-    p.add_argument("--N", type=int, default=64)
+    p.add_argument("--B", "--N", dest="B", type=int, default=64,
+                   help="batch (--N: old spelling, still accepted)")
     p.add_argument("--I", type=int, default=256)
     p.add_argument("--H", type=int, default=256)
     p.add_argument("--reps", type=int, default=10)
     args = p.parse_args()
-    T, N, I, H = args.T, args.N, args.I, args.H
+    T, B, I, H = args.T, args.B, args.I, args.H
     rng = np.random.default_rng(0)
 
     def r(*s, scale=0.5):
         return tf.constant((rng.standard_normal(s) * scale).astype(np.float32))
 
-    a = dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H),
+    a = dict(x=r(T, B, I), cs_prev=r(B, H), h_prev=r(B, H),
              w=r(I + H, 4 * H, scale=1 / np.sqrt(I + H)), wci=r(H), wcf=r(H), wco=r(H),
              b=r(4 * H))
     slm = tf.constant(T, tf.int64)
     fwd = tf.raw_ops.BlockLSTM(seq_len_max=slm, **a, cell_clip=-1.0)
     acts = dict(zip(["i", "cs", "f", "o", "ci", "co", "h"], fwd))
-    g = dict(cs_grad=r(T, N, H), h_grad=r(T, N, H))
-    flops_fwd = 8.0 * T * N * H * (I + H)
+    g = dict(cs_grad=r(T, B, H), h_grad=r(T, B, H))
+    flops_fwd = 8.0 * T * B * H * (I + H)
     peak = gemm_rate(args.reps)
     rows = [
         ("BlockLSTM", flops_fwd,
@@ -69,7 +70,7 @@ def main():
          lambda: ours.BlockLSTMGrad(seq_len_max=slm, **a, **acts, **g,
                                     use_peephole=False)[3].numpy()),
     ]
-    print(f"T={T} N={N} I={I} H={H} float32, {os.cpu_count()} CPUs, "
+    print(f"T={T} B={B} I={I} H={H} float32, {os.cpu_count()} CPUs, "
           f"tf.matmul 2048^3 GEMM rate {peak:.0f} GF/s")
     print(f"{'op':<15}{'stock ms':>10}{'ours ms':>10}{'stock GF/s':>12}{'ours GF/s':>11}"
           f"{'ours %GEMM':>12}{'speed-up':>10}")
@@ -85,9 +86,9 @@ def train_step(args, a, peak):
     """LSTM forward + backward (input, weight, bias and state gradients), IFCO, no peephole:
     ours (BlockLSTMV2 + registered gradient), stock (BlockLSTMV2 + BlockLSTMGradV2 called
     directly: stock's registered V2 gradient is wrong) and PyTorch nn.LSTM when installed."""
-    T, N, I, H = args.T, args.N, args.I, args.H
-    flops = 3 * 8.0 * T * N * H * (I + H)
-    g_out = tf.random.normal([T, N, H])
+    T, B, I, H = args.T, args.B, args.I, args.H
+    flops = 3 * 8.0 * T * B * H * (I + H)
+    g_out = tf.random.normal([T, B, H])
     zero_h = tf.zeros([H])
     slm = tf.constant(T, tf.int64)
 
@@ -126,10 +127,10 @@ def train_step(args, a, peak):
         return
     torch.set_num_threads(os.cpu_count())
     lstm = torch.nn.LSTM(I, H)
-    x = torch.randn(T, N, I, requires_grad=True)
-    h0 = torch.zeros(1, N, H, requires_grad=True)
-    c0 = torch.zeros(1, N, H, requires_grad=True)
-    go = torch.randn(T, N, H)
+    x = torch.randn(T, B, I, requires_grad=True)
+    h0 = torch.zeros(1, B, H, requires_grad=True)
+    c0 = torch.zeros(1, B, H, requires_grad=True)
+    go = torch.randn(T, B, H)
 
     def torch_step():
         lstm.zero_grad()

@@ -1,7 +1,7 @@
 """Single-step ops (LSTMBlockCell(Grad), GRUBlockCell(Grad)): ours against stock, per call.
 
-    .venv/bin/python bench/bench_cells.py                 # N in {1, 8, 32}, I = H in {64, 128, 256}
-    .venv/bin/python bench/bench_cells.py --quick         # N in {1, 32}, H = 64, few reps
+    .venv/bin/python bench/bench_cells.py                 # B in {1, 8, 32}, I = H in {64, 128, 256}
+    .venv/bin/python bench/bench_cells.py --quick         # B in {1, 32}, H = 64, few reps
     .venv/bin/python bench/bench_cells.py --breakdown     # also where the time of one call goes
 
 These ops are what step-by-step decoding and streaming inference call thousands of times, so
@@ -16,7 +16,7 @@ the time of one call is what matters, in two settings:
 Time per call = median over --reps rounds; ours and stock are timed in turns (one untimed and
 one timed call each per round), so the machine's drift hits both. speed-up = stock / ours.
 
---breakdown splits one eager call of ours at N=1 into: TensorFlow's eager dispatch of an op with
+--breakdown splits one eager call of ours at B=1 into: TensorFlow's eager dispatch of an op with
 the same inputs and outputs (IdentityN over the inputs: no kernel work), our Python wrapper
 (raw_ops.X minus calling the generated op function directly), and the rest (the kernel).
 """
@@ -38,7 +38,7 @@ OPS = ["LSTMBlockCell", "LSTMBlockCellGrad", "GRUBlockCell", "GRUBlockCellGrad"]
 TARGET = 1.5  # issue: >= 1.5x stock for every op, size and mode
 
 
-def make_inputs(op, N, I, H, seed=0):
+def make_inputs(op, B, I, H, seed=0):
     rng = np.random.default_rng(seed)
 
     def r(*shape, scale=0.5):
@@ -46,18 +46,18 @@ def make_inputs(op, N, I, H, seed=0):
 
     ws = 1.0 / np.sqrt(I + H)
     if op.startswith("LSTM"):
-        kw = dict(x=r(N, I), cs_prev=r(N, H), h_prev=r(N, H), w=r(I + H, 4 * H, scale=ws),
+        kw = dict(x=r(B, I), cs_prev=r(B, H), h_prev=r(B, H), w=r(I + H, 4 * H, scale=ws),
                   wci=r(H, scale=0.1), wcf=r(H, scale=0.1), wco=r(H, scale=0.1), b=r(4 * H))
         if op == "LSTMBlockCellGrad":
             acts = tf.raw_ops.LSTMBlockCell(**kw)
             kw.update(dict(zip(["i", "cs", "f", "o", "ci", "co"], acts[:6])),
-                      cs_grad=r(N, H), h_grad=r(N, H), use_peephole=False)
+                      cs_grad=r(B, H), h_grad=r(B, H), use_peephole=False)
         return kw
-    kw = dict(x=r(N, I), h_prev=r(N, H), w_ru=r(I + H, 2 * H, scale=ws),
+    kw = dict(x=r(B, I), h_prev=r(B, H), w_ru=r(I + H, 2 * H, scale=ws),
               w_c=r(I + H, H, scale=ws), b_ru=r(2 * H), b_c=r(H))
     if op == "GRUBlockCellGrad":
         ru, u, c, _ = tf.raw_ops.GRUBlockCell(**kw)
-        kw.update(r=ru, u=u, c=c, d_h=r(N, H))
+        kw.update(r=ru, u=u, c=c, d_h=r(B, H))
     return kw
 
 
@@ -102,7 +102,7 @@ def snake(op):
 
 
 def breakdown(op, H, reps):
-    """µs of one eager call at N=1, I=H: dispatch floor, our wrapper, the rest."""
+    """µs of one eager call at B=1, I=H: dispatch floor, our wrapper, the rest."""
     kw = make_inputs(op, 1, H, H)
     tensors = [v for v in kw.values() if isinstance(v, tf.Tensor)]
     gen = getattr(load_library(), snake(op))
@@ -119,12 +119,12 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])
-    p.add_argument("--batch", default="1,8,32", help="comma-separated N")
+    p.add_argument("--batch", default="1,8,32", help="comma-separated B")
     p.add_argument("--hidden", default="64,128,256", help="comma-separated I = H")
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--reps", type=int, default=200, help="timed rounds per measurement")
     p.add_argument("--chain", type=int, default=50, help="calls per tf.function")
-    p.add_argument("--quick", action="store_true", help="N in {1, 32}, H = 64, 20 reps")
+    p.add_argument("--quick", action="store_true", help="B in {1, 32}, H = 64, 20 reps")
     p.add_argument("--breakdown", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
@@ -136,24 +136,24 @@ def main(argv=None):
     print(f"bench_cells: {len(items)} sizes x 2 modes, {args.reps} reps, chain {args.chain}, "
           f"{os.cpu_count()} CPUs, TensorFlow {tf.__version__}", file=sys.stderr, flush=True)
     rows, t0 = [], time.perf_counter()
-    for k, (op, N, H) in enumerate(items):
-        kw = make_inputs(op, N, H, H)
+    for k, (op, B, H) in enumerate(items):
+        kw = make_inputs(op, B, H, H)
         eager = time_in_turns({"stock": lambda: getattr(tf.raw_ops, op)(**kw),
                                "ours": lambda: getattr(ours, op)(**kw)}, args.reps)
         func = time_in_turns({"stock": chained(tf.raw_ops, op, kw, args.chain),
                               "ours": chained(ours, op, kw, args.chain)},
                              max(5, args.reps // args.chain * 2), per_call=args.chain)
-        row = dict(op=op, N=N, H=H, eager=eager, function=func)
+        row = dict(op=op, B=B, H=H, eager=eager, function=func)
         rows.append(row)
         el = time.perf_counter() - t0
         left = el / (k + 1) * (len(items) - k - 1)
         print(f"[{k + 1}/{len(items)}] {bu.clock(el)} elapsed, ~{bu.clock(left)} left | {op} "
-              f"N={N} I=H={H}: eager {eager['stock']:.1f}/{eager['ours']:.1f} µs "
+              f"B={B} I=H={H}: eager {eager['stock']:.1f}/{eager['ours']:.1f} µs "
               f"({eager['stock'] / eager['ours']:.2f}x), function {func['stock']:.1f}/"
               f"{func['ours']:.1f} µs ({func['stock'] / func['ours']:.2f}x)",
               file=sys.stderr, flush=True)
     print(f"\n### Single-step ops, µs per call (stock / ours), float32, {os.cpu_count()} CPUs\n")
-    print("| op | N | I=H | eager stock | eager ours | speed-up | function stock | "
+    print("| op | B | I=H | eager stock | eager ours | speed-up | function stock | "
           "function ours | speed-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst = None
@@ -161,11 +161,11 @@ def main(argv=None):
         e, f = r["eager"], r["function"]
         se, sf = e["stock"] / e["ours"], f["stock"] / f["ours"]
         worst = min(worst or se, se, sf)
-        print(f"| {r['op']} | {r['N']} | {r['H']} | {e['stock']:.1f} | {e['ours']:.1f} | "
+        print(f"| {r['op']} | {r['B']} | {r['H']} | {e['stock']:.1f} | {e['ours']:.1f} | "
               f"{se:.2f}x | {f['stock']:.1f} | {f['ours']:.1f} | {sf:.2f}x |")
     print(f"\nsmallest speed-up: {worst:.2f}x (target >= {TARGET}x)")
     if args.breakdown:
-        print("\n### One eager call of ours at N=1 (µs): where the time goes\n")
+        print("\n### One eager call of ours at B=1 (µs): where the time goes\n")
         print("| op | I=H | dispatch floor (IdentityN) | generated op fn | ours (raw_ops) | "
               "our wrapper | kernel + rest | stock |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")

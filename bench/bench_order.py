@@ -21,13 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", default="100x64x256x256", help="TxNxIxH")
+    ap.add_argument("--size", default="100x64x256x256", help="TxBxIxH")
     ap.add_argument("--mode", default="lstm", choices=["lstm", "gru"])
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     args = ap.parse_args()
-    T, N, I, H = (int(v) for v in args.size.split("x"))
+    T, B, I, H = (int(v) for v in args.size.split("x"))
     import tensorflow as tf
     import torch
     from bench_util import cudnn_train_step
@@ -39,17 +39,17 @@ def main():
     rng = np.random.default_rng(0)
     mk = lambda *s, sc=0.1: tf.constant(  # noqa: E731
         (rng.standard_normal(s) * sc).astype(np.float32), dtype=dt)
-    x, h0, c0, dh = mk(T, N, I), mk(1, N, H), mk(1, N, H), mk(T, N, H)
+    x, h0, c0, dh = mk(T, B, I), mk(1, B, H), mk(1, B, H), mk(T, B, H)
     kw = dict(input=x, input_h=h0, input_c=c0 if args.mode == "lstm" else h0,
-              params=mk(n, sc=1 / np.sqrt(I + H)), sequence_lengths=tf.fill([N], T),
+              params=mk(n, sc=1 / np.sqrt(I + H)), sequence_lengths=tf.fill([B], T),
               rnn_mode=args.mode)
     step = cudnn_train_step(ours, kw, dh)
 
     mod = getattr(torch.nn, args.mode.upper())(I, H).to(tdt)
-    tx = (torch.randn(T, N, I) * 0.1).to(tdt).requires_grad_()
-    th0 = (torch.randn(1, N, H) * 0.1).to(tdt).requires_grad_()
-    tc0 = (torch.randn(1, N, H) * 0.1).to(tdt).requires_grad_()
-    tdh = (torch.randn(T, N, H) * 0.1).to(tdt)
+    tx = (torch.randn(T, B, I) * 0.1).to(tdt).requires_grad_()
+    th0 = (torch.randn(1, B, H) * 0.1).to(tdt).requires_grad_()
+    tc0 = (torch.randn(1, B, H) * 0.1).to(tdt).requires_grad_()
+    tdh = (torch.randn(T, B, H) * 0.1).to(tdt)
 
     def ours_step():
         _ = step()[0].numpy()

@@ -25,7 +25,7 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   keras_gru_rdrop  keras_gru with recurrent_dropout=0.25 (same seed both sides)
   keras_simple     the same training step for SimpleRNN (tanh)    vs keras.layers.SimpleRNN
   keras_lstm_infer inference (training=False, whole sequence), LSTM; keras_gru_infer: GRU
-  keras_lstm_stream a stateful layer called on one step of batch N (T unused): the streaming
+  keras_lstm_stream a stateful layer called on one step of batch B (T unused): the streaming
                    step of a model served per time step; keras_gru_stream: GRU
   (every keras_* benchmark: peers "ours_xla", our layer with jit_compile=True, "keras", the
   stock layer in a tf.function, and "keras_xla", the same with jit_compile=True; see
@@ -38,9 +38,9 @@ Time = median of --reps calls after one warm-up call; the implementations of a b
 timed in turns (per round, one untimed then one timed call of each), so that machine drift hits
 both sides while no side is timed in the wake of another (PyTorch's OpenMP workers keep
 spinning after a call returns). GF/s use
-FLOPs of forward 8·T·N·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
+FLOPs of forward 8·T·B·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
 times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
-dtype: the RNN's input GEMM [T·N, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
+dtype: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
 Peak memory of the backward benchmarks is measured in a separate process (see
 bench_util.MEM_METHOD).
 bfloat16: stock BlockLSTM/LSTMBlockCell take half and float only and stock GRUBlockCell float
@@ -110,7 +110,7 @@ class Case(KerasCases):
         self.size = size
         self.dtype_name = dtype_name
         self.dtype = bu.DTYPES[dtype_name]
-        T, N, I, H = size
+        T, B, I, H = size
         rng = np.random.default_rng(0)
         ws = 1.0 / np.sqrt(I + H)
 
@@ -120,13 +120,13 @@ class Case(KerasCases):
 
         self.r = r
         self.slm = tf.constant(T, tf.int64)
-        self.lstm = dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H),
+        self.lstm = dict(x=r(T, B, I), cs_prev=r(B, H), h_prev=r(B, H),
                          w=r(I + H, 4 * H, scale=ws), wci=r(H, scale=0.1),
                          wcf=r(H, scale=0.1), wco=r(H, scale=0.1), b=r(4 * H))
         self.gru = dict(w_ru=r(I + H, 2 * H, scale=ws), w_c=r(I + H, H, scale=ws),
                         b_ru=r(2 * H), b_c=r(H))
-        self.dh = r(T, N, H)  # upstream gradient of every h_t
-        self.dc = r(T, N, H)  # upstream gradient of every cs_t
+        self.dh = r(T, B, H)  # upstream gradient of every h_t
+        self.dc = r(T, B, H)  # upstream gradient of every cs_t
         self._acts = None
 
     @property
@@ -171,15 +171,15 @@ class Case(KerasCases):
     def lstm_cell_grad(self):
         """Backward through T steps the way TF's LSTMBlockCell gradient does it: the cell grad
         op gives the gate gradients, matmuls give d[x, h_prev] and accumulate dW, db."""
-        T, N, I, H = self.size
+        T, B, I, H = self.size
         a = self.lstm
 
         def make(mod):
             acts = self.lstm_acts
 
             def step():
-                dh = tf.zeros([N, H], self.dtype)
-                dc = tf.zeros([N, H], self.dtype)
+                dh = tf.zeros([B, H], self.dtype)
+                dc = tf.zeros([B, H], self.dtype)
                 dw = tf.zeros([I + H, 4 * H], self.dtype)
                 db = tf.zeros([4 * H], self.dtype)
                 dxs = []
@@ -217,7 +217,7 @@ class Case(KerasCases):
         return {"ours": lambda: make(ours), "stock": lambda: make(tf.raw_ops)}
 
     def gru_cell_grad(self):
-        T, N, I, H = self.size
+        T, B, I, H = self.size
         x, h0 = self.lstm["x"], self.lstm["h_prev"]
         g = self.gru
 
@@ -225,7 +225,7 @@ class Case(KerasCases):
             fwd = self._gru_forward(ours)  # eager, once: the saved activations
 
             def step():
-                dh = tf.zeros([N, H], self.dtype)
+                dh = tf.zeros([B, H], self.dtype)
                 dw_ru = tf.zeros([I + H, 2 * H], self.dtype)
                 dw_c = tf.zeros([I + H, H], self.dtype)
                 db_ru = tf.zeros([2 * H], self.dtype)
@@ -262,20 +262,20 @@ class Case(KerasCases):
                 "torch": lambda: self._torch_step("LSTM")}
 
     def _cudnn_params(self, mode):
-        T, N, I, H = self.size
+        T, B, I, H = self.size
         n = int(tf.reshape(ours.CudnnRNNParamsSize(
             num_layers=1, num_units=H, input_size=I, T=self.dtype, S=tf.int32,
             rnn_mode=mode), [-1])[0])
         return self.r(n, scale=1.0 / np.sqrt(I + H))
 
     def _cudnn_train(self, mode, torch_kind):
-        T, N, I, H = self.size
+        T, B, I, H = self.size
 
         def make():
             params = self._cudnn_params(mode)
             x, h0 = self.lstm["x"], self.lstm["h_prev"][None]
             c0 = self.lstm["cs_prev"][None] if mode == "lstm" else h0
-            lengths = tf.fill([N], T)
+            lengths = tf.fill([B], T)
             kw = dict(input=x, input_h=h0, input_c=c0, params=params, sequence_lengths=lengths,
                       rnn_mode=mode)
             return bu.cudnn_train_step(ours, kw, self.dh)
@@ -291,7 +291,7 @@ class Case(KerasCases):
         torch = _torch()
         if torch is None:
             raise RuntimeError("PyTorch not installed")
-        T, N, I, H = self.size
+        T, B, I, H = self.size
         tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.dtype_name]
         torch.manual_seed(0)
         mod = getattr(torch.nn, kind)(I, H).to(tdt)
@@ -311,11 +311,11 @@ class Case(KerasCases):
 
 
 def flops(bench, size):
-    T, N, I, H = size
+    T, B, I, H = size
     gates = 3 if "gru" in bench else 1 if "simple" in bench else 4
     if bench.endswith("_stream"):
-        return bu.lstm_flops(1, N, I, H, gates)
-    f = bu.lstm_flops(T, N, I, H, gates)
+        return bu.lstm_flops(1, B, I, H, gates)
+    f = bu.lstm_flops(T, B, I, H, gates)
     if bench.endswith("_grad"):
         return 2 * f
     if bench.endswith("_infer"):
@@ -585,7 +585,7 @@ def print_keras_xla(meta, by):
     if not rows:
         return
     print("#### Keras with XLA (jit_compile=True): ours_xla against keras_xla and ours\n")
-    print("| benchmark | dtype | T×N×I×H | ours_xla ms | keras_xla ms | keras_xla/ours_xla | "
+    print("| benchmark | dtype | T×B×I×H | ours_xla ms | keras_xla ms | keras_xla/ours_xla | "
           "ours ms | ours/ours_xla |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for bench, size, dt in rows:
@@ -603,9 +603,9 @@ def print_tables(meta, gemm, results, comps, tgts):
              else "PyTorch not installed")
     print(f"\n### RNN CPU benchmark: {meta['cpus']} CPUs, TensorFlow {meta['tensorflow']}, "
           f"{torch}, median of {meta['reps']} reps\n")
-    print("GEMM rates (tf.matmul, same run): the RNN input GEMM [T·N, I+H]·[I+H, 4H] and a "
+    print("GEMM rates (tf.matmul, same run): the RNN input GEMM [T·B, I+H]·[I+H, 4H] and a "
           f"square {meta['square']}³ GEMM; %GEMM below is relative to the larger.\n")
-    print("| dtype | T×N×I×H | RNN-shape GEMM GF/s | square GEMM GF/s | peak GF/s |")
+    print("| dtype | T×B×I×H | RNN-shape GEMM GF/s | square GEMM GF/s | peak GF/s |")
     print("|---|---|---:|---:|---:|")
     for g in gemm:
         print(f"| {g['dtype']} | {bu.size_str(g['size'])} | {g['gemm_rnn_gflops']:.1f} | "
@@ -615,7 +615,7 @@ def print_tables(meta, gemm, results, comps, tgts):
     by = {(r["bench"], r["impl"], tuple(r["size"]), r["dtype"]): r for r in results}
     for dt in meta["dtypes"]:
         print(f"#### {dt}\n")
-        print("| benchmark | T×N×I×H | ours ms | ours GF/s | ours %GEMM | peer | peer ms | "
+        print("| benchmark | T×B×I×H | ours ms | ours GF/s | ours %GEMM | peer | peer ms | "
               "peer GF/s | speed-up | ours peak MiB | peer peak MiB |")
         print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
         for c in comps:
@@ -642,7 +642,7 @@ def print_tables(meta, gemm, results, comps, tgts):
         print()
     if tgts:
         print("#### Targets (issue #5, float32)\n")
-        print("| target | T×N×I×H | value | goal | met |")
+        print("| target | T×B×I×H | value | goal | met |")
         print("|---|---|---:|---:|---|")
         for t in tgts:
             share = "GEMM" in t["name"]
@@ -683,7 +683,7 @@ def plot(path, meta, comps):
         ax.set_xlim(-0.5, len(sizes) - 0.5)
         ax.set_yscale("log")
         ax.set_xticks(np.arange(len(sizes)))
-        ax.set_xticklabels([f"T={s[0]} N={s[1]}\nI={s[2]} H={s[3]}" for s in sizes])
+        ax.set_xticklabels([f"T={s[0]} B={s[1]}\nI={s[2]} H={s[3]}" for s in sizes])
         ax.set_ylabel("speed-up (peer ms / ours ms)")
         ax.set_title(f"tf_rnn_ops vs peers, {dt} ({meta['cpus']} CPUs)")
         ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -697,7 +697,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])
-    p.add_argument("--sizes", help="comma-separated TxNxIxH (default: the four of issue #5; "
+    p.add_argument("--sizes", help="comma-separated TxBxIxH (default: the four of issue #5; "
                                    f"--quick: {','.join(map(bu.size_str, bu.QUICK_SIZES))})")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--reps", type=int, help="timed calls per measurement (default 10; "
@@ -746,7 +746,7 @@ def main(argv=None):
                 torch_threads=args.torch_threads if torch else None,
                 cpus=os.cpu_count(), reps=args.reps, quick=args.quick, square=args.square,
                 sizes=[list(s) for s in args.sizes], dtypes=args.dtypes, only=args.only,
-                flops="LSTM forward 8*T*N*H*(I+H), GRU 6*...; backward 2x, fwd+bwd 3x",
+                flops="LSTM forward 8*T*B*H*(I+H), GRU 6*...; backward 2x, fwd+bwd 3x",
                 timing="median of reps after one warm-up call, implementations timed in turns; "
                        "TF callables as tf.function")
     # The memory process runs after the timings, so it cannot disturb them; with --quick

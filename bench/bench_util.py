@@ -32,7 +32,7 @@ def parse_sizes(text):
             continue
         parts = item.lower().replace(":", "x").split("x")
         if len(parts) != 4:
-            raise ValueError(f"size {item!r}: expected TxNxIxH, e.g. 100x64x256x256")
+            raise ValueError(f"size {item!r}: expected TxBxIxH, e.g. 100x64x256x256")
         sizes.append(tuple(int(p) for p in parts))
     return sizes
 
@@ -83,16 +83,16 @@ def cudnn_train_step(ours, kw, output_backprop):
     return step
 
 
-def lstm_flops(T, N, I, H, gates=4):
-    """Forward FLOPs of an LSTM (gates=4) or GRU (gates=3): 2·gates·T·N·H·(I+H)."""
-    return 2.0 * gates * T * N * H * (I + H)
+def lstm_flops(T, B, I, H, gates=4):
+    """Forward FLOPs of an LSTM (gates=4) or GRU (gates=3): 2·gates·T·B·H·(I+H)."""
+    return 2.0 * gates * T * B * H * (I + H)
 
 
 _square_cache = {}
 
 
-def gemm_rates(T, N, I, H, dtype, reps, square=2048):
-    """GF/s of tf.matmul in this run: the RNN's input GEMM [T·N, I+H]·[I+H, 4H] and a square
+def gemm_rates(T, B, I, H, dtype, reps, square=2048):
+    """GF/s of tf.matmul in this run: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square
     GEMM of side `square` (measured once per dtype and side, then reused).
     Returns (rnn_shape_gflops, square_gflops)."""
     rng = np.random.default_rng(1)
@@ -107,7 +107,7 @@ def gemm_rates(T, N, I, H, dtype, reps, square=2048):
     key = (dtype.name, square)
     if key not in _square_cache:
         _square_cache[key] = rate(square, square, square)
-    return rate(T * N, I + H, 4 * H), _square_cache[key]
+    return rate(T * B, I + H, 4 * H), _square_cache[key]
 
 
 # --- peak memory -----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Ours is the stacked-RNN engine's LSTM (CudnnRNN's face), timed inside engine_ben
 torch.set_num_threads(n), forward plus backward of sum(y), median of the same count. bfloat16:
 BENCH_BF16=1 for ours (bf16 products where the CPU has AVX512_BF16, float32 elsewhere),
 the module and inputs in torch.bfloat16 for PyTorch. Prints one line per case (progress) and a
-Markdown table last: ms, GFLOP/s (8·T·N·H·(I+H) forward, twice that backward) and each side's
+Markdown table last: ms, GFLOP/s (8·T·B·H·(I+H) forward, twice that backward) and each side's
 speed-up over its own one-thread time.
 """
 
@@ -21,9 +21,9 @@ import sys
 import time
 
 
-def ours(bench, T, N, I, H, threads, bf16):
+def ours(bench, T, B, I, H, threads, bf16):
     env = dict(os.environ, BENCH_BF16="1" if bf16 else "0")
-    out = subprocess.run([bench, str(T), str(N), str(I), str(H), str(threads), "quick"],
+    out = subprocess.run([bench, str(T), str(B), str(I), str(H), str(threads), "quick"],
                          env=env, capture_output=True, text=True, timeout=600, check=True).stdout
     m = re.search(r"rnn engine fwd ([\d.]+) bwd ([\d.]+) ms", out)
     if not m:
@@ -31,13 +31,13 @@ def ours(bench, T, N, I, H, threads, bf16):
     return float(m.group(1)) + float(m.group(2))
 
 
-def torch_lstm(T, N, I, H, threads, bf16, reps=7):
+def torch_lstm(T, B, I, H, threads, bf16, reps=7):
     import torch
     torch.set_num_threads(threads)
     dt = torch.bfloat16 if bf16 else torch.float32
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(I, H).to(dt)
-    x = (0.1 * torch.randn(T, N, I)).to(dt).requires_grad_()
+    x = (0.1 * torch.randn(T, B, I)).to(dt).requires_grad_()
 
     def step():
         y, _ = lstm(x)
@@ -57,21 +57,21 @@ def main():
     ap.add_argument("--bench", default="bazel-bin/bench/engine_bench")
     ap.add_argument("--threads", default="1,2,4,8,16")
     ap.add_argument("--sizes", default="100x64x256x256,100x16x512x512",
-                    help="T x N x I x H, comma-separated")
+                    help="T x B x I x H, comma-separated")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
     rows = []
     for size in a.sizes.split(","):
-        T, N, I, H = (int(v) for v in size.split("x"))
-        flops = 3 * 8.0 * T * N * H * (I + H)
+        T, B, I, H = (int(v) for v in size.split("x"))
+        flops = 3 * 8.0 * T * B * H * (I + H)
         for dtype in a.dtypes.split(","):
             bf16 = dtype == "bfloat16"
             base = {}
             for n in threads:
-                o = ours(a.bench, T, N, I, H, n, bf16)
-                p = None if a.no_torch else torch_lstm(T, N, I, H, n, bf16)
+                o = ours(a.bench, T, B, I, H, n, bf16)
+                p = None if a.no_torch else torch_lstm(T, B, I, H, n, bf16)
                 base.setdefault("o", o)
                 if p is not None:
                     base.setdefault("p", p)
@@ -81,7 +81,7 @@ def main():
                 rows.append(row)
                 print(f"{size} {dtype} threads={n}: ours {o:.2f} ms"
                       + ("" if p is None else f", torch {p:.2f} ms"), flush=True)
-    print("\n| T×N×I×H | dtype | threads | ours ms | ours GFLOP/s | ours speed-up | torch ms "
+    print("\n| T×B×I×H | dtype | threads | ours ms | ours GFLOP/s | ours speed-up | torch ms "
           "| torch GFLOP/s | torch speed-up | torch / ours |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size, dtype, n, o, og, osu, p, pg, psu in rows:

@@ -1,6 +1,6 @@
 // TensorFlow-free benchmark of the LSTM engine and of the GEMM shapes it runs, on an Eigen
 // thread pool of the requested size. Shows where forward/backward time goes.
-//   bazel run -c opt //bench:engine_bench -- T N I H threads [quick]
+//   bazel run -c opt //bench:engine_bench -- T B I H threads [quick]
 // BENCH_BF16=1 in the environment: the engines' bf16 products (a bfloat16 op's).
 #include <algorithm>
 #include <chrono>
@@ -34,7 +34,7 @@ double MedianMs(Fn&& fn, int reps = 7) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Index T = argc > 1 ? atol(argv[1]) : 100, N = argc > 2 ? atol(argv[2]) : 64,
+  const Index T = argc > 1 ? atol(argv[1]) : 100, B = argc > 2 ? atol(argv[2]) : 64,
               I = argc > 3 ? atol(argv[3]) : 256, H = argc > 4 ? atol(argv[4]) : 256;
   const int threads = argc > 5 ? atoi(argv[5]) : 2;
   Eigen::ThreadPool pool(threads);
@@ -47,19 +47,19 @@ int main(int argc, char** argv) {
     return v;
   };
   const Index G = 4 * H;
-  auto x = vec(T * N * I), cs0 = vec(N * H), h0 = vec(N * H), w = vec((I + H) * G), p = vec(H),
+  auto x = vec(T * B * I), cs0 = vec(B * H), h0 = vec(B * H), w = vec((I + H) * G), p = vec(H),
        b = vec(G);
   std::vector<float> acts[7];
-  for (auto& a : acts) a.resize(T * N * H);
+  for (auto& a : acts) a.resize(T * B * H);
   // BENCH_BF16=1: the products of a bfloat16 op (bf16_gemm.h, where the CPU has AVX512_BF16).
   const bool bf16 = std::getenv("BENCH_BF16") != nullptr && std::getenv("BENCH_BF16")[0] == '1';
-  std::vector<float> ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, N, H),
-                                  tfrnn::LstmFwdWorkspaceSize(T, N, I, H, bf16)));
+  std::vector<float> ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, B, H),
+                                  tfrnn::LstmFwdWorkspaceSize(T, B, I, H, bf16)));
   tfrnn::LstmCellSpec spec;
   spec.order = tfrnn::kIfco;
   spec.bf16 = bf16;
   tfrnn::LstmFwdArgs<float> fa;
-  fa.T = T, fa.B = N, fa.I = I, fa.H = H, fa.seq_len_max = T;
+  fa.T = T, fa.B = B, fa.I = I, fa.H = H, fa.seq_len_max = T;
   fa.x = x.data(), fa.cs_prev = cs0.data(), fa.h_prev = h0.data(), fa.w = w.data();
   fa.wci = fa.wcf = fa.wco = p.data();
   fa.b = b.data();
@@ -67,11 +67,11 @@ int main(int argc, char** argv) {
   fa.ci = acts[4].data(), fa.co = acts[5].data(), fa.h = acts[6].data();
   const double fwd = MedianMs([&] { tfrnn::LstmForward<float>(d, spec, fa, ws.data()); });
 
-  auto csg = vec(T * N * H), hg = vec(T * N * H);
-  std::vector<float> xg(T * N * I), cpg(N * H), hpg(N * H), wg((I + H) * G), pg1(H), pg2(H),
+  auto csg = vec(T * B * H), hg = vec(T * B * H);
+  std::vector<float> xg(T * B * I), cpg(B * H), hpg(B * H), wg((I + H) * G), pg1(H), pg2(H),
       pg3(H), bg(G);
   tfrnn::LstmBwdArgs<float> ba;
-  ba.T = T, ba.B = N, ba.I = I, ba.H = H, ba.seq_len_max = T;
+  ba.T = T, ba.B = B, ba.I = I, ba.H = H, ba.seq_len_max = T;
   ba.x = x.data(), ba.cs_prev = cs0.data(), ba.h_prev = h0.data(), ba.w = w.data();
   ba.wci = ba.wcf = ba.wco = p.data();
   ba.i = fa.i, ba.cs = fa.cs, ba.f = fa.f, ba.o = fa.o, ba.ci = fa.ci, ba.co = fa.co, ba.h = fa.h;
@@ -84,52 +84,52 @@ int main(int argc, char** argv) {
   // The same LSTM through the stacked-RNN engine (CudnnRNN's face): one layer, cuDNN layout.
   tfrnn::RnnSpec rs;
   rs.mode = tfrnn::RnnMode::kLstm;
-  rs.T = T, rs.B = N, rs.I = I, rs.H = H;
+  rs.T = T, rs.B = B, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
   std::vector<float> params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
-      y(T * N * H), hn(N * H), cn(N * H),
+      y(T * B * H), hn(B * H), cn(B * H),
       rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));
   tfrnn::RnnFwdArgs<float> rf;
   rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
   rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
   const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
-  std::vector<float> dparams(params.size()), dhn = vec(N * H), dcn = vec(N * H);
+  std::vector<float> dparams(params.size()), dhn = vec(B * H), dcn = vec(B * H);
   tfrnn::RnnBwdArgs<float> rb;
   rb.x = x.data(), rb.h0 = h0.data(), rb.c0 = cs0.data(), rb.params = params.data();
   rb.reserve = reserve.data(), rb.dy = hg.data(), rb.dhn = dhn.data(), rb.dcn = dcn.data();
   rb.dx = xg.data(), rb.dh0 = hpg.data(), rb.dc0 = cpg.data(), rb.dparams = dparams.data();
   const double rbwd = MedianMs([&] { tfrnn::RnnBackward<float>(d, rs, rb, rws.data()); });
-  std::printf("T=%ld N=%ld I=%ld H=%ld threads=%d | lstm engine fwd %.2f bwd %.2f ms | "
+  std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | lstm engine fwd %.2f bwd %.2f ms | "
               "rnn engine fwd %.2f bwd %.2f ms\n",
-              T, N, I, H, threads, fwd, bwd, rfwd, rbwd);
+              T, B, I, H, threads, fwd, bwd, rfwd, rbwd);
   if (argc > 6) return 0;  // "quick": the engines only (for profiling)
   // The GEMM shapes inside, each timed alone as one multi-threaded GEMM (the engine runs the
   // recurrent ones as per-unit-block slices fused with the pointwise pass).
-  std::vector<float> out(std::max(T * N * G, (I + H) * G));
+  std::vector<float> out(std::max(T * B * G, (I + H) * G));
   const double g_in = MedianMs([&] {
-    tfrnn::Gemm<float>(d, false, false, T * N, G, I, x.data(), w.data(), out.data(), false);
+    tfrnn::Gemm<float>(d, false, false, T * B, G, I, x.data(), w.data(), out.data(), false);
   });
   const double g_rec = MedianMs([&] {
     for (Index t = 0; t < T; ++t)
-      tfrnn::Gemm<float>(d, false, false, N, G, H, h0.data(), w.data() + I * G, out.data(), true);
+      tfrnn::Gemm<float>(d, false, false, B, G, H, h0.data(), w.data() + I * G, out.data(), true);
   });
   const double g_rec_b = MedianMs([&] {
     for (Index t = 0; t < T; ++t)
-      tfrnn::Gemm<float>(d, false, true, N, H, G, ws.data(), w.data() + I * G, out.data(), false);
+      tfrnn::Gemm<float>(d, false, true, B, H, G, ws.data(), w.data() + I * G, out.data(), false);
   });
   const double g_xg = MedianMs([&] {
-    tfrnn::Gemm<float>(d, false, true, T * N, I, G, ws.data(), w.data(), out.data(), false);
+    tfrnn::Gemm<float>(d, false, true, T * B, I, G, ws.data(), w.data(), out.data(), false);
   });
   const double g_wg = MedianMs([&] {
-    tfrnn::Gemm<float>(d, true, false, I, G, T * N, x.data(), ws.data(), out.data(), false);
-    tfrnn::Gemm<float>(d, true, false, H, G, T * N, fa.h, ws.data(), out.data(), false);
+    tfrnn::Gemm<float>(d, true, false, I, G, T * B, x.data(), ws.data(), out.data(), false);
+    tfrnn::Gemm<float>(d, true, false, H, G, T * B, fa.h, ws.data(), out.data(), false);
   });
   const double red = MedianMs([&] {
-    tfrnn::ColumnSum<float>(d, ws.data(), T * N, G, bg.data());
+    tfrnn::ColumnSum<float>(d, ws.data(), T * B, G, bg.data());
   });
   std::printf("b_grad column-sum reduction: %.2f ms\n", red);
-  const double flops = 8.0 * T * N * H * (I + H);
-  std::printf("T=%ld N=%ld I=%ld H=%ld threads=%d\n", T, N, I, H, threads);
+  const double flops = 8.0 * T * B * H * (I + H);
+  std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d\n", T, B, I, H, threads);
   std::printf("forward  %8.2f ms %6.1f GF/s | input GEMM %6.2f ms, recurrent GEMMs %6.2f ms, "
               "rest (pointwise) %6.2f ms\n",
               fwd, flops / fwd / 1e6, g_in, g_rec, fwd - g_in - g_rec);

@@ -6,7 +6,7 @@ well). "ours" is our layer in a plain tf.function, "ours_xla" the same with jit_
 
   keras_<kind>           training step: forward, loss, gradients of every weight
   keras_<kind>_infer     inference: the layer called with training=False on the whole batch
-  keras_<kind>_stream    streaming: a stateful layer (batch N) called on one time step per
+  keras_<kind>_stream    streaming: a stateful layer (batch B) called on one time step per
                          call, return_sequences=False; the size's T is not used
 
 Peers: "ours_xla", "keras" (the stock layer, tf.function) and "keras_xla" (the same,
@@ -46,15 +46,15 @@ def _impls(stock, mine, body):
 
 
 class KerasCases:
-    """Mixed into bench_rnn.Case (which holds size, dtype_name, lstm['x'] [T, N, I], dh)."""
+    """Mixed into bench_rnn.Case (which holds size, dtype_name, lstm['x'] [T, B, I], dh)."""
 
     def _keras(self, kind, mask=False, **kw):
-        T, N, I, H = self.size
+        T, B, I, H = self.size
         x = tf.transpose(self.lstm["x"], [1, 0, 2])  # batch-major, as Keras wants
         dy = tf.transpose(self.dh, [1, 0, 2])
         m = None
         if mask:  # left-padded: the last `length` steps of each row are valid
-            lengths = np.random.default_rng(5).integers(T // 2, T + 1, size=N)
+            lengths = np.random.default_rng(5).integers(T // 2, T + 1, size=B)
             m = tf.constant(np.arange(T)[None, :] >= (T - lengths)[:, None])
         stock, mine = _pair(kind, self.dtype_name, x.shape, units=H, return_sequences=True,
                             **kw)
@@ -67,14 +67,14 @@ class KerasCases:
         return _impls(stock, mine, body)
 
     def _keras_infer(self, kind):
-        T, N, I, H = self.size
+        T, B, I, H = self.size
         x = tf.transpose(self.lstm["x"], [1, 0, 2])
         stock, mine = _pair(kind, self.dtype_name, x.shape, units=H, return_sequences=True)
         return _impls(stock, mine, lambda layer: layer(x, training=False))
 
     def _keras_stream(self, kind):
-        _, N, I, H = self.size
-        x1 = tf.transpose(self.lstm["x"][:1], [1, 0, 2])  # [N, 1, I]: one step
+        _, B, I, H = self.size
+        x1 = tf.transpose(self.lstm["x"][:1], [1, 0, 2])  # [B, 1, I]: one step
         stock, mine = _pair(kind, self.dtype_name, x1.shape, units=H, stateful=True)
         return _impls(stock, mine, lambda layer: layer(x1, training=False))
 

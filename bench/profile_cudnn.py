@@ -10,8 +10,8 @@ tf.functions, median of --reps after one warm-up call:
   fwd-train  CudnnRNNV3 with is_training=True (what a training step runs)
   bwd        CudnnRNNBackpropV3 alone (inputs: a fwd-train result computed once beforehand)
 and prints bwd / fwd-train, which should be about 2 (backward does twice the FLOPs of forward:
-forward 8·T·N·H·(I+H) for LSTM, 6· for GRU), GF/s of each and the share of the larger tf.matmul
-rate measured in the same run (the RNN input GEMM [T·N, I+H]·[I+H, 4H] and a 2048³ square).
+forward 8·T·B·H·(I+H) for LSTM, 6· for GRU), GF/s of each and the share of the larger tf.matmul
+rate measured in the same run (the RNN input GEMM [T·B, I+H]·[I+H, 4H] and a 2048³ square).
 """
 import argparse
 import json
@@ -28,7 +28,7 @@ from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
 
 def profile(size, dtype, mode, reps):
-    T, N, I, H = size
+    T, B, I, H = size
     rng = np.random.default_rng(0)
 
     def r(*shape, scale=0.5):
@@ -36,18 +36,18 @@ def profile(size, dtype, mode, reps):
 
     n_params = int(tf.reshape(ours.CudnnRNNParamsSize(
         num_layers=1, num_units=H, input_size=I, T=dtype, S=tf.int32, rnn_mode=mode), [-1])[0])
-    kw = dict(input=r(T, N, I), input_h=r(1, N, H), input_c=r(1, N, H),
+    kw = dict(input=r(T, B, I), input_h=r(1, B, H), input_c=r(1, B, H),
               params=r(n_params, scale=1.0 / np.sqrt(I + H)),
-              sequence_lengths=tf.fill([N], T), rnn_mode=mode)
+              sequence_lengths=tf.fill([B], T), rnn_mode=mode)
     fwd_infer = tf.function(lambda: ours.CudnnRNNV3(**kw, is_training=False))
     fwd_train = tf.function(lambda: ours.CudnnRNNV3(**kw, is_training=True))
     y, hn, cn, reserve, host = fwd_train()
-    dy = r(T, N, H)
+    dy = r(T, B, H)
     bwd = tf.function(lambda: ours.CudnnRNNBackpropV3(
         **kw, output=y, output_h=hn, output_c=cn, output_backprop=dy,
         output_h_backprop=tf.zeros_like(hn), output_c_backprop=tf.zeros_like(cn),
         reserve_space=reserve, host_reserved=host))
-    f = bu.lstm_flops(T, N, I, H, 4 if mode == "lstm" else 3)
+    f = bu.lstm_flops(T, B, I, H, 4 if mode == "lstm" else 3)
     t_inf = bu.median_ms(fwd_infer, reps)
     t_fwd = bu.median_ms(fwd_train, reps)
     t_bwd = bu.median_ms(bwd, reps)
@@ -61,7 +61,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])
-    p.add_argument("--sizes", help="comma-separated TxNxIxH (default: the four of issue #5)")
+    p.add_argument("--sizes", help="comma-separated TxBxIxH (default: the four of issue #5)")
     p.add_argument("--dtypes", default="float32", help="float32,bfloat16")
     p.add_argument("--modes", default="lstm,gru")
     p.add_argument("--reps", type=int, help="timed calls per measurement (default 10)")
@@ -77,7 +77,7 @@ def main(argv=None):
     rows = []
     print(f"CudnnRNNV3 / CudnnRNNBackpropV3 (ours), {os.cpu_count()} CPUs, TensorFlow "
           f"{tf.__version__}, median of {reps} reps; bwd FLOPs = 2 x fwd\n")
-    print("| mode | dtype | T×N×I×H | fwd-infer ms | fwd-train ms | bwd ms | bwd/fwd | "
+    print("| mode | dtype | T×B×I×H | fwd-infer ms | fwd-train ms | bwd ms | bwd/fwd | "
           "fwd GF/s | bwd GF/s | fwd %GEMM | bwd %GEMM | GEMM peak GF/s |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for dt in dtypes:

@@ -291,7 +291,7 @@ class _FusedRNNMixin:
 
     def _recurrent_mask(self, h0, dtype):
         """Keras's recurrent dropout masks (the cell's own, drawn by the stock RNN.call) as the
-        op's recurrent_mask [B, K·N], one mask per gate block in Keras's gate order; a
+        op's recurrent_mask [B, K·H], one mask per gate block in Keras's gate order; a
         SimpleRNN cell has one."""
         masks = self.cell.get_recurrent_dropout_mask(h0)
         if not isinstance(masks, (list, tuple)):
@@ -300,7 +300,7 @@ class _FusedRNNMixin:
 
     def _preprojected(self, sequences, dp_masks, dtype):
         """implementation=1 input dropout: gate k's projection (x ⊙ mask_k) · kernel_k outside
-        the op (then TfRnn>KerasRNN's preprojected input), [B, T, K·N] in Keras's gate order."""
+        the op (then TfRnn>KerasRNN's preprojected input), [B, T, K·H] in Keras's gate order."""
         kernel = tf.cast(_value(self.cell.kernel), dtype)
         n = self.cell.units
         parts = [tf.einsum("bti,in->btn", sequences * tf.expand_dims(tf.cast(m, dtype), 1),

@@ -10,21 +10,21 @@ trains in TensorFlow with the same operands, layouts and descriptor options::
     grads = mps.lstm_gradients(source, recurrent_weight, dh, z, c, input_weight=w, bias=b,
                                descriptor=d)   # [d_source, d_recurrent_weight, d_w, d_b]
 
-Layouts (T time, N batch, I input, H hidden, D = 2 when bidirectional):
+Layouts (T time, B batch, I input, H hidden, D = 2 when bidirectional):
 
 =================  ===========================  ================================
 operand            unidirectional               bidirectional
 =================  ===========================  ================================
-source             [T, N, I] ([T, N, 4H] with   [T, N, I] ([T, N, 8H] without W:
+source             [T, B, I] ([T, B, 4H] with   [T, B, I] ([T, B, 8H] without W:
                    no input weight)             forward 4H then backward 4H)
 recurrent_weight   [4H, H]                      [2, 4H, H]
 input_weight       [4H, I]                      [8H, I] (forward rows first)
 bias               [4H]                         [8H]
-init_state/cell    [N, H]                       [N, 2H] (forward half first)
-mask               [N, H] or [T, N, H]          [N, 2H] or [T, N, 2H]
+init_state/cell    [B, H]                       [B, 2H] (forward half first)
+mask               [B, H] or [T, B, H]          [B, 2H] or [T, B, 2H]
 peephole           [4H]                         [2, 4H]
-state, cell        [T, N, H]                    [T, N, 2H]
-z_state            [T, N, 4H]                   [T, N, 8H]
+state, cell        [T, B, H]                    [T, B, 2H]
+z_state            [T, B, 4H]                   [T, B, 8H]
 =================  ===========================  ================================
 
 Gate blocks in every 4H axis: i, f, z, o (z: the cell gate), or i, z, f, o with
@@ -171,7 +171,7 @@ def lstm_gradients(source, recurrent_weight, source_gradient, z_state, cell_outp
     """MPSGraph.LSTMGradients: returns the gradients of source, recurrent_weight, and of
     input_weight, bias, peephole, init_state, init_cell when given (in that order).
 
-    ``cell_output_gradient`` ([T, N, D·H], an extension) adds gradients arriving at the cell
+    ``cell_output_gradient`` ([T, B, D·H], an extension) adds gradients arriving at the cell
     sequence output of a produce_cell forward."""
     return _gradients(
         "tf_rnn_lstm_gradients", "LSTMGradients", source, recurrent_weight,

@@ -47,21 +47,21 @@ def _max_err(a, b, slm=None):
     return err
 
 
-def _inputs(rng, T, N, I, H, dtype):
+def _inputs(rng, T, B, I, H, dtype):
     # Weights scaled like a Glorot initialiser: large random weights make the recurrence
     # chaotic, where any rounding difference grows exponentially over time.
     def r(*shape, scale=0.5):
         return tf.constant((rng.standard_normal(shape) * scale).astype(np.float32), dtype=dtype)
     ws = 1.0 / np.sqrt(I + H)
-    return dict(x=r(T, N, I), cs_prev=r(N, H), h_prev=r(N, H), w=r(I + H, 4 * H, scale=ws),
+    return dict(x=r(T, B, I), cs_prev=r(B, H), h_prev=r(B, H), w=r(I + H, 4 * H, scale=ws),
                 wci=r(H, scale=0.1), wcf=r(H, scale=0.1), wco=r(H, scale=0.1), b=r(4 * H))
 
 
-def run(T, N, I, H, reps, dtypes):
+def run(T, B, I, H, reps, dtypes):
     rng = np.random.default_rng(0)
     rows = []
     for dtype in dtypes:
-        a = _inputs(rng, T, N, I, H, dtype)
+        a = _inputs(rng, T, B, I, H, dtype)
         slm = T - 1  # exercise the tail
         slm_t = tf.constant(slm, tf.int64)
         cell = {k: (v[0] if k == "x" else v) for k, v in a.items()}
@@ -105,13 +105,13 @@ def run(T, N, I, H, reps, dtypes):
             ws = 1.0 / np.sqrt(I + H)
             def r(*shape, scale=0.5):
                 return tf.constant((rng.standard_normal(shape) * scale).astype(np.float32))
-            gru = dict(x=r(N, I), h_prev=r(N, H), w_ru=r(I + H, 2 * H, scale=ws),
+            gru = dict(x=r(B, I), h_prev=r(B, H), w_ru=r(I + H, 2 * H, scale=ws),
                        w_c=r(I + H, H, scale=ws), b_ru=r(2 * H), b_c=r(H))
             sg = tf.raw_ops.GRUBlockCell(**gru)
             cases.append(("GRUBlockCell", sg, ours.GRUBlockCell(**gru), None,
                           lambda: tf.raw_ops.GRUBlockCell(**gru),
                           lambda: ours.GRUBlockCell(**gru)))
-            gkw = dict(**gru, r=sg[0], u=sg[1], c=sg[2], d_h=r(N, H))
+            gkw = dict(**gru, r=sg[0], u=sg[1], c=sg[2], d_h=r(B, H))
             cases.append(("GRUBlockCellGrad", tf.raw_ops.GRUBlockCellGrad(**gkw),
                           ours.GRUBlockCellGrad(**gkw), None,
                           lambda: tf.raw_ops.GRUBlockCellGrad(**gkw),
@@ -137,14 +137,14 @@ def _cudnn_params(mode, kernel, recurrent, bias, H):
     return tf.concat(mats + biases, 0)
 
 
-def run_cudnn_vs_keras(T, N, I, H, reps):
+def run_cudnn_vs_keras(T, B, I, H, reps):
     """TfRnn>CudnnRNNV3 (lstm; gru with reset after) against the Keras 3 layer it implements:
     a training step (forward, loss, gradients for the input and every weight), with the
     Keras weights mapped to the cuDNN layout. Returns rows like run()."""
     import keras
     rows = []
     rng = np.random.default_rng(1)
-    x = tf.constant(rng.standard_normal((N, T, I)).astype(np.float32))
+    x = tf.constant(rng.standard_normal((B, T, I)).astype(np.float32))
     for mode in ("lstm", "gru"):
         if mode == "lstm":
             layer = keras.layers.LSTM(H, return_sequences=True)
@@ -152,8 +152,8 @@ def run_cudnn_vs_keras(T, N, I, H, reps):
             layer = keras.layers.GRU(H, return_sequences=True, reset_after=True)
         layer(x)
         kernel, recurrent, bias = layer.trainable_variables
-        h0 = tf.zeros([N, 1, H])
-        lengths = tf.fill([N], T)
+        h0 = tf.zeros([B, 1, H])
+        lengths = tf.fill([B], T)
 
         @tf.function
         def keras_step():
@@ -217,15 +217,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
     args = p.parse_args(argv)
-    T, N, I, H = (10, 8, 16, 16) if args.quick else (50, 32, 128, 128)
+    T, B, I, H = (10, 8, 16, 16) if args.quick else (50, 32, 128, 128)
     reps = 3 if args.quick else 10
     lib = tf_rnn_ops.load_library()
     print(f"tf_rnn_ops {tf_rnn_ops.__version__}: {tf_rnn_ops.library_path()}")
     print(f"built for TensorFlow {tf_rnn_ops.built_tf_version()}, running TensorFlow "
           f"{tf.__version__}; ops loaded: {len([n for n in dir(lib) if n.startswith('TfRnn_')])}")
-    print(f"sizes T={T} N={N} I={I} H={H}, seq_len_max=T-1, use_peephole, cell_clip=1.5\n")
+    print(f"sizes T={T} B={B} I={I} H={H}, seq_len_max=T-1, use_peephole, cell_clip=1.5\n")
     with _without_stock_notices():
-        rows = run(T, N, I, H, reps, [tf.float32, tf.float16])
+        rows = run(T, B, I, H, reps, [tf.float32, tf.float16])
     tol = {"float32": 1e-4, "float16": 3e-2}
     print(f"{'op':<20}{'dtype':<9}{'rel err':>11}{'stock ms':>10}{'ours ms':>10}"
           f"{'stock/ours':>12}")
@@ -234,7 +234,7 @@ def main(argv=None):
           "the same weights")
     print(f"{'op':<24}{'dtype':<9}{'rel err':>11}{'keras ms':>10}{'ours ms':>10}"
           f"{'keras/ours':>12}")
-    bad += _print_rows(run_cudnn_vs_keras(T, N, I, H, reps), tol, width=24)
+    bad += _print_rows(run_cudnn_vs_keras(T, B, I, H, reps), tol, width=24)
     if bad:
         print(f"\nFAILED: {', '.join(bad)}")
         return 1

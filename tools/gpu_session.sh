@@ -116,7 +116,7 @@ for s in "${STAGES[@]}"; do
     # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.
     bench_keras) stage bench_keras 200 "$PY" bench/gpu_bench_keras.py ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,
-    # N = 16, H = 256); ncu_cluster the same for the cluster forward kernel.
+    # B = 16, H = 256); ncu_cluster the same for the cluster forward kernel.
     ncu) stage ncu 150 ncu --kernel-name regex:PersistentFwd --launch-count 1 \
            --section SpeedOfLight --section Occupancy --section WarpStateStats \
            --section SchedulerStats --section MemoryWorkloadAnalysis \

@@ -9,11 +9,11 @@
 
 namespace tfrnn {
 
-// workspace: GruCellFwdWorkspaceSize(N, H) elements.
+// workspace: GruCellFwdWorkspaceSize(B, H) elements.
 template <typename A>
 void GruCellForward(const CpuDevice& d, const GruCellFwdArgs<A>& a, A* workspace);
 
-// workspace: GruCellBwdWorkspaceSize(N, H) elements.
+// workspace: GruCellBwdWorkspaceSize(B, H) elements.
 template <typename A>
 void GruCellBackward(const CpuDevice& d, const GruCellBwdArgs<A>& a, A* workspace);
 

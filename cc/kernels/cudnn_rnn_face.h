@@ -418,15 +418,15 @@ struct Region {
 };
 inline void CanonicalRegions(const RnnSpec& s, std::vector<Region>* weights,
                       std::vector<Region>* biases) {
-  const int64_t K = RnnK(s), N = s.H, Hs = RnnHs(s);
+  const int64_t K = RnnK(s), H = s.H, Hs = RnnHs(s);
   for (int64_t p = 0; p < s.L * s.D; ++p) {
     const RnnParamOffsets o = RnnParamLayout(s, p);
     const int64_t in = RnnInWidth(s, p / s.D);
-    for (int64_t k = 0; k < K; ++k) weights->push_back({o.w + k * N * in, N, in});
-    for (int64_t k = 0; k < K; ++k) weights->push_back({o.r + k * N * Hs, N, Hs});
-    if (s.P > 0) weights->push_back({o.p, s.P, N});
-    for (int64_t k = 0; k < K; ++k) biases->push_back({o.bw + k * N, N, 1});
-    for (int64_t k = 0; k < K; ++k) biases->push_back({o.br + k * N, N, 1});
+    for (int64_t k = 0; k < K; ++k) weights->push_back({o.w + k * H * in, H, in});
+    for (int64_t k = 0; k < K; ++k) weights->push_back({o.r + k * H * Hs, H, Hs});
+    if (s.P > 0) weights->push_back({o.p, s.P, H});
+    for (int64_t k = 0; k < K; ++k) biases->push_back({o.bw + k * H, H, 1});
+    for (int64_t k = 0; k < K; ++k) biases->push_back({o.br + k * H, H, 1});
   }
 }
 

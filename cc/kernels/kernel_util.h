@@ -182,29 +182,29 @@ inline absl::Status CheckCounts(const std::string& op, std::initializer_list<Cou
 // Exact size of the engine's params buffer of `s` (closed form of RnnParamsSize, which loops
 // over the layers), saturating.
 inline Count RnnParamsCount(const RnnSpec& s) {
-  const Count K = RnnK(s), N = s.H, P = s.P, D = s.D;
+  const Count K = RnnK(s), H = s.H, P = s.P, D = s.D;
   const Count Hs = s.P > 0 ? s.P : s.H;
   const Count in0 = s.skip_input || s.preprojected ? 0 : s.I;
-  const Count tail = K * N * Hs + P * N + Count(2) * K * N;
-  const Count first = D * (K * N * in0 + tail);
+  const Count tail = K * H * Hs + P * H + Count(2) * K * H;
+  const Count first = D * (K * H * in0 + tail);
   if (s.L <= 1) return first;
-  return first + Count(s.L - 1) * D * (K * N * (D * Hs) + tail);
+  return first + Count(s.L - 1) * D * (K * H * (D * Hs) + tail);
 }
 
 // The RNN families' (CudnnRNN*, MPSGraph LSTM and GRU) size check: every dimension of the spec and
 // upper bounds of the params, reserve and workspaces the engine derives from it.
 inline absl::Status CheckRnnSizes(const std::string& op, const RnnSpec& s,
                                   const std::string& what) {
-  const Count T = s.T, B = s.B, I = s.I, N = s.H, P = s.P, L = s.L, D = s.D, K = RnnK(s);
+  const Count T = s.T, B = s.B, I = s.I, H = s.H, P = s.P, L = s.L, D = s.D, K = RnnK(s);
   const Count Hs = s.P > 0 ? s.P : s.H;
-  const Count maxw = Max(Max(I, D * Hs), N);
+  const Count maxw = Max(Max(I, D * Hs), H);
   const Count TB = T * B;
-  const Count reserve = L * D * TB * (K * N + Count(3) * N + Hs) + L * TB * D * Hs * Count(2);
-  // (+ Hs + N: the masked h_prev and the reset-before gru gather of the backward)
-  const Count work = TB * (Count(2) * K * N + Count(2) * D * Hs + maxw + P + Hs + N) +
-                     B * (Count(2) * K * N + Count(3) * N + Count(3) * Hs);
-  return CheckCounts(op, {T, B, I, N, P, L, D, K * N, RnnParamsCount(s), reserve, work,
-                          TB * I, TB * D * Hs, L * D * B * N},
+  const Count reserve = L * D * TB * (K * H + Count(3) * H + Hs) + L * TB * D * Hs * Count(2);
+  // (+ Hs + H: the masked h_prev and the reset-before gru gather of the backward)
+  const Count work = TB * (Count(2) * K * H + Count(2) * D * Hs + maxw + P + Hs + H) +
+                     B * (Count(2) * K * H + Count(3) * H + Count(3) * Hs);
+  return CheckCounts(op, {T, B, I, H, P, L, D, K * H, RnnParamsCount(s), reserve, work,
+                          TB * I, TB * D * Hs, L * D * B * H},
                      what);
 }
 

@@ -6,13 +6,13 @@
 // The call's operands and results (the engine's time-major arrays, in the compute type A; an
 // absent optional one has no elements):
 //   forward  operands  lengths (s32 [B] or [0]), x [T, B, I], h0, c0, w0, w1, w2, mask
-//                      [XlaRnnMaskSize], peephole [L·D, K·N] (spec.peephole)
+//                      [XlaRnnMaskSize], peephole [L·D, K·H] (spec.peephole)
 //            results   y [T, B, D·Hs], hn, cn, reserve [XlaRnnReserveResult]
 //   backward operands  the forward's nine, dy [T, B, D·Hs], dhn, dcn, reserve, dc_seq
-//                      [T, B, D·N] (has_dc_seq)
-//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2, dpeephole [L·D, K·N]
+//                      [T, B, D·H] (has_dc_seq)
+//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2, dpeephole [L·D, K·H]
 // The engine's workspace is the target's own (scratch_cache.h).
-// w0, w1, w2 are kernel [in, K·N], recurrent_kernel [N, K·N] and bias ([K·N] or [2, K·N]) for
+// w0, w1, w2 are kernel [in, K·H], recurrent_kernel [H, K·H] and bias ([K·H] or [2, K·H]) for
 // kKerasWeights, and the params vector and two empty arrays for kParamsVector.
 #ifndef TF_RNN_OPS_CC_XLA_RNN_CALL_H_
 #define TF_RNN_OPS_CC_XLA_RNN_CALL_H_
@@ -64,7 +64,7 @@ struct XlaRnnCall {
   bool f64 = false;  // the compute type A is double (else float)
   XlaWeights weights = XlaWeights::kKerasWeights;
   bool has_lengths = false;  // the lengths operand is [B] (else [0]: every sequence has T steps)
-  bool two_biases = false;   // kKerasWeights: bias is [2, K·N], input and recurrent biases
+  bool two_biases = false;   // kKerasWeights: bias is [2, K·H], input and recurrent biases
   bool mask_per_step = false;  // spec.has_mask: the mask is [T, B, ·] (else [B, ·])
   bool has_dc_seq = false;     // backward: the dc_seq operand is there
 };
