@@ -1,9 +1,16 @@
-"""The fixed cost of our XLA custom call: TfRnn>KerasRNN on a problem of one step, one row and
-one unit (no work to speak of) inside tf.function(jit_compile=True), against an XLA-compiled
-function that does as little (x + 1), and the same op without XLA against an empty
-tf.function. All timed in turns in one process; medians in microseconds.
+"""The fixed costs around our layers under XLA, timed in turns in one process (medians, µs).
 
-    .venv/bin/python bench/bench_xla_overhead.py [--reps 2000]
+1. Our XLA custom call: TfRnn>KerasRNN on a problem of two steps, one row and one unit (no
+   work to speak of; two steps, so that it is a custom call and not the HLO step of
+   cc/xla/keras_step_hlo.h) inside tf.function(jit_compile=True), against an XLA-compiled
+   function that does as little (x + 1), and the same op without XLA against an empty
+   tf.function.
+2. The streaming step's floors (--units H, LSTM, batch 1, input 64): a function that reads a
+   stateful layer's five variables and writes its two states with no RNN work, compiled by XLA
+   and plain, beside the step itself (ours and stock, with and without XLA). The floor is what
+   any layer pays per call: what is above it is the step's own cost.
+
+    .venv/bin/python bench/bench_xla_overhead.py [--reps 2000] [--units 128]
 """
 import argparse
 import os
@@ -22,11 +29,12 @@ from tf_rnn_ops.keras import _keras_rnn  # noqa: E402
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--reps", type=int, default=2000)
+    p.add_argument("--units", type=int, default=128)
     args = p.parse_args()
     if not tf_rnn_ops.has_xla():
         sys.exit(f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
     one = lambda *s: tf.ones(s, tf.float32)  # noqa: E731
-    inp = dict(input=one(1, 1, 1), input_h=one(1, 1), input_c=one(1, 1), kernel=one(1, 4),
+    inp = dict(input=one(1, 2, 1), input_h=one(1, 1), input_c=one(1, 1), kernel=one(1, 4),
                recurrent_kernel=one(1, 4), bias=one(4), sequence_lengths=tf.zeros([0], tf.int32),
                recurrent_mask=tf.zeros([0]))
 
@@ -35,28 +43,72 @@ def main():
 
     x = one(1, 1)
     fns = {"empty jit (x + 1)": tf.function(lambda: x + 1, jit_compile=True),
-           "KerasRNN 1x1x1x1, jit": tf.function(op, jit_compile=True),
+           "KerasRNN 2x1x1x1, jit": tf.function(op, jit_compile=True),
            "empty tf.function (x + 1)": tf.function(lambda: x + 1),
-           "KerasRNN 1x1x1x1, no jit": tf.function(op)}
-    for fn in fns.values():
-        fn()
-    times = {k: [] for k in fns}
-    step = max(1, args.reps // 10)
-    for r in range(args.reps):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append((time.perf_counter() - t0) * 1e6)
-        if (r + 1) % step == 0:
-            print(f"[{r + 1}/{args.reps}]", file=sys.stderr, flush=True)
-    med = {k: float(np.median(v)) for k, v in times.items()}
+           "KerasRNN 2x1x1x1, no jit": tf.function(op)}
+    fns.update(_stream_fns(args.units))
+    med = _time_in_turns(fns, args.reps)
     print("| call | median µs |\n|---|---:|")
     for k, v in med.items():
         print(f"| {k} | {v:.1f} |")
     print(f"\ncustom call over an empty jit function: "
-          f"{med['KerasRNN 1x1x1x1, jit'] - med['empty jit (x + 1)']:.1f} µs; "
+          f"{med['KerasRNN 2x1x1x1, jit'] - med['empty jit (x + 1)']:.1f} µs; "
           f"the op's kernel over an empty tf.function: "
-          f"{med['KerasRNN 1x1x1x1, no jit'] - med['empty tf.function (x + 1)']:.1f} µs")
+          f"{med['KerasRNN 2x1x1x1, no jit'] - med['empty tf.function (x + 1)']:.1f} µs")
+    h = args.units
+    fj, fp = med[f"floor H {h}, jit"], med[f"floor H {h}, no jit"]
+    print(f"\nstreaming step, LSTM H {h}: the floor under XLA costs {fj - fp:.1f} µs more than "
+          f"without; above their floors: ours + XLA {med[f'ours H {h}, jit'] - fj:.1f} µs, "
+          f"stock + XLA {med[f'stock H {h}, jit'] - fj:.1f} µs, ours {med[f'ours H {h}, no jit'] - fp:.1f} "
+          f"µs, stock {med[f'stock H {h}, no jit'] - fp:.1f} µs")
+
+
+def _stream_fns(h):
+    """The streaming step of a stateful LSTM (batch 1, input 64, h units), ours and stock, and
+    the floors: the same variable reads and state writes with no RNN work."""
+    import keras
+    import tf_rnn_ops.keras as ours_keras
+    x1 = tf.random.normal([1, 1, 64])
+    stock = keras.layers.LSTM(h, stateful=True)
+    ours = ours_keras.LSTM(h, stateful=True)
+    stock(x1)
+    ours(x1)
+    ours.set_weights(stock.get_weights())
+    cell, states = stock.cell, stock.states
+
+    def floor():
+        k, r, b = cell.kernel.value, cell.recurrent_kernel.value, cell.bias.value
+        h_new = states[0].value + x1[:, 0, :1] + k[:1, :1] + r[:1, :1] + b[:1]
+        states[0].assign(h_new)
+        states[1].assign(states[1].value + 1.0)
+        return h_new
+    fns = {}
+    for jit in (True, False):
+        tag = "jit" if jit else "no jit"
+        fns[f"floor H {h}, {tag}"] = tf.function(floor, jit_compile=jit)
+        fns[f"ours H {h}, {tag}"] = tf.function(lambda: ours(x1, training=False),
+                                                jit_compile=jit)
+        fns[f"stock H {h}, {tag}"] = tf.function(lambda: stock(x1, training=False),
+                                                 jit_compile=jit)
+    return fns
+
+
+def _time_in_turns(fns, reps, settle=5):
+    """Median µs of each function, timed in turns (each turn settles with `settle` calls)."""
+    for fn in fns.values():
+        fn()
+    times = {k: [] for k in fns}
+    step = max(1, reps // 10)
+    for r in range(reps):
+        for name, fn in fns.items():
+            for _ in range(settle):
+                fn()
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1e6)
+        if (r + 1) % step == 0:
+            print(f"[{r + 1}/{reps}]", file=sys.stderr, flush=True)
+    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 if __name__ == "__main__":
