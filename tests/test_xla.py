@@ -19,14 +19,13 @@ import tensorflow as tf
 import tf_rnn_ops
 import tf_rnn_ops.keras as K
 from tf_rnn_ops import raw_ops
-from xla_test_util import assert_all_close, needs_xla
+from xla_test_util import assert_all_close, keras_op_inputs, needs_xla
 
 pytestmark = needs_xla
 
 # jit vs no jit run the same engine code on the same thread count; the tolerance covers a
 # different summation split of the weight gradients (float32) and rounding of half/bf16 outputs.
 TOL = {tf.float64: 1e-10, tf.float32: 2e-5, tf.float16: 1e-2, tf.bfloat16: 4e-2}
-GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
 def test_xla_kernels_are_loaded():
@@ -40,25 +39,6 @@ def _hlo(fn, *args):
 
 def _assert_close(got, want, dtype, what):
     assert_all_close(got, want, TOL[dtype], what)
-
-
-def _op_inputs(mode, dtype, B=3, T=5, I=4, H=6, lengths=True, two_biases=False, mask=False,
-               preprojected=False, seed=0):
-    rng = np.random.default_rng(seed)
-    K_ = GATES[mode]
-    c = lambda a: tf.constant(a, dtype)  # noqa: E731
-    xin = K_ * H if preprojected else I
-    bias = rng.uniform(-0.5, 0.5, (2, K_ * H) if two_biases else (K_ * H,))
-    return dict(
-        input=c(rng.standard_normal((B, T, xin))),
-        input_h=c(rng.standard_normal((B, H)) * 0.5),
-        input_c=c(rng.standard_normal((B, H)) * 0.5),
-        kernel=c(rng.uniform(-0.5, 0.5, (0 if preprojected else I, K_ * H))),
-        recurrent_kernel=c(rng.uniform(-0.5, 0.5, (H, K_ * H))),
-        bias=c(bias),
-        sequence_lengths=tf.constant([T, 2, 0][:B] if lengths else [], tf.int32),
-        recurrent_mask=c((rng.uniform(size=(B, K_ * H)) > 0.3) * 1.4 if mask
-                         else np.zeros([0])))
 
 
 def _fwd_and_grads(attrs, training=True):
@@ -105,7 +85,7 @@ def test_raw_op_under_jit_equals_the_kernel(mode, dtype, opts):
         if k in opts:
             attrs[k] = opts.pop(k)
     attrs["preprojected"] = opts.get("preprojected", False)
-    inp = _op_inputs(mode, dtype, **opts)
+    inp = keras_op_inputs(mode, dtype, **opts)
     f = _fwd_and_grads(attrs)
     want = tf.function(f)(**inp)
     jit = tf.function(f, jit_compile=True)
@@ -120,14 +100,14 @@ def test_raw_op_under_jit_equals_the_kernel(mode, dtype, opts):
 @pytest.mark.parametrize("B,T", [(0, 3), (2, 0), (0, 0)])
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
 def test_empty_problems_under_jit(mode, B, T):
-    inp = _op_inputs(mode, tf.float32, B=B, T=T, lengths=False)
+    inp = keras_op_inputs(mode, tf.float32, B=B, T=T, lengths=False)
     f = _fwd_and_grads({"rnn_mode": mode})
     want = tf.function(f)(**inp)
     _assert_close(tf.function(f, jit_compile=True)(**inp), want, tf.float32, f"B={B} T={T}")
 
 
 def test_inference_call_has_no_reserve_and_exact_gradients():
-    inp = _op_inputs("lstm", tf.float32)
+    inp = keras_op_inputs("lstm", tf.float32)
     attrs = {"rnn_mode": "lstm"}
     res = tf.function(lambda **k: K._keras_rnn(**k, is_training=False, **attrs),
                       jit_compile=True)(**inp)
@@ -138,7 +118,7 @@ def test_inference_call_has_no_reserve_and_exact_gradients():
 
 
 def test_bad_lengths_fail_at_run_time_naming_the_input():
-    inp = _op_inputs("lstm", tf.float32)
+    inp = keras_op_inputs("lstm", tf.float32)
     inp["sequence_lengths"] = tf.constant([5, 9, 0], tf.int32)
     f = tf.function(lambda **k: K._keras_rnn(**k, rnn_mode="lstm"), jit_compile=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"sequence_lengths\[1\] = 9"):
@@ -146,7 +126,7 @@ def test_bad_lengths_fail_at_run_time_naming_the_input():
 
 
 def test_bad_shapes_fail_at_compile_time_naming_the_input():
-    inp = _op_inputs("gru", tf.float32)
+    inp = keras_op_inputs("gru", tf.float32)
     inp["recurrent_kernel"] = inp["recurrent_kernel"][:, :-1]
     f = tf.function(lambda **k: K._keras_rnn(**k, rnn_mode="gru"), jit_compile=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="recurrent_kernel"):

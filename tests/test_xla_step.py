@@ -15,28 +15,11 @@ import tensorflow as tf
 
 import tf_rnn_ops.keras as K
 from tf_rnn_ops.keras import _keras_rnn
-from xla_test_util import assert_all_close, needs_xla
+from xla_test_util import GATES, assert_all_close, keras_op_inputs, needs_xla
 
 pytestmark = needs_xla
 
 TOL = {tf.float64: 1e-12, tf.float32: 1e-5, tf.float16: 2e-3, tf.bfloat16: 2e-2}
-GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
-
-
-def _inputs(mode, B, T, I, H, dtype, two_biases, seed=0, lengths=None, mask=False):
-    rng = np.random.default_rng(seed)
-    K_ = GATES[mode]
-
-    def draw(*shape):
-        return tf.cast(rng.normal(size=shape) * 0.7, dtype)
-    return dict(
-        input=draw(B, T, I), input_h=draw(B, H),
-        input_c=draw(B, H) if mode == "lstm" else tf.zeros([0], dtype),
-        kernel=draw(I, K_ * H), recurrent_kernel=draw(H, K_ * H),
-        bias=draw(2, K_ * H) if two_biases else draw(K_ * H),
-        sequence_lengths=tf.constant(lengths if lengths is not None else [], tf.int32),
-        recurrent_mask=(tf.cast(rng.uniform(size=(B, K_ * H)) > 0.3, dtype) if mask
-                        else tf.zeros([0], dtype)))
 
 
 def _hlo(fn):
@@ -56,7 +39,8 @@ def _cases():
 
 def _check_step(B, dtype, cases):
     for k, (mode, act, rec_act, reset_after, two) in enumerate(cases):
-        kw = _inputs(mode, B, 1, 6, 4, dtype, two, seed=k)
+        kw = keras_op_inputs(mode, dtype, B=B, T=1, I=6, H=4, lengths=False, two_biases=two,
+                             seed=k)
 
         def step():
             return _keras_rnn(**kw, rnn_mode=mode, activation=act, recurrent_activation=rec_act,
@@ -90,8 +74,8 @@ def test_step_in_hlo_other_dtypes(dtype):
 @pytest.mark.parametrize("what", ["two steps", "training", "33 rows", "lengths", "mask"])
 def test_other_calls_keep_the_custom_call(what):
     B, T = (33, 1) if what == "33 rows" else (3, 2) if what == "two steps" else (3, 1)
-    kw = _inputs("lstm", B, T, 6, 4, tf.float32, False,
-                 lengths=[1, 0, 1] if what == "lengths" else None, mask=what == "mask")
+    kw = keras_op_inputs("lstm", tf.float32, B=B, T=T, I=6, H=4,
+                         lengths=[1, 0, 1] if what == "lengths" else False, mask=what == "mask")
     training = what in ("training", "mask")
 
     def call():
@@ -126,7 +110,7 @@ def test_stateful_streaming_layer_matches_stock_under_jit(layer, kw):
 def test_gradient_through_a_streaming_call_under_jit():
     """An inference call differentiated: the registered gradient reruns the forward with a
     reserve (a custom call) and the backward; equal to the same without XLA."""
-    kw = _inputs("gru", 4, 1, 6, 5, tf.float64, True)
+    kw = keras_op_inputs("gru", tf.float64, B=4, T=1, I=6, H=5, lengths=False, two_biases=True)
 
     def grads():
         with tf.GradientTape() as tape:

@@ -15,6 +15,32 @@ needs_xla = pytest.mark.skipif(not _REQUIRED and not tf_rnn_ops.has_xla(),
                                reason=f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
 
 
+GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def keras_op_inputs(mode, dtype, B=3, T=5, I=4, H=6, lengths=True, two_biases=False, mask=False,
+                    preprojected=False, seed=0):
+    """TfRnn>KerasRNN's eight inputs. lengths: True, [T, 2, 0][:B]; False, none ([0]); or the
+    lengths themselves."""
+    rng = np.random.default_rng(seed)
+    K_ = GATES[mode]
+    c = lambda a: tf.constant(a, dtype)  # noqa: E731
+    xin = K_ * H if preprojected else I
+    bias = rng.uniform(-0.5, 0.5, (2, K_ * H) if two_biases else (K_ * H,))
+    if lengths is True:
+        lengths = [T, 2, 0][:B]
+    return dict(
+        input=c(rng.standard_normal((B, T, xin))),
+        input_h=c(rng.standard_normal((B, H)) * 0.5),
+        input_c=c(rng.standard_normal((B, H)) * 0.5),
+        kernel=c(rng.uniform(-0.5, 0.5, (0 if preprojected else I, K_ * H))),
+        recurrent_kernel=c(rng.uniform(-0.5, 0.5, (H, K_ * H))),
+        bias=c(bias),
+        sequence_lengths=tf.constant(lengths or [], tf.int32),
+        recurrent_mask=c((rng.uniform(size=(B, K_ * H)) > 0.3) * 1.4 if mask
+                         else np.zeros([0])))
+
+
 def assert_all_close(got, want, tol, what):
     """Each pair equal to tol relative, tol · max(1, max |want|) absolute, shapes equal."""
     assert len(got) == len(want), what

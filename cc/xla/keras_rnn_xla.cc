@@ -40,7 +40,6 @@ class KerasRnnXla : public XlaOpKernel {
     call.two_biases = layout.two_biases;
     const RnnSpec& s = call.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
-    const int64_t reserve = RnnReserveSize(s);
     if (!kBackward && KerasStepInHlo(s, layout.has_lengths)) {
       auto in = [&](int k) { return Convert(ctx->Input(k), a_type); };
       const HloStep step =
@@ -52,6 +51,7 @@ class KerasRnnXla : public XlaOpKernel {
       ctx->SetOutput(3, Empty(ctx->builder(), t_type));
       return;
     }
+    const int64_t reserve = RnnReserveSize(s);
 
     std::vector<xla::XlaOp> operands = {ctx->Input(6), SwapMajor(Convert(ctx->Input(0), a_type))};
     for (int k : {1, 2, 3, 4, 5, 7}) operands.push_back(Convert(ctx->Input(k), a_type));

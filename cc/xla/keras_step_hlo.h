@@ -13,20 +13,18 @@
 #define TF_RNN_OPS_CC_XLA_KERAS_STEP_HLO_H_
 
 #include "cc/engine/types.h"
+#include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
 
 namespace tfrnn {
 
-// At most this many rows (the engine's unpacked road: types.h RnnStepsUnpacked).
-constexpr Index kHloStepRows = 32;
-
 // Whether a KerasRNN forward of `s` (has_lengths: sequence_lengths is not [0]) compiles to
-// HLO: one step of at most kHloStepRows rows, not training (no reserve), nothing beyond the
-// plain cell.
+// HLO: one step of the rows the engine's unpacked road takes (types.h RnnFwdUnpacked), not
+// training (no reserve), nothing beyond the plain cell.
 inline bool KerasStepInHlo(const RnnSpec& s, bool has_lengths) {
-  return !s.training && s.T == 1 && s.B >= 1 && s.B <= kHloStepRows && !has_lengths &&
-         !s.has_mask && !s.preprojected && s.L == 1 && s.D == 1 && s.P == 0 && !s.peephole &&
-         s.cell_clip <= 0.f && !s.skip_input && !s.reverse;
+  return !s.training && s.T == 1 && s.B >= 1 && RnnFwdUnpacked(s) && !has_lengths &&
+         !s.preprojected && s.L == 1 && s.D == 1 && !s.peephole && s.cell_clip <= 0.f &&
+         !s.skip_input && !s.reverse;
 }
 
 // The step's new h (and c: lstm), in the compute type of the operands.
@@ -36,9 +34,10 @@ struct HloStep {
 
 namespace keras_step {
 
-inline xla::XlaOp Scalar(xla::XlaOp like, double v) {
-  return xla::ConvertElementType(xla::ConstantR0<double>(like.builder(), v),
-                                 like.builder()->GetShape(like)->element_type());
+// clamp(slope · x + 0.5, 0, 1)
+inline xla::XlaOp HardSigmoid(xla::XlaOp x, double slope) {
+  const xla::XlaOp y = x * xla::ScalarLike(x, slope) + xla::ScalarLike(x, 0.5);
+  return xla::Clamp(xla::ScalarLike(x, 0.0), y, xla::ScalarLike(x, 1.0));
 }
 
 inline xla::XlaOp Activate(RnnAct act, xla::XlaOp x) {
@@ -46,16 +45,15 @@ inline xla::XlaOp Activate(RnnAct act, xla::XlaOp x) {
     case RnnAct::kNone:
       return x;
     case RnnAct::kRelu:
-      return xla::Max(x, Scalar(x, 0.0));
+      return xla::Max(x, xla::ScalarLike(x, 0.0));
     case RnnAct::kTanh:
       return xla::Tanh(x);
     case RnnAct::kSigmoid:
       return xla::Logistic(x);
     case RnnAct::kHardSigmoid:
-      return xla::Clamp(Scalar(x, 0.0), x * Scalar(x, 0.2) + Scalar(x, 0.5), Scalar(x, 1.0));
+      return HardSigmoid(x, 0.2);
     case RnnAct::kKerasHardSigmoid:
-      return xla::Clamp(Scalar(x, 0.0), x * Scalar(x, 1.0 / 6.0) + Scalar(x, 0.5),
-                        Scalar(x, 1.0));
+      return HardSigmoid(x, 1.0 / 6.0);
   }
   return x;
 }
@@ -74,7 +72,7 @@ inline HloStep EmitKerasStep(const RnnSpec& s, bool two_biases, xla::XlaOp x, xl
                              xla::XlaOp bias) {
   using keras_step::Activate;
   using keras_step::Block;
-  using keras_step::Scalar;
+  using xla::ScalarLike;
   const Index H = s.H, KH = RnnK(s) * H;
   xla::XlaOp b_in = bias, b_rec;
   if (two_biases) {
@@ -110,13 +108,13 @@ inline HloStep EmitKerasStep(const RnnSpec& s, bool two_biases, xla::XlaOp x, xl
       } else {
         n = Activate(s.gate_act[2], Block(gx, pn, H) + r * Block(hr, pn, H));
       }
-      const xla::XlaOp one = Scalar(z, 1.0);
+      const xla::XlaOp one = ScalarLike(z, 1.0);
       return {s.gru_z_new ? z * n + (one - z) * h0 : (one - z) * n + z * h0, xla::XlaOp()};
     }
     case RnnMode::kTanh:
       return {xla::Tanh(gx + rec(h0, recurrent)), xla::XlaOp()};
     case RnnMode::kRelu:
-      return {xla::Max(gx + rec(h0, recurrent), Scalar(gx, 0.0)), xla::XlaOp()};
+      return {xla::Max(gx + rec(h0, recurrent), ScalarLike(gx, 0.0)), xla::XlaOp()};
   }
   return {};
 }
