@@ -57,23 +57,20 @@ def main():
           f"{med['KerasRNN 2x1x1x1, no jit'] - med['empty tf.function (x + 1)']:.1f} µs")
     h = args.units
     fj, fp = med[f"floor H {h}, jit"], med[f"floor H {h}, no jit"]
+    above = {(k, tag): med[f"{k} H {h}, {tag}"] - (fj if tag == "jit" else fp)
+             for k in ("ours", "stock") for tag in ("jit", "no jit")}
     print(f"\nstreaming step, LSTM H {h}: the floor under XLA costs {fj - fp:.1f} µs more than "
-          f"without; above their floors: ours + XLA {med[f'ours H {h}, jit'] - fj:.1f} µs, "
-          f"stock + XLA {med[f'stock H {h}, jit'] - fj:.1f} µs, ours {med[f'ours H {h}, no jit'] - fp:.1f} "
-          f"µs, stock {med[f'stock H {h}, no jit'] - fp:.1f} µs")
+          f"without; above their floors: ours + XLA {above['ours', 'jit']:.1f} µs, "
+          f"stock + XLA {above['stock', 'jit']:.1f} µs, ours {above['ours', 'no jit']:.1f} µs, "
+          f"stock {above['stock', 'no jit']:.1f} µs")
 
 
 def _stream_fns(h):
     """The streaming step of a stateful LSTM (batch 1, input 64, h units), ours and stock, and
     the floors: the same variable reads and state writes with no RNN work."""
-    import keras
-    import tf_rnn_ops.keras as ours_keras
+    from keras_cases import _pair  # bench/, this script's folder
     x1 = tf.random.normal([1, 1, 64])
-    stock = keras.layers.LSTM(h, stateful=True)
-    ours = ours_keras.LSTM(h, stateful=True)
-    stock(x1)
-    ours(x1)
-    ours.set_weights(stock.get_weights())
+    stock, ours = _pair("LSTM", "float32", x1.shape, units=h, stateful=True)
     cell, states = stock.cell, stock.states
 
     def floor():
