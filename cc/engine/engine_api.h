@@ -23,7 +23,7 @@ class HostPool {
 };
 
 // Bump when the table or any struct in types.h changes.
-constexpr int kEngineApiVersion = 9;
+constexpr int kEngineApiVersion = 10;
 
 struct EngineApi {
   int version;

@@ -128,7 +128,8 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       }
       continue;
     }
-    const Index row = tau * B + b;
+    const Index row = ly.Row(s.T, B, tau, b);
+    const Index yrow = ly.y_batch_major ? b * s.T + tau : tau * B + b;
     const A* gx = gstep != nullptr ? gstep + b * KH + j0 : ly.gx + row * KH + j0;
     const A* r = hr != nullptr ? hr + b * KH + j0 : nullptr;
     const A* bw = ly.bW + j0;
@@ -162,7 +163,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         lr.co = ly.co != nullptr ? ly.co + row * H + j0 : nullptr;
         lr.h = hout;
         lr.hh = proj ? ly.hh + row * H + j0 : nullptr;
-        lr.y = proj ? nullptr : y + row * yst + ly.dcol + j0;
+        lr.y = proj ? nullptr : y + yrow * yst + ly.dcol + j0;
         const bool std_acts = LstmStandard(s);
         if (r != nullptr) {
           (std_acts ? LstmFwdRow<A, true, true> : LstmFwdRow<A, false, true>)(s, lr, len);
@@ -220,7 +221,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         break;
       }
     }
-    if (!proj && s.mode != RnnMode::kLstm) Vec<A>(y + row * yst + ly.dcol + j0, len) = h;
+    if (!proj && s.mode != RnnMode::kLstm) Vec<A>(y + yrow * yst + ly.dcol + j0, len) = h;
   }
 }
 
@@ -229,8 +230,9 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
 namespace rnn_cpu {
 
 template <typename A>
-void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& layer,
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
+  Layer<A> ly = layer;
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, b16 = s.bf16 && bf16::Available();
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
@@ -251,6 +253,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // FwdChainPipelined). Step s reads time row s of every sequence unless a reversed direction
   // has sequences shorter than T (then steps and time rows differ per sequence).
   const Index steps = sm.MaxSteps(B);
+  const bool all_full = sm.AllFull(B);  // every row of the layer's output is written
   // Few steps of few rows, no mask or projection (types.h RnnFwdUnpacked): the products on
   // the weights in place, no packing. (A row past its length keeps its state in FwdBlock.)
   const bool unpacked = RnnFwdUnpacked(s) && steps > 0;
@@ -265,40 +268,116 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                      !s.preprojected &&
                      steps > 1 && ly.in == ly.in_cols && sm.AllFull(B) &&
                      RnnFusesInput(ly.in, Hs, KH, b16);
+  // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
+  // that the input projection is one product in x's order, unless the chain is pipelined
+  // (its chunks of steps are time rows); else time-major rows, the projection per time row.
+  ly.rows_batch_major = ly.x_batch_major && !s.training && !pipelined;
+  const bool x_strided = ly.x_batch_major && !ly.rows_batch_major;
+  // The B rows of time row tau in gx start at gx_step(tau), gld apart.
+  const Index gld = (ly.rows_batch_major ? s.T : 1) * KH;
+  auto gx_step = [&](Index tau) { return ly.gx + ly.Row(s.T, B, tau, 0) * KH; };
+  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
+  const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
+  const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
+  // The B rows of time row tau in the layer input start at x_step(tau), xld apart (time-major
+  // or batch-major: Layer::x_batch_major); x_row(r): x's row for gx's row r.
+  const Index xld = (ly.x_batch_major ? s.T : 1) * ly.in_cols;
+  auto x_step = [&](Index tau) { return xin + tau * (ly.x_batch_major ? 1 : B) * ly.in_cols; };
+  auto x_row = [&](Index r) {
+    return x_strided ? x_step(r / B) + (r % B) * xld : xin + r * ly.in_cols;
+  };
+  // The input projection of a batch-major x into time-major rows: per time row (project), on
+  // W packed per unit block as R is (wpack) when the chain is pipelined (its side work).
+  const bool wpacked = x_strided && pipelined;
+  A* const wpack = rpack + KH * Hs;
+  // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·H + j0 + c, h] (weights_xw:
+  // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
+  // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
+  // way at wpack, with in rows.
+  if (!unpacked && steps > 0 && (!proj || wpacked)) {
+    ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
+      for (Index blk = b0; blk < b1; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, H - j0);
+        // The `rows` rows of M (W or R) for gate k's units, M stored [KH, rows] or with
+        // weights_xw [rows, KH].
+        auto pack = [&](const A* M, Index rows, Index k, A* dst) {
+          if (s.weights_xw) {
+            packed::PackRowMajor<A>(rows, len, M + k * H + j0, KH, dst, 0, 0, b16);
+          } else {
+            packed::PackColMajor<A>(rows, len, M + (k * H + j0) * rows, rows, dst, b16);
+          }
+        };
+        for (Index k = 0; k < K; ++k) {
+          if (!proj) {
+            A* dst = rpack + j0 * K * KR + k * len * KR;
+            if (fused) pack(ly.W, xr, k, dst);
+            pack(ly.R, Hs, k, dst + xr * len);
+          }
+          if (wpacked) pack(ly.W, ly.in, k, wpack + (j0 * K + k * len) * ly.in);
+        }
+      }
+    });
+  }
+  // Time-major gx rows of time rows [t0, t1) = the input's rows · W, on the calling thread:
+  // one product, or from a batch-major x one per time row.
+  auto project = [&](Index t0, Index t1) {
+    const Index ldw = s.weights_xw ? KH : ly.in;
+    if (!x_strided) {
+      GemmB16Serial<A>(b16, false, !s.weights_xw, (t1 - t0) * B, KH, ly.in, x_step(t0), xld,
+                       ly.W, ldw, ly.gx + t0 * B * KH, KH, false);
+      return;
+    }
+    for (Index t = t0; t < t1; ++t) {
+      if (!wpacked) {
+        GemmB16Serial<A>(b16, false, !s.weights_xw, B, KH, ly.in, x_step(t), xld, ly.W, ldw,
+                         ly.gx + t * B * KH, KH, false);
+        continue;
+      }
+      const packed::Rows<A> x = packed::PrepareRows<A>(B, ly.in, x_step(t), xld, b16, 0);
+      for (Index blk = 0; blk < blocks; ++blk) {
+        const Index j0 = blk * U, len = std::min(U, H - j0);
+        for (Index k = 0; k < K; ++k) {
+          packed::Gemm<A>(B, ly.in, len, x, wpack + (j0 * K + k * len) * ly.in,
+                          ly.gx + t * B * KH + k * H + j0, KH, false);
+        }
+      }
+    }
+  };
   // gx = W·x for every step (skip input: x itself for every gate; preprojected: x's columns
   // of this direction).
   if (fused) {
     // below, per step
   } else if (s.preprojected && pseudo < s.D) {
     ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
-      for (Index r = r0; r < r1; ++r) {
-        std::copy_n(xin + r * ly.in_cols + d_idx * KH, KH, ly.gx + r * KH);
-      }
+      for (Index r = r0; r < r1; ++r) std::copy_n(x_row(r) + d_idx * KH, KH, ly.gx + r * KH);
     });
   } else if (pipelined) {
     // below, in chunks of steps ahead of the chain; time rows no sequence reaches: zeros
     Zero(d, ly.gx + steps * B * KH, (s.T - steps) * B * KH);
   } else if (unpacked && ly.in > 0) {
-    SmallGemm<A>(d, false, !s.weights_xw, TB, KH, ly.in, xin, ly.in_cols, ly.W,
-                 s.weights_xw ? KH : ly.in, ly.gx, KH, false);
-  } else if (ly.in > 0 || ly.in_cols == 0) {
+    // One product of all rows, or with time-major rows of a batch-major x one per time row.
+    const Index n = x_strided ? s.T : 1, rows = TB / n, lda = x_strided ? xld : ly.in_cols;
+    for (Index t = 0; t < n; ++t) {
+      SmallGemm<A>(d, false, !s.weights_xw, rows, KH, ly.in, x_step(t), lda, ly.W,
+                   s.weights_xw ? KH : ly.in, ly.gx + t * rows * KH, KH, false);
+    }
+  } else if (x_strided && ly.in > 0) {  // training: time-major rows of a batch-major x
+    ParallelFor(d, s.T, 2.0 * B * ly.in * KH, [&](Index t0, Index t1) { project(t0, t1); });
+  } else if (ly.in > 0 || ly.in_cols == 0) {  // x's rows in gx's order
     GemmB16<A>(d, b16, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false);
   } else {
     ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
         for (Index k = 0; k < K; ++k) {
-          Vec<A>(ly.gx + r * KH + k * H, H) = CVec<A>(xin + r * ly.in_cols, H);
+          Vec<A>(ly.gx + r * KH + k * H, H) = CVec<A>(x_row(r), H);
         }
       }
     });
   }
-  if (ly.hprev != nullptr) Zero(d, ly.hprev, TB * Hs);
+  if (ly.hprev != nullptr && !all_full) Zero(d, ly.hprev, TB * Hs);
   if (proj) Zero(d, ly.hh, TB * H);
   std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * H, B * H, c);
-  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
-  const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
-  const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   if (unpacked) {
     // Per step: hr = h·R on R in place, then the pointwise pass (which reads the step's W·x
     // in gx), on the calling thread unless the step is large (ForUnitBlocks); a reset-before
@@ -327,30 +406,6 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     }
     h_cur = hb[steps % 2];
   } else if (!proj) {
-    // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·H + j0 + c, h] (weights_xw:
-    // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
-    // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's).
-    if (steps > 0) {
-      ParallelFor(d, blocks, 2.0 * U * K * Hs, [&](Index b0, Index b1) {
-        for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, H - j0);
-          // The `rows` rows of M (W or R) for gate k's units, M stored [KH, rows] or with
-          // weights_xw [rows, KH].
-          auto pack = [&](const A* M, Index rows, Index k, A* dst) {
-            if (s.weights_xw) {
-              packed::PackRowMajor<A>(rows, len, M + k * H + j0, KH, dst, 0, 0, b16);
-            } else {
-              packed::PackColMajor<A>(rows, len, M + (k * H + j0) * rows, rows, dst, b16);
-            }
-          };
-          for (Index k = 0; k < K; ++k) {
-            A* dst = rpack + j0 * K * KR + k * len * KR;
-            if (fused) pack(ly.W, xr, k, dst);
-            pack(ly.R, Hs, k, dst + xr * len);
-          }
-        }
-      });
-    }
     // Steps that are time rows, not gru (whose candidate keeps R·h apart): R·h is added to
     // the step's gx rows in place (fused: [x_t, h]·[W; R] written there), and the pointwise
     // pass reads no separate hr.
@@ -366,9 +421,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                           Index j0, Index len) {
       const A* wp = rpack + j0 * K * KR + k * len * KR;
       if (in_gx) {
-        A* out = (gstep != nullptr ? hr : ly.gx + tau * B * KH) + k * H + j0;
-        if (fused) packed::Gemm<A>(B, xr, len, x, wp, out, KH, false);
-        packed::Gemm<A>(B, Hs, len, h, wp + xr * len, out, KH, true);
+        A* out = (gstep != nullptr ? hr : gx_step(tau)) + k * H + j0;
+        const Index ldo = gstep != nullptr ? KH : gld;
+        if (fused) packed::Gemm<A>(B, xr, len, x, wp, out, ldo, false);
+        packed::Gemm<A>(B, Hs, len, h, wp + xr * len, out, ldo, true);
         return;
       }
       packed::Gemm<A>(B, Hs, len, h, wp, hr + k * H + j0, KH, false);
@@ -416,7 +472,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         block_gemm(tau, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
       } else {
         const packed::Rows<A> x =
-            fused ? packed::PrepareRows<A>(B, xr, xin + tau * B * xr, xr, b16, 0) : none;
+            fused ? packed::PrepareRows<A>(B, xr, x_step(tau), xld, b16, 0) : none;
         packed::Rows<A> h;  // converted again only for another operand (h ⊙ mask_k)
         for (Index k = 0; k < K; ++k) {
           if (reset_before && k == pn) continue;
@@ -437,10 +493,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           SideHelpers(d, double(steps) * B * KH * (ly.in + Hs), double(ly.in) / Hs),
           [&](Index t) { item(t, 0); },
           [&](Index s0, Index s1) {
-            const Index tau0 = sm.reverse ? s.T - s1 : s0, rows = (s1 - s0) * B;
-            GemmB16Serial<A>(b16, false, !s.weights_xw, rows, KH, ly.in,
-                             xin + tau0 * B * ly.in, ly.in, ly.W, s.weights_xw ? KH : ly.in,
-                             ly.gx + tau0 * B * KH, KH, false);
+            project(sm.reverse ? s.T - s1 : s0, sm.reverse ? s.T - s0 : s1);
           });
     } else {
       StepLoop(d, steps * phases, blocks, cost, item);
@@ -466,8 +519,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         if (tau < 0) {
           std::copy_n(h_cur + b * Hs, Hs, h_next + b * Hs);
         } else {
-          const Index row = tau * B + b;
-          std::copy_n(h_next + b * Hs, Hs, ylayer + row * yst + ly.dcol);
+          const Index row = ly.Row(s.T, B, tau, b);
+          const Index yrow = ly.y_batch_major ? b * s.T + tau : tau * B + b;
+          std::copy_n(h_next + b * Hs, Hs, ylayer + yrow * yst + ly.dcol);
           if (ly.hprev != nullptr) std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
         }
       }
@@ -519,12 +573,15 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
   for (Index l = 0; l < s.L; ++l) {
     const A* xin = l == 0 ? a.x : reserve + RnnNextInOffset(s, l - 1);
     A* ylayer = l + 1 == s.L ? a.y : reserve + RnnNextInOffset(s, l);
-    Zero(d, ylayer, TB * ycols);
+    // Rows past a sequence's length are zeros; the others are all written.
+    if (!StepMap{a.lengths, s.T, false}.AllFull(s.B)) Zero(d, ylayer, TB * ycols);
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
       Layer<A> ly;
       ly.gx = SetRnnLayer<Layer<A>, A>(s, pseudo, a.params, reserve, nullptr, a.weights, {}, &ly);
       if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
+      ly.x_batch_major = a.batch_major && l == 0;
+      ly.y_batch_major = a.batch_major && l + 1 == s.L;
       LayerForward<A>(d, s, pseudo, ly, xin, a, ylayer, ws);
     }
     if (l + 1 < s.L && RnnHasMask(s)) {

@@ -64,6 +64,17 @@ struct Layer {
   A* co = nullptr;          // lstm: cell_act(c) of each row [TB, H], written and read if given
   A *dW = nullptr, *dR = nullptr, *dP = nullptr, *dbW = nullptr, *dbR = nullptr;  // dbR: opt.
   Index dcol = 0;  // column offset of this direction in the layer output
+  // The layer's input and output sequences: time-major [T, B, ·] (row tau·B + b), or
+  // batch-major [B, T, ·] (row b·T + tau: the first layer's x, the last layer's y of a
+  // forward with RnnFwdArgs::batch_major). The reserve's rows are time-major either way.
+  bool x_batch_major = false, y_batch_major = false;
+  // The rows of gx, the activations, aux, co, hh and hprev are batch-major too (LayerForward
+  // sets it for an inference layer whose x is batch-major: its input projection then writes
+  // them in x's order, with no transpose).
+  bool rows_batch_major = false;
+  Index Row(Index T, Index B, Index tau, Index b) const {
+    return rows_batch_major ? b * T + tau : tau * B + b;
+  }
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };
 

@@ -285,11 +285,11 @@ struct RnnWeightGrads {
 template <typename A>
 struct RnnFwdArgs {
   const int* lengths = nullptr;  // [B] in [0, T], or null (every sequence has T steps)
-  const A* x = nullptr;          // [T, B, I] time-major
+  const A* x = nullptr;          // [T, B, I] time-major (batch_major: [B, T, I])
   const A* h0 = nullptr;         // [L·D, B, Hs]
   const A* c0 = nullptr;         // [L·D, B, H] (lstm)
   const A* params = nullptr;     // RnnParamsSize
-  A* y = nullptr;                // [T, B, D·Hs]
+  A* y = nullptr;                // [T, B, D·Hs] (batch_major: [B, T, D·Hs])
   A* hn = nullptr;               // [L·D, B, Hs]
   A* cn = nullptr;               // [L·D, B, H] (lstm)
   A* reserve = nullptr;          // RnnReserveSize
@@ -297,6 +297,8 @@ struct RnnFwdArgs {
   const A* mask = nullptr;       // [T or 1, B, D·Hs] (spec.has_mask; D·K·Hs with mask_gates)
   bool mask_per_step = false;    // mask is [T, B, D·Hs] (else [B, D·Hs] for every step)
   RnnWeights<A> weights;         // L == D == 1: the weights (then params is not read)
+  bool batch_major = false;      // x is [B, T, I] and y [B, T, D·Hs] (the reserve stays
+                                 // time-major: the backward reads it as usual)
 };
 
 template <typename A>

@@ -4,6 +4,8 @@
 #ifndef TF_RNN_OPS_CC_ENGINE_WORKSPACE_H_
 #define TF_RNN_OPS_CC_ENGINE_WORKSPACE_H_
 
+#include <algorithm>
+
 #include "cc/engine/types.h"
 
 namespace tfrnn {
@@ -46,8 +48,9 @@ struct RnnFwdScratch {
   A* c;               // [B, H] the cell state (lstm)
   A* hr;              // [B, K·H] a step's recurrent product
   A* hh_step;         // [B, H] unprojected h / r ⊙ h of a step
-  A* rpack;           // R packed per unit block, with W beside it when the input fuses
-                      // (RnnFusesInput) (null when the products run unpacked)
+  A* rpack;           // R packed per unit block, then W: beside R's rows when the input
+                      // fuses (RnnFusesInput), else (wpack) after all of R (null when the
+                      // products run unpacked)
 };
 template <typename A>
 RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
@@ -62,10 +65,13 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
   w.hh_step = cv->Take(B * H);
   w.rpack = nullptr;
   if (!unpacked) {
-    Index wx = 0;  // W packed beside R, for the widest layer input that fuses
+    Index wx = 0;  // W packed beside R, for the widest layer input that fuses, or after R
+                   // for a first layer whose chain may be pipelined (a batch-major x: its input
+                   // projected per time row)
     for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
       if (RnnFusesInput(in, Hs, KH, s.bf16) && KH * in > wx) wx = KH * in;
     }
+    if (FwdChainPipelined(s.T, s.B, s.H, 2)) wx = std::max(wx, KH * RnnInWidth(s, 0));
     w.rpack = cv->Take(KH * Hs + wx);
   }
   return w;

@@ -90,9 +90,9 @@ void FromTimeMajor(const CpuDevice& dev, const RnnSpec& s, bool time_major, cons
 }
 
 // The engine's forward of `s` on x [T, B, I] into y [T, B, D·Hs] (time_major), or on x
-// [B, T, I] into y [B, T, D·Hs] through time-major scratch; a's other operands are the
-// caller's, but for a null a->reserve (not training), which is scratch here. Ends with the
-// bridge's Finish.
+// [B, T, I] into y [B, T, D·Hs] (in training through time-major scratch); a's other operands
+// are the caller's, but for a null a->reserve (not training), which is scratch here. Ends with
+// the bridge's Finish.
 template <typename T>
 absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
                            bool time_major, const typename ComputeType<T>::type* x,
@@ -101,8 +101,13 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
   using A = typename ComputeType<T>::type;
   const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
   const int64_t ycols = s.D * RnnHs(s);
-  a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
-  a->y = TimeMajorOut(br, s, time_major, y, ycols);
+  // At inference the engine reads a batch-major x and writes a batch-major y itself
+  // (RnnFwdArgs::batch_major); in training its reserve rows must be time-major, so they are
+  // transposed here.
+  a->batch_major = !time_major && !s.training;
+  const bool in_place = time_major || a->batch_major;
+  a->x = TimeMajorIn(dev, br, s, in_place, x, s.I);
+  a->y = TimeMajorOut(br, s, in_place, y, ycols);
   const int64_t ws_elems = RnnFwdWorkspaceSize(SpecFor<T>(s));
   const int64_t elems = ws_elems + (a->reserve == nullptr ? RnnReserveSize(s) : 0);
   // The workspace is kept between calls (ScratchCache): a fresh allocation of tens of MB
@@ -113,7 +118,7 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
   if (a->reserve == nullptr) a->reserve = ws + ws_elems;
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnFwd(engine)(pool, SpecFor<T>(s), *a, ws);
-    FromTimeMajor<A>(dev, s, time_major, a->y, y, ycols);
+    FromTimeMajor<A>(dev, s, in_place, a->y, y, ycols);
   });
 }
 

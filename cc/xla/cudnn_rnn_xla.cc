@@ -30,7 +30,8 @@ constexpr XlaFace kBackwardFaces[] = {XlaFace::kCudnnRNNBackprop, XlaFace::kCudn
 template <bool kBackward, int V>
 class CudnnRnnXla : public XlaOpKernel {
  public:
-  explicit CudnnRnnXla(tensorflow::OpKernelConstruction* c) : XlaOpKernel(c) {
+  explicit CudnnRnnXla(tensorflow::OpKernelConstruction* c)
+      : XlaOpKernel(c), cpu_(OnXlaCpu(c)) {
     OP_REQUIRES_OK(c, attrs_.Read(c));
     if (kBackward) attrs_.is_training = true;
   }
@@ -55,7 +56,11 @@ class CudnnRnnXla : public XlaOpKernel {
     const bool lstm = s.mode == RnnMode::kLstm, tm = attrs_.time_major;
     const int64_t reserve = RnnReserveSize(s);
     xla::XlaBuilder* b = ctx->builder();
-    auto seq = [&](xla::XlaOp v) { return tm ? v : SwapMajor(v); };  // <-> time-major
+    // At inference on the CPU the engine reads x and writes y batch-major itself.
+    call.batch_major = !kBackward && cpu_ && !tm && !s.training;
+    auto seq = [&](xla::XlaOp v) {  // <-> the call's layout
+      return tm || call.batch_major ? v : SwapMajor(v);
+    };
     const TensorShape h_shape = ctx->InputShape(1), c_shape = ctx->InputShape(2);
 
     std::vector<xla::XlaOp> operands = {
@@ -72,7 +77,9 @@ class CudnnRnnXla : public XlaOpKernel {
     if (!kBackward) {
       std::vector<xla::XlaOp> r = EmitRnnCall(
           b, kXlaRnnForward, call, operands,
-          {XlaShape(a_type, {s.T, s.B, s.D * RnnHs(s)}), XlaShape(a_type, h_shape), c_result,
+          {XlaShape(a_type, call.batch_major ? TensorShape({s.B, s.T, s.D * RnnHs(s)})
+                                             : TensorShape({s.T, s.B, s.D * RnnHs(s)})),
+           XlaShape(a_type, h_shape), c_result,
            XlaShape(a_type, {XlaRnnReserveResult(call)})});
       ctx->SetOutput(0, Convert(seq(r[0]), t_type));
       ctx->SetOutput(1, Convert(r[1], t_type));
@@ -112,6 +119,7 @@ class CudnnRnnXla : public XlaOpKernel {
 
  private:
   CudnnAttrs attrs_;
+  bool cpu_;  // compiled for the CPU (XLA_CPU_JIT)
 };
 
 using Forward1 = CudnnRnnXla<false, 1>;

@@ -20,7 +20,8 @@ using tensorflow::XlaOpKernelContext;
 template <bool kBackward>
 class KerasRnnXla : public XlaOpKernel {
  public:
-  explicit KerasRnnXla(tensorflow::OpKernelConstruction* c) : XlaOpKernel(c) {
+  explicit KerasRnnXla(tensorflow::OpKernelConstruction* c)
+      : XlaOpKernel(c), cpu_(OnXlaCpu(c)) {
     OP_REQUIRES_OK(c, attrs_.Read(c));
   }
 
@@ -52,8 +53,11 @@ class KerasRnnXla : public XlaOpKernel {
       return;
     }
     const int64_t reserve = RnnReserveSize(s);
+    // At inference on the CPU the engine reads x and writes y batch-major itself.
+    call.batch_major = !kBackward && cpu_ && !s.training && !SameMajor(s);
+    auto seq = [&](xla::XlaOp v) { return call.batch_major ? v : SwapMajor(v); };
 
-    std::vector<xla::XlaOp> operands = {ctx->Input(6), SwapMajor(Convert(ctx->Input(0), a_type))};
+    std::vector<xla::XlaOp> operands = {ctx->Input(6), seq(Convert(ctx->Input(0), a_type))};
     for (int k : {1, 2, 3, 4, 5, 7}) operands.push_back(Convert(ctx->Input(k), a_type));
     if (!lstm) operands[3] = Empty(ctx->builder(), a_type);
     operands.push_back(Empty(ctx->builder(), a_type));  // no peephole
@@ -64,9 +68,9 @@ class KerasRnnXla : public XlaOpKernel {
     if (!kBackward) {
       std::vector<xla::XlaOp> r = EmitRnnCall(
           ctx->builder(), kXlaRnnForward, call, operands,
-          {shape({s.T, s.B, s.H}), shape({s.B, s.H}), lstm ? shape({s.B, s.H}) : shape({0}),
-           shape({XlaRnnReserveResult(call)})});
-      ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
+          {call.batch_major ? shape({s.B, s.T, s.H}) : shape({s.T, s.B, s.H}), shape({s.B, s.H}),
+           lstm ? shape({s.B, s.H}) : shape({0}), shape({XlaRnnReserveResult(call)})});
+      ctx->SetOutput(0, Convert(seq(r[0]), t_type));
       ctx->SetOutput(1, Convert(r[1], t_type));
       ctx->SetOutput(2, Convert(r[2], t_type));
       ctx->SetOutput(3, s.training ? ReserveToOpType(r[3], reserve, a_type, t_type)
@@ -97,6 +101,7 @@ class KerasRnnXla : public XlaOpKernel {
 
  private:
   KerasAttrs attrs_;
+  bool cpu_;  // compiled for the CPU (XLA_CPU_JIT)
 };
 
 using KerasForward = KerasRnnXla<false>;

@@ -67,10 +67,12 @@ struct XlaRnnCall {
   bool two_biases = false;   // kKerasWeights: bias is [2, K·H], input and recurrent biases
   bool mask_per_step = false;  // spec.has_mask: the mask is [T, B, ·] (else [B, ·])
   bool has_dc_seq = false;     // backward: the dc_seq operand is there
+  bool batch_major = false;    // forward on the CPU, not training: x is [B, T, I] and y
+                               // [B, T, D·Hs] (RnnFwdArgs::batch_major), not time-major
 };
 
 // Bump when the encoding changes: a call compiled by one build is never run by another.
-constexpr int64_t kXlaRnnCallVersion = 2;
+constexpr int64_t kXlaRnnCallVersion = 3;
 
 namespace xla_call {
 inline int64_t FloatBits(double v) {
@@ -91,7 +93,8 @@ inline std::vector<int64_t> EncodeXlaRnnCall(const XlaRnnCall& c) {
   std::vector<int64_t> v = {kXlaRnnCallVersion,     static_cast<int64_t>(c.face),
                             c.f64,                  static_cast<int64_t>(c.weights),
                             c.has_lengths,          c.two_biases,
-                            c.mask_per_step,        c.has_dc_seq};
+                            c.mask_per_step,        c.has_dc_seq,
+                            c.batch_major};
   auto put = [&v](auto x) {
     if constexpr (std::is_floating_point<decltype(x)>::value) {
       v.push_back(xla_call::FloatBits(x));
@@ -111,7 +114,7 @@ inline std::vector<int64_t> EncodeXlaRnnCall(const XlaRnnCall& c) {
 // Decodes v into *c; "" or why v is no call this build can run (wrong version or length, a
 // field out of range, a spec the engine cannot run).
 inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
-  constexpr size_t kHead = 8;
+  constexpr size_t kHead = 9;
   if (n != EncodeXlaRnnCall(XlaRnnCall()).size() || v[0] != kXlaRnnCallVersion) {
     return "the custom call was compiled by another build of tf_rnn_ops (call encoding "
            "version or length differs); recompile the function";
@@ -126,6 +129,7 @@ inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
   c->two_biases = v[5] != 0;
   c->mask_per_step = v[6] != 0;
   c->has_dc_seq = v[7] != 0;
+  c->batch_major = v[8] != 0;
   size_t k = kHead;
   auto get = [&](auto* x) {
     using X = std::remove_pointer_t<decltype(x)>;

@@ -107,6 +107,7 @@ ffi::Error Forward(HostPool& pool, const XlaRnnCall& call, const Buffers& buf,
   a.y = static_cast<A*>(b.y);
   a.hn = static_cast<A*>(b.hn);
   a.cn = static_cast<A*>(b.cn);
+  a.batch_major = call.batch_major;
   const Index reserve = RnnReserveSize(s);
   a.reserve = s.training ? static_cast<A*>(b.reserve) : ws + (XlaRnnFwdWorkspace(call) - reserve);
   bool shorter;

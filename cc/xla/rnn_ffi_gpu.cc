@@ -168,6 +168,10 @@ ffi::Error Run(void* stream, const Scratch& scratch, ffi::RemainingArgs args,
   if (!bad.empty()) {
     return ffi::Error::InvalidArgument(std::string(op) + " (XLA custom call): " + bad);
   }
+  if (call.batch_major) {  // the XLA kernels ask for it on the CPU only
+    return ffi::Error::InvalidArgument(std::string(op) +
+                                       " (XLA custom call): batch-major sequences are CPU only");
+  }
   std::string why;
   const CudaEngineFns* eng = LoadCudaFns(&why);
   if (eng == nullptr) return ffi::Error::Internal(std::string(op) + ": " + why);

@@ -162,6 +162,11 @@ inline xla::XlaOp ConcatAtOffsets(xla::XlaBuilder* b,
   return xla::ConcatInDim(b, ordered, 0);
 }
 
+// The kernel compiles for the CPU (XLA_CPU_JIT: the custom calls' "Host" targets).
+inline bool OnXlaCpu(tensorflow::OpKernelConstruction* c) {
+  return c->device_type() == tensorflow::DeviceType(tensorflow::DEVICE_CPU_XLA_JIT);
+}
+
 // [d0, d1, c] -> [d1, d0, c] (a bitcast when d0 or d1 is 1: XLA simplifies it).
 inline xla::XlaOp SwapMajor(xla::XlaOp v) { return xla::Transpose(v, {1, 0, 2}); }
 
