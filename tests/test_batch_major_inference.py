@@ -31,25 +31,17 @@ CASES = [(road, mode, direction, L, lengths)
          for L, lengths in ((1, False), (2, True))]
 
 
-def _lengths(rng, B, T):
-    lens = rng.integers(1, T + 1, size=B)
-    lens[0] = T
-    return lens.astype(np.int32)
-
-
 def _check(ours, rng, T, B, I, H, mode, direction, L, lengths, num_proj=0):
     kw = C.model_kw(mode, L, H, I, "linear_input", direction, num_proj=num_proj)
     x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=False)
-    lens = _lengths(rng, B, T) if lengths else None
+    lens = C._lengths(rng, B, T) if lengths else None  # with 0 and T
     for dtype in (F64, F32):
         outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, dtype, seq_lengths=lens,
                           time_major=False, is_training=False)
         ref = C.ref_fwd(x, h0, c0, params, kw, dtype, seq_lengths=lens, time_major=False)
         C.assert_fwd(outs, ref, mode, C.FWD_TOL[dtype], prefix=f"{dtype.name}: ")
         if lens is not None:
-            y = outs[0].numpy()
-            for b, n in enumerate(lens):
-                assert np.all(y[b, n:] == 0.0), f"output not 0 past length {n} (batch {b})"
+            C._assert_zero_past_lengths(outs[0], lens, time_major=False)
 
 
 @pytest.mark.parametrize("road,mode,direction,L,lengths", CASES,
@@ -95,7 +87,7 @@ def test_batch_major_inference_under_xla(ours, rng, mode, direction, road, lengt
     T, B, I, H = ROADS[road]
     kw = C.model_kw(mode, 1, H, I, "linear_input", direction)
     x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=False)
-    lens = _lengths(rng, B, T) if lengths else None
+    lens = C._lengths(rng, B, T) if lengths else None
     args = [tf.constant(v, F64) for v in (x, h0, c0, params)]
     f = tf.function(lambda *a: C.call_fwd(ours, "V3", *a, kw, F64, seq_lengths=lens,
                                           time_major=False, is_training=False)[:3],

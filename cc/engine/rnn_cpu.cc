@@ -129,7 +129,7 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       continue;
     }
     const Index row = ly.Row(s.T, B, tau, b);
-    const Index yrow = ly.y_batch_major ? b * s.T + tau : tau * B + b;
+    const Index yrow = ly.YRow(s.T, B, tau, b);
     const A* gx = gstep != nullptr ? gstep + b * KH + j0 : ly.gx + row * KH + j0;
     const A* r = hr != nullptr ? hr + b * KH + j0 : nullptr;
     const A* bw = ly.bW + j0;
@@ -257,7 +257,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // Few steps of few rows, no mask or projection (types.h RnnFwdUnpacked): the products on
   // the weights in place, no packing. (A row past its length keeps its state in FwdBlock.)
   const bool unpacked = RnnFwdUnpacked(s) && steps > 0;
-  const bool pipelined = !unpacked && (!sm.reverse || sm.AllFull(B)) && !proj &&
+  const bool pipelined = !unpacked && (!sm.reverse || all_full) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
                          FwdChainPipelined(steps, B, H, d.numThreads());
   // Small weights (types.h RnnFusesInput), every sequence full length, no mask or projection,
@@ -266,7 +266,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // the input projection.
   const bool fused = !unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
                      !s.preprojected &&
-                     steps > 1 && ly.in == ly.in_cols && sm.AllFull(B) &&
+                     steps > 1 && ly.in == ly.in_cols && all_full &&
                      RnnFusesInput(ly.in, Hs, KH, b16);
   // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
   // that the input projection is one product in x's order, unless the chain is pipelined
@@ -282,9 +282,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // The B rows of time row tau in the layer input start at x_step(tau), xld apart (time-major
   // or batch-major: Layer::x_batch_major); x_row(r): x's row for gx's row r.
   const Index xld = (ly.x_batch_major ? s.T : 1) * ly.in_cols;
-  auto x_step = [&](Index tau) { return xin + tau * (ly.x_batch_major ? 1 : B) * ly.in_cols; };
+  auto x_step = [&](Index tau) {
+    return xin + SeqRow(ly.x_batch_major, s.T, B, tau, 0) * ly.in_cols;
+  };
   auto x_row = [&](Index r) {
-    return x_strided ? x_step(r / B) + (r % B) * xld : xin + r * ly.in_cols;
+    return xin + (x_strided ? SeqRow(true, s.T, B, r / B, r % B) : r) * ly.in_cols;
   };
   // The input projection of a batch-major x into time-major rows: per time row (project), on
   // W packed per unit block as R is (wpack) when the chain is pipelined (its side work).
@@ -294,7 +296,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
   // way at wpack, with in rows.
-  if (!unpacked && steps > 0 && (!proj || wpacked)) {
+  if (!unpacked && steps > 0 && !proj) {
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = blk * U, len = std::min(U, H - j0);
@@ -308,11 +310,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           }
         };
         for (Index k = 0; k < K; ++k) {
-          if (!proj) {
-            A* dst = rpack + j0 * K * KR + k * len * KR;
-            if (fused) pack(ly.W, xr, k, dst);
-            pack(ly.R, Hs, k, dst + xr * len);
-          }
+          A* dst = rpack + j0 * K * KR + k * len * KR;
+          if (fused) pack(ly.W, xr, k, dst);
+          pack(ly.R, Hs, k, dst + xr * len);
           if (wpacked) pack(ly.W, ly.in, k, wpack + (j0 * K + k * len) * ly.in);
         }
       }
@@ -411,7 +411,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     // pass reads no separate hr.
     // A fused step whose gx is scratch (the block ops) computes into the one-step buffer hr,
     // which stays in cache, instead of gx's rows.
-    const bool in_gx = fused || (s.mode != RnnMode::kGru && (!sm.reverse || sm.AllFull(B)));
+    const bool in_gx = fused || (s.mode != RnnMode::kGru && (!sm.reverse || all_full));
     const A* hr_arg = in_gx ? nullptr : hr;
     const A* gstep = fused && ly.gx_scratch ? hr : nullptr;
     // x_t (fused) and h are the work item's operands (packed::PrepareRows: with bf16 products
@@ -520,7 +520,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           std::copy_n(h_cur + b * Hs, Hs, h_next + b * Hs);
         } else {
           const Index row = ly.Row(s.T, B, tau, b);
-          const Index yrow = ly.y_batch_major ? b * s.T + tau : tau * B + b;
+          const Index yrow = ly.YRow(s.T, B, tau, b);
           std::copy_n(h_next + b * Hs, Hs, ylayer + yrow * yst + ly.dcol);
           if (ly.hprev != nullptr) std::copy_n(h_cur + b * Hs, Hs, ly.hprev + row * Hs);
         }

@@ -44,6 +44,11 @@ struct StepMap {
   }
 };
 
+// Row of time tau, sequence b in a [T, B, ·] sequence, or with batch_major a [B, T, ·] one.
+inline Index SeqRow(bool batch_major, Index T, Index B, Index tau, Index b) {
+  return batch_major ? b * T + tau : tau * B + b;
+}
+
 // Pointers of one (layer, direction). SetRnnLayer (types.h) points them into the params,
 // reserve and dparams buffers; the LSTM block ops (lstm_block_mapping.h) at their own tensors.
 template <typename A>
@@ -66,14 +71,17 @@ struct Layer {
   Index dcol = 0;  // column offset of this direction in the layer output
   // The layer's input and output sequences: time-major [T, B, ·] (row tau·B + b), or
   // batch-major [B, T, ·] (row b·T + tau: the first layer's x, the last layer's y of a
-  // forward with RnnFwdArgs::batch_major). The reserve's rows are time-major either way.
+  // forward with RnnFwdArgs::batch_major; SeqRow).
   bool x_batch_major = false, y_batch_major = false;
   // The rows of gx, the activations, aux, co, hh and hprev are batch-major too (LayerForward
   // sets it for an inference layer whose x is batch-major: its input projection then writes
-  // them in x's order, with no transpose).
+  // them in x's order, with no transpose; in training they are the reserve's time-major rows).
   bool rows_batch_major = false;
   Index Row(Index T, Index B, Index tau, Index b) const {
-    return rows_batch_major ? b * T + tau : tau * B + b;
+    return SeqRow(rows_batch_major, T, B, tau, b);
+  }
+  Index YRow(Index T, Index B, Index tau, Index b) const {
+    return SeqRow(y_batch_major, T, B, tau, b);
   }
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };

@@ -301,6 +301,12 @@ struct RnnFwdArgs {
                                  // time-major: the backward reads it as usual)
 };
 
+// Whether a batch-major forward hands x and y to the engine as they are (RnnFwdArgs::
+// batch_major; the TensorFlow kernels and, on the CPU, the XLA calls): at inference, where the
+// engine's gate rows follow x. In training the reserve's rows must be time-major, and x would
+// be projected per time row, which costs more than transposing x and y around the engine.
+inline bool RnnFwdTakesBatchMajor(const RnnSpec& s) { return !s.training; }
+
 template <typename A>
 struct RnnBwdArgs {
   const int* lengths = nullptr;

@@ -101,10 +101,9 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
   using A = typename ComputeType<T>::type;
   const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
   const int64_t ycols = s.D * RnnHs(s);
-  // At inference the engine reads a batch-major x and writes a batch-major y itself
-  // (RnnFwdArgs::batch_major); in training its reserve rows must be time-major, so they are
-  // transposed here.
-  a->batch_major = !time_major && !s.training;
+  // At inference the engine reads a batch-major x and writes a batch-major y itself; in
+  // training they are transposed here (RnnFwdTakesBatchMajor).
+  a->batch_major = !time_major && RnnFwdTakesBatchMajor(s);
   const bool in_place = time_major || a->batch_major;
   a->x = TimeMajorIn(dev, br, s, in_place, x, s.I);
   a->y = TimeMajorOut(br, s, in_place, y, ycols);

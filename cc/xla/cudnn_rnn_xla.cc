@@ -57,7 +57,7 @@ class CudnnRnnXla : public XlaOpKernel {
     const int64_t reserve = RnnReserveSize(s);
     xla::XlaBuilder* b = ctx->builder();
     // At inference on the CPU the engine reads x and writes y batch-major itself.
-    call.batch_major = !kBackward && cpu_ && !tm && !s.training;
+    call.batch_major = !kBackward && cpu_ && !tm && RnnFwdTakesBatchMajor(s);
     auto seq = [&](xla::XlaOp v) {  // <-> the call's layout
       return tm || call.batch_major ? v : SwapMajor(v);
     };

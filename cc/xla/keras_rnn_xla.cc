@@ -54,7 +54,7 @@ class KerasRnnXla : public XlaOpKernel {
     }
     const int64_t reserve = RnnReserveSize(s);
     // At inference on the CPU the engine reads x and writes y batch-major itself.
-    call.batch_major = !kBackward && cpu_ && !s.training && !SameMajor(s);
+    call.batch_major = !kBackward && cpu_ && !SameMajor(s) && RnnFwdTakesBatchMajor(s);
     auto seq = [&](xla::XlaOp v) { return call.batch_major ? v : SwapMajor(v); };
 
     std::vector<xla::XlaOp> operands = {ctx->Input(6), seq(Convert(ctx->Input(0), a_type))};
