@@ -24,7 +24,8 @@ Benchmarks (--only; each is "ours" against one or more peers, same inputs, same 
   keras_lstm_rdrop keras_lstm with recurrent_dropout=0.25 (same seed both sides)
   keras_gru_rdrop  keras_gru with recurrent_dropout=0.25 (same seed both sides)
   keras_simple     the same training step for SimpleRNN (tanh)    vs keras.layers.SimpleRNN
-  keras_lstm_infer inference (training=False, whole sequence), LSTM; keras_gru_infer: GRU
+  keras_lstm_infer inference (training=False, whole sequence), LSTM; keras_gru_infer: GRU;
+                   also vs torch nn.LSTM / nn.GRU (batch_first, no_grad)
   keras_lstm_stream a stateful layer called on one step of batch B (T unused): the streaming
                    step of a model served per time step; keras_gru_stream: GRU
   (every keras_* benchmark: peers "ours_xla", our layer with jit_compile=True, "keras", the
@@ -35,9 +36,9 @@ Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch 
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
 --torch-threads threads (default: all CPUs, as many as TensorFlow's intra-op pool).
 Time = median of --reps calls after one warm-up call; the implementations of a benchmark are
-timed in turns (per round, one untimed then one timed call of each), so that machine drift hits
-both sides while no side is timed in the wake of another (PyTorch's OpenMP workers keep
-spinning after a call returns). GF/s use
+timed in turns (per round, one untimed then one timed call of each, in an order shuffled each
+round), so that machine drift hits both sides while no side is timed in the wake of another
+(PyTorch's OpenMP workers keep spinning after a call returns) more often than the others are. GF/s use
 FLOPs of forward 8·T·B·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
 times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
 dtype: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
@@ -52,6 +53,7 @@ speed-ups peer/ours per size, one panel per dtype) and optionally JSON.
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -77,7 +79,9 @@ BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_
 PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
          "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
          "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "lstm_train_cudnn": ["torch"],
-         **{b: list(KERAS_PEERS) for b in KERAS_BENCHES}}
+         **{b: list(KERAS_PEERS) for b in KERAS_BENCHES},
+         # inference also against PyTorch's nn.LSTM / nn.GRU (batch_first, no_grad)
+         **{b: list(KERAS_PEERS) + ["torch"] for b in ("keras_lstm_infer", "keras_gru_infer")}}
 # Benchmarks whose peak memory is measured (the backward passes).
 BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
             "lstm_train_cudnn", "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop",
@@ -310,6 +314,25 @@ class Case(KerasCases):
         return step
 
 
+    def _torch_infer(self, kind):
+        """nn.LSTM / nn.GRU inference on the same batch-major x: the Keras inference
+        benchmarks' PyTorch peer (forward under no_grad)."""
+        torch = _torch()
+        if torch is None:
+            raise RuntimeError("PyTorch not installed")
+        T, B, I, H = self.size
+        tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.dtype_name]
+        torch.manual_seed(0)
+        mod = getattr(torch.nn, kind)(I, H, batch_first=True).to(tdt)
+        x = torch.from_numpy(tf.transpose(tf.cast(self.lstm["x"], tf.float32),
+                                          [1, 0, 2]).numpy()).to(tdt)
+
+        def step():
+            with torch.no_grad():
+                return mod(x)[0]
+        return step
+
+
 def flops(bench, size):
     T, B, I, H = size
     gates = 3 if "gru" in bench else 1 if "simple" in bench else 4
@@ -439,9 +462,17 @@ def run_timings(args):
                 # before their steady 268 / 377, LSTM H = 128), and a model served per time
                 # step runs back to back. So stream turns settle with STREAM_SETTLE calls.
                 settle = STREAM_SETTLE if bench.endswith("_stream") else 1
+                # The order of the turns is shuffled each round (seeded), so that each
+                # implementation follows each of the others about equally often: whatever a
+                # call leaves behind (spinning pool threads, cold caches) falls on all of them
+                # alike. (A rotation would keep the cyclic order: the same side would always
+                # follow PyTorch.)
                 times = {impl: [] for impl in fns}
-                for _ in range(max(1, args.reps)):
-                    for impl, fn in list(fns.items()):
+                for rnd in range(max(1, args.reps)):
+                    order = list(fns)
+                    random.Random(rnd).shuffle(order)
+                    for impl in order:
+                        fn = fns[impl]
                         try:
                             for _ in range(settle):
                                 fn()

@@ -5,12 +5,14 @@
    cc/xla/keras_step_hlo.h) inside tf.function(jit_compile=True), against an XLA-compiled
    function that does as little (x + 1), and the same op without XLA against an empty
    tf.function.
-2. The streaming step's floors (--units H, LSTM, batch 1, input 64): a function that reads a
-   stateful layer's five variables and writes its two states with no RNN work, compiled by XLA
-   and plain, beside the step itself (ours and stock, with and without XLA). The floor is what
-   any layer pays per call: what is above it is the step's own cost.
+2. The streaming step's floors (--units H, --kind LSTM or GRU, batch 1, input 64): a function
+   that reads a stateful layer's variables and writes its states with no RNN work, compiled by
+   XLA and plain, beside the step itself (ours and stock, with and without XLA). The floor is
+   what any layer pays per call: what is above it is the step's own cost. Stock's plain step
+   over the empty tf.function is the most any layer's plain step can gain over it (a step that
+   cost no more than an empty call).
 
-    .venv/bin/python bench/bench_xla_overhead.py [--reps 2000] [--units 128]
+    .venv/bin/python bench/bench_xla_overhead.py [--reps 2000] [--units 128] [--kind LSTM]
 """
 import argparse
 import os
@@ -30,6 +32,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--reps", type=int, default=2000)
     p.add_argument("--units", type=int, default=128)
+    p.add_argument("--kind", choices=["LSTM", "GRU"], default="LSTM")
     args = p.parse_args()
     if not tf_rnn_ops.has_xla():
         sys.exit(f"XLA kernels not loaded: {tf_rnn_ops.xla_status()}")
@@ -46,7 +49,7 @@ def main():
            "KerasRNN 2x1x1x1, jit": tf.function(op, jit_compile=True),
            "empty tf.function (x + 1)": tf.function(lambda: x + 1),
            "KerasRNN 2x1x1x1, no jit": tf.function(op)}
-    fns.update(_stream_fns(args.units))
+    fns.update(_stream_fns(args.units, args.kind))
     med = _time_in_turns(fns, args.reps)
     print("| call | median µs |\n|---|---:|")
     for k, v in med.items():
@@ -59,25 +62,33 @@ def main():
     fj, fp = med[f"floor H {h}, jit"], med[f"floor H {h}, no jit"]
     above = {(k, tag): med[f"{k} H {h}, {tag}"] - (fj if tag == "jit" else fp)
              for k in ("ours", "stock") for tag in ("jit", "no jit")}
-    print(f"\nstreaming step, LSTM H {h}: the floor under XLA costs {fj - fp:.1f} µs more than "
-          f"without; above their floors: ours + XLA {above['ours', 'jit']:.1f} µs, "
-          f"stock + XLA {above['stock', 'jit']:.1f} µs, ours {above['ours', 'no jit']:.1f} µs, "
-          f"stock {above['stock', 'no jit']:.1f} µs")
+    print(f"\nstreaming step, {args.kind} H {h}: the floor under XLA costs "
+          f"{abs(fj - fp):.1f} µs {'more' if fj >= fp else 'less'} than without; above their "
+          f"floors: ours + XLA {above['ours', 'jit']:.1f} µs, stock + XLA "
+          f"{above['stock', 'jit']:.1f} µs, ours {above['ours', 'no jit']:.1f} µs, stock "
+          f"{above['stock', 'no jit']:.1f} µs")
+    empty, stock, ours = (med["empty tf.function (x + 1)"], med[f"stock H {h}, no jit"],
+                          med[f"ours H {h}, no jit"])
+    print(f"plain steps: stock / ours {stock / ours:.2f}x; stock / empty tf.function "
+          f"{stock / empty:.2f}x (the most a plain step can gain over stock's); under XLA: "
+          f"stock / ours {med[f'stock H {h}, jit'] / med[f'ours H {h}, jit']:.2f}x")
 
 
-def _stream_fns(h):
-    """The streaming step of a stateful LSTM (batch 1, input 64, h units), ours and stock, and
-    the floors: the same variable reads and state writes with no RNN work."""
+def _stream_fns(h, kind):
+    """The streaming step of a stateful LSTM or GRU (batch 1, input 64, h units), ours and
+    stock, and the floors: the same variable reads and state writes with no RNN work."""
     from keras_cases import _pair  # bench/, this script's folder
     x1 = tf.random.normal([1, 1, 64])
-    stock, ours = _pair("LSTM", "float32", x1.shape, units=h, stateful=True)
+    stock, ours = _pair(kind, "float32", x1.shape, units=h, stateful=True)
     cell, states = stock.cell, stock.states
 
     def floor():
-        k, r, b = cell.kernel.value, cell.recurrent_kernel.value, cell.bias.value
+        k, r = cell.kernel.value, cell.recurrent_kernel.value
+        b = tf.reshape(cell.bias.value, [-1])  # a GRU's is [2, 3H]
         h_new = states[0].value + x1[:, 0, :1] + k[:1, :1] + r[:1, :1] + b[:1]
         states[0].assign(h_new)
-        states[1].assign(states[1].value + 1.0)
+        for s in states[1:]:  # an LSTM's c
+            s.assign(s.value + 1.0)
         return h_new
     fns = {}
     for jit in (True, False):

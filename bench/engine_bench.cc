@@ -1,5 +1,6 @@
 // TensorFlow-free benchmark of the LSTM engine and of the GEMM shapes it runs, on an Eigen
-// thread pool of the requested size. Shows where forward/backward time goes.
+// thread pool of the requested size. Shows where forward/backward time goes; the stacked-RNN
+// engine's forward also at inference (no reserve, as the Keras layers' predict runs it).
 //   bazel run -c opt //bench:engine_bench -- T B I H threads [quick]
 // BENCH_BF16=1 in the environment: the engines' bf16 products (a bfloat16 op's).
 #include <algorithm>
@@ -99,9 +100,11 @@ int main(int argc, char** argv) {
   rb.reserve = reserve.data(), rb.dy = hg.data(), rb.dhn = dhn.data(), rb.dcn = dcn.data();
   rb.dx = xg.data(), rb.dh0 = hpg.data(), rb.dc0 = cpg.data(), rb.dparams = dparams.data();
   const double rbwd = MedianMs([&] { tfrnn::RnnBackward<float>(d, rs, rb, rws.data()); });
+  rs.training = false;
+  const double rinf = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); }, 15);
   std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | lstm engine fwd %.2f bwd %.2f ms | "
-              "rnn engine fwd %.2f bwd %.2f ms\n",
-              T, B, I, H, threads, fwd, bwd, rfwd, rbwd);
+              "rnn engine fwd %.2f bwd %.2f ms | rnn engine inference fwd %.2f ms\n",
+              T, B, I, H, threads, fwd, bwd, rfwd, rbwd, rinf);
   if (argc > 6) return 0;  // "quick": the engines only (for profiling)
   // The GEMM shapes inside, each timed alone as one multi-threaded GEMM (the engine runs the
   // recurrent ones as per-unit-block slices fused with the pointwise pass).

@@ -10,7 +10,8 @@ well). "ours" is our layer in a plain tf.function, "ours_xla" the same with jit_
                          call, return_sequences=False; the size's T is not used
 
 Peers: "ours_xla", "keras" (the stock layer, tf.function) and "keras_xla" (the same,
-jit_compile=True); bench_rnn.py's "Keras with XLA" table sets ours_xla against keras_xla.
+jit_compile=True); bench_rnn.py's "Keras with XLA" table sets ours_xla against keras_xla. The
+inference benchmarks also time "torch" (nn.LSTM / nn.GRU under no_grad, bench_rnn.Case).
 """
 import numpy as np
 
@@ -70,7 +71,9 @@ class KerasCases:
         T, B, I, H = self.size
         x = tf.transpose(self.lstm["x"], [1, 0, 2])
         stock, mine = _pair(kind, self.dtype_name, x.shape, units=H, return_sequences=True)
-        return _impls(stock, mine, lambda layer: layer(x, training=False))
+        impls = _impls(stock, mine, lambda layer: layer(x, training=False))
+        impls["torch"] = lambda: self._torch_infer(kind)  # bench_rnn.Case
+        return impls
 
     def _keras_stream(self, kind):
         _, B, I, H = self.size
