@@ -291,14 +291,18 @@ class Case(KerasCases):
     def lstm_train_cudnn(self):
         return self._cudnn_train("lstm", "LSTM")
 
-    def _torch_step(self, kind):
+    def _torch_module(self, kind, **kw):
+        """(torch, nn.LSTM / nn.GRU of this size in this dtype, the dtype)."""
         torch = _torch()
         if torch is None:
             raise RuntimeError("PyTorch not installed")
         T, B, I, H = self.size
         tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.dtype_name]
         torch.manual_seed(0)
-        mod = getattr(torch.nn, kind)(I, H).to(tdt)
+        return torch, getattr(torch.nn, kind)(I, H, **kw).to(tdt), tdt
+
+    def _torch_step(self, kind):
+        torch, mod, tdt = self._torch_module(kind)
         to_t = lambda t: torch.from_numpy(tf.cast(t, tf.float32).numpy()).to(tdt)  # noqa: E731
         x = to_t(self.lstm["x"]).requires_grad_()
         h0 = to_t(self.lstm["h_prev"])[None].requires_grad_()
@@ -313,17 +317,10 @@ class Case(KerasCases):
             return x.grad
         return step
 
-
     def _torch_infer(self, kind):
         """nn.LSTM / nn.GRU inference on the same batch-major x: the Keras inference
         benchmarks' PyTorch peer (forward under no_grad)."""
-        torch = _torch()
-        if torch is None:
-            raise RuntimeError("PyTorch not installed")
-        T, B, I, H = self.size
-        tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.dtype_name]
-        torch.manual_seed(0)
-        mod = getattr(torch.nn, kind)(I, H, batch_first=True).to(tdt)
+        torch, mod, tdt = self._torch_module(kind, batch_first=True)
         x = torch.from_numpy(tf.transpose(tf.cast(self.lstm["x"], tf.float32),
                                           [1, 0, 2]).numpy()).to(tdt)
 
