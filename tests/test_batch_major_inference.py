@@ -2,9 +2,10 @@
 [B, T, I] and writes y [B, T, D·Hs] itself, with no transposes, and (not pipelined) keeps its
 gate rows batch-major too. CudnnRNNV3(time_major=False, is_training=False) takes that road;
 here against the float64 reference (tests/cudnn_reference.py) in every engine road the
-forward has: the unpacked steps (T·B <= 32), the pipelined chain (B <= 32, B·H <= 4096: the
-input projected per time row from the batch-major x), the fused input projection (small
-weights), the plain step loop (large weights), and the projection (num_proj); with and
+forward has: the unpacked steps (T·B <= 32), the pipelined chain (B <= 32, B·H <= 4096, R
+in 512 KiB: the input projected per time row from the batch-major x), a small batch with a
+larger R (no pipelining), the fused input projection (small weights), the plain step loop
+(large weights), and the projection (num_proj); with and
 without sequence lengths, one and two directions and layers, every mode.
 The Keras layers' inference (tests/test_keras_layers.py, stock Keras as reference) and XLA
 (tests/test_xla.py, test_xla_cudnn.py) take the same road.
@@ -23,6 +24,9 @@ F32, F64 = tf.float32, tf.float64
 ROADS = {
     "unpacked": (4, 5, 6, 8),    # T·B <= 32: products on the weights in place
     "pipelined": (9, 6, 5, 16),  # B <= 32, B·H <= 4096: chain beside the input projection
+    # B <= 32 but R over 2^17 elements (types.h FwdChainPipelined): lstm / gru split over both
+    # threads (StepLoop), rnn fused
+    "large_r": (6, 8, 20, 370),
     "fused": (7, 40, 6, 16),     # (I + H)·K·H <= 2^18: [x_t, h]·[W; R] per step (not gru)
     "step_loop": (5, 40, 300, 400),  # large weights: one input product, then the steps
 }

@@ -22,8 +22,8 @@ class HostPool {
   virtual int CurrentThreadId() const = 0;   // -1 outside the pool
 };
 
-// Bump when the table or any struct in types.h changes.
-constexpr int kEngineApiVersion = 10;
+// Bump when the table, any struct in types.h or the workspace a spec needs (workspace.h) changes.
+constexpr int kEngineApiVersion = 11;
 
 struct EngineApi {
   int version;

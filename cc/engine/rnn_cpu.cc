@@ -259,7 +259,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool unpacked = RnnFwdUnpacked(s) && steps > 0;
   const bool pipelined = !unpacked && (!sm.reverse || all_full) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
-                         FwdChainPipelined(steps, B, H, d.numThreads());
+                         FwdChainPipelined(steps, B, H, Hs * KH, b16, d.numThreads());
   // Small weights (types.h RnnFusesInput), every sequence full length, no mask or projection,
   // not gru (whose candidate keeps R·h apart): per step and unit block one packed product
   // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of

@@ -82,9 +82,14 @@ enum class StepPhase : int { kWhole = 0, kBeforeProduct = 1, kAfterProduct = 2 }
 // Small steps (a few rows times a small H): the forward's step chain runs on one thread while
 // the others compute the input projection of the steps ahead of it (LayerForward, rnn_cpu.cc);
 // a step this short does not split well across cores, and the projection takes a share of the
-// work off the chain.
-inline bool FwdChainPipelined(Index steps, Index batch, Index units, int threads) {
-  return threads > 1 && steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096;
+// work off the chain. Only while the recurrent weights (r_elems, packed: pairs of bf16 with
+// bf16 products) fit in half of one core's L2 (512 KiB): a chain that streams R from beyond
+// it runs faster split over the cores' caches (the unit blocks of StepLoop), e.g. LSTM
+// H = 256 or 512 at B 1-16 1.2-1.8x.
+inline bool FwdChainPipelined(Index steps, Index batch, Index units, Index r_elems, bool bf16,
+                              int threads) {
+  return threads > 1 && steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096 &&
+         r_elems <= (Index(1) << (bf16 ? 18 : 17));
 }
 
 // Few steps of few rows (a streaming call: one step of a small batch): each step's products
