@@ -38,8 +38,8 @@ Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch 
 Time = median of --reps calls after one warm-up call; the implementations of a benchmark are
 timed in turns (per round, one untimed then one timed call of each, in an order shuffled each
 round), so that machine drift hits both sides while no side is timed in the wake of another
-(PyTorch's OpenMP workers keep spinning after a call returns) more often than the others are. GF/s use
-FLOPs of forward 8·T·B·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
+(PyTorch's OpenMP workers keep spinning after a call returns) more often than the others are.
+GF/s use FLOPs of forward 8·T·B·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
 times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
 dtype: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
 Peak memory of the backward benchmarks is measured in a separate process (see
@@ -79,9 +79,9 @@ BENCHES = ["block_lstm", "block_lstm_grad", "lstm_cell", "lstm_cell_grad", "gru_
 PEERS = {"block_lstm": ["stock"], "block_lstm_grad": ["stock"], "lstm_cell": ["stock"],
          "lstm_cell_grad": ["stock"], "gru_cell": ["stock"], "gru_cell_grad": ["stock"],
          "lstm_train": ["stock", "torch"], "gru_train": ["torch"], "lstm_train_cudnn": ["torch"],
-         **{b: list(KERAS_PEERS) for b in KERAS_BENCHES},
          # inference also against PyTorch's nn.LSTM / nn.GRU (batch_first, no_grad)
-         **{b: list(KERAS_PEERS) + ["torch"] for b in ("keras_lstm_infer", "keras_gru_infer")}}
+         **{b: list(KERAS_PEERS) + (["torch"] if b.endswith("_infer") else [])
+            for b in KERAS_BENCHES}}
 # Benchmarks whose peak memory is measured (the backward passes).
 BACKWARD = {"block_lstm_grad", "lstm_cell_grad", "gru_cell_grad", "lstm_train", "gru_train",
             "lstm_train_cudnn", "keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop",

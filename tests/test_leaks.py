@@ -22,9 +22,8 @@ def test_no_leak(ours, spec):
     # allocations are >= 64 bytes, so 1000 leaked calls would be >= 64 kB per leaked buffer;
     # the bound is lenient because the allocator and Python caches move RSS in page steps.
     # A one-time step (a new malloc arena for a thread the pool started, a cache growing late
-    # in a long test run: once 6.3 MB here after 4000 other tests) shows in one window only,
-    # while a leak grows in every window: a window over the bound is measured once more, and
-    # both must be over it to fail.
+    # in a long test run) shows in one window only, while a leak grows in every window: a
+    # window over the bound is measured once more, and both must be over it to fail.
     grown = []
     for warmup in (200, 0):
         before, after, _ = leak_check.measure(spec, CALLS, warmup=warmup)
