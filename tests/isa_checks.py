@@ -5,7 +5,7 @@ load time, so each variant needs a fresh process).
 The sizes are chosen for the register-blocked recurrent kernel (cc/engine/packed_gemm.h) and the
 packet-chunked pointwise passes: batch sizes that leave every row-block tail (rows of 8 on
 AVX-512, 6 otherwise), and hidden sizes whose unit blocks have full two-packet panels,
-one-packet panels and scalar columns for 4-, 8- and 16-wide packets. Each case compares with
+one-packet panels and masked partial packets for 4-, 8- and 16-wide packets. Each case compares with
 the float64 NumPy reference (tests/reference.py): forward outputs and all gradients, float32
 and float64.
 
@@ -24,17 +24,22 @@ import lstm_util as U  # noqa: E402
 import reference as ref  # noqa: E402
 
 # (T, B, I, H)
+# The last panel of a unit block's columns is read and written with masked packets
+# (packed_gemm.h LoadN/StoreN): (2, 3, 7, 60) and (2, 11, 5, 300) leave a partial second packet
+# and a partial single packet for 4-, 8- and 16-wide packets (unit blocks of 32 + 28 and
+# 160 + 140 on two threads).
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
-# input projection as one GEMM, then the packed recurrent product. The last two run the
-# pipelined forward and backward (FwdChainPipelined, BwdChainPipelined) over several chunks of
-# steps (128 / B steps each), with seq_len_max = T - 5, on pool threads too (lstm_cpu.cc
-# SideHelpers); 4H = 148 splits into uneven column panels.
+# input projection as one GEMM, then the packed recurrent product. (75, 4, 6, 37) and
+# (140, 2, 5, 40) run the pipelined forward and backward (FwdChainPipelined, BwdChainPipelined)
+# over several chunks of steps (128 / B steps each), with seq_len_max = T - 5, on pool threads
+# too (lstm_cpu.cc SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
-               (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40)]
+               (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40), (2, 3, 7, 60),
+               (2, 11, 5, 300)]
 # Single steps (T = 1: lstm_cpu.cc's L == 1 path): SmallGemm (packed_gemm.h) runs its register
 # blocks on w in place up to 32 rows and Eigen's product beyond, split over the pool when large;
 # fewer rows than a block (2, 3, 5) on WideRows' wide panels, whose widths depend on the ISA
-# (16 or 12 accumulator registers), then narrower panels and single columns (4H = 280, 116).
+# (16 or 12 accumulator registers), then narrower panels and a masked packet (4H = 280, 116).
 BLOCK_SIZES += [(1, 1, 7, 37), (1, 13, 9, 50), (1, 17, 20, 33), (1, 32, 256, 256),
                 (1, 2, 64, 70), (1, 3, 33, 29), (1, 5, 8, 70), (1, 33, 12, 20)]
 # GRUBlockCell(Grad) (gru_cpu.cc), the same SmallGemm paths, (B, I, H).

@@ -8,9 +8,11 @@
 //
 //   C[r, c] (+)= Σ_k A[r, k] · B[k, c]     r < rows (rows of A and C strided by lda/ldc)
 //
-// Packed layout of B: full panels of kPanel = 2 SIMD packets, then at most one panel of one
-// packet, then the remaining (< one packet) columns one by one; each panel is stored k-major,
-// [K][width], contiguously after the previous one. Exactly K·cols elements: no padding.
+// Packed layout of B: full panels of kPanel = 2 SIMD packets, then one panel of the remaining
+// (fewer than kPanel) columns; each panel is stored k-major, [K][width], contiguously after
+// the previous one. Exactly K·cols elements: no padding. The kernel reads and writes the last
+// panel's partial packet with masked loads and stores (LoadN, StoreN), so a width that is not
+// a multiple of the packet runs at the rate of whole packets instead of column by column.
 //
 // Uses Eigen's packet primitives only, so the same source compiles to AVX-512, AVX2+FMA or SSE
 // in each ISA build of the engine (each its own shared object: no ODR sharing between them).
@@ -18,8 +20,11 @@
 #define TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#include <immintrin.h>
 
 #include "cc/engine/bf16_gemm.h"
 #include "cc/engine/cpu_device.h"
@@ -41,6 +46,71 @@ constexpr Index kPanel = 2 * kP<A>;
 constexpr int kRows = 8;
 #else
 constexpr int kRows = 6;
+#endif
+
+// The first n (0 < n <= kP) elements of a packet at p, zeros in the rest; nothing past p + n
+// is read (the masked lanes of vmaskmov / AVX-512 masked loads do not fault). StoreN writes
+// the first n lanes of v to p and nothing else.
+#if defined(__AVX512F__)
+template <typename A>
+EIGEN_ALWAYS_INLINE Packet<A> LoadN(const A* p, Index n) {
+  if constexpr (std::is_same<A, float>::value) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  } else {
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p);
+  }
+}
+template <typename A>
+EIGEN_ALWAYS_INLINE void StoreN(A* p, const Packet<A>& v, Index n) {
+  if constexpr (std::is_same<A, float>::value) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+  } else {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), v);
+  }
+}
+#elif defined(__AVX__)
+// Lane masks for vmaskmov: n set lanes are the 8 (float) or 4 (double) words from
+// kLaneMask + kP - n.
+alignas(64) inline constexpr int32_t kLaneMask32[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                          0,  0,  0,  0,  0,  0,  0,  0};
+alignas(64) inline constexpr int64_t kLaneMask64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+template <typename A>
+EIGEN_ALWAYS_INLINE __m256i LaneMask(Index n) {
+  if constexpr (std::is_same<A, float>::value) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask32 + 8 - n));
+  } else {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask64 + 4 - n));
+  }
+}
+template <typename A>
+EIGEN_ALWAYS_INLINE Packet<A> LoadN(const A* p, Index n) {
+  if constexpr (std::is_same<A, float>::value) {
+    return _mm256_maskload_ps(p, LaneMask<A>(n));
+  } else {
+    return _mm256_maskload_pd(p, LaneMask<A>(n));
+  }
+}
+template <typename A>
+EIGEN_ALWAYS_INLINE void StoreN(A* p, const Packet<A>& v, Index n) {
+  if constexpr (std::is_same<A, float>::value) {
+    _mm256_maskstore_ps(p, LaneMask<A>(n), v);
+  } else {
+    _mm256_maskstore_pd(p, LaneMask<A>(n), v);
+  }
+}
+#else
+template <typename A>
+EIGEN_ALWAYS_INLINE Packet<A> LoadN(const A* p, Index n) {
+  alignas(64) A buf[kP<A>] = {};
+  std::memcpy(buf, p, n * sizeof(A));
+  return Eigen::internal::pload<Packet<A>>(buf);
+}
+template <typename A>
+EIGEN_ALWAYS_INLINE void StoreN(A* p, const Packet<A>& v, Index n) {
+  alignas(64) A buf[kP<A>];
+  Eigen::internal::pstore(buf, v);
+  std::memcpy(p, buf, n * sizeof(A));
+}
 #endif
 
 // Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous). Rows
@@ -65,8 +135,7 @@ void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zer
     c += w;
   };
   while (c + kPanel<A> <= cols) panel(kPanel<A>);
-  if (c + kP<A> <= cols) panel(kP<A>);
-  while (c < cols) panel(1);
+  if (c < cols) panel(cols - c);
 }
 
 // Packs B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed row-major block).
@@ -85,22 +154,28 @@ void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out, bool use_
     c += w;
   };
   while (c + kPanel<A> <= cols) panel(kPanel<A>);
-  if (c + kP<A> <= cols) panel(kP<A>);
-  while (c < cols) panel(1);
+  if (c < cols) panel(cols - c);
 }
 
 // One register block: R rows of A times one panel of NP packets, whose row k starts at
-// b + k · bs (bs = the panel width when packed, B's leading dimension when not).
-template <typename A, int R, int NP>
+// b + k · bs (bs = the panel width when packed, B's leading dimension when not). kTail: the
+// last packet holds only `tail` (1 <= tail <= kP) columns, read and written masked.
+template <typename A, int R, int NP, bool kTail = false>
 EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index bs, A* c,
-                               Index ldc, bool accumulate) {
+                               Index ldc, bool accumulate, Index tail = 0) {
   using P = Packet<A>;
+  auto load = [&](const A* p, int j) {
+    if constexpr (kTail) {
+      if (j == NP - 1) return LoadN<A>(p, tail);
+    }
+    return Eigen::internal::ploadu<P>(p);
+  };
   P acc[R][NP];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pset1<P>(A(0));
   for (Index k = 0; k < K; ++k) {
     P bv[NP];
-    for (int j = 0; j < NP; ++j) bv[j] = Eigen::internal::ploadu<P>(b + k * bs + j * kP<A>);
+    for (int j = 0; j < NP; ++j) bv[j] = load(b + k * bs + j * kP<A>, j);
     for (int r = 0; r < R; ++r) {
       const P av = Eigen::internal::pset1<P>(a[r * lda + k]);
       for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pmadd(av, bv[j], acc[r][j]);
@@ -110,8 +185,12 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index
     for (int j = 0; j < NP; ++j) {
       A* dst = c + r * ldc + j * kP<A>;
       P v = acc[r][j];
-      if (accumulate) v = Eigen::internal::padd(v, Eigen::internal::ploadu<P>(dst));
-      Eigen::internal::pstoreu(dst, v);
+      if (accumulate) v = Eigen::internal::padd(v, load(dst, j));
+      if (kTail && j == NP - 1) {
+        StoreN<A>(dst, v, tail);
+      } else {
+        Eigen::internal::pstoreu(dst, v);
+      }
     }
   }
 }
@@ -138,23 +217,24 @@ template <typename A>
 constexpr Index kKc = std::max<Index>(32, (20 * 1024) / (kPanel<A> * Index(sizeof(A))));
 
 // A panel of NP packets times `rows` rows of A; row k of the panel starts at b + k · bs.
-template <typename A, int NP>
+// kTail: the last packet holds `tail` columns (Micro).
+template <typename A, int NP, bool kTail = false>
 void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, Index bs, A* c,
-               Index ldc, bool accumulate) {
+               Index ldc, bool accumulate, Index tail = 0) {
   if (K > kKc<A>) {  // K in chunks; the panel's chunk k0.. starts at b + k0 · bs
     for (Index k0 = 0; k0 < K; k0 += kKc<A>) {
-      PanelRows<A, NP>(rows, std::min(kKc<A>, K - k0), a + k0, lda, b + k0 * bs, bs, c, ldc,
-                       accumulate || k0 > 0);
+      PanelRows<A, NP, kTail>(rows, std::min(kKc<A>, K - k0), a + k0, lda, b + k0 * bs, bs, c,
+                              ldc, accumulate || k0 > 0, tail);
     }
     return;
   }
   Index r = 0;
   for (; r + kRows <= rows; r += kRows)
-    Micro<A, kRows, NP>(K, a + r * lda, lda, b, bs, c + r * ldc, ldc, accumulate);
+    Micro<A, kRows, NP, kTail>(K, a + r * lda, lda, b, bs, c + r * ldc, ldc, accumulate, tail);
   const A* ar = a + r * lda;
   A* cr = c + r * ldc;
-  WithTailRows(rows - r, [&](auto tail) {  // the row tail, fully unrolled as well
-    Micro<A, decltype(tail)::value, NP>(K, ar, lda, b, bs, cr, ldc, accumulate);
+  WithTailRows(rows - r, [&](auto rt) {  // the row tail, fully unrolled as well
+    Micro<A, decltype(rt)::value, NP, kTail>(K, ar, lda, b, bs, cr, ldc, accumulate, tail);
   });
 }
 
@@ -173,20 +253,14 @@ void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A*
   Index col = 0;
   for (; col + kPanel<A> <= cols; col += kPanel<A>, b += next(kPanel<A>))
     PanelRows<A, 2>(rows, K, a, lda, b, stride(kPanel<A>), c + col, ldc, accumulate);
-  if (col + kP<A> <= cols) {
-    PanelRows<A, 1>(rows, K, a, lda, b, stride(kP<A>), c + col, ldc, accumulate);
-    col += kP<A>;
-    b += next(kP<A>);
-  }
-  for (; col < cols; ++col, b += next(1)) {  // fewer than one packet of columns left
-    const Index bs = stride(1);
-    for (Index r = 0; r < rows; ++r) {
-      const A* ar = a + r * lda;
-      A s(0);
-      for (Index k = 0; k < K; ++k) s += ar[k] * b[k * bs];
-      A& dst = c[r * ldc + col];
-      dst = accumulate ? dst + s : s;
-    }
+  // The last panel, fewer than two packets wide: its last packet masked unless whole.
+  const Index rem = cols - col, bs = stride(rem);
+  if (rem > kP<A>) {
+    PanelRows<A, 2, true>(rows, K, a, lda, b, bs, c + col, ldc, accumulate, rem - kP<A>);
+  } else if (rem == kP<A>) {
+    PanelRows<A, 1>(rows, K, a, lda, b, bs, c + col, ldc, accumulate);
+  } else if (rem > 0) {
+    PanelRows<A, 1, true>(rows, K, a, lda, b, bs, c + col, ldc, accumulate, rem);
   }
 }
 
@@ -196,11 +270,11 @@ constexpr int kAccRegs = 2 * kRows;
 
 // C[R, cols] (+)= A[R, K] · B for B unpacked (row k at b + k · ldb) and fewer than kRows rows:
 // panels of NP packets over the whole K, then the rest of the columns in panels of NP/2, NP/4
-// .. 1 packet, then column by column. With so few rows nothing reuses a panel of B, and what
-// counts is how B streams: a two-packet panel reads 128 bytes of each row of B, at B's row
-// stride (a new 4 KiB page per k for 1024 float columns), which the prefetchers do not follow;
-// a 16-packet panel reads a kilobyte per row, and one row streams B about 5x as fast
-// (docs/PERFORMANCE.md, "The one-row products").
+// .. 1 packet, then the last columns as one masked packet. With so few rows nothing reuses a
+// panel of B, and what counts is how B streams: a two-packet panel reads 128 bytes of each
+// row of B, at B's row stride (a new 4 KiB page per k for 1024 float columns), which the
+// prefetchers do not follow; a 16-packet panel reads a kilobyte per row, and one row streams B
+// about 5x as fast (docs/PERFORMANCE.md, "The one-row products").
 template <typename A, int R, int NP>
 void WideRows(Index K, Index cols, const A* a, Index lda, const A* b, Index ldb, A* c,
               Index ldc, bool accumulate) {
@@ -212,7 +286,7 @@ void WideRows(Index K, Index cols, const A* a, Index lda, const A* b, Index ldb,
     WideRows<A, R, NP / 2>(K, cols - col, a, lda, b + col, ldb, c + col, ldc, accumulate);
   } else {
     GemmPanels<A>(R, K, cols - col, a, lda, b + col, /*packed=*/false, ldb, c + col, ldc,
-                  accumulate);  // fewer than one packet of columns: GemmPanels' scalar tail
+                  accumulate);  // fewer than one packet of columns: GemmPanels' masked tail
   }
 }
 
