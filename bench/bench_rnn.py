@@ -62,6 +62,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_util as bu  # noqa: E402  (puts the repository root on sys.path)
+import sweep  # noqa: E402
 from keras_cases import KERAS_PEERS, KerasCases  # noqa: E402
 from bench_util import tf  # noqa: E402
 
@@ -372,7 +373,8 @@ class Progress:
         self.stream = stream
         self.items = [(dt, size, bench) for dt in args.dtypes for size in args.sizes
                       for bench in args.only]
-        self.weight = {it: flops(it[2], it[1]) * (1 + len(PEERS[it[2]])) for it in self.items}
+        self.weight = {it: flops(it[2], it[1]) * (1 + len(_peers(it[2], args)))
+                       for it in self.items}
         self.total_w = sum(self.weight.values()) or 1.0
         self.done, self.done_w = 0, 0.0
         self.t0 = time.perf_counter()
@@ -406,6 +408,10 @@ def _summary(rows):
     return " | ".join(parts)
 
 
+def _peers(bench, args):
+    return [p for p in PEERS[bench] if args.peers is None or p in args.peers]
+
+
 def run_timings(args):
     results, gemm = [], []
     torch = _torch() if not args.no_torch else None
@@ -433,7 +439,7 @@ def run_timings(args):
                 # call of each per round): the machine's speed drifts by tens of percent over a
                 # run, and timing each side in turn lets both see the same drift.
                 rows, fns = {}, {}
-                for impl in ["ours"] + PEERS[bench]:
+                for impl in ["ours"] + _peers(bench, args):
                     f = flops(bench, size)
                     row = dict(bench=bench, impl=impl, size=list(size), dtype=dt, flops=f,
                                ms=None, gflops=None, gemm_share=None, peak_mib=None,
@@ -732,8 +738,8 @@ def parse_args(argv):
                                             "--quick: 2)")
     p.add_argument("--quick", action="store_true",
                    help="tiny sizes, 2 reps, 256³ square GEMM: a smoke test, not a measurement")
-    p.add_argument("--only", default=",".join(BENCHES),
-                   help=f"comma-separated subset of: {', '.join(BENCHES)}")
+    p.add_argument("--only", help=f"comma-separated subset of: {', '.join(BENCHES)} "
+                                  "(default: all; --sweep: sweep.SWEEP_BENCHES)")
     p.add_argument("--png", default=os.path.join(bu.REPO_ROOT, "bench", "out", "bench.png"))
     p.add_argument("--json", help="also write all results as JSON to this path")
     p.add_argument("--square", type=int, help="side of the square GEMM (default 2048; "
@@ -747,6 +753,7 @@ def parse_args(argv):
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also print why an implementation is n/a as it happens (every "
                         "measurement prints a progress line on stderr regardless)")
+    sweep.add_args(p)
     p.add_argument("--_mem-child", dest="mem_child", action="store_true",
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -757,7 +764,11 @@ def parse_args(argv):
     args.square = args.square or (256 if args.quick else 2048)
     args.torch_threads = args.torch_threads or (1 if args.quick else os.cpu_count() or 1)
     TORCH_THREADS[0] = args.torch_threads
-    args.only = [b.strip() for b in args.only.split(",") if b.strip()]
+    given_only, given_peers = args.only is not None, args.peers is not None
+    args.only = [b.strip() for b in (args.only or ",".join(BENCHES)).split(",") if b.strip()]
+    args.peers = [x.strip() for x in args.peers.split(",")] if args.peers else None
+    if args.sweep:
+        sweep.configure(args, given_only, given_peers)
     bad = [b for b in args.only if b not in BENCHES]
     if bad:
         p.error(f"--only: unknown {bad}; choose from {', '.join(BENCHES)}")
@@ -777,6 +788,13 @@ def main(argv=None):
                 flops="LSTM forward 8*T*B*H*(I+H), GRU 6*...; backward 2x, fwd+bwd 3x",
                 timing="median of reps after one warm-up call, implementations timed in turns; "
                        "TF callables as tf.function")
+    if args.sweep:  # GF/s over H or I: sweep.py's table and plot, no memory process
+        results, gemm, rows = sweep.run(args, run_timings)
+        if args.json:  # comparisons too: bench_ab.py reads them
+            with open(args.json, "w") as f:
+                json.dump(dict(meta=meta, gemm=gemm, results=results, sweep=rows,
+                               comparisons=comparisons(results)), f, indent=1)
+        return 0
     # The memory process runs after the timings, so it cannot disturb them; with --quick
     # (not a measurement) it runs alongside them to save time.
     mem = start_memory(args) if args.quick else None

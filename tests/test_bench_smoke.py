@@ -91,3 +91,28 @@ def test_memory_and_comparisons(quick_run):
             assert c["ratio"] > 0
     names = {t["name"] for t in data["targets"]}
     assert "block_lstm_grad stock/ours" in names
+
+
+def test_sweep(tmp_path):
+    """--sweep H at tiny sizes: every value off the 64-grid brings its next multiple of 64, the
+    table has a row per value and benchmark with ours' GF/s and the ratio to that neighbour,
+    the plot is a PNG."""
+    png, js = tmp_path / "sweep.png", tmp_path / "sweep.json"
+    proc = subprocess.run(
+        [sys.executable, _BENCH, "--sweep", "H", "--sweep-base", "3x2x8", "--sweep-values",
+         "20,64", "--dtypes", "float32", "--reps", "1", "--square", "128", "--torch-threads",
+         "1", "--only", "keras_lstm_infer,gru_train", "--png", str(png), "--json", str(js)],
+        cwd=_REPO, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    with open(js) as f:
+        rows = json.load(f)["sweep"]
+    assert sorted({r["value"] for r in rows}) == [20, 64]
+    assert {r["bench"] for r in rows} == {"keras_lstm_infer", "gru_train"}
+    for r in rows:
+        assert r["ours_gflops"] > 0, r
+        assert (r["vs_next64"] is None) == (r["value"] == 64), r
+    assert "### keras_lstm_infer, float32 (H sweep" in proc.stdout
+    assert "vs next 64" in proc.stdout and "Lowest GF/s against the next multiple" in proc.stdout
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
