@@ -14,17 +14,6 @@
 
 namespace tfrnn {
 
-// Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
-// in parallel, a step only after every block of the previous one has finished.
-//
-// A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
-// small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
-// the caller and up to blocks-1 helpers, scheduled once per call, claim work items
-// i = t·blocks + b in order from an atomic counter and run them once every item of step t-1
-// is done (short spin, then yield). An item is only claimed by a running thread, so the
-// lowest unfinished item is always runnable by its owner: no deadlock, and the loop completes
-// on the caller alone if the pool never runs a helper. Helpers that start after the last item
-// was claimed exit at once; the shared state outlives them.
 // Waits until ready() holds: a short spin, then yielding the core.
 inline void PauseOnce() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,25 +31,48 @@ void SpinUntil(Ready&& ready) {
   }
 }
 
+// Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
+// in parallel, a step only after every block of the previous one has finished.
+//
+// A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
+// small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
+// the caller and up to blocks-1 helpers are scheduled once per call. Participant j (the caller
+// is 0, helper h is h + 1) owns the blocks b with b % participants == j: at each step it first
+// runs its own blocks, so a block's slice of the packed weights stays in the cache of the core
+// that ran it at the previous step (CPU_PEERS: oneDNN keeps each thread's units for the whole
+// sequence); then any block of the step nobody has claimed yet (its owner has not started, or
+// owns more blocks than it has reached), so the loop never waits for a late thread. Items are
+// claimed per block with a compare-and-swap of the block's next step, and a step starts once
+// every item of the previous one is done (a short spin, then yield). Only running threads
+// claim, so the caller alone completes the loop if the pool never runs a helper; helpers that
+// start late join at the current step, and exit once the last step is claimed. Which thread
+// runs an item never changes what it computes: results are the same bits either way.
 struct StepLoopState {
-  std::atomic<Index> next{0};  // next item to claim
   std::atomic<Index> done{0};  // items finished
-  Index total = 0, blocks = 1;
+  std::unique_ptr<std::atomic<Index>[]> next_step;  // per block: its next unclaimed step
+  Index steps = 0, blocks = 1, parts = 1;
   const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
 
   // Waits (short spin, then yield) until `n` items are done.
   void WaitDone(Index n) const {
     SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
   }
-  // Claims and runs items until none are left.
-  void Work() {
-    for (;;) {
-      const Index i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= total) return;
-      const Index t = i / blocks, need = t * blocks;
-      WaitDone(need);
-      (*fn)(t, i - need);
-      done.fetch_add(1, std::memory_order_release);
+  // Runs block b's step t if nobody has claimed it yet.
+  void TryRun(Index t, Index b) {
+    Index want = t;
+    if (next_step[b].load(std::memory_order_relaxed) != t ||
+        !next_step[b].compare_exchange_strong(want, t + 1, std::memory_order_relaxed)) {
+      return;
+    }
+    (*fn)(t, b);
+    done.fetch_add(1, std::memory_order_release);
+  }
+  // Participant j's loop, from the step under way when it starts.
+  void Work(Index j) {
+    for (Index t = done.load(std::memory_order_acquire) / blocks; t < steps; ++t) {
+      WaitDone(t * blocks);
+      for (Index b = j; b < blocks; b += parts) TryRun(t, b);
+      for (Index k = 1; k < blocks; ++k) TryRun(t, (j + k) % blocks);
     }
   }
 };
@@ -77,12 +89,17 @@ void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_blo
   }
   const std::function<void(Index, Index)> body = [&fn](Index t, Index b) { fn(t, b); };
   auto state = std::make_shared<StepLoopState>();
-  state->total = steps * blocks;
+  state->steps = steps;
   state->blocks = blocks;
+  state->parts = helpers + 1;
+  state->next_step.reset(new std::atomic<Index>[blocks]);
+  for (Index b = 0; b < blocks; ++b) state->next_step[b].store(0, std::memory_order_relaxed);
   state->fn = &body;
-  for (Index h = 0; h < helpers; ++h) d.enqueueNoNotification([state] { state->Work(); });
-  state->Work();
-  state->WaitDone(state->total);  // every item is claimed; wait for the helpers' last ones
+  for (Index h = 0; h < helpers; ++h) {
+    d.enqueueNoNotification([state, h] { state->Work(h + 1); });
+  }
+  state->Work(0);
+  state->WaitDone(steps * blocks);  // every item is claimed; wait for the helpers' last ones
 }
 
 // Runs chain(s) for every s in [0, steps), in order, on the caller, and side(i) for every
