@@ -66,8 +66,9 @@ def main(argv=None):
             for c in comps:
                 key = (c["bench"], "x".join(map(str, c["size"])), c["dtype"], c["peer"])
                 entry = table.setdefault(key, {"before": ([], []), "after": ([], [])})
-                if c["ours_ms"] and c["ratio"]:
+                if c["ours_ms"]:  # a peer that did not run (--no-torch): our time only
                     entry[name][0].append(c["ours_ms"])
+                if c["ratio"]:
                     entry[name][1].append(c["ratio"])
     print(f"{'bench':<20} {'size':<16} {'dtype':<9} {'peer':<16} {'ours ms b/a':>17} "
           f"{'peer/ours b/a':>15} {'a/b':>6}")
@@ -76,8 +77,10 @@ def main(argv=None):
         if not (mb and ma):
             continue
         b_ms, a_ms = float(np.median(mb)), float(np.median(ma))
+        ratios = (f"{np.median(rb):7.2f}/{np.median(ra):<7.2f}" if (rb and ra)
+                  else f"{'n/a':>15}")
         print(f"{bench:<20} {size:<16} {dtype:<9} {peer:<16} {b_ms:8.3f}/{a_ms:<8.3f} "
-              f"{np.median(rb):7.2f}/{np.median(ra):<7.2f} {a_ms / b_ms:6.2f}")
+              f"{ratios} {a_ms / b_ms:6.2f}")
     return 0
 
 
