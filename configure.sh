@@ -126,6 +126,8 @@ else log "CPU-only build (no nvcc, or TF_RNN_OPS_CUDA=0)"; fi
   # (GCC bug 71962, abseil issue 1634): off for the files that include TensorFlow headers.
   echo "build:asan --per_file_copt=cc/kernels/.*,cc/ops/.*@-fno-sanitize=null,-fno-sanitize=nonnull-attribute,-fno-sanitize=returns-nonnull-attribute"
   echo "build:asan --platform_suffix=asan --symlink_prefix=bazel-asan-"
+  # Flags of this checkout only (e.g. build --disk_cache=~/.cache/tf_rnn_ops-bazel), not versioned.
+  echo "try-import %workspace%/.bazelrc.user"
 } > "$ROOT/.bazelrc"
 
 # --- 4. build ----------------------------------------------------------------------------
