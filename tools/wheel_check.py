@@ -8,6 +8,11 @@ Run with the Python of a configured checkout (./configure.sh): the wheel is buil
 TensorFlow (`pip wheel --no-build-isolation`; the Bazel build is then incremental), and the fresh
 venv gets the same TensorFlow distribution and version. Work and logs: build/wheel_check/.
 Exits non-zero on any failure; one line per step.
+
+    .venv/bin/python tools/wheel_check.py --installed OTHER_VENV/bin/python
+
+only runs the import check with another Python, where tf_rnn_ops is installed already (the pip
+column of tools/compat_matrix.sh).
 """
 import glob
 import importlib.metadata
@@ -81,7 +86,31 @@ def tensorflow_requirement():
     sys.exit("[wheel_check] no TensorFlow in this Python: run ./configure.sh first")
 
 
+def check_installed(python, expected):
+    """From a folder outside the checkout: imported from site-packages, every library, has_xla(),
+    a Keras LSTM equal to stock's."""
+    with tempfile.TemporaryDirectory() as elsewhere:
+        log(f"import from {elsewhere}: libraries, has_xla(), Keras LSTM against stock")
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        p = subprocess.run([python, "-c", CHECK, ",".join(expected)], cwd=elsewhere, env=env,
+                           capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        log("  " + line)
+    if p.returncode != 0:
+        sys.stdout.write(p.stderr[-3000:])
+        sys.exit("[wheel_check] FAILED: the installed package does not work (output above)")
+
+
+def expected_libs():
+    return REQUIRED_LIBS + [n for n in OPTIONAL_LIBS
+                            if os.path.exists(os.path.join(ROOT, "tf_rnn_ops", n))]
+
+
 def main():
+    if sys.argv[1:2] == ["--installed"]:
+        check_installed(sys.argv[2], expected_libs())
+        log("OK")
+        return
     start = time.time()
     shutil.rmtree(WORK, ignore_errors=True)
     dist = os.path.join(WORK, "dist")
@@ -100,8 +129,7 @@ def main():
     wheel = wheels[0]
     names = zipfile.ZipFile(wheel).namelist()
     libs = sorted(os.path.basename(n) for n in names if n.endswith(".so"))
-    expected = REQUIRED_LIBS + [n for n in OPTIONAL_LIBS
-                                if os.path.exists(os.path.join(ROOT, "tf_rnn_ops", n))]
+    expected = expected_libs()
     log(f"{os.path.basename(wheel)}: {' '.join(libs)}")
     missing = sorted(set(expected) - set(libs))
     if missing:
@@ -123,17 +151,7 @@ def main():
     if len(tfs) != 1:
         sys.exit(f"[wheel_check] FAILED: TensorFlow distributions in the venv: {tfs}")
 
-    with tempfile.TemporaryDirectory() as elsewhere:
-        log(f"import from {elsewhere}: libraries, has_xla(), Keras LSTM against stock")
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-        p = subprocess.run([os.path.join(venv, "bin", "python"), "-c", CHECK,
-                            ",".join(expected)], cwd=elsewhere, env=env,
-                           capture_output=True, text=True)
-    for line in p.stdout.splitlines():
-        log("  " + line)
-    if p.returncode != 0:
-        sys.stdout.write(p.stderr[-3000:])
-        sys.exit("[wheel_check] FAILED: the installed wheel does not work (output above)")
+    check_installed(os.path.join(venv, "bin", "python"), expected)
     log(f"OK in {time.time() - start:.0f} s: {os.path.basename(wheel)}")
 
 
