@@ -428,10 +428,10 @@ def test_keras_file_after_to_stock_loads_without_plugin(no_plugin):
 
 def test_saved_model_with_raw_op_needs_the_import(no_plugin):
     error = no_plugin["raw_error"]
-    # What TensorFlow prints (it cannot know about us); README's deploying section quotes it.
+    # What TensorFlow prints (it cannot know about us); docs/DEPLOYING.md quotes it.
     first = "Op type not registered 'TfRnn>CudnnRNNV3' in binary running on"
     assert first in error, error
-    with open(os.path.join(REPO, "README.md")) as f:
-        readme = f.read()
-    assert first in readme and "import tf_rnn_ops" in readme
+    with open(os.path.join(REPO, "docs", "DEPLOYING.md")) as f:
+        doc = f.read()
+    assert first in doc and "import tf_rnn_ops" in doc
     assert no_plugin["raw_after_import"] <= TOL["float32"][1], no_plugin
