@@ -33,7 +33,7 @@ REQUIRED_LIBS = ["_tf_rnn_ops.so", "_tf_rnn_ops_cudnn_cpu.so", "_tfrnn_engine_av
 OPTIONAL_LIBS = ["_tf_rnn_ops_xla.so", "_tfrnn_engine_cuda.so"]
 # TensorFlow's own libraries: present wherever TensorFlow is, never grafted into our wheel.
 TF_SONAMES = ["libtensorflow_framework.so.2", "libtensorflow_cc.so.2"]
-# What an sdist leaves out (besides what git ignores, where there is git).
+# What an sdist leaves out where there is no git (with git: what git does not track).
 SDIST_SKIP = re.compile(r"^(\.git|\.venv[^/]*|bazel-[^/]*|build|dist|bench/out)(/|$)|"
                         r"__pycache__|\.pyc$|\.so$|^tf_rnn_ops/_build_info\.txt$|^\.bazelrc")
 
@@ -287,8 +287,8 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 
 def _sdist_files():
     try:
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                              "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                             check=True)
         files = [f for f in out.stdout.decode().split("\0") if f]
     except (OSError, subprocess.CalledProcessError):        # an unpacked sdist: no git
         files = [os.path.relpath(os.path.join(base, f), ROOT)
