@@ -131,6 +131,21 @@ def test_report_first_screen_shows_no_failure():
     assert not [line for line in out.splitlines() if line[:1] in "EF" and line[1:5].isdigit()]
 
 
+def test_report_prints_tensorflow_start_up_lines_once():
+    """TF 2.21 prints its start-up lines once per copy of its logging library (two on import);
+    the main job's first screen shows them once, and nothing else TensorFlow wrote is lost."""
+    p = _run([sys.executable, "-m", "tf_rnn_ops.report", "--help"], cwd=ROOT,
+             env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr.count("oneDNN custom operations are on") <= 1, p.stderr
+    assert p.stderr.count("before absl::InitializeLog() is called") <= 1, p.stderr
+    from tf_rnn_ops._startup import deduplicate
+    text = ("I0000 00:00:1.5    9042 port.cc:153] on\nW0000 00:00:2.5   77 a.cc:1] warn\n"
+            "I0000 00:00:3.5    9050 port.cc:153] on\nplain\nplain\n")
+    assert deduplicate(text) == ("I0000 00:00:1.5    9042 port.cc:153] on\n"
+                                 "W0000 00:00:2.5   77 a.cc:1] warn\nplain\n")
+
+
 def test_report_error_ignores_stock_uninitialised_tail():
     """Stock BlockLSTM's i, f, o, ci, co past seq_len_max are uninitialised memory; a
     signalling NaN there must not reach a float64 cast (NumPy: "invalid value encountered in
