@@ -100,8 +100,7 @@ def _tensorflow():
         _fail("no TensorFlow in the build environment (pip's build isolation hides yours): "
               "install TensorFlow 2.18-2.21, then `pip install --no-build-isolation .`")
     dists = importlib.metadata.packages_distributions().get("tensorflow", [])
-    # tensorflow-cpu's wheels also ship a "tensorflow" distribution name on some releases;
-    # any of them carries the version.
+    # tensorflow, tensorflow-cpu, tf-nightly, ... all install the import package `tensorflow`.
     dist = dists[0] if dists else "tensorflow"
     try:
         version = importlib.metadata.version(dist)
@@ -132,7 +131,7 @@ def _run(args):
     # The build's own progress lines go to stderr (pip shows them with -v; build always).
     p = subprocess.run(args, cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr)
     if p.returncode != 0:
-        _fail(f"{os.path.basename(args[0])} failed (exit {p.returncode}); its output is above "
+        _fail(f"{os.path.basename(args[1])} failed (exit {p.returncode}); its output is above "
               "(pip: add -v to see it)")
 
 
