@@ -146,6 +146,30 @@ def test_report_prints_tensorflow_start_up_lines_once():
                                  "W0000 00:00:2.5   77 a.cc:1] warn\nplain\n")
 
 
+def test_readme_quickstart_runs():
+    """README's quickstart, as printed: the Keras layer's output shape, and the raw op's gradient
+    against the same LSTM written in TensorFlow ops and differentiated by TensorFlow (not
+    against stock BlockLSTMV2's registered gradient, which is wrong: docs/DIFFERENCES.md)."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    start = readme.index("```python\n") + len("```python\n")
+    code = readme[start:readme.index("```", start)]
+    check = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, "tests")
+        from reference import IFCO, tf_block_lstm_fwd
+        with tf.GradientTape() as tape:
+            h = tf_block_lstm_fwd(20, x, z, z, w, zh, zh, zh, tf.zeros([128]), forget_bias=0.0,
+                                  cell_clip=0.0, layout=IFCO)[-1]
+            loss = tf.reduce_sum(h)
+        err = float(tf.reduce_max(tf.abs(tape.gradient(loss, w) - dw)))
+        print("SHAPES", y.shape, dw.shape, "ERR", err)
+        assert y.shape == (8, 20, 32) and dw.shape == (48, 128) and err < 1e-3, err
+    """)
+    p = _run([sys.executable, "-c", code + check], cwd=ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def test_report_error_ignores_stock_uninitialised_tail():
     """Stock BlockLSTM's i, f, o, ci, co past seq_len_max are uninitialised memory; a
     signalling NaN there must not reach a float64 cast (NumPy: "invalid value encountered in
