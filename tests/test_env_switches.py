@@ -1,5 +1,5 @@
-"""Every environment switch the project reads has a row in README's table, and every row names a
-switch the project still reads (README: "Environment variables")."""
+"""Every environment switch the project reads has a row in docs/ENVIRONMENT.md's table, and every
+row names a switch the project still reads."""
 
 import os
 import re
@@ -13,7 +13,7 @@ READS = [
     re.compile(r'environ(?:\.get|\.setdefault|\.pop)?[\(\[]\s*"(' + NAME + ')"'),
     re.compile(r"\$\{(" + NAME + r")[:}\-=]"),
 ]
-DIRS = ("cc", "tf_rnn_ops", "tools", "bench", "tests")
+DIRS = ("cc", "tf_rnn_ops", "tools", "bench", "tests", "build_backend")
 EXTS = (".cc", ".h", ".cu", ".cuh", ".py", ".sh")
 EXTRA = ("configure.sh", os.path.join(".ci", "run"))
 
@@ -42,7 +42,7 @@ def _read_names():
 
 
 def _table_names():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "docs", "ENVIRONMENT.md"), encoding="utf-8") as f:
         return set(re.findall(r"^\| `(" + NAME + ")` \|", f.read(), re.M))
 
 
@@ -54,12 +54,12 @@ def test_the_scan_finds_the_switches():
         assert n in names, n
 
 
-def test_every_switch_read_has_a_readme_row():
+def test_every_switch_read_has_a_row():
     table = _table_names()
     missing = {n: where for n, where in _read_names().items() if n not in table}
-    assert not missing, f"environment switches without a README row: {missing}"
+    assert not missing, f"environment switches without a row in docs/ENVIRONMENT.md: {missing}"
 
 
-def test_every_readme_row_is_read_somewhere():
+def test_every_row_is_read_somewhere():
     stale = _table_names() - set(_read_names())
-    assert not stale, f"README rows for switches nothing reads: {sorted(stale)}"
+    assert not stale, f"docs/ENVIRONMENT.md rows for switches nothing reads: {sorted(stale)}"

@@ -1,12 +1,17 @@
-"""Packaging: the wheel works in a fresh venv, a version mismatch gives a clear error, every
-engine variant this CPU supports loads and agrees with stock, and the report runs."""
+"""Packaging: the build backend's checks and metadata, the wheel works in a fresh venv, a version
+mismatch gives a clear error, every engine variant this CPU supports loads and agrees with stock,
+and the report runs."""
+import base64
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
+import zipfile
 
 import pytest
 
@@ -126,6 +131,45 @@ def test_report_first_screen_shows_no_failure():
     assert not [line for line in out.splitlines() if line[:1] in "EF" and line[1:5].isdigit()]
 
 
+def test_report_prints_tensorflow_start_up_lines_once():
+    """TF 2.21 prints its start-up lines once per copy of its logging library (two on import);
+    the main job's first screen shows them once, and nothing else TensorFlow wrote is lost."""
+    p = _run([sys.executable, "-m", "tf_rnn_ops.report", "--help"], cwd=ROOT,
+             env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr.count("oneDNN custom operations are on") <= 1, p.stderr
+    assert p.stderr.count("before absl::InitializeLog() is called") <= 1, p.stderr
+    from tf_rnn_ops._startup import deduplicate
+    text = ("I0000 00:00:1.5    9042 port.cc:153] on\nW0000 00:00:2.5   77 a.cc:1] warn\n"
+            "I0000 00:00:3.5    9050 port.cc:153] on\nplain\nplain\n")
+    assert deduplicate(text) == ("I0000 00:00:1.5    9042 port.cc:153] on\n"
+                                 "W0000 00:00:2.5   77 a.cc:1] warn\nplain\n")
+
+
+def test_readme_quickstart_runs():
+    """README's quickstart, as printed: the Keras layer's output shape, and the raw op's gradient
+    against the same LSTM written in TensorFlow ops and differentiated by TensorFlow (not
+    against stock BlockLSTMV2's registered gradient, which is wrong: docs/DIFFERENCES.md)."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    start = readme.index("```python\n") + len("```python\n")
+    code = readme[start:readme.index("```", start)]
+    check = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, "tests")
+        from reference import IFCO, tf_block_lstm_fwd
+        with tf.GradientTape() as tape:
+            h = tf_block_lstm_fwd(20, x, z, z, w, zh, zh, zh, tf.zeros([128]), forget_bias=0.0,
+                                  cell_clip=0.0, layout=IFCO)[-1]
+            loss = tf.reduce_sum(h)
+        err = float(tf.reduce_max(tf.abs(tape.gradient(loss, w) - dw)))
+        print("SHAPES", y.shape, dw.shape, "ERR", err)
+        assert y.shape == (8, 20, 32) and dw.shape == (48, 128) and err < 1e-3, err
+    """)
+    p = _run([sys.executable, "-c", code + check], cwd=ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def test_report_error_ignores_stock_uninitialised_tail():
     """Stock BlockLSTM's i, f, o, ci, co past seq_len_max are uninitialised memory; a
     signalling NaN there must not reach a float64 cast (NumPy: "invalid value encountered in
@@ -143,13 +187,78 @@ def test_report_error_ignores_stock_uninitialised_tail():
         assert _max_err([stock], [ours], slm=3) == 0.0
 
 
+def _backend_call(code, env=None):
+    """Runs `code` with the build backend imported as `b`, in a Python without site-packages
+    (like pip's isolated build environment: no TensorFlow)."""
+    backend = os.path.join(ROOT, "build_backend")
+    prog = f"import sys; sys.path.insert(0, {backend!r}); import tf_rnn_ops_backend as b\n" + code
+    return _run([sys.executable, "-S", "-c", prog], env=env, timeout=60)
+
+
+def test_isolated_build_stops_with_one_line_naming_the_flag():
+    p = _backend_call("b.get_requires_for_build_wheel()")
+    assert p.returncode != 0
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("tf_rnn_ops: no TensorFlow") and "--no-build-isolation" in lines[0]
+
+
+def test_pip_install_with_build_isolation_stops_within_seconds(tmp_path):
+    """Plain `pip install .` (build isolation on): the isolated environment has no TensorFlow,
+    so the backend stops before any build, with the hint."""
+    start = time.time()
+    p = _run([sys.executable, "-m", "pip", "install", "--no-index", "--target",
+              str(tmp_path / "t"), ROOT], timeout=120)
+    assert p.returncode != 0
+    assert "pip install --no-build-isolation ." in p.stdout + p.stderr, p.stdout + p.stderr
+    assert time.time() - start < 60
+
+
+def test_missing_bazel_is_one_line_naming_what_to_install(tmp_path):
+    p = _backend_call("b._toolchain()", env={"PATH": str(tmp_path)})
+    assert p.returncode != 0
+    assert p.stderr.strip() == ("tf_rnn_ops: Bazel not found on PATH: install it (Debian/Ubuntu: "
+                                "apt-get install bazel-bootstrap; elsewhere Bazel 4.2 or newer) "
+                                "and build again")
+
+
+def test_metadata_states_tensorflow_only_as_extras():
+    p = _backend_call("print(b._metadata())")
+    assert p.returncode == 0, p.stderr
+    meta = p.stdout
+    for field in ("Name: tf-rnn-ops", "Version: 0.1.0", "Summary: ", "License: ",
+                  "Requires-Python: ", "Provides-Extra: onnx", "Provides-Extra: test"):
+        assert field in meta, field
+    reqs = [line for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    tf_reqs = [r for r in reqs if "tensorflow" in r]
+    assert tf_reqs and all("extra ==" in r for r in tf_reqs), tf_reqs   # never a hard one
+
+
 @pytest.mark.skipif(shutil.which("bazel") is None or not os.path.exists(
     os.path.join(ROOT, ".bazelrc")), reason="needs ./configure.sh and Bazel")
 def test_wheel_installs_and_works_in_a_fresh_venv(tmp_path):
-    build = _run(["bazel", "build", "//:wheel"], cwd=ROOT, timeout=900)
-    assert build.returncode == 0, build.stderr[-3000:]
-    wheels = glob.glob(os.path.join(ROOT, "bazel-bin", "dist", "tf_rnn_ops-*.whl"))
+    """`pip wheel --no-build-isolation .` against this venv's TensorFlow (an incremental build):
+    a platform wheel with every library the build made, valid RECORD, that works installed."""
+    dist = tmp_path / "dist"
+    build = _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                  "-w", str(dist), ROOT], cwd=ROOT, timeout=1800)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    wheels = glob.glob(str(dist / "tf_rnn_ops-*.whl"))
     assert len(wheels) == 1, wheels
+    assert not wheels[0].endswith("-any.whl")
+    with zipfile.ZipFile(wheels[0]) as z:
+        names = set(z.namelist())
+        record = z.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
+        for line in record.splitlines():
+            name, digest, _ = line.rsplit(",", 2)
+            if digest:
+                data = z.read(name)
+                want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+                assert digest == "sha256=" + want.decode(), name
+    libs = {os.path.basename(n) for n in names if n.endswith(".so")}
+    built = {n for n in os.listdir(PKG) if n.endswith(".so")}
+    assert built <= libs, built - libs
+    assert "tf_rnn_ops/_build_info.txt" in names
     venv = tmp_path / "venv"
     p = _run([sys.executable, "-m", "venv", str(venv)])
     assert p.returncode == 0, p.stderr

@@ -160,8 +160,8 @@ def test_initial_state_inputs():
 
 def test_fused_state_carries_over_without_reset():
     """TFLite's fused LSTM keeps its final state in its state tensors (variables), so an
-    invoke without reset_all_variables() starts where the previous one ended (README,
-    'Deploying'): the documented reason for the reset."""
+    invoke without reset_all_variables() starts where the previous one ended (docs/DEPLOYING.md):
+    the documented reason for the reset."""
     model = _model(lambda x: K.LSTM(5, return_sequences=True)(x), seed=13)
     xs = _inputs(model, seed=14)
     expected = np.asarray(model(xs[0]))
@@ -195,7 +195,7 @@ def test_saved_model_exported_inside_tflite_export(tmp_path):
 
 def test_concrete_function_traced_inside_tflite_export():
     """from_concrete_functions freezes the function, which loses the composite's attributes:
-    the LSTM converts to the loop (correct, not fused); README 'Deploying' says to take the
+    the LSTM converts to the loop (correct, not fused); docs/DEPLOYING.md says to take the
     SavedModel route for the fused op."""
     model = _model(lambda x: K.LSTM(5, return_sequences=True)(x), seed=17)
     fn = tf.function(lambda x: model(x, training=False))

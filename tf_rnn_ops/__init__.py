@@ -8,6 +8,14 @@ Importing the package loads the op library (so SavedModels that contain our ops 
 registers the gradients of the forward ops and the Keras layers ``tf_rnn_ops.keras.LSTM`` /
 ``tf_rnn_ops.keras.GRU``.
 """
+import sys as _sys
+
+# `python -m tf_rnn_ops.report` (the main job; sys.argv[0] is "-m" while the package loads):
+# TensorFlow's start-up lines, which TF 2.21 prints twice, once on its first screen.
+if _sys.argv[:1] == ["-m"]:
+    from tf_rnn_ops._startup import import_tensorflow_deduplicated
+    import_tensorflow_deduplicated()
+
 from tf_rnn_ops import _grads  # noqa: F401  (registers gradients)
 from tf_rnn_ops import mps, raw_ops
 from tf_rnn_ops import keras  # noqa: E402  (loads the op library: SavedModels with our ops load)

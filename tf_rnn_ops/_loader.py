@@ -42,7 +42,7 @@ def _mismatch_message(built, installed, detail=""):
     return (
         f"tf_rnn_ops: the op library {library_path()} was built for TensorFlow {built}, "
         f"but TensorFlow {installed} is installed. Rebuild it against the installed "
-        f"TensorFlow with `./configure.sh` (or `tools/build.sh` after configuring)."
+        f"TensorFlow: `pip install --no-build-isolation .` from the checkout (or `./configure.sh`)."
         + (f" Loader error: {detail}" if detail else "")
     )
 
@@ -58,8 +58,8 @@ def load_library():
         path = library_path()
         if not os.path.exists(path):
             raise ImportError(
-                f"tf_rnn_ops: op library not found at {path}. Build it with ./configure.sh "
-                "(or tools/build.sh)."
+                f"tf_rnn_ops: op library not found at {path}. Build it with ./configure.sh, "
+                "or install the package with `pip install --no-build-isolation .`."
             )
         built, installed = built_tf_version(), tf.__version__
         # Custom ops use TensorFlow's C++ ABI, which changes between minor releases: refuse

@@ -3,7 +3,7 @@
 A model that contains ``tf_rnn_ops.keras.LSTM`` / ``GRU`` / ``SimpleRNN`` runs
 ``TfRnn>KerasRNN``, which only a process that has imported ``tf_rnn_ops`` can run: TF
 Serving and plain TensorFlow installs cannot (TFLite and ONNX take our layers as they are:
-README, "Deploying"). Our layers are subclasses of the stock
+docs/DEPLOYING.md). Our layers are subclasses of the stock
 ones with the same config and the same weights, so the deployable model is the same model
 with the stock classes:
 
