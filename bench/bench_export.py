@@ -60,7 +60,7 @@ def tflite_rows(models, x, args):
             out = interp.get_output_details()[0]["index"]
 
             def run():
-                interp.reset_all_variables()   # the fused LSTM's states (README, Deploying)
+                interp.reset_all_variables()   # the fused LSTM's states (docs/DEPLOYING.md)
                 interp.set_tensor(index, x)
                 interp.invoke()
 
