@@ -49,7 +49,6 @@ def configure(args, given_only, given_peers):
               else list(DEFAULT_VALUES))
     values = sorted(set(values) | {next64(v) for v in values})
     T, B, X = base
-    args.sweep_list = values
     args.sizes = [(T, B, X, v) if args.sweep == "H" else (T, B, v, X) for v in values]
     if not given_only:
         args.only = list(SWEEP_BENCHES)

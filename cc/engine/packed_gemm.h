@@ -14,8 +14,10 @@
 // panel's partial packet with masked loads and stores (LoadN, StoreN), so a width that is not
 // a multiple of the packet runs at the rate of whole packets instead of column by column.
 //
-// Uses Eigen's packet primitives only, so the same source compiles to AVX-512, AVX2+FMA or SSE
-// in each ISA build of the engine (each its own shared object: no ODR sharing between them).
+// Uses Eigen's packet primitives, and for the masked partial packet the AVX-512 or AVX
+// intrinsics (a copy through a buffer elsewhere), so the same source compiles to AVX-512,
+// AVX2+FMA or SSE in each ISA build of the engine (each its own shared object: no ODR sharing
+// between them).
 #ifndef TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
 #define TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
 
