@@ -27,7 +27,10 @@ import reference as ref  # noqa: E402
 # The last panel of a unit block's columns is read and written with masked packets
 # (packed_gemm.h LoadN/StoreN): (2, 3, 7, 60) and (2, 11, 5, 300) leave a partial second packet
 # and a partial single packet for 4-, 8- and 16-wide packets (unit blocks of 32 + 28 and
-# 160 + 140 on two threads).
+# 160 + 140 on two threads); with AVX-512's three-packet panels 140 = 48 + 48 + a partial
+# third packet, and blocks of 64 (H = 128) and 112 (H = 224) end in two panels of two packets
+# (PanelWidth). B = 9, 10, 11: a register block of 8 rows (the one that prefetches the panel)
+# and a row tail.
 # (3, 5, 9, 256) has weights too large for the fused input path (types.h LstmFusesInput):
 # input projection as one GEMM, then the packed recurrent product. (75, 4, 6, 37) and
 # (140, 2, 5, 40) run the pipelined forward and backward (FwdChainPipelined, BwdChainPipelined)
@@ -35,7 +38,7 @@ import reference as ref  # noqa: E402
 # too (lstm_cpu.cc SideHelpers); 4H = 148 splits into uneven column panels.
 BLOCK_SIZES = [(3, 19, 5, 50), (2, 9, 4, 37), (3, 8, 3, 64), (2, 17, 6, 96), (2, 1, 3, 33),
                (3, 5, 9, 256), (75, 4, 6, 37), (140, 2, 5, 40), (2, 3, 7, 60),
-               (2, 11, 5, 300)]
+               (2, 11, 5, 300), (2, 9, 5, 128), (2, 10, 6, 224)]
 # Single steps (T = 1: lstm_cpu.cc's L == 1 path): SmallGemm (packed_gemm.h) runs its register
 # blocks on w in place up to 32 rows and Eigen's product beyond, split over the pool when large;
 # fewer rows than a block (2, 3, 5) on WideRows' wide panels, whose widths depend on the ISA

@@ -8,9 +8,10 @@
 //
 //   C[r, c] (+)= Σ_k A[r, k] · B[k, c]     r < rows (rows of A and C strided by lda/ldc)
 //
-// Packed layout of B: full panels of kPanel = 2 SIMD packets, then one panel of the remaining
-// (fewer than kPanel) columns; each panel is stored k-major, [K][width], contiguously after
-// the previous one. Exactly K·cols elements: no padding. The kernel reads and writes the last
+// Packed layout of B: column panels of the widths PanelWidth gives (kNP SIMD packets, or two
+// panels of two packets where four are left on AVX-512, then one panel of the columns left,
+// fewer than kNP packets); each panel is stored k-major, [K][width], contiguously after the
+// previous one. Exactly K·cols elements: no padding. The kernel reads and writes the last
 // panel's partial packet with masked loads and stores (LoadN, StoreN), so a width that is not
 // a multiple of the packet runs at the rate of whole packets instead of column by column.
 //
@@ -39,16 +40,33 @@ template <typename A>
 using Packet = typename Eigen::internal::packet_traits<A>::type;
 template <typename A>
 constexpr Index kP = Eigen::internal::unpacket_traits<Packet<A>>::size;
-template <typename A>
-constexpr Index kPanel = 2 * kP<A>;
 
-// Rows of A per register block: accumulators (rows x 2 packets) + 2 B packets + 1 broadcast
-// fit the 32 vector registers of AVX-512 or the 16 of AVX/SSE.
+// Rows of A per register block and packets per panel: accumulators (kRows x kNP packets) +
+// kNP B packets + 1 broadcast fit the 32 vector registers of AVX-512 (8 x 3: 24 + 3 + 1) or
+// the 16 of AVX/SSE (6 x 2: 12 + 2 + 1). Three packets per broadcast on AVX-512 take the
+// load ports off the critical path: 11 loads per 24 multiply-adds instead of 10 per 16, and
+// a row of A is read from cache a third fewer times (docs/PERFORMANCE.md, "Register blocks
+// of three packets").
 #ifdef __AVX512F__
 constexpr int kRows = 8;
+constexpr int kNP = 3;
 #else
 constexpr int kRows = 6;
+constexpr int kNP = 2;
 #endif
+template <typename A>
+constexpr Index kPanel = kNP * kP<A>;
+
+// Width of the next column panel with `left` columns still to pack: a full panel of kNP
+// packets, except that with 4 packets left on AVX-512 (64 float columns) two panels of 2
+// instead of 3 + 1 (a one-packet panel runs at 8 multiply-adds per 9 loads); the last panel,
+// fewer than kNP packets, takes all that is left. The packing and the kernel walk B's panels
+// with the same widths.
+template <typename A>
+constexpr Index PanelWidth(Index left) {
+  if (kNP == 3 && left == 4 * kP<A>) return 2 * kP<A>;
+  return left >= kPanel<A> ? kPanel<A> : left;
+}
 
 // The first n (0 < n <= kP) elements of a packet at p, zeros in the rest; nothing past p + n
 // is read (the masked lanes of vmaskmov / AVX-512 masked loads do not fault). StoreN writes
@@ -136,8 +154,7 @@ void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zer
     out += K * w;
     c += w;
   };
-  while (c + kPanel<A> <= cols) panel(kPanel<A>);
-  if (c < cols) panel(cols - c);
+  while (c < cols) panel(PanelWidth<A>(cols - c));
 }
 
 // Packs B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed row-major block).
@@ -155,14 +172,20 @@ void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out, bool use_
     out += K * w;
     c += w;
   };
-  while (c + kPanel<A> <= cols) panel(kPanel<A>);
-  if (c < cols) panel(cols - c);
+  while (c < cols) panel(PanelWidth<A>(cols - c));
 }
+
+// Rows of B ahead of the one in use that a panel's first register block prefetches: the
+// panel streams from L2 or L3 (a step's slice of the weights rarely fits in L1, often not in
+// L2), and the blocks after the first find it in L1.
+constexpr Index kPrefetchRows = 32;
 
 // One register block: R rows of A times one panel of NP packets, whose row k starts at
 // b + k · bs (bs = the panel width when packed, B's leading dimension when not). kTail: the
-// last packet holds only `tail` (1 <= tail <= kP) columns, read and written masked.
-template <typename A, int R, int NP, bool kTail = false>
+// last packet holds only `tail` (1 <= tail <= kP) columns, read and written masked. kPf:
+// prefetch B kPrefetchRows rows ahead (past the panel's end: the next panel, or nothing that
+// faults, prefetches never do).
+template <typename A, int R, int NP, bool kTail = false, bool kPf = false>
 EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index bs, A* c,
                                Index ldc, bool accumulate, Index tail = 0) {
   using P = Packet<A>;
@@ -176,6 +199,12 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pset1<P>(A(0));
   for (Index k = 0; k < K; ++k) {
+    if constexpr (kPf) {
+      for (int j = 0; j < NP; ++j) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows) * bs + j * kP<A>),
+                     _MM_HINT_T0);
+      }
+    }
     P bv[NP];
     for (int j = 0; j < NP; ++j) bv[j] = load(b + k * bs + j * kP<A>, j);
     for (int r = 0; r < R; ++r) {
@@ -213,7 +242,7 @@ EIGEN_ALWAYS_INLINE void WithTailRows(Index r, Fn&& fn) {
   }
 }
 
-// Depth of a K chunk: one chunk of a two-packet panel (kKc · kPanel elements) stays in a 32 KiB
+// Depth of a K chunk: one chunk of a full panel (kKc · kPanel elements) stays in a 32 KiB
 // L1 data cache, next to the rows of A it meets.
 template <typename A>
 constexpr Index kKc = std::max<Index>(32, (20 * 1024) / (kPanel<A> * Index(sizeof(A))));
@@ -231,12 +260,21 @@ void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, Index bs,
     return;
   }
   Index r = 0;
+  if (rows >= kRows) {  // the first block prefetches the panel for the others
+    Micro<A, kRows, NP, kTail, true>(K, a, lda, b, bs, c, ldc, accumulate, tail);
+    r = kRows;
+  }
   for (; r + kRows <= rows; r += kRows)
     Micro<A, kRows, NP, kTail>(K, a + r * lda, lda, b, bs, c + r * ldc, ldc, accumulate, tail);
   const A* ar = a + r * lda;
   A* cr = c + r * ldc;
   WithTailRows(rows - r, [&](auto rt) {  // the row tail, fully unrolled as well
-    Micro<A, decltype(rt)::value, NP, kTail>(K, ar, lda, b, bs, cr, ldc, accumulate, tail);
+    constexpr int RT = decltype(rt)::value;
+    if (rows < kRows) {
+      Micro<A, RT, NP, kTail, true>(K, ar, lda, b, bs, cr, ldc, accumulate, tail);
+    } else {
+      Micro<A, RT, NP, kTail>(K, ar, lda, b, bs, cr, ldc, accumulate, tail);
+    }
   });
 }
 
@@ -252,17 +290,27 @@ void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A*
   // Row stride of a panel of width w, and the distance to the next panel.
   auto stride = [&](Index w) { return packed ? w : ldb; };
   auto next = [&](Index w) { return packed ? K * w : w; };
-  Index col = 0;
-  for (; col + kPanel<A> <= cols; col += kPanel<A>, b += next(kPanel<A>))
-    PanelRows<A, 2>(rows, K, a, lda, b, stride(kPanel<A>), c + col, ldc, accumulate);
-  // The last panel, fewer than two packets wide: its last packet masked unless whole.
-  const Index rem = cols - col, bs = stride(rem);
-  if (rem > kP<A>) {
-    PanelRows<A, 2, true>(rows, K, a, lda, b, bs, c + col, ldc, accumulate, rem - kP<A>);
-  } else if (rem == kP<A>) {
-    PanelRows<A, 1>(rows, K, a, lda, b, bs, c + col, ldc, accumulate);
-  } else if (rem > 0) {
-    PanelRows<A, 1, true>(rows, K, a, lda, b, bs, c + col, ldc, accumulate, rem);
+  for (Index col = 0; col < cols;) {
+    const Index w = PanelWidth<A>(cols - col), bs = stride(w);
+    const Index np = (w + kP<A> - 1) / kP<A>, tail = w - (np - 1) * kP<A>;
+    // A panel of NP packets, the last masked unless whole.
+    auto run = [&](auto npc) {
+      constexpr int NP = decltype(npc)::value;
+      if (tail == kP<A>) {
+        PanelRows<A, NP>(rows, K, a, lda, b, bs, c + col, ldc, accumulate);
+      } else {
+        PanelRows<A, NP, true>(rows, K, a, lda, b, bs, c + col, ldc, accumulate, tail);
+      }
+    };
+    if (np == 1) {
+      run(std::integral_constant<int, 1>());
+    } else if (np == 2) {
+      run(std::integral_constant<int, 2>());
+    } else {
+      run(std::integral_constant<int, kNP>());  // np == 3 == kNP (AVX-512)
+    }
+    col += w;
+    b += next(w);
   }
 }
 
