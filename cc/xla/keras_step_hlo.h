@@ -3,7 +3,7 @@
 // code, which XLA fuses with the graph around it, instead of a custom call into the engine.
 // At one step of one row the engine's product is a small part of the call; what a custom
 // call adds (its thunk, the checks of its buffers, a call across the library boundary)
-// is not (docs/PERFORMANCE.md, "The streaming step under XLA").
+// is not (docs/PERFORMANCE_KERAS.md, "The streaming step under XLA").
 //
 // The step's semantics are the engine's (cc/engine/rnn.h; rnn_cpu.cc PointwiseRows) for
 // the Keras op's problems: one layer and direction, no projection, peephole, clip, mask,
