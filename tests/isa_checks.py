@@ -4,8 +4,9 @@ load time, so each variant needs a fresh process).
 
 The sizes are chosen for the register-blocked recurrent kernel (cc/engine/packed_gemm.h) and the
 packet-chunked pointwise passes: batch sizes that leave every row-block tail (rows of 8 on
-AVX-512, 6 otherwise), and hidden sizes whose unit blocks have full two-packet panels,
-one-packet panels and masked partial packets for 4-, 8- and 16-wide packets. Each case compares with
+AVX-512, 6 otherwise), and hidden sizes whose unit blocks have full panels (three packets on
+AVX-512, two otherwise), narrower last panels and masked partial packets for 4-, 8- and
+16-wide packets. Each case compares with
 the float64 NumPy reference (tests/reference.py): forward outputs and all gradients, float32
 and float64.
 

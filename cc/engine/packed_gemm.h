@@ -15,10 +15,10 @@
 // panel's partial packet with masked loads and stores (LoadN, StoreN), so a width that is not
 // a multiple of the packet runs at the rate of whole packets instead of column by column.
 //
-// Uses Eigen's packet primitives, and for the masked partial packet the AVX-512 or AVX
-// intrinsics (a copy through a buffer elsewhere), so the same source compiles to AVX-512,
-// AVX2+FMA or SSE in each ISA build of the engine (each its own shared object: no ODR sharing
-// between them).
+// Uses Eigen's packet primitives, for the masked partial packet the AVX-512 or AVX
+// intrinsics (a copy through a buffer elsewhere) and _mm_prefetch for B, so the same source
+// compiles to AVX-512, AVX2+FMA or SSE in each ISA build of the engine (each its own shared
+// object: no ODR sharing between them).
 #ifndef TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
 #define TF_RNN_OPS_CC_ENGINE_PACKED_GEMM_H_
 
@@ -314,8 +314,8 @@ void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A*
   }
 }
 
-// Accumulator registers of a register block: kRows × 2 packets (16 of AVX-512's 32 vector
-// registers, 12 of AVX/SSE's 16).
+// Accumulator registers WideRows gives a block of fewer than kRows rows: 2 · kRows (16 of
+// AVX-512's 32 vector registers, 12 of AVX/SSE's 16).
 constexpr int kAccRegs = 2 * kRows;
 
 // C[R, cols] (+)= A[R, K] · B for B unpacked (row k at b + k · ldb) and fewer than kRows rows:
@@ -394,7 +394,7 @@ void Gemm(Index rows, Index K, Index cols, const Rows<A>& a, const A* bp, A* c, 
 template <typename A>
 void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const A* b, Index ldb,
                   A* c, Index ldc, bool accumulate) {
-  // Whole register blocks on two-packet panels in K chunks (GemmPanels), then the rows left
+  // Whole register blocks on full panels in K chunks (GemmPanels), then the rows left
   // (fewer than a block) on wide panels.
   const Index full = rows / kRows * kRows;
   GemmPanels<A>(full, K, cols, a, lda, b, /*packed=*/false, ldb, c, ldc, accumulate);
