@@ -8,7 +8,7 @@ AVX-512, 6 otherwise), and hidden sizes whose unit blocks have full panels (thre
 AVX-512, two otherwise), narrower last panels and masked partial packets for 4-, 8- and
 16-wide packets. Each case compares with
 the float64 NumPy reference (tests/reference.py): forward outputs and all gradients, float32
-and float64.
+and float64; and the forward's activations over their whole range against float64.
 
     python tests/isa_checks.py            # prints one line per case, exit status 1 on a mismatch
 """
@@ -153,11 +153,46 @@ def _mps(rng, kind, dtype, **over):
     check_gradients(M.OP, mps, rng, case, dtype)
 
 
+def _activations(ours, batch):
+    """The pointwise activations of the forward pass alone (cc/engine/activations.h): gate
+    pre-activations = the bias (x = 0, h_prev = 0) over [-120, 40] and the special values, in
+    H = 4093 units (packets, then half, quarter and scalar tails: cpu_device.h Chunked), against
+    float64 σ and tanh: at most 6 float epsilons relative, or the smallest normal float absolute
+    (TensorFlow's threads flush denormals to zero), NaN in, NaN out."""
+    vals = np.concatenate([np.linspace(-120.0, 40.0, 4093 - 12),
+                           [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, -87.5, -88.8,
+                            -103.9, -104.1, 17.0]]).astype(np.float32)
+    H = vals.size
+    b = np.tile(vals, 4)  # i, ci, f, o blocks (LSTMBlockCell's gate order)
+    z = tf.zeros([batch, H], F32)
+    out = ours.LSTMBlockCell(x=tf.zeros([batch, 1], F32), cs_prev=z, h_prev=z,
+                             w=tf.zeros([1 + H, 4 * H], F32), wci=tf.zeros([H], F32),
+                             wcf=tf.zeros([H], F32), wco=tf.zeros([H], F32), b=b,
+                             forget_bias=0.0, cell_clip=-1.0, use_peephole=False)
+    v64 = vals.astype(np.float64)
+    with np.errstate(over="ignore"):
+        sig = 1.0 / (1.0 + np.exp(-v64))
+    for name, got, want in (("i", out[0], sig), ("f", out[2], sig), ("o", out[3], sig),
+                            ("ci", out[4], np.tanh(v64))):
+        got = got.numpy()
+        for row in got:
+            nan = np.isnan(want)
+            assert np.array_equal(np.isnan(row), nan), f"{name}: NaN where the input is not"
+            err = np.abs(row[~nan] - want[~nan])
+            tol = 6 * np.finfo(np.float32).eps * np.abs(want[~nan]) + np.finfo(np.float32).tiny
+            worst = int(np.argmax(err / tol))
+            assert np.all(err <= tol), (f"{name}({vals[~nan][worst]}) = {row[~nan][worst]}, "
+                                        f"float64 {want[~nan][worst]}")
+
+
 def main():
     from tf_rnn_ops import raw_ops as ours
     rng = np.random.default_rng(7)
     failures = 0
     cases = []
+    for batch in (1, 3):
+        cases.append((f"activations against float64, batch {batch}",
+                      lambda batch=batch: _activations(ours, batch)))
     for size in BLOCK_SIZES:
         for op in ("BlockLSTM", "BlockLSTMV2"):
             for dtype in (F32, F64):

@@ -50,18 +50,35 @@ using VecN = Eigen::Map<Eigen::Array<A, W, 1>>;
 template <typename A, int W>
 using CVecN = Eigen::Map<const Eigen::Array<A, W, 1>>;
 
-// Calls fn(width_tag, c, n) over [0, len) in chunks of one SIMD packet, then a shorter tail:
-// width_tag is std::integral_constant<int, W> with W the packet size, or Eigen::Dynamic for
-// the tail. A dynamic-size Eigen map whose destination is not packet-aligned runs its first
-// and last elements through the scalar path (libm expf/tanhf for logistic and tanh, several
-// times slower); fixed one-packet maps always use unaligned packet loads and stores, and
-// the result of an element does not depend on its address.
+// Calls fn(width_tag, c, n) over [0, len) in chunks of one SIMD packet, then at most one chunk
+// of half a packet and one of a quarter (where those are at least 4 elements), then a shorter
+// tail: width_tag is std::integral_constant<int, W> with W the chunk's width, or
+// Eigen::Dynamic for the tail. A dynamic-size Eigen map whose destination is not packet-aligned
+// runs its first and last elements through the scalar path (libm expf/tanhf for logistic and
+// tanh, several times slower); fixed-width maps always use unaligned packet loads and stores
+// (of a half or quarter packet for the narrower chunks: the same operations lane for lane), so
+// a width that is a multiple of 4 has no scalar tail, and the result of an element does not
+// depend on its address. fn should be an inlined lambda (TFRNN_INLINE_LAMBDA): a call per
+// chunk reloads the lambda's captures and constants every 16 elements.
+#define TFRNN_INLINE_LAMBDA __attribute__((always_inline))
 template <typename A, typename Fn>
 EIGEN_ALWAYS_INLINE void Chunked(Index len, Fn&& fn) {
   constexpr int P = Eigen::internal::unpacket_traits<
       typename Eigen::internal::packet_traits<A>::type>::size;
   Index c = 0;
   for (; c + P <= len; c += P) fn(std::integral_constant<int, P>(), c, Index(P));
+  if constexpr (P >= 16) {
+    if (c + P / 2 <= len) {
+      fn(std::integral_constant<int, P / 2>(), c, Index(P / 2));
+      c += P / 2;
+    }
+  }
+  if constexpr (P >= 8) {
+    if (c + P / 4 <= len) {
+      fn(std::integral_constant<int, P / 4>(), c, Index(P / 4));
+      c += P / 4;
+    }
+  }
   if (c < len) fn(std::integral_constant<int, Eigen::Dynamic>(), c, len - c);
 }
 using OStride = Eigen::OuterStride<>;

@@ -51,7 +51,7 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
   const int* pos = s.gate_pos;
   const A clip = static_cast<A>(s.cell_clip);
   const bool do_clip = s.cell_clip > 0.f;
-  Chunked<A>(len, [&](auto width, Index o0, Index w) {
+  Chunked<A>(len, [&](auto width, Index o0, Index w) TFRNN_INLINE_LAMBDA {
     constexpr int W = decltype(width)::value;
     using V = VecN<A, W>;
     using CV = CVecN<A, W>;
@@ -69,10 +69,10 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
     V i(r.act[0] + o0, w), f(r.act[1] + o0, w), cc(r.act[2] + o0, w), o(r.act[3] + o0, w);
     L cn, hv;
     if constexpr (kStd) {
-      i = pre(0).logistic();
-      f = pre(1).logistic();
+      i = Logistic(pre(0));
+      f = Logistic(pre(1));
       cc = pre(2).tanh();
-      o = pre(3).logistic();
+      o = Logistic(pre(3));
       cn = f * cp + i * cc;
       if (do_clip) cn = cn.max(-clip).min(clip);
       hv = cn.tanh();
@@ -278,6 +278,12 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   auto gx_step = [&](Index tau) { return ly.gx + ly.Row(s.T, B, tau, 0) * KH; };
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
+  // One unit block (the pipelined chain, one thread) whose gates all multiply the same
+  // operand: the block's K·H columns are contiguous in the output row, so its gates are one
+  // product of K·H columns instead of K of H (fewer partial panels and calls: a gate of 128
+  // columns is panels of 48, 48 and 32, the four gates together ten of 48 and one of 32).
+  const bool merged = blocks == 1 && !reset_before && GM <= 1;
+  const Index KG = merged ? 1 : K;  // products per unit block and operand
   const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   // The B rows of time row tau in the layer input start at x_step(tau), xld apart (time-major
   // or batch-major: Layer::x_batch_major); x_row(r): x's row for gx's row r.
@@ -295,24 +301,25 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·H + j0 + c, h] (weights_xw:
   // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
-  // way at wpack, with in rows.
+  // way at wpack, with in rows. Merged: the one block's K·H columns as if one gate.
   if (!unpacked && steps > 0 && !proj) {
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = blk * U, len = std::min(U, H - j0);
         // The `rows` rows of M (W or R) for gate k's units, M stored [KH, rows] or with
         // weights_xw [rows, KH].
+        const Index cols = merged ? KH : len;
         auto pack = [&](const A* M, Index rows, Index k, A* dst) {
           if (s.weights_xw) {
-            packed::PackRowMajor<A>(rows, len, M + k * H + j0, KH, dst, 0, 0, b16);
+            packed::PackRowMajor<A>(rows, cols, M + k * H + j0, KH, dst, 0, 0, b16);
           } else {
-            packed::PackColMajor<A>(rows, len, M + (k * H + j0) * rows, rows, dst, b16);
+            packed::PackColMajor<A>(rows, cols, M + (k * H + j0) * rows, rows, dst, b16);
           }
         };
-        for (Index k = 0; k < K; ++k) {
+        for (Index k = 0; k < KG; ++k) {
           A* dst = rpack + j0 * K * KR + k * len * KR;
           if (fused) pack(ly.W, xr, k, dst);
-          pack(ly.R, Hs, k, dst + xr * len);
+          pack(ly.R, Hs, k, dst + xr * cols);
           if (wpacked) pack(ly.W, ly.in, k, wpack + (j0 * K + k * len) * ly.in);
         }
       }
@@ -335,9 +342,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
       const packed::Rows<A> x = packed::PrepareRows<A>(B, ly.in, x_step(t), xld, b16, 0);
       for (Index blk = 0; blk < blocks; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, H - j0);
-        for (Index k = 0; k < K; ++k) {
-          packed::Gemm<A>(B, ly.in, len, x, wpack + (j0 * K + k * len) * ly.in,
+        const Index j0 = blk * U, len = std::min(U, H - j0), cols = merged ? KH : len;
+        for (Index k = 0; k < KG; ++k) {
+          packed::Gemm<A>(B, ly.in, cols, x, wpack + (j0 * K + k * len) * ly.in,
                           ly.gx + t * B * KH + k * H + j0, KH, false);
         }
       }
@@ -474,10 +481,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         const packed::Rows<A> x =
             fused ? packed::PrepareRows<A>(B, xr, x_step(tau), xld, b16, 0) : none;
         packed::Rows<A> h;  // converted again only for another operand (h ⊙ mask_k)
-        for (Index k = 0; k < K; ++k) {
+        for (Index k = 0; k < KG; ++k) {
           if (reset_before && k == pn) continue;
           if (h.a != h_rec(k)) h = packed::PrepareRows<A>(B, Hs, h_rec(k), Hs, b16, 1);
-          block_gemm(tau, x, h, k, j0, len);
+          block_gemm(tau, x, h, k, j0, merged ? KH : len);
         }
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,

@@ -75,7 +75,7 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const A* dtr = dr + last * H;  // dL/dh of the step (above)
         const bool o_new = s.peephole && s.peephole_o_new;
         const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;
-        Chunked<A>(len, [&](auto width, Index o0, Index wd) {
+        Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
           constexpr int W = decltype(width)::value;
           using V = VecN<A, W>;
           using CV = CVecN<A, W>;
@@ -144,7 +144,7 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const A* dtr = dr + last * H;  // dL/dh of the step (above)
         A* dhcp = carry ? w.dh + b * Hs + j0 : nullptr;
         A* dhr_row = w.dhr + row * KH + j0;
-        Chunked<A>(len, [&](auto width, Index o0, Index wd) {
+        Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
           constexpr int W = decltype(width)::value;
           using V = VecN<A, W>;
           using CV = CVecN<A, W>;
@@ -234,7 +234,7 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
                      ? MaskRow(s, mask, mask_per_step, tau, b) + MaskCol(s, ly.dcol, pn) + j0
                      : nullptr;
     const A* g = a.dact[0] != nullptr ? a.dact[0] + row * H + j0 : nullptr;
-    Chunked<A>(len, [&](auto width, Index o0, Index wd) {
+    Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
       using V = VecN<A, decltype(width)::value>;
       using CV = CVecN<A, decltype(width)::value>;
       using L = Loc<A, decltype(width)::value>;

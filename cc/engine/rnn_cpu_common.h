@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "cc/engine/activations.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/step_loops.h"
 #include "cc/engine/types.h"
@@ -100,7 +101,7 @@ EIGEN_ALWAYS_INLINE void ActivateIn(RnnAct act, X& x) {
       x = x.tanh();
       break;
     case RnnAct::kSigmoid:
-      x = x.logistic();
+      x = Logistic(x);
       break;
     case RnnAct::kHardSigmoid:
       x = (x * S(0.2) + S(0.5)).max(S(0)).min(S(1));
@@ -116,7 +117,7 @@ EIGEN_ALWAYS_INLINE void ActivateIn(RnnAct act, X& x) {
 template <typename A>
 void Activate(RnnAct act, Vec<A>& v) {
   if (act == RnnAct::kNone) return;
-  Chunked<A>(v.size(), [&](auto width, Index c, Index w) {
+  Chunked<A>(v.size(), [&](auto width, Index c, Index w) TFRNN_INLINE_LAMBDA {
     VecN<A, decltype(width)::value> x(v.data() + c, w);
     ActivateIn(act, x);
   });
