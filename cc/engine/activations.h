@@ -29,6 +29,25 @@
 namespace tfrnn {
 namespace act {
 
+// exp(y) / 2^m for m = round(y / ln 2): exp(r) by a degree-5 minimax polynomial, with
+// r = y - m·ln 2 (ln 2 in two parts); Eigen's packet primitives, fused multiply-adds on the
+// ISAs that use it.
+template <typename P>
+EIGEN_ALWAYS_INLINE P ExpReduced(const P& y, const P& m) {
+  using Eigen::internal::padd;
+  using Eigen::internal::pmadd;
+  using Eigen::internal::pmul;
+  using Eigen::internal::pset1;
+  P r = pmadd(m, pset1<P>(-0.693359375f), y);
+  r = pmadd(m, pset1<P>(2.12194440e-4f), r);
+  const P r2 = pmul(r, r);
+  const P pe = pmadd(r2, pset1<P>(4.1898667812347412109375e-2f),
+                     pset1<P>(0.49999141693115234375f));
+  const P po = pmadd(r2, pset1<P>(8.33471305668354034423828125e-3f),
+                     pset1<P>(0.16666877269744873046875f));
+  return pmadd(r2, pmadd(r, po, pe), padd(r, pset1<P>(1.f)));
+}
+
 #if defined(__AVX512F__)
 #define TFRNN_FAST_LOGISTIC 1
 using Full = __m512;
@@ -40,16 +59,7 @@ EIGEN_ALWAYS_INLINE __m512 LogisticFull(__m512 x) {
                                           _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
   const __m512 m = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(m, _mm512_set1_ps(-0.693359375f), y);
-  r = _mm512_fmadd_ps(m, _mm512_set1_ps(2.12194440e-4f), r);
-  const __m512 r2 = _mm512_mul_ps(r, r);
-  const __m512 pe = _mm512_fmadd_ps(r2, _mm512_set1_ps(4.1898667812347412109375e-2f),
-                                    _mm512_set1_ps(0.49999141693115234375f));
-  const __m512 po = _mm512_fmadd_ps(r2, _mm512_set1_ps(8.33471305668354034423828125e-3f),
-                                    _mm512_set1_ps(0.16666877269744873046875f));
-  __m512 p = _mm512_fmadd_ps(r, po, pe);
-  p = _mm512_fmadd_ps(r2, p, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  const __m512 e = _mm512_scalef_ps(p, m);
+  const __m512 e = _mm512_scalef_ps(ExpReduced(y, m), m);
   const __m512 d = _mm512_add_ps(e, _mm512_set1_ps(1.f));
   const __m512 q0 = _mm512_rcp14_ps(d);
   const __m512 q = _mm512_mul_ps(q0, _mm512_fnmadd_ps(d, q0, _mm512_set1_ps(2.f)));
@@ -70,15 +80,7 @@ EIGEN_ALWAYS_INLINE __m256 LogisticFull(__m256 x) {
   const __m256 y = _mm256_max_ps(_mm256_set1_ps(-104.f), _mm256_or_ps(x, _mm256_set1_ps(-0.f)));
   const __m256 m = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(m, _mm256_set1_ps(-0.693359375f), y);
-  r = _mm256_fmadd_ps(m, _mm256_set1_ps(2.12194440e-4f), r);
-  const __m256 r2 = _mm256_mul_ps(r, r);
-  const __m256 pe = _mm256_fmadd_ps(r2, _mm256_set1_ps(4.1898667812347412109375e-2f),
-                                    _mm256_set1_ps(0.49999141693115234375f));
-  const __m256 po = _mm256_fmadd_ps(r2, _mm256_set1_ps(8.33471305668354034423828125e-3f),
-                                    _mm256_set1_ps(0.16666877269744873046875f));
-  __m256 p = _mm256_fmadd_ps(r, po, pe);
-  p = _mm256_fmadd_ps(r2, p, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256 p = ExpReduced(y, m);
   // 2^m for m in [-150, 0] (NaN: any), as exponent bits; a biased exponent <= 0 gives 0, so e
   // underflows to zero instead of to a denormal (σ(x) < 2^-126 for those x anyway).
   const __m256i bexp = _mm256_max_epi32(
