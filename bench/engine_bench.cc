@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <new>
 #include <random>
 #include <vector>
 
@@ -17,6 +18,29 @@
 namespace {
 
 using tfrnn::Index;
+
+// Buffers 64-byte aligned, as TensorFlow's tensors and the kernels' workspace (ScratchCache)
+// are: glibc's large allocations are 16 bytes off a 64-byte boundary, and the unit blocks that
+// two cores write at every step would then share a cache line at each block's edge, which
+// slows the split step by a third (docs/PERFORMANCE.md, "The per-step split, continued").
+template <typename T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <typename U>
+  Aligned64(const Aligned64<U>&) {}  // NOLINT
+  T* allocate(size_t n) {
+    void* p = std::aligned_alloc(64, std::max<size_t>(64, (n * sizeof(T) + 63) / 64 * 64));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+};
+template <typename T, typename U>
+bool operator==(const Aligned64<T>&, const Aligned64<U>&) { return true; }
+template <typename T, typename U>
+bool operator!=(const Aligned64<T>&, const Aligned64<U>&) { return false; }
+using Buf = std::vector<float, Aligned64<float>>;
 
 template <typename Fn>
 double MedianMs(Fn&& fn, int reps = 7) {
@@ -43,18 +67,18 @@ int main(int argc, char** argv) {
   std::mt19937 gen(0);
   std::normal_distribution<float> nd(0.f, 0.1f);
   auto vec = [&](Index n) {
-    std::vector<float> v(n);
+    Buf v(n);
     for (auto& x : v) x = nd(gen);
     return v;
   };
   const Index G = 4 * H;
   auto x = vec(T * B * I), cs0 = vec(B * H), h0 = vec(B * H), w = vec((I + H) * G), p = vec(H),
        b = vec(G);
-  std::vector<float> acts[7];
+  Buf acts[7];
   for (auto& a : acts) a.resize(T * B * H);
   // BENCH_BF16=1: the products of a bfloat16 op (bf16_gemm.h, where the CPU has AVX512_BF16).
   const bool bf16 = std::getenv("BENCH_BF16") != nullptr && std::getenv("BENCH_BF16")[0] == '1';
-  std::vector<float> ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, B, H),
+  Buf ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, B, H),
                                   tfrnn::LstmFwdWorkspaceSize(T, B, I, H, bf16)));
   tfrnn::LstmCellSpec spec;
   spec.order = tfrnn::kIfco;
@@ -69,7 +93,7 @@ int main(int argc, char** argv) {
   const double fwd = MedianMs([&] { tfrnn::LstmForward<float>(d, spec, fa, ws.data()); });
 
   auto csg = vec(T * B * H), hg = vec(T * B * H);
-  std::vector<float> xg(T * B * I), cpg(B * H), hpg(B * H), wg((I + H) * G), pg1(H), pg2(H),
+  Buf xg(T * B * I), cpg(B * H), hpg(B * H), wg((I + H) * G), pg1(H), pg2(H),
       pg3(H), bg(G);
   tfrnn::LstmBwdArgs<float> ba;
   ba.T = T, ba.B = B, ba.I = I, ba.H = H, ba.seq_len_max = T;
@@ -87,14 +111,14 @@ int main(int argc, char** argv) {
   rs.mode = tfrnn::RnnMode::kLstm;
   rs.T = T, rs.B = B, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
-  std::vector<float> params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
+  Buf params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
       y(T * B * H), hn(B * H), cn(B * H),
       rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));
   tfrnn::RnnFwdArgs<float> rf;
   rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
   rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
   const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
-  std::vector<float> dparams(params.size()), dhn = vec(B * H), dcn = vec(B * H);
+  Buf dparams(params.size()), dhn = vec(B * H), dcn = vec(B * H);
   tfrnn::RnnBwdArgs<float> rb;
   rb.x = x.data(), rb.h0 = h0.data(), rb.c0 = cs0.data(), rb.params = params.data();
   rb.reserve = reserve.data(), rb.dy = hg.data(), rb.dhn = dhn.data(), rb.dcn = dcn.data();
@@ -108,7 +132,7 @@ int main(int argc, char** argv) {
   if (argc > 6) return 0;  // "quick": the engines only (for profiling)
   // The GEMM shapes inside, each timed alone as one multi-threaded GEMM (the engine runs the
   // recurrent ones as per-unit-block slices fused with the pointwise pass).
-  std::vector<float> out(std::max(T * B * G, (I + H) * G));
+  Buf out(std::max(T * B * G, (I + H) * G));
   const double g_in = MedianMs([&] {
     tfrnn::Gemm<float>(d, false, false, T * B, G, I, x.data(), w.data(), out.data(), false);
   });
@@ -139,7 +163,7 @@ int main(int argc, char** argv) {
   std::printf("backward %8.2f ms %6.1f GF/s | recurrent GEMMs %6.2f ms, x_grad GEMM %6.2f ms, "
               "w_grad GEMMs %6.2f ms, rest %6.2f ms\n",
               bwd, 2 * flops / bwd / 1e6, g_rec_b, g_xg, g_wg, bwd - g_rec_b - g_xg - g_wg);
-  std::vector<float> sq_a = vec(2048 * 2048), sq_c(2048 * 2048);
+  Buf sq_a = vec(2048 * 2048), sq_c(2048 * 2048);
   const double big = MedianMs([&] {
     tfrnn::Gemm<float>(d, false, false, 2048, 2048, 2048, sq_a.data(), sq_a.data(), sq_c.data(),
                        false);
