@@ -67,13 +67,13 @@ EIGEN_ALWAYS_INLINE void Chunked(Index len, Fn&& fn) {
       typename Eigen::internal::packet_traits<A>::type>::size;
   Index c = 0;
   for (; c + P <= len; c += P) fn(std::integral_constant<int, P>(), c, Index(P));
-  if constexpr (P >= 16) {
+  if constexpr (P / 2 >= 4) {
     if (c + P / 2 <= len) {
       fn(std::integral_constant<int, P / 2>(), c, Index(P / 2));
       c += P / 2;
     }
   }
-  if constexpr (P >= 8) {
+  if constexpr (P / 4 >= 4) {
     if (c + P / 4 <= len) {
       fn(std::integral_constant<int, P / 4>(), c, Index(P / 4));
       c += P / 4;
