@@ -8,7 +8,8 @@
 # the *_cluster stages with the cluster kernels wherever they fit (TFRNN_CUDA_CLUSTER=1), the
 # *_fused stages with the fused step kernels instead of the persistent ones and the per-step
 # path (TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1; parity in groups of 3). bench
-# times every path against cuDNN; bench_clusters compares cluster sizes 2 to 16 at the
+# times every path against cuDNN (float32, half, bfloat16), bench_targets the defaults at the
+# GPU issue's target sizes only; bench_clusters compares cluster sizes 2 to 16 at the
 # issue's small-batch sizes; xla_ffi runs the XLA custom calls' CUDA targets through JAX
 # (tests/gpu/xla_ffi_checks.py); bench_keras times the Keras op's form with per-gate masks
 # (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster
@@ -22,7 +23,7 @@
 #   tools/gpu_session.sh [stage ...]
 #     stages: build checks checks_steps checks_pbwd checks_cluster checks_fused parity
 #             parity_cluster parity_fused memcheck memcheck_cluster memcheck_parity
-#             memcheck_fused racecheck racecheck_cluster racecheck_fused bench
+#             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
@@ -108,7 +109,10 @@ for s in "${STAGES[@]}"; do
     racecheck_cluster) stage racecheck_cluster 200 "${CLUSTER[@]}" compute-sanitizer \
                          --tool racecheck "$PY" tests/gpu/run_gpu_checks.py "${SMALL[@]:0:3}" ;;
     # Every path against cuDNN: the default, per-step, persistent backward, cluster kernels.
-    bench) stage bench 500 "$PY" bench/gpu_bench.py --iters 10 ;;
+    bench) stage bench 500 "$PY" bench/gpu_bench.py --iters 10 --dtypes float32,float16,bfloat16 ;;
+    # The GPU issue's target grid only (T = 100, B <= 64, H in {256, 512}, every dtype, defaults).
+    bench_targets) stage bench_targets 200 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
+                     --hiddens 256,512 --dtypes float32,float16,bfloat16 --variants auto ;;
     bench_clusters) stage bench_clusters 400 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
                       --hiddens 256,512 --variants auto,cluster2,cluster4,cluster8,cluster16 ;;
     # The XLA custom calls' CUDA targets run by JAX's XLA (no TensorFlow here).
