@@ -2,6 +2,11 @@
 (Nsight Compute) to read the kernels of our own path (bench/gpu_bench.py also runs cuDNN):
 
     python bench/gpu_profile_step.py [--mode lstm] [--dtype float32] [--T 8] [--B 16] [--H 512]
+                                     [--cudnn]
+
+--cudnn first runs one forward and backward of torch.nn.LSTM / GRU at the same size (cuDNN,
+with whichever algorithm PyTorch picks: its persistent one for half at small batches), so one
+profile holds cuDNN's kernels and ours.
 
 Environment switches pick the engine's path as in gpu_bench.py (TFRNN_CUDA_PERSISTENT=0: the
 per-step path). Random inputs (never zeros); prints the largest |y| as a sign of life.
@@ -24,6 +29,7 @@ def main():
     for name, default in (("--mode", "lstm"), ("--dtype", "float32"), ("--T", 8), ("--B", 16),
                           ("--H", 512)):
         ap.add_argument(name, type=type(default), default=default)
+    ap.add_argument("--cudnn", action="store_true")
     a = ap.parse_args()
     torch = gpu_common.torch_cuda()
     dev = gpu_common.device()
@@ -37,6 +43,14 @@ def main():
 
     lstm = a.mode == "lstm"
     state = (1, a.B, a.H)
+    if a.cudnn:
+        m = (torch.nn.LSTM if lstm else torch.nn.GRU)(a.H, a.H).to(dev, dt)
+        x = rand(a.T, a.B, a.H).requires_grad_()
+        y, _ = m(x)
+        torch.autograd.backward(y, rand(a.T, a.B, a.H))
+        torch.cuda.synchronize()
+        print(f"cuDNN: max |y| {y.abs().max().item():.4f}, max |dx| "
+              f"{x.grad.abs().max().item():.4f}")
     out = gpu_common.run_engine(
         spec, x=rand(a.T, a.B, a.H), h0=rand(*state), c0=rand(*state) if lstm else None,
         params=rand(n_params, scale=0.05), dy=rand(a.T, a.B, a.H), dhn=rand(*state),

@@ -24,7 +24,8 @@
 #     stages: build checks checks_steps checks_pbwd checks_cluster checks_fused parity
 #             parity_cluster parity_fused memcheck memcheck_cluster memcheck_parity
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
-#             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps cpu_scaling
+#             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
+#             cpu_scaling
 #     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
 set -uo pipefail
@@ -138,6 +139,18 @@ for s in "${STAGES[@]}"; do
                  --kernel-name-base demangled --kernel-name "regex:tfrnn|gemm|Gemm|xmma|cutlass" \
                  --launch-skip 2 --launch-count 12 --section SpeedOfLight --section LaunchStats \
                  --section Occupancy "$PY" bench/gpu_profile_step.py ;;
+    # Why lstm half loses to cuDNN at B = 16 and 64 (its persistent fp16 algorithm): cuDNN's
+    # kernels and ours in one profile, with the pipes' utilisation (tensor or FMA).
+    ncu_half) stage ncu_half 200 ncu --clock-control none --kernel-name-base demangled \
+                --kernel-name "regex:tfrnn|RNN|rnn|LSTM|lstm|Persist|persist|elemWise|gemm|Gemm|xmma" \
+                --launch-count 40 --section SpeedOfLight --section LaunchStats --section Occupancy \
+                --section ComputeWorkloadAnalysis "$PY" bench/gpu_profile_step.py --dtype float16 \
+                --T 100 --B 16 --H 256 --cudnn ;;
+    ncu_half64) stage ncu_half64 200 ncu --clock-control none --kernel-name-base demangled \
+                  --kernel-name "regex:tfrnn|RNN|rnn|LSTM|lstm|Persist|persist|elemWise|gemm|Gemm|xmma" \
+                  --launch-count 40 --section SpeedOfLight --section LaunchStats \
+                  --section ComputeWorkloadAnalysis "$PY" bench/gpu_profile_step.py \
+                  --dtype float16 --T 4 --B 64 --H 256 --cudnn ;;
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
                    --threads "1,2,4,8,$(nproc)" ;;

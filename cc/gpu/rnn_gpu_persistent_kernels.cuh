@@ -163,7 +163,7 @@ inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const Sequen
 }
 
 // Whether a layer's step is small enough for the persistent kernels: where the forward beats
-// the per-step path on an H100 (bench/gpu_bench.py, docs/GPU.md "Benchmark"), B·Hs up to
+// the per-step path on an H100 (bench/gpu_bench.py, docs/GPU_BENCHMARK.md), B·Hs up to
 // 16·256, or one or two rows up to Hs = 1024. Beyond, the step's product is large enough for
 // cuBLAS to beat the kernels' CUDA-core dot products.
 inline bool PersistentSize(const RnnSpec& s) {
