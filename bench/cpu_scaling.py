@@ -10,6 +10,10 @@ BENCH_BF16=1 for ours (bf16 products where the CPU has AVX512_BF16, float32 else
 the module and inputs in torch.bfloat16 for PyTorch. Prints one line per case (progress) and a
 Markdown table last: ms, GFLOP/s (8·T·B·H·(I+H) forward, twice that backward) and each side's
 speed-up over its own one-thread time.
+
+--chains auto,pipelined,split times ours once per road of the step chains (TF_RNN_OPS_CPU_CHAIN:
+the chain on one thread with the rest beside it, or each step split over the threads; auto: the
+engine's own choice) and adds a table of forward, backward and inference times per road.
 """
 
 import argparse
@@ -21,14 +25,19 @@ import sys
 import time
 
 
-def ours(bench, T, B, I, H, threads, bf16):
+def ours(bench, T, B, I, H, threads, bf16, chain="auto"):
+    """(forward, backward, inference forward) ms of the stacked-RNN engine's LSTM."""
     env = dict(os.environ, BENCH_BF16="1" if bf16 else "0")
+    env.pop("TF_RNN_OPS_CPU_CHAIN", None)
+    if chain != "auto":
+        env["TF_RNN_OPS_CPU_CHAIN"] = chain
     out = subprocess.run([bench, str(T), str(B), str(I), str(H), str(threads), "quick"],
                          env=env, capture_output=True, text=True, timeout=600, check=True).stdout
-    m = re.search(r"rnn engine fwd ([\d.]+) bwd ([\d.]+) ms", out)
+    m = re.search(r"rnn engine fwd ([\d.]+) bwd ([\d.]+) ms \| rnn engine inference fwd ([\d.]+)",
+                  out)
     if not m:
         raise RuntimeError("engine_bench printed no rnn engine line: " + out[-300:])
-    return float(m.group(1)) + float(m.group(2))
+    return float(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
 def torch_lstm(T, B, I, H, threads, bf16, reps=7):
@@ -60,7 +69,12 @@ def main():
                     help="T x B x I x H, comma-separated")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--chains", default="auto",
+                    help="the step chains' roads to time (auto, pipelined, split: "
+                         "TF_RNN_OPS_CPU_CHAIN); the main table shows the first")
     a = ap.parse_args()
+    chains = a.chains.split(",")
+    chain_rows = []
     threads = [int(t) for t in a.threads.split(",")]
     rows = []
     for size in a.sizes.split(","):
@@ -70,7 +84,13 @@ def main():
             bf16 = dtype == "bfloat16"
             base = {}
             for n in threads:
-                o = ours(a.bench, T, B, I, H, n, bf16)
+                for ch in chains:
+                    fw, bw, inf = ours(a.bench, T, B, I, H, n, bf16, ch)
+                    chain_rows.append((size, dtype, n, ch, fw, bw, inf))
+                    if len(chains) > 1:
+                        print(f"{size} {dtype} threads={n} chain={ch}: fwd {fw:.2f} bwd {bw:.2f} "
+                              f"inference {inf:.2f} ms", flush=True)
+                o = sum(chain_rows[-len(chains)][4:6])
                 p = None if a.no_torch else torch_lstm(T, B, I, H, n, bf16)
                 base.setdefault("o", o)
                 if p is not None:
@@ -88,6 +108,13 @@ def main():
         f = (lambda v, s="{:.2f}": "-" if v is None else s.format(v))
         print(f"| {size} | {dtype} | {n} | {o:.2f} | {og:.1f} | {osu:.2f}x | {f(p)} | "
               f"{f(pg, '{:.1f}')} | {f(psu, '{:.2f}x')} | {f(None if p is None else p / o, '{:.2f}x')} |")
+    if len(chains) > 1:
+        print("\n| T×B×I×H | dtype | threads | chain | fwd ms | bwd ms | fwd+bwd ms | "
+              "inference fwd ms |")
+        print("|---|---|---|---|---|---|---|---|")
+        for size, dtype, n, ch, fw, bw, inf in chain_rows:
+            print(f"| {size} | {dtype} | {n} | {ch} | {fw:.2f} | {bw:.2f} | {fw + bw:.2f} | "
+                  f"{inf:.2f} |")
     return 0
 
 

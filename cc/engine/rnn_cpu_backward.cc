@@ -447,7 +447,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   // gradients of finished steps beside it (types.h BwdChainPipelined).
   const bool pipelined = (!sm.reverse || sm.AllFull(B)) && !proj && !s.has_mask &&
                          !reset_before && !s.preprojected && ly.in > 0 &&
-                         ly.in == ly.in_cols && BwdChainPipelined(steps, B, d.numThreads());
+                         ly.in == ly.in_cols &&
+                         BwdChainPipelined(steps, B, Hs * KH, b16, d.numThreads());
   const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
   const double cost = (proj ? 0.0 : 2.0 * B * KH * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;

@@ -4,6 +4,8 @@
 #define TF_RNN_OPS_CC_ENGINE_TYPES_H_
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <tuple>
 
@@ -79,17 +81,42 @@ struct LstmCellBwdArgs {
 // is kWhole.
 enum class StepPhase : int { kWhole = 0, kBeforeProduct = 1, kAfterProduct = 2 };
 
+// Which road a step chain takes where both can: TF_RNN_OPS_CPU_CHAIN=pipelined or split forces
+// one (for measurements; docs/ENVIRONMENT.md), anything else leaves the choice to the rules
+// below. Read once per process.
+enum class ChainChoice { kAuto, kPipelined, kSplit };
+inline ChainChoice ChainChoiceFromEnv() {
+  static const ChainChoice choice = [] {
+    const char* e = std::getenv("TF_RNN_OPS_CPU_CHAIN");
+    if (e != nullptr && std::strcmp(e, "pipelined") == 0) return ChainChoice::kPipelined;
+    if (e != nullptr && std::strcmp(e, "split") == 0) return ChainChoice::kSplit;
+    return ChainChoice::kAuto;
+  }();
+  return choice;
+}
+
 // Small steps (a few rows times a small H): the forward's step chain runs on one thread while
 // the others compute the input projection of the steps ahead of it (LayerForward, rnn_cpu.cc);
 // a step this short does not split well across cores, and the projection takes a share of the
 // work off the chain. Only while the recurrent weights (r_elems, packed: pairs of bf16 with
 // bf16 products) fit in half of one core's L2 (512 KiB): a chain that streams R from beyond
 // it runs faster split over the cores' caches (the unit blocks of StepLoop), e.g. LSTM
-// H = 256 or 512 at B 1-16 1.2-1.8x.
+// H = 256 or 512 at B 1-16 1.2-1.8x. And only on 2 or 3 threads: the chain's time is one
+// core's however many there are, while the split step's shrinks with the threads (16-core
+// Intel host, docs/PERFORMANCE.md "CPU thread scaling": at 200x16x64x128 the split forward
+// is 1.2x the chain at 4 threads, 1.5x at 8, 1.7x at 16). FwdChainFits: the sizes alone (the
+// workspace is sized for them, whatever the thread count).
+inline bool FwdChainFits(Index steps, Index batch, Index units, Index r_elems, bool bf16) {
+  return steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096 &&
+         r_elems <= (Index(1) << (bf16 ? 18 : 17));
+}
+constexpr int kFwdChainMaxThreads = 3;
 inline bool FwdChainPipelined(Index steps, Index batch, Index units, Index r_elems, bool bf16,
                               int threads) {
-  return threads > 1 && steps > 1 && batch > 0 && batch <= 32 && batch * units <= 4096 &&
-         r_elems <= (Index(1) << (bf16 ? 18 : 17));
+  const ChainChoice choice = ChainChoiceFromEnv();
+  if (threads < 2 || choice == ChainChoice::kSplit) return false;
+  return (choice == ChainChoice::kPipelined || threads <= kFwdChainMaxThreads) &&
+         FwdChainFits(steps, batch, units, r_elems, bf16);
 }
 
 // Few steps of few rows (a streaming call: one step of a small batch): each step's products
@@ -103,9 +130,19 @@ inline bool RnnStepsUnpacked(Index steps, Index batch) {
 // The backward's step chain runs on one thread while the others compute the weight, bias and
 // input gradients over the finished steps (LayerBackward, rnn_cpu_backward.cc) when the batch
 // is small: a step of a chain of up to 64 rows gains little from splitting across cores, and
-// the GEMMs beside it keep the other cores busy.
-inline bool BwdChainPipelined(Index steps, Index batch, int threads) {
-  return threads > 1 && steps > 1 && batch > 0 && batch <= 64;
+// the GEMMs beside it keep the other cores busy. That holds on 2 threads, and on 3 or 4 while
+// the recurrent weights (r_elems) are at most 1 MiB; beyond, the one core's chain is the
+// whole backward's time and the split step (every thread its units of each step, the weight
+// gradients after, over all steps) is faster (16-core Intel host, docs/PERFORMANCE.md "CPU
+// thread scaling": 1.8-2.7x at 8 threads, 2.1-3.4x at 16, for B 16-64 and H 256-512).
+constexpr int kBwdChainMaxThreads = 4;
+inline bool BwdChainPipelined(Index steps, Index batch, Index r_elems, bool bf16, int threads) {
+  const ChainChoice choice = ChainChoiceFromEnv();
+  if (threads < 2 || choice == ChainChoice::kSplit || steps < 2 || batch < 1 || batch > 64) {
+    return false;
+  }
+  return choice == ChainChoice::kPipelined || threads <= 2 ||
+         (threads <= kBwdChainMaxThreads && r_elems <= (Index(1) << (bf16 ? 19 : 18)));
 }
 
 // GRU cell with the reset applied before the recurrent product (GRUBlockCell, Keras

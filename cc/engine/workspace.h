@@ -71,7 +71,7 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
     for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
       if (RnnFusesInput(in, Hs, KH, s.bf16) && KH * in > wx) wx = KH * in;
     }
-    if (FwdChainPipelined(s.T, s.B, s.H, Hs * KH, s.bf16, 2)) {
+    if (FwdChainFits(s.T, s.B, s.H, Hs * KH, s.bf16)) {
       wx = std::max(wx, KH * RnnInWidth(s, 0));
     }
     w.rpack = cv->Take(KH * Hs + wx);
