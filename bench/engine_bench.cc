@@ -3,6 +3,7 @@
 // engine's forward also at inference (no reserve, as the Keras layers' predict runs it).
 //   bazel run -c opt //bench:engine_bench -- T B I H threads [quick]
 // BENCH_BF16=1 in the environment: the engines' bf16 products (a bfloat16 op's).
+// BENCH_MODE=gru: the stacked-RNN engine's lines time a GRU (cuDNN's form) instead of an LSTM.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <new>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cc/engine/lstm.h"
@@ -108,7 +110,9 @@ int main(int argc, char** argv) {
 
   // The same LSTM through the stacked-RNN engine (CudnnRNN's face): one layer, cuDNN layout.
   tfrnn::RnnSpec rs;
-  rs.mode = tfrnn::RnnMode::kLstm;
+  const bool gru = std::getenv("BENCH_MODE") != nullptr &&
+                   std::string(std::getenv("BENCH_MODE")) == "gru";
+  rs.mode = gru ? tfrnn::RnnMode::kGru : tfrnn::RnnMode::kLstm;
   rs.T = T, rs.B = B, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
   Buf params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
@@ -117,12 +121,14 @@ int main(int argc, char** argv) {
   tfrnn::RnnFwdArgs<float> rf;
   rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
   rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
+  if (gru) rf.c0 = nullptr, rf.cn = nullptr;
   const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
   Buf dparams(params.size()), dhn = vec(B * H), dcn = vec(B * H);
   tfrnn::RnnBwdArgs<float> rb;
   rb.x = x.data(), rb.h0 = h0.data(), rb.c0 = cs0.data(), rb.params = params.data();
   rb.reserve = reserve.data(), rb.dy = hg.data(), rb.dhn = dhn.data(), rb.dcn = dcn.data();
   rb.dx = xg.data(), rb.dh0 = hpg.data(), rb.dc0 = cpg.data(), rb.dparams = dparams.data();
+  if (gru) rb.c0 = nullptr, rb.dcn = nullptr, rb.dc0 = nullptr;
   const double rbwd = MedianMs([&] { tfrnn::RnnBackward<float>(d, rs, rb, rws.data()); });
   rs.training = false;
   const double rinf = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); }, 15);

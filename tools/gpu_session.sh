@@ -151,9 +151,9 @@ for s in "${STAGES[@]}"; do
                   --launch-count 40 --section SpeedOfLight --section LaunchStats \
                   --section ComputeWorkloadAnalysis "$PY" bench/gpu_profile_step.py \
                   --dtype float16 --T 4 --B 64 --H 256 --cudnn ;;
-    # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM.
+    # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM and GRU.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
-                   --threads "1,2,4,8,$(nproc)" ;;
+                   --modes lstm,gru --threads "1,2,4,8,$(nproc)" ;;
     *) echo "gpu_session.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done
