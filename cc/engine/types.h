@@ -95,6 +95,15 @@ inline ChainChoice ChainChoiceFromEnv() {
   return choice;
 }
 
+// Whether a step chain that can take the pipelined road (`fits`) does, with `threads` threads:
+// never on one thread or with TF_RNN_OPS_CPU_CHAIN=split, always with =pipelined, else up to
+// `max_threads` threads (FwdChainPipelined, BwdChainPipelined below).
+inline bool ChainPipelined(bool fits, int threads, int max_threads) {
+  const ChainChoice choice = ChainChoiceFromEnv();
+  if (!fits || threads < 2 || choice == ChainChoice::kSplit) return false;
+  return choice == ChainChoice::kPipelined || threads <= max_threads;
+}
+
 // Small steps (a few rows times a small H): the forward's step chain runs on one thread while
 // the others compute the input projection of the steps ahead of it (LayerForward, rnn_cpu.cc);
 // a step this short does not split well across cores, and the projection takes a share of the
@@ -113,10 +122,8 @@ inline bool FwdChainFits(Index steps, Index batch, Index units, Index r_elems, b
 constexpr int kFwdChainMaxThreads = 3;
 inline bool FwdChainPipelined(Index steps, Index batch, Index units, Index r_elems, bool bf16,
                               int threads) {
-  const ChainChoice choice = ChainChoiceFromEnv();
-  if (threads < 2 || choice == ChainChoice::kSplit) return false;
-  return (choice == ChainChoice::kPipelined || threads <= kFwdChainMaxThreads) &&
-         FwdChainFits(steps, batch, units, r_elems, bf16);
+  return ChainPipelined(FwdChainFits(steps, batch, units, r_elems, bf16), threads,
+                        kFwdChainMaxThreads);
 }
 
 // Few steps of few rows (a streaming call: one step of a small batch): each step's products
@@ -137,12 +144,9 @@ inline bool RnnStepsUnpacked(Index steps, Index batch) {
 // thread scaling": 1.8-2.7x at 8 threads, 2.1-3.4x at 16, for B 16-64 and H 256-512).
 constexpr int kBwdChainMaxThreads = 4;
 inline bool BwdChainPipelined(Index steps, Index batch, Index r_elems, bool bf16, int threads) {
-  const ChainChoice choice = ChainChoiceFromEnv();
-  if (threads < 2 || choice == ChainChoice::kSplit || steps < 2 || batch < 1 || batch > 64) {
-    return false;
-  }
-  return choice == ChainChoice::kPipelined || threads <= 2 ||
-         (threads <= kBwdChainMaxThreads && r_elems <= (Index(1) << (bf16 ? 19 : 18)));
+  const bool small_r = r_elems <= (Index(1) << (bf16 ? 19 : 18));
+  return ChainPipelined(steps > 1 && batch > 0 && batch <= 64, threads,
+                        small_r ? kBwdChainMaxThreads : 2);
 }
 
 // GRU cell with the reset applied before the recurrent product (GRUBlockCell, Keras
