@@ -41,6 +41,11 @@ STAGES=("$@")
                                    memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
 FUSED=(env TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1 TFRNN_CUDA_TRACE=1)
+# Nsight Compute over cuDNN's kernels and ours (bench/gpu_profile_step.py --cudnn).
+NCU_VS_CUDNN=(ncu --clock-control none --kernel-name-base demangled
+              --kernel-name "regex:tfrnn|RNN|rnn|LSTM|lstm|Persist|persist|elemWise|gemm|Gemm|xmma"
+              --launch-count 40 --section SpeedOfLight --section LaunchStats
+              --section ComputeWorkloadAnalysis)
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 # One small case per family, for the sanitizers (run_gpu_checks.py filters).
@@ -140,16 +145,10 @@ for s in "${STAGES[@]}"; do
                  --launch-skip 2 --launch-count 12 --section SpeedOfLight --section LaunchStats \
                  --section Occupancy "$PY" bench/gpu_profile_step.py ;;
     # Why lstm half loses to cuDNN at B = 16 and 64 (its persistent fp16 algorithm): cuDNN's
-    # kernels and ours in one profile, with the pipes' utilisation (tensor or FMA).
-    ncu_half) stage ncu_half 200 ncu --clock-control none --kernel-name-base demangled \
-                --kernel-name "regex:tfrnn|RNN|rnn|LSTM|lstm|Persist|persist|elemWise|gemm|Gemm|xmma" \
-                --launch-count 40 --section SpeedOfLight --section LaunchStats --section Occupancy \
-                --section ComputeWorkloadAnalysis "$PY" bench/gpu_profile_step.py --dtype float16 \
-                --T 100 --B 16 --H 256 --cudnn ;;
-    ncu_half64) stage ncu_half64 200 ncu --clock-control none --kernel-name-base demangled \
-                  --kernel-name "regex:tfrnn|RNN|rnn|LSTM|lstm|Persist|persist|elemWise|gemm|Gemm|xmma" \
-                  --launch-count 40 --section SpeedOfLight --section LaunchStats \
-                  --section ComputeWorkloadAnalysis "$PY" bench/gpu_profile_step.py \
+    # kernels and ours in one profile (launch, occupancy, throughput; no pipe counters).
+    ncu_half) stage ncu_half 200 "${NCU_VS_CUDNN[@]}" --section Occupancy "$PY" \
+                bench/gpu_profile_step.py --dtype float16 --T 100 --B 16 --H 256 --cudnn ;;
+    ncu_half64) stage ncu_half64 200 "${NCU_VS_CUDNN[@]}" "$PY" bench/gpu_profile_step.py \
                   --dtype float16 --T 4 --B 64 --H 256 --cudnn ;;
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM and GRU.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
