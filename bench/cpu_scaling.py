@@ -46,11 +46,11 @@ def torch_rnn(T, B, I, H, threads, bf16, mode="lstm", reps=7):
     torch.set_num_threads(threads)
     dt = torch.bfloat16 if bf16 else torch.float32
     torch.manual_seed(0)
-    lstm = (torch.nn.LSTM if mode == "lstm" else torch.nn.GRU)(I, H).to(dt)
+    rnn = (torch.nn.LSTM if mode == "lstm" else torch.nn.GRU)(I, H).to(dt)
     x = (0.1 * torch.randn(T, B, I)).to(dt).requires_grad_()
 
     def step():
-        y, _ = lstm(x)
+        y, _ = rnn(x)
         y.float().sum().backward()
 
     step()
@@ -94,7 +94,7 @@ def main():
                         if len(chains) > 1:
                             print(f"{mode} {size} {dtype} threads={n} chain={ch}: fwd {fw:.2f} "
                                   f"bwd {bw:.2f} inference {inf:.2f} ms", flush=True)
-                    o = sum(chain_rows[-len(chains)][5:7])
+                    o = sum(chain_rows[-len(chains)][5:7])  # the first road's fwd + bwd
                     p = None if a.no_torch else torch_rnn(T, B, I, H, n, bf16, mode)
                     base.setdefault("o", o)
                     if p is not None:

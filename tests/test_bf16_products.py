@@ -6,16 +6,12 @@ The bf16 products run only in the avx512 engine on a CPU with AVX512_BF16; elsew
 comparison with them is skipped (the float-product run still checks the reference).
 """
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from child_run import run_check
 from test_packaging import _cpu_flags, _supported_isas
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 # max |ours - ref| / max(1, max |ref|) over outputs and gradients, bf16 inputs. On an
 # AVX512_BF16 CPU these cases measure 0.0026-0.0044 with float products and 0.0028-0.0049 with
 # bf16 products (the outputs' own rounding to bf16 is up to 2^-9 = 0.002 relative).
@@ -26,11 +22,8 @@ EXTRA = 0.005
 
 
 def _run(bf16_products):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_RNN_OPS_BF16_GEMM=bf16_products,
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    env.pop("TF_RNN_OPS_ISA", None)
-    p = subprocess.run([sys.executable, os.path.join(HERE, "bf16_checks.py")], env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = run_check("bf16_checks.py", env={"TF_RNN_OPS_BF16_GEMM": bf16_products},
+                  unset=("TF_RNN_OPS_ISA",), timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-6000:]
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     assert rows, p.stdout[-3000:]
