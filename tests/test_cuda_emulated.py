@@ -12,6 +12,9 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
   (cuDNN's weight buffer) skip.
 
+- the warp tensor-core product that the half and bfloat16 kernels build on (cc/gpu/mma.cuh,
+  tests/gpu/mma_checks.py): its fragment layout, on the emulation's shuffle path, against numpy.
+
 - the XLA custom calls' CUDA targets (cc/xla/rnn_ffi_gpu.cc) run by JAX's XLA
   (tests/gpu/xla_ffi_checks.py): every result equal to the CPU engine's.
 
@@ -124,6 +127,11 @@ def test_gpu_checks(emulated_engine, path):
     assert counts["PASS"] >= 100, out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
     assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)
+
+
+def test_tensor_core_product(emulated_engine):
+    counts, _ = _run_checks("mma_checks.py", emulated_engine)
+    assert counts["PASS"] == 11  # 4 shapes x 2 dtypes + 3 refusals
 
 
 def test_xla_custom_call_targets_through_jax(emulated_engine):

@@ -13,7 +13,9 @@
 # issue's small-batch sizes; xla_ffi runs the XLA custom calls' CUDA targets through JAX
 # (tests/gpu/xla_ffi_checks.py); bench_keras times the Keras op's form with per-gate masks
 # (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster
-# profile one persistent / cluster launch, ncu_steps the per-step path's kernels.
+# profile one persistent / cluster launch, ncu_steps the per-step path's kernels; mma checks
+# the warp tensor-core product of cc/gpu/mma.cuh (mma.sync m16n8k16, half and bfloat16, its
+# fragment layout) against numpy (tests/gpu/mma_checks.py).
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
@@ -25,8 +27,8 @@
 #             parity_cluster parity_fused memcheck memcheck_cluster memcheck_parity
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
-#             cpu_scaling
-#     (default: build checks checks_steps checks_pbwd checks_cluster parity parity_cluster
+#             cpu_scaling mma
+#     (default: build mma checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,7 +38,7 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(build checks checks_steps checks_pbwd checks_cluster parity
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build mma checks checks_steps checks_pbwd checks_cluster parity
                                    parity_cluster xla_ffi memcheck memcheck_cluster
                                    memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
@@ -123,6 +125,7 @@ for s in "${STAGES[@]}"; do
                       --hiddens 256,512 --variants auto,cluster2,cluster4,cluster8,cluster16 ;;
     # The XLA custom calls' CUDA targets run by JAX's XLA (no TensorFlow here).
     xla_ffi) stage xla_ffi 120 "$PY" tests/gpu/xla_ffi_checks.py ;;
+    mma) stage mma 60 "$PY" tests/gpu/mma_checks.py ;;
     # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.
     bench_keras) stage bench_keras 200 "$PY" bench/gpu_bench_keras.py ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,

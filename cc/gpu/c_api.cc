@@ -432,6 +432,17 @@ TFRNN_EXPORT int tfrnn_cuda_swap_major(int32_t elem_bytes, const void* src, void
   });
 }
 
+TFRNN_EXPORT int tfrnn_cuda_mma_probe(int32_t dtype, const void* a, const void* bt, float* c,
+                                     int64_t M, int64_t N, int64_t K, void* stream) {
+  return Guarded([&]() -> int {
+    if (dtype != TFRNN_CUDA_HALF && dtype != TFRNN_CUDA_BFLOAT16) {
+      return Fail(tfrnn::gpu::InvalidArgument("mma_probe: dtype must be half or bfloat16"));
+    }
+    return Finish(tfrnn::gpu::MmaProbe(static_cast<cudaStream_t>(stream),
+                                       dtype == TFRNN_CUDA_BFLOAT16, a, bt, c, M, N, K));
+  });
+}
+
 static GpuStatus CopyOrZero(void* dst, const void* src, int64_t bytes, void* stream) {
   if (bytes < 0) return tfrnn::gpu::InvalidArgument("negative byte count");
   if (bytes == 0) return GpuStatus::Ok();

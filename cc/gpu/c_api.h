@@ -199,6 +199,12 @@ int tfrnn_cuda_zero(void* dst, int64_t bytes, void* stream);
  * the host needs, such as an XLA custom call's sequence lengths). */
 int tfrnn_cuda_copy_to_host(void* host, const void* src, int64_t bytes, void* stream);
 
+/* A check of the tensor-core product the half and bfloat16 kernels build on (cc/gpu/mma.cuh):
+ * c [M, N] (float) = a [M, K] · btᵀ with bt [N, K], a and bt of dtype TFRNN_CUDA_HALF or
+ * TFRNN_CUDA_BFLOAT16, M, N, K positive multiples of 16, 8, 16 up to 4096; on `stream`. */
+int tfrnn_cuda_mma_probe(int32_t dtype, const void* a, const void* bt, float* c, int64_t M,
+                         int64_t N, int64_t K, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

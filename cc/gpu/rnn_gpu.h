@@ -51,6 +51,11 @@ int64_t RnnBwdWorkspaceBytesGpu(const RnnSpec& s, int elem_bytes);
 GpuStatus SwapMajor(cudaStream_t stream, int elem_bytes, const void* src, void* dst, int64_t d0,
                     int64_t d1, int64_t c);
 
+// c [M, N] (float) = a [M, K] · btᵀ (bt [N, K]), half or bfloat16 inputs, by the warp
+// tensor-core product of mma.cuh (mma_probe.cu: a check of its fragment layout), on `stream`.
+GpuStatus MmaProbe(cudaStream_t stream, bool bf16, const void* a, const void* bt, float* c,
+                   int64_t M, int64_t N, int64_t K);
+
 // Checks what the engine relies on (sizes, modes, options); the same rules as the CPU faces.
 GpuStatus ValidateRnnSpec(const RnnSpec& s);
 

@@ -25,7 +25,8 @@ EXPORTED = ("tfrnn_cuda_api_version", "tfrnn_cuda_last_error", "tfrnn_cuda_devic
             "tfrnn_cuda_copy", "tfrnn_cuda_zero", "tfrnn_cuda_copy_to_host",
             "tfrnn_cuda_lstm_sizes",
             "tfrnn_cuda_lstm_forward", "tfrnn_cuda_lstm_backward", "tfrnn_cuda_gru_cell_sizes",
-            "tfrnn_cuda_gru_cell_forward", "tfrnn_cuda_gru_cell_backward")
+            "tfrnn_cuda_gru_cell_forward", "tfrnn_cuda_gru_cell_backward",
+            "tfrnn_cuda_mma_probe")
 
 _i32, _i64, _u64, _p = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 
@@ -225,6 +226,7 @@ class Engine:
                                                 ctypes.POINTER(LstmFwdArgs), _p, _i64, _p]
         lib.tfrnn_cuda_lstm_backward.argtypes = [ctypes.POINTER(LstmSpec),
                                                  ctypes.POINTER(LstmBwdArgs), _p, _i64, _p]
+        lib.tfrnn_cuda_mma_probe.argtypes = [_i32, _p, _p, _p, _i64, _i64, _i64, _p]
 
     def _check(self, code):
         if code != 0:
@@ -232,6 +234,11 @@ class Engine:
 
     def api_version(self):
         return self.lib.tfrnn_cuda_api_version()
+
+    def mma_probe(self, dtype, a, bt, c, M, N, K, stream=0):
+        """c [M, N] float32 = a [M, K] · btᵀ (bt [N, K]) by the warp tensor-core product of
+        cc/gpu/mma.cuh; dtype "float16" or "bfloat16"; a, bt, c device pointers."""
+        self._check(self.lib.tfrnn_cuda_mma_probe(DTYPES[dtype], a, bt, c, M, N, K, stream))
 
     def last_error(self):
         return self.lib.tfrnn_cuda_last_error().decode()
