@@ -7,7 +7,8 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
   backward, float32 and float64, dropout masks bit-equal. numpy only. On each of the
   engine's paths (PATHS): the persistent kernels, the per-step path, the cluster kernels, the
   fused step kernels.
-- the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed: vs PyTorch's
+- the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed, on the
+  persistent and cluster kernels and on the tensor-core persistent forward: vs PyTorch's
   RNNs (cuDNN's stand-in on CPU), vs the float64 reference (half, bfloat16, float, double), the
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
   (cuDNN's weight buffer) skip.
@@ -118,12 +119,27 @@ def test_cpu_engine_parity(emulated_engine, path):
     assert counts["PASS"] >= 24, out  # 10 cases x 2 dtypes + 4 dropout-mask checks
 
 
-@pytest.mark.parametrize("path", ["persistent", "cluster2"])
+# The check list's paths: two of PATHS, and the tensor-core persistent forward
+# (rnn_gpu_persistent_mma.cu, opt-in), which its half and bfloat16 cases with a hidden size
+# that is a multiple of 16 run.
+GPU_CHECK_PATHS = {
+    "persistent": PATHS["persistent"],
+    "cluster2": PATHS["cluster2"],
+    "mma": dict(TFRNN_CUDA_MMA="1", TFRNN_CUDA_TRACE="1"),
+}
+
+
+@pytest.mark.parametrize("path", list(GPU_CHECK_PATHS))
 def test_gpu_checks(emulated_engine, path):
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
-    counts, out = _run_checks("run_gpu_checks.py", emulated_engine, env_extra=PATHS[path])
-    _check_ran(path, out)
+    counts, out = _run_checks("run_gpu_checks.py", emulated_engine,
+                              env_extra=GPU_CHECK_PATHS[path])
+    if path == "mma":
+        ran = re.findall(r"tfrnn_cuda forward B=\d+ H=(\d+): persistent-mma ", out)
+        assert {"16", "32", "80"} <= set(ran), ran  # lstm, rnn_tanh, gru
+    else:
+        _check_ran(path, out)
     assert counts["PASS"] >= 100, out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
     assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)

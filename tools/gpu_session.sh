@@ -15,7 +15,9 @@
 # (recurrent dropout) against a framework loop (bench/gpu_bench_keras.py); ncu / ncu_cluster
 # profile one persistent / cluster launch, ncu_steps the per-step path's kernels; mma checks
 # the warp tensor-core product of cc/gpu/mma.cuh (mma.sync m16n8k16, half and bfloat16, its
-# fragment layout) against numpy (tests/gpu/mma_checks.py).
+# fragment layout) against numpy (tests/gpu/mma_checks.py); the *_mma stages run the
+# tensor-core persistent forward (TFRNN_CUDA_MMA=1, half and bfloat16) through the checks, the
+# sanitizers and the benchmark (bench_mma: against cuDNN and the defaults).
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
@@ -27,7 +29,7 @@
 #             parity_cluster parity_fused memcheck memcheck_cluster memcheck_parity
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
-#             cpu_scaling mma
+#             cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
 #     (default: build mma checks checks_steps checks_pbwd checks_cluster parity parity_cluster
 #      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
 set -uo pipefail
@@ -126,6 +128,16 @@ for s in "${STAGES[@]}"; do
     # The XLA custom calls' CUDA targets run by JAX's XLA (no TensorFlow here).
     xla_ffi) stage xla_ffi 120 "$PY" tests/gpu/xla_ffi_checks.py ;;
     mma) stage mma 60 "$PY" tests/gpu/mma_checks.py ;;
+    # The tensor-core persistent forward (TFRNN_CUDA_MMA=1): the checks, the sanitizers on its
+    # half and bfloat16 cases, and its times against cuDNN and the defaults at the issue's sizes.
+    checks_mma) stage checks_mma 300 env TFRNN_CUDA_MMA=1 TFRNN_CUDA_TRACE=1 \
+                  "$PY" tests/gpu/run_gpu_checks.py ;;
+    memcheck_mma) stage memcheck_mma 240 env TFRNN_CUDA_MMA=1 compute-sanitizer --tool memcheck \
+                    --leak-check no "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
+    racecheck_mma) stage racecheck_mma 200 env TFRNN_CUDA_MMA=1 compute-sanitizer --tool racecheck \
+                     "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
+    bench_mma) stage bench_mma 300 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
+                 --hiddens 256,512 --dtypes float16,bfloat16 --variants auto,mma ;;
     # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.
     bench_keras) stage bench_keras 200 "$PY" bench/gpu_bench_keras.py ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,

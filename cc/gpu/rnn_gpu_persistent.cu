@@ -81,6 +81,13 @@ SequenceKernelPlan ChooseFwdPlan(const RnnSpec& s) {
     const SequenceKernelPlan c = PlanClusterFwd<T>(s);
     if (c.ok) return c;
   }
+  // The tensor-core forward has its own size limits (its product is cheap at any B it takes).
+  if constexpr (sizeof(T) == 2) {
+    if (EnvIs("TFRNN_CUDA_MMA", "1")) {
+      const SequenceKernelPlan m = PlanPersistentMmaFwd<T>(s);
+      if (m.ok) return m;
+    }
+  }
   if (!PersistentSize(s)) return SequenceKernelPlan();
   const I64 K = RnnK(s), Hs = RnnHs(s);
   return PlanOnDevice(s, K, sizeof(T) * K * Hs, sizeof(AccOf<T>) * s.B * Hs, &KernelOf<T>);
@@ -99,6 +106,9 @@ GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, Fwd
                         T* h_next, AccOf<T>* hr) {
   if (plan.cluster > 0) {
     return ClusterFwd<T>(g, plan, p, R, mask, mask_per_step, steps, h_cur, h_next);
+  }
+  if constexpr (sizeof(T) == 2) {
+    if (plan.mma) return PersistentMmaFwd<T>(g, plan, p, R, steps, h_cur, h_next, hr);
   }
   PersistentArgs pa{R, mask, mask_per_step, steps, plan.units, h_cur, h_next, hr};
   return LaunchPersistent(g, plan, KernelOf<T>(plan.rows_per_warp, plan.batch_tile), p, pa);

@@ -41,6 +41,8 @@ struct SequenceKernelPlan {
   // The fused step kernel (rnn_gpu_fused_step.cu): one launch per step, `group` batch rows and
   // `units` units per block.
   bool fused_step = false;
+  // The tensor-core persistent forward (rnn_gpu_persistent_mma.cu), half and bfloat16.
+  bool mma = false;
 };
 
 // Whether (and how) the persistent forward runs layer `s` with storage type T on the current
@@ -57,6 +59,15 @@ template <typename T>
 GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr);
+
+// The persistent forward on tensor cores (rnn_gpu_persistent_mma.cu; T = __half or
+// __nv_bfloat16): the same steps with the product on mma.sync and about 16 blocks. Chosen by
+// PlanPersistentFwd with TFRNN_CUDA_MMA=1 where it fits; PersistentFwd launches it.
+template <typename T>
+SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s);
+template <typename T>
+GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
+                           const T* R, I64 steps, T* h_cur, T* h_next, AccOf<T>* hr);
 
 // The persistent backward (rnn_gpu_persistent_bwd.cu): every backward step of a layer in one
 // cooperative launch, the mirror of the forward (block g keeps R's columns of its units and

@@ -205,6 +205,13 @@ for _dt in ("float32", "float16", "bfloat16"):
                   dict(mode="rnn_tanh", L=2, D=1, lengths="var", dtype=_dt),
                   dict(mode="gru", D=2, lengths="var", gru_reset_before=True, has_mask=True,
                        gru_z_new=True, dtype=_dt)]
+# Half and bfloat16 layers whose hidden size is a multiple of 16 (the tensor-core persistent
+# forward's shapes, rnn_gpu_persistent_mma.cu, with TFRNN_CUDA_MMA=1): one and two 16-row
+# batch tiles, a last block with fewer units, 8-row gate tiles of gru and rnn_tanh.
+for _dt in ("float16", "bfloat16"):
+    REF_CASES += [dict(mode="lstm", B=20, H=16, lengths="var", dtype=_dt),
+                  dict(mode="gru", D=2, H=80, dtype=_dt),
+                  dict(mode="rnn_tanh", B=3, H=32, L=2, dtype=_dt)]
 
 
 def check_vs_reference(case):

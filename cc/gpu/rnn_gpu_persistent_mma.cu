@@ -1,0 +1,156 @@
+// The persistent forward on tensor cores (half and bfloat16; opt-in: TFRNN_CUDA_MMA=1).
+//
+// The persistent forward (rnn_gpu_persistent.cu) spreads a layer's units over one block per
+// multiprocessor (U = 2 units a block at H = 256 on an H200), because its CUDA-core dot
+// products need many blocks; every step then ends at a barrier of 128 blocks. cuDNN's
+// persistent fp16 kernel runs the same step on 16 blocks (docs/GPU_BENCHMARK.md). Here the
+// step's product hr[B, K·U] = h[B, Hs] · R[K·U rows, Hs]ᵀ runs on the warp tensor-core product
+// of mma.cuh (m16n8k16, float accumulators), so a block can own 8-16 times the units and the
+// grid shrinks to about kMmaTargetBlocks blocks:
+//   - block g keeps rows of R for its U units (every gate) in shared memory, rows padded to
+//     Hs + kMmaPad elements (so the eight rows a fragment load reads fall in different banks);
+//   - per step it copies h_{t-1} of the whole batch from L2 into shared memory (rows B..Bp-1,
+//     Bp the batch rounded up to 16, stay zero), each warp takes (16 batch rows, 8 gate rows)
+//     tiles in turn over all of Hs, and writes its sums to hr (float), then the block runs the
+//     same pointwise code as the other kernels (FwdPoint) and waits at one grid barrier.
+// For the layers the persistent forward takes (one product per step), without a recurrent mask
+// (h ⊙ mask would be rounded to T before the product), Hs a multiple of 16, B <= 64, where R's
+// rows and h fit in shared memory (B·Hs beyond the CUDA-core kernel's kPersistentMaxWork too). No atomics: every run gives
+// the same bits. Not yet measured on a GPU; the emulation checks it (tests/test_cuda_emulated.py,
+// path "mma").
+#include "cc/gpu/rnn_gpu_persistent.cuh"
+
+#include <cooperative_groups.h>
+
+#include "cc/gpu/mma.cuh"
+#include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
+
+namespace tfrnn {
+namespace gpu {
+namespace {
+
+constexpr I64 kMmaPad = 8;             // elements of padding per shared-memory row
+constexpr I64 kMmaTargetBlocks = 16;   // blocks the plan aims at
+constexpr I64 kMmaMaxBatch = 64;
+
+struct MmaArgs {
+  const void* R;  // [K·H, Hs]
+  I64 steps, units;
+  void* h0;  // h entering step 0; h of the odd steps
+  void* h1;  // h of the even steps
+  void* hr;  // Acc [B, K·H]
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kPThreads) PersistentMmaFwdKernel(FwdStep<T> p, MmaArgs pa) {
+  using A = AccOf<T>;
+  unsigned char* smem = DynamicSmem();
+  const I64 H = p.H, Hs = p.Hs, B = p.B, KH = p.K * p.H, U = pa.units, ld = Hs + kMmaPad;
+  const I64 Bp = (B + 15) / 16 * 16;
+  const I64 j0 = blockIdx.x * U;
+  const I64 un = H - j0 < U ? H - j0 : U;
+  const I64 rows = p.K * un;  // gate rows of this block: gate (r / un), unit j0 + r % un
+  T* rs = reinterpret_cast<T*>(smem);                                        // [K·U, ld]
+  T* hs = reinterpret_cast<T*>(smem + Align16(sizeof(T) * p.K * U * ld));   // [Bp, ld]
+  const T* R = static_cast<const T*>(pa.R);
+  T zero;
+  St(&zero, 0.f);
+  for (I64 i = threadIdx.x; i < p.K * U * Hs; i += blockDim.x) {
+    const I64 r = i / Hs, c = i % Hs;
+    rs[r * ld + c] = r < rows ? R[((r / un) * H + j0 + r % un) * Hs + c] : zero;
+  }
+  for (I64 i = threadIdx.x; i < (Bp - B) * Hs; i += blockDim.x) {
+    hs[(B + i / Hs) * ld + i % Hs] = zero;
+  }
+  A* hr = static_cast<A*>(pa.hr);
+  cg::grid_group grid = cg::this_grid();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const I64 mtiles = Bp / 16, ntiles = (rows + 7) / 8;
+  for (I64 st = 0; st < pa.steps; ++st) {
+    T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
+    T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
+    // (1) h_{t-1} of the whole batch, from L2 (written by every block at the last step).
+    for (I64 i = threadIdx.x; i < B * Hs; i += blockDim.x) {
+      hs[(i / Hs) * ld + i % Hs] = __ldcg(hc + i);
+    }
+    __syncthreads();
+    // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h[b, :], a (16 rows, 8 gate rows) tile per
+    // warp at a time (warp-uniform loop: every lane of a warp takes part in its products).
+    for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
+      const I64 m = item / ntiles, n = item % ntiles;
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
+      for (I64 k0 = 0; k0 < Hs; k0 += 16) {
+        uint32_t ra[4], rb[2];
+        mma::LoadA(hs + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
+        mma::LoadB(rs + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
+        mma::Mma16816<T>(d, ra, rb);
+      }
+      for (int j = 0; j < 4; ++j) {
+        const I64 b = m * 16 + g + 8 * (j >> 1), r = n * 8 + 2 * t + (j & 1);
+        if (b < B && r < rows) hr[b * KH + (r / un) * H + j0 + r % un] = d[j];
+      }
+    }
+    __syncthreads();  // hr of this block's units is complete (and visible to the block)
+    // (3) the pointwise step of this block's units.
+    p.step = st;
+    p.h_cur = hc;
+    p.h_rec = hc;
+    p.h_next = hn;
+    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) FwdPoint(p, i / un, j0 + i % un);
+    // (4) every block's h of this step is written before any block reads it.
+    grid.sync();
+  }
+}
+
+}  // namespace
+
+template <typename T>
+SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s) {
+  SequenceKernelPlan pl;
+  const I64 K = RnnK(s), Hs = RnnHs(s);
+  if (!OneProductPerStep(s) || s.has_mask || Hs % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch ||
+      s.H < 1) {
+    return pl;
+  }
+  int dev = 0;
+  const CoopDevice d = CurrentCoopDevice(&dev);
+  if (!d.ok) return pl;
+  const I64 ld = Hs + kMmaPad, Bp = (s.B + 15) / 16 * 16;
+  const size_t h_bytes = sizeof(T) * Bp * ld;
+  // U: a multiple of 8 (whole 8-row tiles for every K), about H / kMmaTargetBlocks, at most
+  // what shared memory holds; at most one block per multiprocessor.
+  I64 U = ((s.H + kMmaTargetBlocks - 1) / kMmaTargetBlocks + 7) / 8 * 8;
+  const I64 u_fit = (static_cast<I64>(d.optin) - static_cast<I64>(h_bytes) - 16) /
+                    static_cast<I64>(sizeof(T) * K * ld) / 8 * 8;
+  if (u_fit < 8) return pl;
+  if (U > u_fit) U = u_fit;
+  const I64 min_u = (s.H + d.sms - 1) / d.sms;
+  if (U < min_u) U = (min_u + 7) / 8 * 8;
+  if (U > u_fit) return pl;
+  const I64 blocks = (s.H + U - 1) / U;
+  const size_t smem = Align16(sizeof(T) * K * U * ld) + h_bytes;
+  const void* fn = reinterpret_cast<const void*>(&PersistentMmaFwdKernel<T>);
+  if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
+  pl = MakePlan(blocks, U, 1, 1, smem);
+  pl.mma = true;
+  return pl;
+}
+
+template <typename T>
+GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
+                           const T* R, I64 steps, T* h_cur, T* h_next, AccOf<T>* hr) {
+  MmaArgs pa{R, steps, plan.units, h_cur, h_next, hr};
+  return LaunchPersistent(g, plan, &PersistentMmaFwdKernel<T>, p, pa);
+}
+
+#define TFRNN_INSTANTIATE_MMA(T)                                                         \
+  template SequenceKernelPlan PlanPersistentMmaFwd<T>(const RnnSpec&);                   \
+  template GpuStatus PersistentMmaFwd<T>(const GpuContext&, const SequenceKernelPlan&,   \
+                                         FwdStep<T>, const T*, I64, T*, T*, AccOf<T>*);
+TFRNN_INSTANTIATE_MMA(__half)
+TFRNN_INSTANTIATE_MMA(__nv_bfloat16)
+#undef TFRNN_INSTANTIATE_MMA
+
+}  // namespace gpu
+}  // namespace tfrnn
