@@ -13,7 +13,7 @@ For cuDNN and for each of our engine's paths (--variants, chosen by environment 
   fused    the fused step kernels (one launch per step) instead of the persistent kernels
            and the per-step path (TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1)
   clusterC the cluster kernels with clusters of C blocks (TFRNN_CUDA_CLUSTER_SIZE=C)
-  mma      the tensor-core persistent forward where it fits, half and bfloat16
+  mma      the tensor-core persistent kernels where they fit, half and bfloat16
            (TFRNN_CUDA_MMA=1; rnn_gpu_persistent_mma.cu)
 it prints the forward, backward (forward+backward minus forward) and forward+backward times in
 ms, the forward's time per step in µs, which kernel ran each direction (TFRNN_CUDA_TRACE), and

@@ -8,7 +8,7 @@ run thread by thread on the CPU), then the GPU checks of tests/gpu/ run on that 
   engine's paths (PATHS): the persistent kernels, the per-step path, the cluster kernels, the
   fused step kernels.
 - the full GPU check list (tests/gpu/run_gpu_checks.py) when PyTorch is installed, on the
-  persistent and cluster kernels and on the tensor-core persistent forward: vs PyTorch's
+  persistent and cluster kernels and on the tensor-core persistent kernels: vs PyTorch's
   RNNs (cuDNN's stand-in on CPU), vs the float64 reference (half, bfloat16, float, double), the
   LSTM block engine and GRU block cell, determinism, bad input. The checks that need a real GPU
   (cuDNN's weight buffer) skip.
@@ -119,9 +119,9 @@ def test_cpu_engine_parity(emulated_engine, path):
     assert counts["PASS"] >= 24, out  # 10 cases x 2 dtypes + 4 dropout-mask checks
 
 
-# The check list's paths: two of PATHS, and the tensor-core persistent forward
+# The check list's paths: two of PATHS, and the tensor-core persistent kernels
 # (rnn_gpu_persistent_mma.cu, opt-in), which its half and bfloat16 cases with a hidden size
-# that is a multiple of 16 run.
+# that is a multiple of 16 run both ways (and compare with the CUDA-core kernels).
 GPU_CHECK_PATHS = {
     "persistent": PATHS["persistent"],
     "cluster2": PATHS["cluster2"],
@@ -136,8 +136,9 @@ def test_gpu_checks(emulated_engine, path):
     counts, out = _run_checks("run_gpu_checks.py", emulated_engine,
                               env_extra=GPU_CHECK_PATHS[path])
     if path == "mma":
-        ran = re.findall(r"tfrnn_cuda forward B=\d+ H=(\d+): persistent-mma ", out)
-        assert {"16", "32", "80"} <= set(ran), ran  # lstm, rnn_tanh, gru
+        for d in ("forward", "backward"):
+            ran = re.findall(rf"tfrnn_cuda {d} B=\d+ H=(\d+): persistent-mma ", out)
+            assert {"16", "32", "80"} <= set(ran), (d, ran)  # lstm, rnn_tanh, gru
     else:
         _check_ran(path, out)
     assert counts["PASS"] >= 100, out

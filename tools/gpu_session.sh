@@ -16,7 +16,7 @@
 # profile one persistent / cluster launch, ncu_steps the per-step path's kernels; mma checks
 # the warp tensor-core product of cc/gpu/mma.cuh (mma.sync m16n8k16, half and bfloat16, its
 # fragment layout) against numpy (tests/gpu/mma_checks.py); the *_mma stages run the
-# tensor-core persistent forward (TFRNN_CUDA_MMA=1, half and bfloat16) through the checks, the
+# tensor-core persistent kernels (TFRNN_CUDA_MMA=1, half and bfloat16) through the checks, the
 # sanitizers and the benchmark (bench_mma: against cuDNN and the defaults).
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
@@ -128,7 +128,7 @@ for s in "${STAGES[@]}"; do
     # The XLA custom calls' CUDA targets run by JAX's XLA (no TensorFlow here).
     xla_ffi) stage xla_ffi 120 "$PY" tests/gpu/xla_ffi_checks.py ;;
     mma) stage mma 60 "$PY" tests/gpu/mma_checks.py ;;
-    # The tensor-core persistent forward (TFRNN_CUDA_MMA=1): the checks, the sanitizers on its
+    # The tensor-core persistent kernels (TFRNN_CUDA_MMA=1): the checks, the sanitizers on their
     # half and bfloat16 cases, and its times against cuDNN and the defaults at the issue's sizes.
     checks_mma) stage checks_mma 300 env TFRNN_CUDA_MMA=1 TFRNN_CUDA_TRACE=1 \
                   "$PY" tests/gpu/run_gpu_checks.py ;;

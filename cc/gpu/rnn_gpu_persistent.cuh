@@ -68,6 +68,13 @@ SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s);
 template <typename T>
 GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
                            const T* R, I64 steps, T* h_cur, T* h_next, AccOf<T>* hr);
+// Its backward: the persistent backward's steps with dhr·R on mma.sync (PlanPersistentBwd with
+// TFRNN_CUDA_MMA=1 where it fits; PersistentBwd launches it).
+template <typename T>
+SequenceKernelPlan PlanPersistentMmaBwd(const RnnSpec& s);
+template <typename T>
+GpuStatus PersistentMmaBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
+                           const T* R, I64 steps, T* d0, T* d1);
 
 // The persistent backward (rnn_gpu_persistent_bwd.cu): every backward step of a layer in one
 // cooperative launch, the mirror of the forward (block g keeps R's columns of its units and

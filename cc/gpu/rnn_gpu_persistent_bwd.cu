@@ -70,6 +70,12 @@ BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
 template <typename T>
 SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || !StepChainBwdShape(s)) return SequenceKernelPlan();
+  if constexpr (sizeof(T) == 2) {
+    if (EnvIs("TFRNN_CUDA_MMA", "1")) {
+      const SequenceKernelPlan m = PlanPersistentMmaBwd<T>(s);
+      if (m.ok) return m;
+    }
+  }
   // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
   // cluster first); =0 keeps the default (DefaultBwd) off it.
   const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");
@@ -100,6 +106,9 @@ GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, Bwd
                         const T* R, I64 steps, T* d0, T* d1) {
   // Step 0's dhr goes where the grid kernel leaves it: d0 when steps is odd, else d1.
   if (plan.cluster > 0) return ClusterBwd<T>(g, plan, p, R, steps, (steps - 1) % 2 ? d1 : d0);
+  if constexpr (sizeof(T) == 2) {
+    if (plan.mma) return PersistentMmaBwd<T>(g, plan, p, R, steps, d0, d1);
+  }
   PersistentBwdArgs pa{R, steps, plan.units, d0, d1};
   return LaunchPersistent(g, plan, BwdKernelOf<T>(plan.rows_per_warp, plan.batch_tile), p, pa);
 }

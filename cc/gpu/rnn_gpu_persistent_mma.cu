@@ -1,4 +1,5 @@
-// The persistent forward on tensor cores (half and bfloat16; opt-in: TFRNN_CUDA_MMA=1).
+// The persistent forward and backward on tensor cores (half and bfloat16; opt-in:
+// TFRNN_CUDA_MMA=1).
 //
 // The persistent forward (rnn_gpu_persistent.cu) spreads a layer's units over one block per
 // multiprocessor (U = 2 units a block at H = 256 on an H200), because its CUDA-core dot
@@ -15,7 +16,11 @@
 //     same pointwise code as the other kernels (FwdPoint) and waits at one grid barrier.
 // For the layers the persistent forward takes (one product per step), without a recurrent mask
 // (h ⊙ mask would be rounded to T before the product), Hs a multiple of 16, B <= 64, where R's
-// rows and h fit in shared memory (B·Hs beyond the CUDA-core kernel's kPersistentMaxWork too). No atomics: every run gives
+// rows and h fit in shared memory (B·Hs beyond the CUDA-core kernel's kPersistentMaxWork too).
+// The backward (PersistentMmaBwdKernel) mirrors it as the persistent backward mirrors the
+// forward: a block keeps R's columns of its units and adds dhr_{t+1} · R[:, its units] to their
+// carries on mma.sync, for the layers the step-chain backward kernels take, K·H a multiple of
+// 16, where Rᵀ's rows and dhr fit. No atomics: every run gives
 // the same bits. Not yet measured on a GPU; the emulation checks it (tests/test_cuda_emulated.py,
 // path "mma").
 #include "cc/gpu/rnn_gpu_persistent.cuh"
@@ -103,6 +108,85 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaFwdKernel(FwdStep<T> p
   }
 }
 
+struct MmaBwdArgs {
+  const void* R;  // [K·H, Hs]
+  I64 steps, units;
+  void* d0;  // dhr of the latest step and every other step before it
+  void* d1;  // dhr of the others
+};
+
+// The backward's mirror: block g keeps R's columns of its U units as rows of Rᵀ ([U, K·H],
+// padded), and per step adds dhr_{t+1}[B, K·H] · R[:, its units] to its units' carries dL/dh
+// (a (16 batch rows, 8 units) tile per warp at a time over all of K·H), then runs BwdPoint.
+template <typename T>
+__global__ void __launch_bounds__(kPThreads) PersistentMmaBwdKernel(BwdStep<T> p, MmaBwdArgs pa) {
+  using A = AccOf<T>;
+  unsigned char* smem = DynamicSmem();
+  const I64 H = p.H, Hs = p.Hs, B = p.B, KH = p.K * p.H, U = pa.units, ld = KH + kMmaPad;
+  const I64 Bp = (B + 15) / 16 * 16;
+  const I64 j0 = blockIdx.x * U;
+  const I64 un = H - j0 < U ? H - j0 : U;
+  T* rt = reinterpret_cast<T*>(smem);                                   // [U, ld]
+  T* ds = reinterpret_cast<T*>(smem + Align16(sizeof(T) * U * ld));    // [Bp, ld]
+  const T* R = static_cast<const T*>(pa.R);
+  T zero;
+  St(&zero, 0.f);
+  for (I64 i = threadIdx.x; i < U * KH; i += blockDim.x) {
+    const I64 u = i / KH, k = i % KH;
+    rt[u * ld + k] = u < un ? R[k * Hs + j0 + u] : zero;
+  }
+  for (I64 i = threadIdx.x; i < (Bp - B) * KH; i += blockDim.x) {
+    ds[(B + i / KH) * ld + i % KH] = zero;
+  }
+  cg::grid_group grid = cg::this_grid();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const I64 mtiles = Bp / 16, ntiles = (un + 7) / 8;
+  for (I64 it = 0; it < pa.steps; ++it) {
+    T* cur = static_cast<T*>((it & 1) ? pa.d1 : pa.d0);
+    const T* prev = static_cast<const T*>((it & 1) ? pa.d0 : pa.d1);
+    if (it > 0) {
+      // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
+      for (I64 i = threadIdx.x; i < B * KH; i += blockDim.x) {
+        ds[(i / KH) * ld + i % KH] = __ldcg(prev + i);
+      }
+      __syncthreads();
+      for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
+        const I64 m = item / ntiles, n = item % ntiles;
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+        for (I64 k0 = 0; k0 < KH; k0 += 16) {
+          uint32_t ra[4], rb[2];
+          mma::LoadA(ds + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
+          mma::LoadB(rt + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
+          mma::Mma16816<T>(d, ra, rb);
+        }
+        for (int j = 0; j < 4; ++j) {
+          const I64 b = m * 16 + g + 8 * (j >> 1), u = n * 8 + 2 * t + (j & 1);
+          if (b < B && u < un) p.dh[b * Hs + j0 + u] += A(d[j]);
+        }
+      }
+      __syncthreads();  // the carries of this block's units are complete
+    }
+    // (2) the pointwise step of this block's units.
+    p.step = pa.steps - 1 - it;
+    p.dhr_cur = cur;
+    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) BwdPoint(p, i / un, j0 + i % un);
+    // (3) every block's dhr of this step is written before any block reads it.
+    grid.sync();
+  }
+}
+
+// U for a tensor-core plan: a multiple of 8 (whole 8-row tiles) near H / kMmaTargetBlocks, at
+// least H / (multiprocessors) so that every block is resident, at most u_fit; 0 if none.
+inline I64 MmaUnits(I64 H, int sms, I64 u_fit) {
+  if (u_fit < 8) return 0;
+  I64 U = ((H + kMmaTargetBlocks - 1) / kMmaTargetBlocks + 7) / 8 * 8;
+  if (U > u_fit) U = u_fit;
+  const I64 min_u = (H + sms - 1) / sms;
+  if (U < min_u) U = (min_u + 7) / 8 * 8;
+  return U > u_fit ? 0 : U;
+}
+
 }  // namespace
 
 template <typename T>
@@ -118,16 +202,10 @@ SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s) {
   if (!d.ok) return pl;
   const I64 ld = Hs + kMmaPad, Bp = (s.B + 15) / 16 * 16;
   const size_t h_bytes = sizeof(T) * Bp * ld;
-  // U: a multiple of 8 (whole 8-row tiles for every K), about H / kMmaTargetBlocks, at most
-  // what shared memory holds; at most one block per multiprocessor.
-  I64 U = ((s.H + kMmaTargetBlocks - 1) / kMmaTargetBlocks + 7) / 8 * 8;
-  const I64 u_fit = (static_cast<I64>(d.optin) - static_cast<I64>(h_bytes) - 16) /
-                    static_cast<I64>(sizeof(T) * K * ld) / 8 * 8;
-  if (u_fit < 8) return pl;
-  if (U > u_fit) U = u_fit;
-  const I64 min_u = (s.H + d.sms - 1) / d.sms;
-  if (U < min_u) U = (min_u + 7) / 8 * 8;
-  if (U > u_fit) return pl;
+  const I64 U = MmaUnits(s.H, d.sms,
+                         (static_cast<I64>(d.optin) - static_cast<I64>(h_bytes) - 16) /
+                             static_cast<I64>(sizeof(T) * K * ld) / 8 * 8);
+  if (U == 0) return pl;
   const I64 blocks = (s.H + U - 1) / U;
   const size_t smem = Align16(sizeof(T) * K * U * ld) + h_bytes;
   const void* fn = reinterpret_cast<const void*>(&PersistentMmaFwdKernel<T>);
@@ -144,10 +222,45 @@ GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, 
   return LaunchPersistent(g, plan, &PersistentMmaFwdKernel<T>, p, pa);
 }
 
+template <typename T>
+SequenceKernelPlan PlanPersistentMmaBwd(const RnnSpec& s) {
+  SequenceKernelPlan pl;
+  const I64 KH = RnnK(s) * s.H;
+  if (!StepChainBwdShape(s) || KH % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch || s.H < 1) {
+    return pl;
+  }
+  int dev = 0;
+  const CoopDevice d = CurrentCoopDevice(&dev);
+  if (!d.ok) return pl;
+  const I64 ld = KH + kMmaPad, Bp = (s.B + 15) / 16 * 16;
+  const size_t d_bytes = sizeof(T) * Bp * ld;
+  const I64 U = MmaUnits(s.H, d.sms,
+                         (static_cast<I64>(d.optin) - static_cast<I64>(d_bytes) - 16) /
+                             static_cast<I64>(sizeof(T) * ld) / 8 * 8);
+  if (U == 0) return pl;
+  const I64 blocks = (s.H + U - 1) / U;
+  const size_t smem = Align16(sizeof(T) * U * ld) + d_bytes;
+  const void* fn = reinterpret_cast<const void*>(&PersistentMmaBwdKernel<T>);
+  if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
+  pl = MakePlan(blocks, U, 1, 1, smem);
+  pl.mma = true;
+  return pl;
+}
+
+template <typename T>
+GpuStatus PersistentMmaBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
+                           const T* R, I64 steps, T* d0, T* d1) {
+  MmaBwdArgs pa{R, steps, plan.units, d0, d1};
+  return LaunchPersistent(g, plan, &PersistentMmaBwdKernel<T>, p, pa);
+}
+
 #define TFRNN_INSTANTIATE_MMA(T)                                                         \
   template SequenceKernelPlan PlanPersistentMmaFwd<T>(const RnnSpec&);                   \
   template GpuStatus PersistentMmaFwd<T>(const GpuContext&, const SequenceKernelPlan&,   \
-                                         FwdStep<T>, const T*, I64, T*, T*, AccOf<T>*);
+                                         FwdStep<T>, const T*, I64, T*, T*, AccOf<T>*);  \
+  template SequenceKernelPlan PlanPersistentMmaBwd<T>(const RnnSpec&);                   \
+  template GpuStatus PersistentMmaBwd<T>(const GpuContext&, const SequenceKernelPlan&,   \
+                                         BwdStep<T>, const T*, I64, T*, T*);
 TFRNN_INSTANTIATE_MMA(__half)
 TFRNN_INSTANTIATE_MMA(__nv_bfloat16)
 #undef TFRNN_INSTANTIATE_MMA

@@ -11,6 +11,8 @@ parametrizes them for pytest; run_gpu_checks.py runs them where pytest is missin
 * check_deterministic, check_bad_input.
 """
 
+import os
+
 import numpy as np
 
 import cuda_engine
@@ -206,12 +208,30 @@ for _dt in ("float32", "float16", "bfloat16"):
                   dict(mode="gru", D=2, lengths="var", gru_reset_before=True, has_mask=True,
                        gru_z_new=True, dtype=_dt)]
 # Half and bfloat16 layers whose hidden size is a multiple of 16 (the tensor-core persistent
-# forward's shapes, rnn_gpu_persistent_mma.cu, with TFRNN_CUDA_MMA=1): one and two 16-row
-# batch tiles, a last block with fewer units, 8-row gate tiles of gru and rnn_tanh.
+# kernels' shapes, rnn_gpu_persistent_mma.cu, with TFRNN_CUDA_MMA=1): one and two 16-row
+# batch tiles, a last block with fewer units, 8-row gate tiles of gru and rnn_tanh; with
+# TFRNN_CUDA_MMA=1 also against the CUDA-core kernels (MMA_TOL).
 for _dt in ("float16", "bfloat16"):
-    REF_CASES += [dict(mode="lstm", B=20, H=16, lengths="var", dtype=_dt),
-                  dict(mode="gru", D=2, H=80, dtype=_dt),
-                  dict(mode="rnn_tanh", B=3, H=32, L=2, dtype=_dt)]
+    REF_CASES += [dict(mode="lstm", B=20, H=16, lengths="var", dtype=_dt, mma=True),
+                  dict(mode="gru", D=2, H=80, dtype=_dt, mma=True),
+                  dict(mode="rnn_tanh", B=3, H=32, L=2, dtype=_dt, mma=True)]
+
+
+# Tensor-core kernels against the CUDA-core kernels on the same inputs: the same products
+# of T values, summed in float in another order, so the results differ by a few units in the
+# last place of T (tighter than the float64 reference's tolerances for half and bfloat16).
+MMA_TOL = {"float16": 4e-3, "bfloat16": 3e-2}
+
+
+def _check_mma_vs_cuda_cores(r, run, dtype):
+    os.environ["TFRNN_CUDA_MMA"] = "0"
+    try:
+        rc = run()
+    finally:
+        os.environ["TFRNN_CUDA_MMA"] = "1"
+    for key in ("y", "hn", "cn", "dx", "dh0", "dc0", "dparams"):
+        if r.get(key) is not None and rc.get(key) is not None:
+            gc.assert_close(f"{key} (tensor cores vs CUDA cores)", r[key], rc[key], MMA_TOL[dtype])
 
 
 def check_vs_reference(case):
@@ -262,11 +282,17 @@ def check_vs_reference(case):
                                  reverse=case.get("reverse", False), **opts)
     tdt = gc.tdtype(dtype)
     cast = lambda t: None if t is None else t.to(tdt).contiguous()  # noqa: E731
-    r = gc.run_engine(spec, x=cast(x), h0=cast(h0), c0=cast(c0) if mode == "lstm" else None,
-                      params=cast(params), lengths=lengths, dy=cast(gy), dhn=cast(ghn),
-                      dcn=cast(gcn) if mode == "lstm" else None, peephole=cast(peep),
-                      mask=cast(mask), mask_per_step=case.get("mask_per_step", False),
-                      lengths_on_device=case.get("lengths_on_device", False))
+    def run():
+        return gc.run_engine(spec, x=cast(x), h0=cast(h0),
+                             c0=cast(c0) if mode == "lstm" else None, params=cast(params),
+                             lengths=lengths, dy=cast(gy), dhn=cast(ghn),
+                             dcn=cast(gcn) if mode == "lstm" else None, peephole=cast(peep),
+                             mask=cast(mask), mask_per_step=case.get("mask_per_step", False),
+                             lengths_on_device=case.get("lengths_on_device", False))
+
+    r = run()
+    if case.get("mma") and os.environ.get("TFRNN_CUDA_MMA") == "1":
+        _check_mma_vs_cuda_cores(r, run, dtype)
     # The reference sees the same (rounded) inputs, in float64.
     up = lambda t: None if t is None else t.to(tdt).to(f64).requires_grad_()  # noqa: E731
     xr, h0r, c0r, pr, peepr = up(x), up(h0), up(c0), up(params), up(peep)
