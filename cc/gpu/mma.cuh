@@ -52,25 +52,31 @@ __device__ __forceinline__ uint32_t Pack2(T lo, T hi) {
   return static_cast<uint32_t>(Bits(lo)) | (static_cast<uint32_t>(Bits(hi)) << 16);
 }
 
-// A's fragment of the 16 x 16 tile at a (row-major, leading dimension lda).
+// p[0] and p[1] as one register (p 4-byte aligned: the fragments' element offsets are even,
+// so tiles at even offsets with even leading dimensions qualify): one 32-bit load on a GPU.
+template <typename T>
+__device__ __forceinline__ uint32_t Load2(const T* p) {
+#ifdef TFRNN_CUDA_EMULATE
+  return Pack2(p[0], p[1]);
+#else
+  return *reinterpret_cast<const uint32_t*>(p);
+#endif
+}
+
+// A's fragment of the 16 x 16 tile at a (row-major, leading dimension lda, even; a 4-byte
+// aligned).
 template <typename T>
 __device__ __forceinline__ void LoadA(const T* a, int lda, int lane, uint32_t (&r)[4]) {
   const int g = lane >> 2, t = lane & 3;
-  for (int j = 0; j < 4; ++j) {
-    const T* p = a + (g + 8 * (j & 1)) * lda + 2 * t + 8 * (j >> 1);
-    r[j] = Pack2(p[0], p[1]);
-  }
+  for (int j = 0; j < 4; ++j) r[j] = Load2(a + (g + 8 * (j & 1)) * lda + 2 * t + 8 * (j >> 1));
 }
 
 // B's fragment of the 16 x 8 tile whose column n holds B[k][n] at b[n · ldb + k] (each column
-// contiguous in k: R's rows for the recurrent product).
+// contiguous in k: R's rows for the recurrent product; ldb even, b 4-byte aligned).
 template <typename T>
 __device__ __forceinline__ void LoadB(const T* b, int ldb, int lane, uint32_t (&r)[2]) {
   const int g = lane >> 2, t = lane & 3;
-  for (int j = 0; j < 2; ++j) {
-    const T* p = b + g * ldb + 2 * t + 8 * j;
-    r[j] = Pack2(p[0], p[1]);
-  }
+  for (int j = 0; j < 2; ++j) r[j] = Load2(b + g * ldb + 2 * t + 8 * j);
 }
 
 // The accumulators' 16 x 8 tile into c (row-major, leading dimension ldc).
