@@ -38,6 +38,23 @@ constexpr I64 kMmaPad = 8;             // elements of padding per shared-memory 
 constexpr I64 kMmaTargetBlocks = 16;   // blocks the plan aims at
 constexpr I64 kMmaMaxBatch = 64;
 
+// rows x cols elements of T from src (dense, rows cols apart, 16-byte aligned; written by other
+// blocks: read from L2) into dst (rows ld apart, 16-byte aligned), 8 elements (16 bytes) per
+// load; cols and ld multiples of 8.
+template <typename T>
+__device__ __forceinline__ void StageRows16(T* dst, I64 ld, const T* src, I64 rows, I64 cols) {
+  const I64 per_row = cols / 8;
+  for (I64 i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
+    const I64 r = i / per_row, c = (i % per_row) * 8;
+#ifdef TFRNN_CUDA_EMULATE
+    memcpy(dst + r * ld + c, src + r * cols + c, 16);
+#else
+    *reinterpret_cast<uint4*>(dst + r * ld + c) =
+        __ldcg(reinterpret_cast<const uint4*>(src + r * cols + c));
+#endif
+  }
+}
+
 struct MmaArgs {
   const void* R;  // [K·H, Hs]
   I64 steps, units;
@@ -76,9 +93,7 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaFwdKernel(FwdStep<T> p
     T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
     T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
     // (1) h_{t-1} of the whole batch, from L2 (written by every block at the last step).
-    for (I64 i = threadIdx.x; i < B * Hs; i += blockDim.x) {
-      hs[(i / Hs) * ld + i % Hs] = __ldcg(hc + i);
-    }
+    StageRows16(hs, ld, hc, B, Hs);
     __syncthreads();
     // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h[b, :], a (16 rows, 8 gate rows) tile per
     // warp at a time (warp-uniform loop: every lane of a warp takes part in its products).
@@ -147,9 +162,7 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaBwdKernel(BwdStep<T> p
     const T* prev = static_cast<const T*>((it & 1) ? pa.d0 : pa.d1);
     if (it > 0) {
       // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
-      for (I64 i = threadIdx.x; i < B * KH; i += blockDim.x) {
-        ds[(i / KH) * ld + i % KH] = __ldcg(prev + i);
-      }
+      StageRows16(ds, ld, prev, B, KH);
       __syncthreads();
       for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
         const I64 m = item / ntiles, n = item % ntiles;
