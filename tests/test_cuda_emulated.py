@@ -157,11 +157,8 @@ def test_xla_custom_call_targets_through_jax(emulated_engine):
     assert counts["PASS"] >= 15 and counts["SKIP"] == 0  # 12 cases, 3 bad inputs
 
 
-# One dtype per path under the sanitizers (the float32 and float64 instances share their index
-# arithmetic; the unsanitized runs above take both): the suite's slowest test otherwise.
-@pytest.mark.parametrize("path,dtype", [("persistent", "float32"), ("cluster2", "float64")])
-def test_cpu_engine_parity_sanitized(path, dtype):
-    """cpu_parity on an ASan + UBSan build (numpy only; the sanitizer runtimes preloaded)."""
+def _sanitized():
+    """The ASan + UBSan build of the emulation and the environment that preloads its runtimes."""
     libs = []
     for name in ("libasan.so", "libubsan.so"):
         r = subprocess.run([os.environ.get("CXX", "g++"), f"-print-file-name={name}"],
@@ -173,10 +170,27 @@ def test_cpu_engine_parity_sanitized(path, dtype):
     so = _build(os.path.join(REPO, "build", "cuda_emu_asan", "_tfrnn_engine_cuda_emu.so"),
                 "-fsanitize=address,undefined -fno-sanitize-recover=undefined "
                 "-fno-omit-frame-pointer")
-    counts, out = _run_checks("cpu_parity.py", so, "--dtypes", dtype, env_extra=dict(
-        PATHS[path], LD_PRELOAD=" ".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"))
+    return so, dict(LD_PRELOAD=" ".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1")
+
+
+# One dtype per path under the sanitizers (the float32 and float64 instances share their index
+# arithmetic; the unsanitized runs above take both): the suite's slowest test otherwise.
+@pytest.mark.parametrize("path,dtype", [("persistent", "float32"), ("cluster2", "float64")])
+def test_cpu_engine_parity_sanitized(path, dtype):
+    """cpu_parity on an ASan + UBSan build (numpy only; the sanitizer runtimes preloaded)."""
+    so, env = _sanitized()
+    counts, out = _run_checks("cpu_parity.py", so, "--dtypes", dtype,
+                              env_extra=dict(PATHS[path], **env))
     _check_ran(path, out)
     if "SKIP all" in out:
         pytest.skip(out.strip().splitlines()[-2])
     assert counts["PASS"] >= 22, out  # every case and dropout-mask check of one dtype
+    assert "runtime error" not in out and "AddressSanitizer" not in out, out[-4000:]
+
+
+def test_tensor_core_product_sanitized():
+    """mma_checks on the ASan + UBSan build: the fragment loads and stores stay in bounds."""
+    so, env = _sanitized()
+    counts, out = _run_checks("mma_checks.py", so, env_extra=env)
+    assert counts["PASS"] == 11, out
     assert "runtime error" not in out and "AddressSanitizer" not in out, out[-4000:]
