@@ -55,11 +55,7 @@ __global__ void __launch_bounds__(kPThreads) PersistentFwdKernel(FwdStep<T> p,
     });
     __syncthreads();  // hr of this block's units is complete (and visible to the block)
     // (3) the pointwise step of this block's units.
-    p.step = st;
-    p.h_cur = hc;
-    p.h_rec = hc;
-    p.h_next = hn;
-    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) FwdPoint(p, i / un, j0 + i % un);
+    FwdPointBlock(p, st, hc, hn, j0, un);
     // (4) every block's h of this step is written before any block reads it.
     grid.sync();
   }

@@ -77,6 +77,19 @@ __device__ __forceinline__ AccOf<T> MaskedH(const FwdStep<T>& p, const T* mask, 
                  : h * Ld(mask + ((per_step ? tau * p.B : 0) + b) * p.yst + p.ly.dcol + c);
 }
 
+// The pointwise part of a persistent forward step st for the block's units [j0, j0 + un): h
+// from hc (also h_rec: the recurrent mask, where there is one, was applied to the product's
+// operand only) into hn.
+template <typename T>
+__device__ __forceinline__ void FwdPointBlock(FwdStep<T>& p, I64 st, T* hc, T* hn, I64 j0,
+                                              I64 un) {
+  p.step = st;
+  p.h_cur = hc;
+  p.h_rec = hc;
+  p.h_next = hn;
+  for (I64 i = threadIdx.x; i < p.B * un; i += blockDim.x) FwdPoint(p, i / un, j0 + i % un);
+}
+
 // emit(b, r, Σ_c rs[r·len + c] · vs[b·len + c]) for every r < rows, b < B (from one lane):
 // each warp takes (RB rows, CB batch rows) tiles in turn, lanes stride over c (RB + CB
 // shared-memory loads per RB·CB multiply-adds), then a warp reduction. vs holds T or Acc

@@ -55,6 +55,32 @@ __device__ __forceinline__ void StageRows16(T* dst, I64 ld, const T* src, I64 ro
   }
 }
 
+// emit(b, c, v) for every b < B, c < cols of the block's product C[Bp, cols] = S · Wᵀ over K:
+// S [Bp, K] and W [cols rounded up to 8, K] in shared memory, rows ld apart, rows past B and
+// cols zeros. A (16 rows, 8 columns) tile per warp at a time over all of K (a warp-uniform
+// loop: every lane of a warp takes part in its products).
+template <typename T, typename Emit>
+__device__ __forceinline__ void BlockProduct(const T* S, const T* W, I64 ld, I64 Bp, I64 B,
+                                             I64 cols, I64 K, Emit emit) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const I64 mtiles = Bp / 16, ntiles = (cols + 7) / 8;
+  for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
+    const I64 m = item / ntiles, n = item % ntiles;
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+    for (I64 k0 = 0; k0 < K; k0 += 16) {
+      uint32_t ra[4], rb[2];
+      mma::LoadA(S + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
+      mma::LoadB(W + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
+      mma::Mma16816<T>(d, ra, rb);
+    }
+    for (int j = 0; j < 4; ++j) {
+      const I64 b = m * 16 + g + 8 * (j >> 1), c = n * 8 + 2 * t + (j & 1);
+      if (b < B && c < cols) emit(b, c, d[j]);
+    }
+  }
+}
+
 struct MmaArgs {
   const void* R;  // [K·H, Hs]
   I64 steps, units;
@@ -86,38 +112,19 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaFwdKernel(FwdStep<T> p
   }
   A* hr = static_cast<A*>(pa.hr);
   cg::grid_group grid = cg::this_grid();
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const I64 mtiles = Bp / 16, ntiles = (rows + 7) / 8;
   for (I64 st = 0; st < pa.steps; ++st) {
     T* hc = static_cast<T*>((st & 1) ? pa.h1 : pa.h0);
     T* hn = static_cast<T*>((st & 1) ? pa.h0 : pa.h1);
     // (1) h_{t-1} of the whole batch, from L2 (written by every block at the last step).
     StageRows16(hs, ld, hc, B, Hs);
     __syncthreads();
-    // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h[b, :], a (16 rows, 8 gate rows) tile per
-    // warp at a time (warp-uniform loop: every lane of a warp takes part in its products).
-    for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
-      const I64 m = item / ntiles, n = item % ntiles;
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-      for (I64 k0 = 0; k0 < Hs; k0 += 16) {
-        uint32_t ra[4], rb[2];
-        mma::LoadA(hs + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
-        mma::LoadB(rs + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
-        mma::Mma16816<T>(d, ra, rb);
-      }
-      for (int j = 0; j < 4; ++j) {
-        const I64 b = m * 16 + g + 8 * (j >> 1), r = n * 8 + 2 * t + (j & 1);
-        if (b < B && r < rows) hr[b * KH + (r / un) * H + j0 + r % un] = d[j];
-      }
-    }
+    // (2) hr[b, k·H + j0 + u] = R[k·H + j0 + u, :] · h[b, :] for this block's gate rows.
+    BlockProduct(hs, rs, ld, Bp, B, rows, Hs, [&](I64 b, I64 r, float v) {
+      hr[b * KH + (r / un) * H + j0 + r % un] = v;
+    });
     __syncthreads();  // hr of this block's units is complete (and visible to the block)
     // (3) the pointwise step of this block's units.
-    p.step = st;
-    p.h_cur = hc;
-    p.h_rec = hc;
-    p.h_next = hn;
-    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) FwdPoint(p, i / un, j0 + i % un);
+    FwdPointBlock(p, st, hc, hn, j0, un);
     // (4) every block's h of this step is written before any block reads it.
     grid.sync();
   }
@@ -154,9 +161,6 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaBwdKernel(BwdStep<T> p
     ds[(B + i / KH) * ld + i % KH] = zero;
   }
   cg::grid_group grid = cg::this_grid();
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const I64 mtiles = Bp / 16, ntiles = (un + 7) / 8;
   for (I64 it = 0; it < pa.steps; ++it) {
     T* cur = static_cast<T*>((it & 1) ? pa.d1 : pa.d0);
     const T* prev = static_cast<const T*>((it & 1) ? pa.d0 : pa.d1);
@@ -164,20 +168,9 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaBwdKernel(BwdStep<T> p
       // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
       StageRows16(ds, ld, prev, B, KH);
       __syncthreads();
-      for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
-        const I64 m = item / ntiles, n = item % ntiles;
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-        for (I64 k0 = 0; k0 < KH; k0 += 16) {
-          uint32_t ra[4], rb[2];
-          mma::LoadA(ds + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
-          mma::LoadB(rt + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
-          mma::Mma16816<T>(d, ra, rb);
-        }
-        for (int j = 0; j < 4; ++j) {
-          const I64 b = m * 16 + g + 8 * (j >> 1), u = n * 8 + 2 * t + (j & 1);
-          if (b < B && u < un) p.dh[b * Hs + j0 + u] += A(d[j]);
-        }
-      }
+      BlockProduct(ds, rt, ld, Bp, B, un, KH, [&](I64 b, I64 u, float v) {
+        p.dh[b * Hs + j0 + u] += A(v);
+      });
       __syncthreads();  // the carries of this block's units are complete
     }
     // (2) the pointwise step of this block's units.
@@ -202,30 +195,41 @@ inline I64 MmaUnits(I64 H, int sms, I64 u_fit) {
 
 }  // namespace
 
+namespace {
+
+// The plan of a tensor-core kernel fn: each block keeps rows_per_unit rows of ld elements of T
+// per unit, and the batch (rounded up to 16 rows) of ld elements, in shared memory. Any failing
+// CUDA query, or too little shared memory, means no plan.
 template <typename T>
-SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s) {
+SequenceKernelPlan MmaPlan(const RnnSpec& s, I64 ld, I64 rows_per_unit, const void* fn) {
   SequenceKernelPlan pl;
-  const I64 K = RnnK(s), Hs = RnnHs(s);
-  if (!OneProductPerStep(s) || s.has_mask || Hs % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch ||
-      s.H < 1) {
-    return pl;
-  }
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok) return pl;
-  const I64 ld = Hs + kMmaPad, Bp = (s.B + 15) / 16 * 16;
-  const size_t h_bytes = sizeof(T) * Bp * ld;
+  const size_t batch_bytes = sizeof(T) * ((s.B + 15) / 16 * 16) * ld;
   const I64 U = MmaUnits(s.H, d.sms,
-                         (static_cast<I64>(d.optin) - static_cast<I64>(h_bytes) - 16) /
-                             static_cast<I64>(sizeof(T) * K * ld) / 8 * 8);
+                         (static_cast<I64>(d.optin) - static_cast<I64>(batch_bytes) - 16) /
+                             static_cast<I64>(sizeof(T) * rows_per_unit * ld) / 8 * 8);
   if (U == 0) return pl;
   const I64 blocks = (s.H + U - 1) / U;
-  const size_t smem = Align16(sizeof(T) * K * U * ld) + h_bytes;
-  const void* fn = reinterpret_cast<const void*>(&PersistentMmaFwdKernel<T>);
+  const size_t smem = Align16(sizeof(T) * rows_per_unit * U * ld) + batch_bytes;
   if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
   pl = MakePlan(blocks, U, 1, 1, smem);
   pl.mma = true;
   return pl;
+}
+
+}  // namespace
+
+template <typename T>
+SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s) {
+  const I64 Hs = RnnHs(s);
+  if (!OneProductPerStep(s) || s.has_mask || Hs % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch ||
+      s.H < 1) {
+    return SequenceKernelPlan();
+  }
+  return MmaPlan<T>(s, Hs + kMmaPad, RnnK(s),
+                    reinterpret_cast<const void*>(&PersistentMmaFwdKernel<T>));
 }
 
 template <typename T>
@@ -237,27 +241,12 @@ GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, 
 
 template <typename T>
 SequenceKernelPlan PlanPersistentMmaBwd(const RnnSpec& s) {
-  SequenceKernelPlan pl;
   const I64 KH = RnnK(s) * s.H;
   if (!StepChainBwdShape(s) || KH % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch || s.H < 1) {
-    return pl;
+    return SequenceKernelPlan();
   }
-  int dev = 0;
-  const CoopDevice d = CurrentCoopDevice(&dev);
-  if (!d.ok) return pl;
-  const I64 ld = KH + kMmaPad, Bp = (s.B + 15) / 16 * 16;
-  const size_t d_bytes = sizeof(T) * Bp * ld;
-  const I64 U = MmaUnits(s.H, d.sms,
-                         (static_cast<I64>(d.optin) - static_cast<I64>(d_bytes) - 16) /
-                             static_cast<I64>(sizeof(T) * ld) / 8 * 8);
-  if (U == 0) return pl;
-  const I64 blocks = (s.H + U - 1) / U;
-  const size_t smem = Align16(sizeof(T) * U * ld) + d_bytes;
-  const void* fn = reinterpret_cast<const void*>(&PersistentMmaBwdKernel<T>);
-  if (static_cast<I64>(ResidentBlocks(dev, fn, smem)) * d.sms < blocks) return pl;
-  pl = MakePlan(blocks, U, 1, 1, smem);
-  pl.mma = true;
-  return pl;
+  return MmaPlan<T>(s, KH + kMmaPad, 1,
+                    reinterpret_cast<const void*>(&PersistentMmaBwdKernel<T>));
 }
 
 template <typename T>
