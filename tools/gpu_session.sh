@@ -30,8 +30,9 @@
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
 #             cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
-#     (default: build mma checks checks_steps checks_pbwd checks_cluster parity parity_cluster
-#      xla_ffi memcheck memcheck_cluster memcheck_parity racecheck racecheck_cluster)
+#     (default: build mma checks checks_mma checks_steps checks_pbwd checks_cluster parity
+#      parity_cluster xla_ffi memcheck memcheck_cluster memcheck_parity racecheck
+#      racecheck_cluster)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -40,7 +41,7 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(build mma checks checks_steps checks_pbwd checks_cluster parity
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build mma checks checks_mma checks_steps checks_pbwd checks_cluster parity
                                    parity_cluster xla_ffi memcheck memcheck_cluster
                                    memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
