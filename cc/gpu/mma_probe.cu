@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "cc/gpu/launch.h"
 #include "cc/gpu/mma.cuh"
 #include "cc/gpu/rnn_gpu.h"
 #include "cc/gpu/rnn_gpu_common.cuh"

@@ -79,10 +79,8 @@ SequenceKernelPlan ChooseFwdPlan(const RnnSpec& s) {
   }
   // The tensor-core forward has its own size limits (its product is cheap at any B it takes).
   if constexpr (sizeof(T) == 2) {
-    if (EnvIs("TFRNN_CUDA_MMA", "1")) {
-      const SequenceKernelPlan m = PlanPersistentMmaFwd<T>(s);
-      if (m.ok) return m;
-    }
+    const SequenceKernelPlan m = PlanPersistentMmaFwd<T>(s);
+    if (m.ok) return m;
   }
   if (!PersistentSize(s)) return SequenceKernelPlan();
   const I64 K = RnnK(s), Hs = RnnHs(s);

@@ -41,7 +41,7 @@ struct SequenceKernelPlan {
   // The fused step kernel (rnn_gpu_fused_step.cu): one launch per step, `group` batch rows and
   // `units` units per block.
   bool fused_step = false;
-  // The tensor-core persistent forward (rnn_gpu_persistent_mma.cu), half and bfloat16.
+  // The tensor-core persistent forward or backward (rnn_gpu_persistent_mma.cu).
   bool mma = false;
 };
 
@@ -61,15 +61,16 @@ GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, Fwd
                         T* h_next, AccOf<T>* hr);
 
 // The persistent forward on tensor cores (rnn_gpu_persistent_mma.cu; T = __half or
-// __nv_bfloat16): the same steps with the product on mma.sync and about 16 blocks. Chosen by
-// PlanPersistentFwd with TFRNN_CUDA_MMA=1 where it fits; PersistentFwd launches it.
+// __nv_bfloat16): the same steps with the product on mma.sync and about 16 blocks. A plan
+// only with TFRNN_CUDA_MMA=1 and where it fits; PlanPersistentFwd asks for one first,
+// PersistentFwd launches it.
 template <typename T>
 SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s);
 template <typename T>
 GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
                            const T* R, I64 steps, T* h_cur, T* h_next, AccOf<T>* hr);
-// Its backward: the persistent backward's steps with dhr·R on mma.sync (PlanPersistentBwd with
-// TFRNN_CUDA_MMA=1 where it fits; PersistentBwd launches it).
+// Its backward: the persistent backward's steps with dhr·R on mma.sync (the same switch;
+// PlanPersistentBwd asks first, PersistentBwd launches it).
 template <typename T>
 SequenceKernelPlan PlanPersistentMmaBwd(const RnnSpec& s);
 template <typename T>

@@ -51,9 +51,7 @@ __global__ void __launch_bounds__(kPThreads) PersistentBwdKernel(BwdStep<T> p,
       __syncthreads();  // the carries of this block's units are complete
     }
     // (2) the pointwise step of this block's units.
-    p.step = pa.steps - 1 - it;
-    p.dhr_cur = cur;
-    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) BwdPoint(p, i / un, j0 + i % un);
+    BwdPointBlock(p, pa.steps, it, cur, j0, un);
     // (3) every block's dhr of this step is written before any block reads it.
     grid.sync();
   }
@@ -71,10 +69,8 @@ template <typename T>
 SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || !StepChainBwdShape(s)) return SequenceKernelPlan();
   if constexpr (sizeof(T) == 2) {
-    if (EnvIs("TFRNN_CUDA_MMA", "1")) {
-      const SequenceKernelPlan m = PlanPersistentMmaBwd<T>(s);
-      if (m.ok) return m;
-    }
+    const SequenceKernelPlan m = PlanPersistentMmaBwd<T>(s);
+    if (m.ok) return m;
   }
   // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
   // cluster first); =0 keeps the default (DefaultBwd) off it.

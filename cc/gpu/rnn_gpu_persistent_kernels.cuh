@@ -90,6 +90,16 @@ __device__ __forceinline__ void FwdPointBlock(FwdStep<T>& p, I64 st, T* hc, T* h
   for (I64 i = threadIdx.x; i < p.B * un; i += blockDim.x) FwdPoint(p, i / un, j0 + i % un);
 }
 
+// The pointwise part of a persistent backward step (the it-th from the end) for the block's
+// units [j0, j0 + un), writing dhr of that step to cur.
+template <typename T>
+__device__ __forceinline__ void BwdPointBlock(BwdStep<T>& p, I64 steps, I64 it, T* cur, I64 j0,
+                                              I64 un) {
+  p.step = steps - 1 - it;
+  p.dhr_cur = cur;
+  for (I64 i = threadIdx.x; i < p.B * un; i += blockDim.x) BwdPoint(p, i / un, j0 + i % un);
+}
+
 // emit(b, r, Σ_c rs[r·len + c] · vs[b·len + c]) for every r < rows, b < B (from one lane):
 // each warp takes (RB rows, CB batch rows) tiles in turn, lanes stride over c (RB + CB
 // shared-memory loads per RB·CB multiply-adds), then a warp reduction. vs holds T or Acc

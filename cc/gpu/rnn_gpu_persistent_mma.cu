@@ -20,9 +20,9 @@
 // The backward (PersistentMmaBwdKernel) mirrors it as the persistent backward mirrors the
 // forward: a block keeps R's columns of its units and adds dhr_{t+1} · R[:, its units] to their
 // carries on mma.sync, for the layers the step-chain backward kernels take, K·H a multiple of
-// 16, where Rᵀ's rows and dhr fit. No atomics: every run gives
-// the same bits. Not yet measured on a GPU; the emulation checks it (tests/test_cuda_emulated.py,
-// path "mma").
+// 16, where Rᵀ's rows and dhr fit. No atomics: every run gives the same bits. Not yet measured
+// on a GPU; the emulation checks both against the float64 reference and the CUDA-core kernels
+// (tests/test_cuda_emulated.py, path "mma").
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 
 #include <cooperative_groups.h>
@@ -37,6 +37,26 @@ namespace {
 constexpr I64 kMmaPad = 8;             // elements of padding per shared-memory row
 constexpr I64 kMmaTargetBlocks = 16;   // blocks the plan aims at
 constexpr I64 kMmaMaxBatch = 64;
+
+// Rows of the batch operand in shared memory: B rounded up to whole 16-row tiles.
+__host__ __device__ inline I64 MmaBatchRows(I64 B) { return (B + 15) / 16 * 16; }
+
+// T's zero, converted from 0.f as every store of a T is (St).
+template <typename T>
+__device__ __forceinline__ T ZeroOf() {
+  T z;
+  St(&z, 0.f);
+  return z;
+}
+
+// Rows [B, Bp) of a [Bp, ld] shared-memory operand of `cols` columns set to zero (the product
+// reads whole 16-row tiles; rows past B must add nothing).
+template <typename T>
+__device__ __forceinline__ void ZeroBatchTail(T* dst, I64 ld, I64 B, I64 cols) {
+  const T zero = ZeroOf<T>();
+  const I64 n = (MmaBatchRows(B) - B) * cols;
+  for (I64 i = threadIdx.x; i < n; i += blockDim.x) dst[(B + i / cols) * ld + i % cols] = zero;
+}
 
 // rows x cols elements of T from src (dense, rows cols apart, 16-byte aligned; written by other
 // blocks: read from L2) into dst (rows ld apart, 16-byte aligned), 8 elements (16 bytes) per
@@ -94,22 +114,19 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaFwdKernel(FwdStep<T> p
   using A = AccOf<T>;
   unsigned char* smem = DynamicSmem();
   const I64 H = p.H, Hs = p.Hs, B = p.B, KH = p.K * p.H, U = pa.units, ld = Hs + kMmaPad;
-  const I64 Bp = (B + 15) / 16 * 16;
+  const I64 Bp = MmaBatchRows(B);
   const I64 j0 = blockIdx.x * U;
   const I64 un = H - j0 < U ? H - j0 : U;
   const I64 rows = p.K * un;  // gate rows of this block: gate (r / un), unit j0 + r % un
   T* rs = reinterpret_cast<T*>(smem);                                        // [K·U, ld]
   T* hs = reinterpret_cast<T*>(smem + Align16(sizeof(T) * p.K * U * ld));   // [Bp, ld]
   const T* R = static_cast<const T*>(pa.R);
-  T zero;
-  St(&zero, 0.f);
+  const T zero = ZeroOf<T>();
   for (I64 i = threadIdx.x; i < p.K * U * Hs; i += blockDim.x) {
     const I64 r = i / Hs, c = i % Hs;
     rs[r * ld + c] = r < rows ? R[((r / un) * H + j0 + r % un) * Hs + c] : zero;
   }
-  for (I64 i = threadIdx.x; i < (Bp - B) * Hs; i += blockDim.x) {
-    hs[(B + i / Hs) * ld + i % Hs] = zero;
-  }
+  ZeroBatchTail(hs, ld, B, Hs);
   A* hr = static_cast<A*>(pa.hr);
   cg::grid_group grid = cg::this_grid();
   for (I64 st = 0; st < pa.steps; ++st) {
@@ -145,21 +162,18 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaBwdKernel(BwdStep<T> p
   using A = AccOf<T>;
   unsigned char* smem = DynamicSmem();
   const I64 H = p.H, Hs = p.Hs, B = p.B, KH = p.K * p.H, U = pa.units, ld = KH + kMmaPad;
-  const I64 Bp = (B + 15) / 16 * 16;
+  const I64 Bp = MmaBatchRows(B);
   const I64 j0 = blockIdx.x * U;
   const I64 un = H - j0 < U ? H - j0 : U;
   T* rt = reinterpret_cast<T*>(smem);                                   // [U, ld]
   T* ds = reinterpret_cast<T*>(smem + Align16(sizeof(T) * U * ld));    // [Bp, ld]
   const T* R = static_cast<const T*>(pa.R);
-  T zero;
-  St(&zero, 0.f);
+  const T zero = ZeroOf<T>();
   for (I64 i = threadIdx.x; i < U * KH; i += blockDim.x) {
     const I64 u = i / KH, k = i % KH;
     rt[u * ld + k] = u < un ? R[k * Hs + j0 + u] : zero;
   }
-  for (I64 i = threadIdx.x; i < (Bp - B) * KH; i += blockDim.x) {
-    ds[(B + i / KH) * ld + i % KH] = zero;
-  }
+  ZeroBatchTail(ds, ld, B, KH);
   cg::grid_group grid = cg::this_grid();
   for (I64 it = 0; it < pa.steps; ++it) {
     T* cur = static_cast<T*>((it & 1) ? pa.d1 : pa.d0);
@@ -174,9 +188,7 @@ __global__ void __launch_bounds__(kPThreads) PersistentMmaBwdKernel(BwdStep<T> p
       __syncthreads();  // the carries of this block's units are complete
     }
     // (2) the pointwise step of this block's units.
-    p.step = pa.steps - 1 - it;
-    p.dhr_cur = cur;
-    for (I64 i = threadIdx.x; i < B * un; i += blockDim.x) BwdPoint(p, i / un, j0 + i % un);
+    BwdPointBlock(p, pa.steps, it, cur, j0, un);
     // (3) every block's dhr of this step is written before any block reads it.
     grid.sync();
   }
@@ -193,20 +205,18 @@ inline I64 MmaUnits(I64 H, int sms, I64 u_fit) {
   return U > u_fit ? 0 : U;
 }
 
-}  // namespace
-
-namespace {
-
-// The plan of a tensor-core kernel fn: each block keeps rows_per_unit rows of ld elements of T
-// per unit, and the batch (rounded up to 16 rows) of ld elements, in shared memory. Any failing
-// CUDA query, or too little shared memory, means no plan.
+// The plan of a tensor-core kernel fn, only with TFRNN_CUDA_MMA=1 (opt-in until a GPU measures
+// the kernels): each block keeps rows_per_unit rows of ld elements of T per unit, and the batch
+// (MmaBatchRows) of ld elements, in shared memory. Any failing CUDA query, or too little shared
+// memory, means no plan.
 template <typename T>
 SequenceKernelPlan MmaPlan(const RnnSpec& s, I64 ld, I64 rows_per_unit, const void* fn) {
   SequenceKernelPlan pl;
+  if (!EnvIs("TFRNN_CUDA_MMA", "1")) return pl;
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok) return pl;
-  const size_t batch_bytes = sizeof(T) * ((s.B + 15) / 16 * 16) * ld;
+  const size_t batch_bytes = sizeof(T) * MmaBatchRows(s.B) * ld;
   const I64 U = MmaUnits(s.H, d.sms,
                          (static_cast<I64>(d.optin) - static_cast<I64>(batch_bytes) - 16) /
                              static_cast<I64>(sizeof(T) * rows_per_unit * ld) / 8 * 8);
