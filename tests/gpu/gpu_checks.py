@@ -208,9 +208,9 @@ for _dt in ("float32", "float16", "bfloat16"):
                   dict(mode="gru", D=2, lengths="var", gru_reset_before=True, has_mask=True,
                        gru_z_new=True, dtype=_dt)]
 # Half and bfloat16 layers whose hidden size is a multiple of 16 (the tensor-core persistent
-# kernels' shapes, rnn_gpu_persistent_mma.cu, with TFRNN_CUDA_MMA=1): one and two 16-row
-# batch tiles, a last block with fewer units, 8-row gate tiles of gru and rnn_tanh; with
-# TFRNN_CUDA_MMA=1 also against the CUDA-core kernels (MMA_TOL).
+# kernels' shapes, rnn_gpu_persistent_mma.cu): one and two 16-row batch tiles, a last block with
+# fewer units, 8-row gate tiles of gru and rnn_tanh; with TFRNN_CUDA_MMA=1 they run on those
+# kernels and are also compared with the CUDA-core kernels (MMA_TOL).
 for _dt in ("float16", "bfloat16"):
     REF_CASES += [dict(mode="lstm", B=20, H=16, lengths="var", dtype=_dt, mma=True),
                   dict(mode="gru", D=2, H=80, dtype=_dt, mma=True),
@@ -231,7 +231,8 @@ def _check_mma_vs_cuda_cores(r, run, dtype):
         os.environ["TFRNN_CUDA_MMA"] = "1"
     for key in ("y", "hn", "cn", "dx", "dh0", "dc0", "dparams"):
         if r.get(key) is not None and rc.get(key) is not None:
-            gc.assert_close(f"{key} (tensor cores vs CUDA cores)", r[key], rc[key], MMA_TOL[dtype])
+            gc.assert_close(f"{key} (tensor cores vs CUDA cores)", r[key], rc[key],
+                            MMA_TOL[dtype])
 
 
 def check_vs_reference(case):
