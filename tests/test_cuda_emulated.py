@@ -148,7 +148,7 @@ def test_gpu_checks(emulated_engine, path):
 
 def test_tensor_core_product(emulated_engine):
     counts, _ = _run_checks("mma_checks.py", emulated_engine)
-    assert counts["PASS"] == 11  # 4 shapes x 2 dtypes + 3 refusals
+    assert counts["PASS"] == 13  # 4 shapes x 2 dtypes + 5 refusals
 
 
 def test_xla_custom_call_targets_through_jax(emulated_engine):
@@ -192,5 +192,5 @@ def test_tensor_core_product_sanitized():
     """mma_checks on the ASan + UBSan build: the fragment loads and stores stay in bounds."""
     so, env = _sanitized()
     counts, out = _run_checks("mma_checks.py", so, env_extra=env)
-    assert counts["PASS"] == 11, out
+    assert counts["PASS"] == 13, out
     assert "runtime error" not in out and "AddressSanitizer" not in out, out[-4000:]

@@ -8,8 +8,9 @@ tfrnn_cuda_mma_probe, for half and bfloat16 inputs.
 Random A [M, K] and B [K, N] are drawn in float64 and rounded to the input type; the reference
 is their float64 product, and the probe's float32 result must agree to
 max|c - ref| / max(1, max|ref|) <= 1e-4 (the products are exact in float32, the sums round:
-a wrong fragment layout is off by O(1)). Invalid sizes and dtypes must be refused. Prints a
-line per check and a summary; exits 1 on any failure.
+a wrong fragment layout is off by O(1)). Sizes off the tile grid or too large, another dtype
+and a NULL operand must be refused. Prints a line per check and a summary; exits 1 on any
+failure.
 """
 
 import os
@@ -95,14 +96,17 @@ def main():
             passed += ok
             print(f"{'PASS' if ok else 'FAIL'} mma {dtype} M={M} N={N} K={K}: rel err {err:.2e}",
                   flush=True)
-    # Refused: sizes off the tile grid, another dtype.
+    # Refused: sizes off the tile grid or too large, another dtype, a NULL operand.
     pa, _ = mem.put(np.zeros((16, 16), np.uint16))
     pc, _ = mem.put(np.zeros((16, 8), np.float32))
-    for what, args in (("M = 8", ("float16", 8, 8, 16)), ("K = 24", ("bfloat16", 16, 8, 24)),
-                       ("dtype float32", ("float32", 16, 8, 16))):
-        dtype, M, N, K = args
+    for what, args in (("M = 8", ("float16", 8, 8, 16, pa)),
+                       ("K = 24", ("bfloat16", 16, 8, 24, pa)),
+                       ("N = 4104", ("float16", 16, 4104, 16, pa)),
+                       ("dtype float32", ("float32", 16, 8, 16, pa)),
+                       ("NULL b", ("bfloat16", 16, 8, 16, None))):
+        dtype, M, N, K, pb = args
         try:
-            eng.mma_probe(dtype, pa, pa, pc, M, N, K, mem.stream())
+            eng.mma_probe(dtype, pa, pb, pc, M, N, K, mem.stream())
             ok = False
         except ce.EngineError as e:
             ok = e.code == 1
