@@ -570,11 +570,9 @@ void MakeMask(const CpuDevice& d, const RnnSpec& s, Index l, A* mask, Index n) {
   });
 }
 
-
-}  // namespace
-
+// The layers over the whole batch, one after the other (ws: RnnFwdLayersWorkspaceSize).
 template <typename A>
-void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
+void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
   const Index TB = s.T * s.B, Hs = RnnHs(s), ycols = s.D * Hs;
   A* reserve = a.reserve;
   for (Index l = 0; l < s.L; ++l) {
@@ -597,6 +595,95 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
       FlatMap<A>(ylayer, TB * ycols).device(d) =
           FlatMap<A>(ylayer, TB * ycols) * ConstFlatMap<A>(mask, TB * ycols);
     }
+  }
+}
+
+// Rows [b0, b1) of each of the n slabs of [n, B, w] at `full` to or from the [n, b1 - b0, w] at
+// `block`.
+template <typename A>
+void BlockRows(A* full, A* block, Index n, Index B, Index b0, Index b1, Index w, bool to_block) {
+  const Index rows = (b1 - b0) * w;
+  for (Index i = 0; i < n; ++i) {
+    A* f = full + (i * B + b0) * w;
+    A* b = block + i * rows;
+    if (to_block) {
+      std::copy_n(f, rows, b);
+    } else {
+      std::copy_n(b, rows, f);
+    }
+  }
+}
+
+// The forward in n batch blocks (types.h RnnBatchBlocks): block i, rows [b0, b1), runs the
+// layers on its rows as a call of its own on one thread, its operands' rows in place where
+// they are contiguous (a batch-major x and y; the states of one layer and direction), else
+// gathered into and scattered from its scratch (workspace.h CarveRnnBlock); its reserve is the
+// rows' share of the caller's. The blocks are claimed by the caller and the pool's threads as
+// they start (StepLoop), and a block computes the same whichever thread runs it.
+template <typename A>
+void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
+                        Index n) {
+  const Index T = s.T, B = s.B, H = s.H, Hs = RnnHs(s), ycols = s.D * Hs, LD = s.L * s.D;
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const CpuDevice one(d.getPool(), 1);
+  const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
+  StepLoop(d, 1, n, cost, [&](Index, Index i) {
+    const RnnSpec bs = RnnBlockSpec(s, n, i);
+    const Index b0 = RnnBatchBlockRow(B, n, i), b1 = b0 + bs.B;
+    Index ws_off = 0, res_off = 0;
+    for (Index j = 0; j < i; ++j) {
+      const RnnSpec bj = RnnBlockSpec(s, n, j);
+      ws_off += RnnBlockScratchSize(bj);
+      res_off += RnnReserveSize(bj);
+    }
+    Carver<A> cv(ws + ws_off);
+    const RnnBlockScratch<A> w = CarveRnnBlock(bs, &cv);
+    RnnFwdArgs<A> b = a;
+    b.lengths = a.lengths != nullptr ? a.lengths + b0 : nullptr;
+    b.reserve = a.reserve + res_off;
+    if (a.batch_major) {
+      b.x = a.x + b0 * T * s.I;
+      b.y = a.y + b0 * T * ycols;
+    } else {
+      BlockRows(const_cast<A*>(a.x), w.x, T, B, b0, b1, s.I, true);
+      b.x = w.x;
+      b.y = w.y;
+    }
+    if (LD == 1) {
+      b.h0 = a.h0 + b0 * Hs;
+      b.hn = a.hn + b0 * Hs;
+      if (lstm) {
+        b.c0 = a.c0 + b0 * H;
+        b.cn = a.cn + b0 * H;
+      }
+    } else {
+      BlockRows(const_cast<A*>(a.h0), w.h0, LD, B, b0, b1, Hs, true);
+      b.h0 = w.h0;
+      b.hn = w.hn;
+      if (lstm) {
+        BlockRows(const_cast<A*>(a.c0), w.c0, LD, B, b0, b1, H, true);
+        b.c0 = w.c0;
+        b.cn = w.cn;
+      }
+    }
+    ForwardLayers<A>(one, bs, b, w.ws);
+    if (!a.batch_major) BlockRows(a.y, w.y, T, B, b0, b1, ycols, false);
+    if (LD > 1) {
+      BlockRows(a.hn, w.hn, LD, B, b0, b1, Hs, false);
+      if (lstm) BlockRows(a.cn, w.cn, LD, B, b0, b1, H, false);
+    }
+  });
+}
+
+}  // namespace
+
+template <typename A>
+void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
+  const Index n = RnnBatchBlocks(s, d.numThreads());
+  if (n > 1) {
+    ForwardBatchBlocks<A>(d, s, a, ws, n);
+  } else {
+    ForwardLayers<A>(d, s, a, ws);
   }
 }
 

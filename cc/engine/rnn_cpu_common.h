@@ -181,7 +181,7 @@ void ForUnitBlocks(const CpuDevice& d, Index H, Index elems, Fn&& fn) {
 }
 
 // One (layer, direction) of the forward: ylayer [T, B, D·Hs] receives h, a.hn / a.cn the final
-// states of pseudo-layer `pseudo`; ws has RnnFwdWorkspaceSize(s) elements (rnn_cpu.cc).
+// states of pseudo-layer `pseudo`; ws has RnnFwdLayersWorkspaceSize(s) elements (rnn_cpu.cc).
 template <typename A>
 void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws);

@@ -3,6 +3,7 @@
 #ifndef TF_RNN_OPS_CC_ENGINE_TYPES_H_
 #define TF_RNN_OPS_CC_ENGINE_TYPES_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -395,6 +396,49 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
   return in > 0 && (in + Hs) * KH <= (Index(1) << (bf16 ? 19 : 18));
 }
+// Batch blocks (RnnForward, rnn_cpu.cc). At inference the batch's rows are independent
+// sequences, so the forward can run them in blocks of rows, each block's whole stack as a call
+// of its own on one thread: no step of a block waits for another block, and each thread keeps
+// its own packed copy of the weights in its core's cache. The unit blocks of StepLoop and the
+// pipelined chain instead meet at every step, and their product of a step reads the h rows
+// another core has just written. On 2 cores two blocks of B/2 rows ran 1.0-1.5x as fast as
+// those roads at every size measured (docs/PERFORMANCE.md, "Batch blocks"). A block keeps at
+// least kBatchBlockRows rows (the kernel's register block of rows); blocks run on up to
+// kBatchBlockMaxThreads threads (beyond, the roads measured on the 16-core host stay), and
+// only while a layer's weights take at most kBatchBlockMaxWeights bytes: each block packs its
+// own copy (in the workspace) and streams all of R at every step, where the unit blocks
+// stream a slice each (20x128x512x1024, 25 MB of weights: 0.93-0.98x). Not in training (the
+// reserve's rows are the backward's, time-major over the whole batch), with a recurrent
+// mask, or for the few rows of a streaming call.
+// TF_RNN_OPS_CPU_BATCH_BLOCKS=0 turns them off (for measurements; read once per process).
+constexpr Index kBatchBlockRows = 8;
+constexpr int kBatchBlockMaxThreads = 4;
+constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
+inline bool BatchBlocksOff() {
+  static const bool off = [] {
+    const char* e = std::getenv("TF_RNN_OPS_CPU_BATCH_BLOCKS");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+// The most blocks the spec allows, whatever the thread count (the workspace is sized for
+// each count up to it): 1 = none.
+inline Index RnnBatchBlocksMax(const RnnSpec& s) {
+  if (s.training || s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
+  const Index K = RnnGates(s.mode), Hs = s.P > 0 ? s.P : s.H;
+  const Index in = std::max<Index>(s.skip_input || s.preprojected ? 0 : s.I,
+                                   s.L > 1 ? s.D * Hs : 0);  // the widest layer input
+  const double weights = double(K * s.H) * double(in + Hs) * (s.bf16 ? 2.0 : 4.0);
+  if (weights > kBatchBlockMaxWeights) return 1;
+  return std::max<Index>(1, std::min<Index>(s.B / kBatchBlockRows, kBatchBlockMaxThreads));
+}
+inline Index RnnBatchBlocks(const RnnSpec& s, int threads) {
+  if (threads < 2 || threads > kBatchBlockMaxThreads) return 1;
+  return std::min<Index>(RnnBatchBlocksMax(s), threads);
+}
+// Block i of n: rows [RnnBatchBlockRow(B, n, i), RnnBatchBlockRow(B, n, i + 1)).
+inline Index RnnBatchBlockRow(Index B, Index n, Index i) { return B * i / n; }
+
 // The LSTM block ops (lstm_block_mapping.h) as one layer of this engine:
 // T = seq_len_max steps, B batch rows, H units, the block ops' w as x·W + h·R.
 inline RnnSpec LstmBlockRnnSpec(const LstmCellSpec& c, Index steps, Index B, Index I, Index H) {

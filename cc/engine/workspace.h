@@ -78,8 +78,54 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
   }
   return w;
 }
-inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
+// The forward's layers over the whole batch (no batch blocks).
+inline Index RnnFwdLayersWorkspaceSize(const RnnSpec& s) {
   return CountedSize([&](Carver<float>* cv) { CarveRnnFwd(s, cv); });
+}
+
+// Batch blocks (types.h RnnBatchBlocks; RnnForward, rnn_cpu.cc): block i of n is the spec on
+// its rows, and its scratch holds, each piece 16 elements aligned: the block's x and y rows
+// (a time-major x and y), its h0, c0, hn and cn rows (more than one layer or direction),
+// then its own forward workspace. Its reserve is its share of the caller's.
+constexpr Index kBlockAlign = 16;
+inline Index AlignUp(Index n) { return (n + kBlockAlign - 1) / kBlockAlign * kBlockAlign; }
+inline RnnSpec RnnBlockSpec(const RnnSpec& s, Index n, Index i) {
+  RnnSpec b = s;
+  b.B = RnnBatchBlockRow(s.B, n, i + 1) - RnnBatchBlockRow(s.B, n, i);
+  return b;
+}
+template <typename A>
+struct RnnBlockScratch {
+  A *x, *y, *h0, *c0, *hn, *cn, *ws;
+};
+template <typename A>
+RnnBlockScratch<A> CarveRnnBlock(const RnnSpec& b, Carver<A>* cv) {
+  const Index TB = b.T * b.B, Hs = RnnHs(b), LD = b.L * b.D;
+  const bool states = LD > 1;
+  RnnBlockScratch<A> w;
+  w.x = cv->Take(AlignUp(TB * b.I));
+  w.y = cv->Take(AlignUp(TB * b.D * Hs));
+  w.h0 = states ? cv->Take(AlignUp(LD * b.B * Hs)) : nullptr;
+  w.hn = states ? cv->Take(AlignUp(LD * b.B * Hs)) : nullptr;
+  w.c0 = states ? cv->Take(AlignUp(LD * b.B * b.H)) : nullptr;
+  w.cn = states ? cv->Take(AlignUp(LD * b.B * b.H)) : nullptr;
+  w.ws = cv->Take(AlignUp(RnnFwdLayersWorkspaceSize(b)));
+  return w;
+}
+inline Index RnnBlockScratchSize(const RnnSpec& b) {
+  return CountedSize([&](Carver<float>* cv) { CarveRnnBlock(b, cv); });
+}
+// The workspace of RnnForward: the layers' over the whole batch, or the batch blocks' for any
+// block count the spec allows, whichever is larger; a multiple of 16 elements, so that a
+// reserve placed after it keeps the workspace's alignment.
+inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
+  Index size = RnnFwdLayersWorkspaceSize(s);
+  for (Index n = 2; n <= RnnBatchBlocksMax(s); ++n) {
+    Index blocks = 0;
+    for (Index i = 0; i < n; ++i) blocks += RnnBlockScratchSize(RnnBlockSpec(s, n, i));
+    size = std::max(size, blocks);
+  }
+  return AlignUp(size);
 }
 
 // Buffers of one layer's backward (LayerBackward, StepBackward).
@@ -146,7 +192,7 @@ template <typename A>
 struct LstmFwdScratch {
   A *gx, *peep, *br;
   A* xh;            // one step
-  A *hn, *cn, *ws;  // more steps (ws: RnnFwdWorkspaceSize of the layer)
+  A *hn, *cn, *ws;  // more steps (ws: RnnFwdLayersWorkspaceSize of the layer)
 };
 template <typename A>
 LstmFwdScratch<A> CarveLstmFwd(Index seq_len_max, Index B, Index I, Index H, bool bf16,
@@ -163,7 +209,7 @@ LstmFwdScratch<A> CarveLstmFwd(Index seq_len_max, Index B, Index I, Index H, boo
     c.bf16 = bf16;
     w.hn = cv->Take(B * H);
     w.cn = cv->Take(B * H);
-    w.ws = cv->Take(RnnFwdWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, B, I, H)));
+    w.ws = cv->Take(RnnFwdLayersWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, B, I, H)));
   }
   return w;
 }

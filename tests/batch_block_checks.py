@@ -1,0 +1,79 @@
+"""The forward at inference in batch blocks (cc/engine/rnn_cpu.cc ForwardBatchBlocks: the rows
+in blocks of at least 8, each block's whole stack a call of its own on one thread) against the
+float64 reference, run by tests/test_batch_blocks.py in a child process per setting:
+TensorFlow's intra-op pool size (BATCH_CHECK_THREADS, set before the first op: 2 threads make
+two blocks, 4 up to four) and TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
+whole batch; read once per process).
+
+Cases: every mode, one and two layers and directions (the states gathered per block), time-major
+x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T,
+a projection, batches that do not split evenly (19 rows: 9 and 10; 3 blocks of 13-14 rows),
+and batches below two blocks (15 rows: no split), in float64 and float32.
+
+    BATCH_CHECK_THREADS=4 python tests/batch_block_checks.py   # a line per case, exit 1 on a mismatch
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tensorflow as tf  # noqa: E402
+
+_THREADS = int(os.environ.get("BATCH_CHECK_THREADS", "0"))
+if _THREADS:
+    tf.config.threading.set_intra_op_parallelism_threads(_THREADS)
+
+import test_cudnn_rnn as C  # noqa: E402
+
+F32, F64 = tf.float32, tf.float64
+
+# (T, B, I, H): sizes that take the fused input product inside a block (small weights), the
+# separate input projection (larger weights), and the batch splits above.
+SIZES = [(6, 19, 5, 12), (5, 40, 30, 70), (4, 15, 6, 10), (3, 64, 8, 16)]
+
+
+def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dtype):
+    T, B, I, H = size
+    kw = C.model_kw(mode, L, H, I, "linear_input", direction, num_proj=num_proj)
+    x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=time_major)
+    lens = C._lengths(rng, B, T) if lengths else None
+    outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, dtype, seq_lengths=lens,
+                      time_major=time_major, is_training=False)
+    ref = C.ref_fwd(x, h0, c0, params, kw, dtype, seq_lengths=lens, time_major=time_major)
+    C.assert_fwd(outs, ref, mode, C.FWD_TOL[dtype])
+    if lens is not None:
+        C._assert_zero_past_lengths(outs[0], lens, time_major=time_major)
+
+
+def main():
+    from tf_rnn_ops import raw_ops as ours
+    rng = np.random.default_rng(23)
+    cases = []
+    for size in SIZES:
+        for mode in C.MODES:
+            for L, direction, lengths in ((1, "unidirectional", False),
+                                          (2, "bidirectional", True)):
+                for time_major in (True, False):
+                    cases.append((size, mode, L, direction, time_major, lengths, 0, F64))
+        cases.append((size, "lstm", 1, "unidirectional", False, False, 0, F32))
+    cases.append((SIZES[1], "lstm", 2, "unidirectional", True, True, 24, F64))
+    failures = 0
+    for case in cases:
+        name = "size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
+            *case[:-1], case[-1].name)
+        try:
+            _case(ours, rng, *case)
+            print("ok  ", name, flush=True)
+        except AssertionError as e:
+            failures += 1
+            print("FAIL", name, str(e)[:2000], flush=True)
+    print("BATCH_BLOCKS", os.environ.get("TF_RNN_OPS_CPU_BATCH_BLOCKS", "auto"), "THREADS",
+          tf.config.threading.get_intra_op_parallelism_threads(), "CASES", len(cases),
+          "FAILURES", failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
