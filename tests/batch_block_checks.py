@@ -2,13 +2,13 @@
 in blocks of at least 8, each block's whole stack a call of its own on one thread) against the
 float64 reference, run by tests/test_batch_blocks.py in a child process per setting:
 TensorFlow's intra-op pool size (BATCH_CHECK_THREADS, set before the first op: 2 threads make
-two blocks, 4 up to four) and TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
+two blocks, 3 three, 4 up to four) and TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
 whole batch; read once per process).
 
 Cases: every mode, one and two layers and directions (the states gathered per block), time-major
 x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T,
-a projection, batches that do not split evenly (19 rows: 9 and 10; 3 blocks of 13-14 rows),
-and batches below two blocks (15 rows: no split), in float64 and float32.
+a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
+and 14), and batches below two blocks (15 rows: no split), in float64 and float32.
 
     BATCH_CHECK_THREADS=4 python tests/batch_block_checks.py   # a line per case, exit 1 on a mismatch
 """

@@ -1,14 +1,14 @@
 """The forward at inference in batch blocks (tests/batch_block_checks.py, one child process per
-setting) against the float64 reference: on 2 intra-op threads (two blocks), on 4 (up to four),
-and with TF_RNN_OPS_CPU_BATCH_BLOCKS=0 (the roads over the whole batch, as in training). The
-bits of a call repeated and of calls made at once are tests/test_repeatable.py's (its inference
-cases of 40 rows run in blocks)."""
+setting) against the float64 reference: on 2 intra-op threads (two blocks), on 3 (three blocks
+of 13-14 rows at B = 40), on 4 (up to four), and with TF_RNN_OPS_CPU_BATCH_BLOCKS=0 (the roads
+over the whole batch, as in training). The bits of a call repeated and of calls made at once
+are tests/test_repeatable.py's (its inference cases of 40 rows run in blocks)."""
 import pytest
 
 from child_run import run_check
 
 
-@pytest.mark.parametrize("blocks,threads", [("auto", 2), ("auto", 4), ("0", 2)])
+@pytest.mark.parametrize("blocks,threads", [("auto", 2), ("auto", 3), ("auto", 4), ("0", 2)])
 def test_batch_blocks_match_reference(blocks, threads):
     env = {"BATCH_CHECK_THREADS": str(threads)}
     if blocks != "auto":
