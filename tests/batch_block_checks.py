@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorflow as tf  # noqa: E402
 
-_THREADS = int(os.environ.get("BATCH_CHECK_THREADS", "0"))
-if _THREADS:
-    tf.config.threading.set_intra_op_parallelism_threads(_THREADS)
+from child_run import intra_op_threads_from, run_cases  # noqa: E402
+
+intra_op_threads_from("BATCH_CHECK_THREADS")
 
 import test_cudnn_rnn as C  # noqa: E402
 
@@ -59,20 +59,11 @@ def main():
                     cases.append((size, mode, L, direction, time_major, lengths, 0, F64))
         cases.append((size, "lstm", 1, "unidirectional", False, False, 0, F32))
     cases.append((SIZES[1], "lstm", 2, "unidirectional", True, True, 24, F64))
-    failures = 0
-    for case in cases:
-        name = "size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
-            *case[:-1], case[-1].name)
-        try:
-            _case(ours, rng, *case)
-            print("ok  ", name, flush=True)
-        except AssertionError as e:
-            failures += 1
-            print("FAIL", name, str(e)[:2000], flush=True)
-    print("BATCH_BLOCKS", os.environ.get("TF_RNN_OPS_CPU_BATCH_BLOCKS", "auto"), "THREADS",
-          tf.config.threading.get_intra_op_parallelism_threads(), "CASES", len(cases),
-          "FAILURES", failures)
-    return 1 if failures else 0
+    named = [("size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
+                  *case[:-1], case[-1].name),
+              lambda case=case: _case(ours, rng, *case)) for case in cases]
+    return run_cases(named, "BATCH_BLOCKS " +
+                     os.environ.get("TF_RNN_OPS_CPU_BATCH_BLOCKS", "auto"))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorflow as tf  # noqa: E402
 
-_THREADS = int(os.environ.get("CHAIN_CHECK_THREADS", "0"))
-if _THREADS:
-    tf.config.threading.set_intra_op_parallelism_threads(_THREADS)
+from child_run import intra_op_threads_from, run_cases  # noqa: E402
+
+intra_op_threads_from("CHAIN_CHECK_THREADS")
 
 import isa_checks as C  # noqa: E402
 
@@ -51,17 +51,7 @@ def main():
                 cases.append((f"CudnnRNNV3 {mode} {size} short lengths {dtype.name}",
                               lambda mode=mode, size=size, dtype=dtype:
                               C._cudnn_rnn(ours, rng, mode, size, False, dtype, short=True)))
-    failures = 0
-    for name, fn in cases:
-        try:
-            fn()
-            print("ok  ", name, flush=True)
-        except AssertionError as e:
-            failures += 1
-            print("FAIL", name, str(e)[:2000], flush=True)
-    print("ROAD", os.environ.get("TF_RNN_OPS_CPU_CHAIN", "auto"), "THREADS",
-          tf.config.threading.get_intra_op_parallelism_threads(), "FAILURES", failures)
-    return 1 if failures else 0
+    return run_cases(cases, "ROAD " + os.environ.get("TF_RNN_OPS_CPU_CHAIN", "auto"))
 
 
 if __name__ == "__main__":
