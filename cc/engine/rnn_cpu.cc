@@ -598,23 +598,14 @@ void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a,
   }
 }
 
-// Rows [b0, b1) of each of the n slabs of [n, B, w] at `full` to or from the [n, b1 - b0, w] at
-// `block`.
+// n pieces of len elements, piece i from src + i · sld to dst + i · dld: a block's rows of each
+// slab [n, B, w] gathered (src the whole, sld = B·w, dld = len) or scattered back.
 template <typename A>
-void BlockRows(A* full, A* block, Index n, Index B, Index b0, Index b1, Index w, bool to_block) {
-  const Index rows = (b1 - b0) * w;
-  for (Index i = 0; i < n; ++i) {
-    A* f = full + (i * B + b0) * w;
-    A* b = block + i * rows;
-    if (to_block) {
-      std::copy_n(f, rows, b);
-    } else {
-      std::copy_n(b, rows, f);
-    }
-  }
+void CopySlabs(const A* src, Index sld, A* dst, Index dld, Index n, Index len) {
+  for (Index i = 0; i < n; ++i) std::copy_n(src + i * sld, len, dst + i * dld);
 }
 
-// The forward in n batch blocks (types.h RnnBatchBlocks): block i, rows [b0, b1), runs the
+// The forward in n batch blocks (types.h RnnBatchBlocks): block i, its rows from b0, runs the
 // layers on its rows as a call of its own on one thread, its operands' rows in place where
 // they are contiguous (a batch-major x and y; the states of one layer and direction), else
 // gathered into and scattered from its scratch (workspace.h CarveRnnBlock); its reserve is the
@@ -629,7 +620,7 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
     const RnnSpec bs = RnnBlockSpec(s, n, i);
-    const Index b0 = RnnBatchBlockRow(B, n, i), b1 = b0 + bs.B;
+    const Index b0 = RnnBatchBlockRow(B, n, i);
     Index ws_off = 0, res_off = 0;
     for (Index j = 0; j < i; ++j) {
       const RnnSpec bj = RnnBlockSpec(s, n, j);
@@ -645,7 +636,7 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
       b.x = a.x + b0 * T * s.I;
       b.y = a.y + b0 * T * ycols;
     } else {
-      BlockRows(const_cast<A*>(a.x), w.x, T, B, b0, b1, s.I, true);
+      CopySlabs(a.x + b0 * s.I, B * s.I, w.x, bs.B * s.I, T, bs.B * s.I);
       b.x = w.x;
       b.y = w.y;
     }
@@ -657,20 +648,20 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
         b.cn = a.cn + b0 * H;
       }
     } else {
-      BlockRows(const_cast<A*>(a.h0), w.h0, LD, B, b0, b1, Hs, true);
+      CopySlabs(a.h0 + b0 * Hs, B * Hs, w.h0, bs.B * Hs, LD, bs.B * Hs);
       b.h0 = w.h0;
       b.hn = w.hn;
       if (lstm) {
-        BlockRows(const_cast<A*>(a.c0), w.c0, LD, B, b0, b1, H, true);
+        CopySlabs(a.c0 + b0 * H, B * H, w.c0, bs.B * H, LD, bs.B * H);
         b.c0 = w.c0;
         b.cn = w.cn;
       }
     }
     ForwardLayers<A>(one, bs, b, w.ws);
-    if (!a.batch_major) BlockRows(a.y, w.y, T, B, b0, b1, ycols, false);
+    if (!a.batch_major) CopySlabs(w.y, bs.B * ycols, a.y + b0 * ycols, B * ycols, T, bs.B * ycols);
     if (LD > 1) {
-      BlockRows(a.hn, w.hn, LD, B, b0, b1, Hs, false);
-      if (lstm) BlockRows(a.cn, w.cn, LD, B, b0, b1, H, false);
+      CopySlabs(w.hn, bs.B * Hs, a.hn + b0 * Hs, B * Hs, LD, bs.B * Hs);
+      if (lstm) CopySlabs(w.cn, bs.B * H, a.cn + b0 * H, B * H, LD, bs.B * H);
     }
   });
 }

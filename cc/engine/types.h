@@ -425,10 +425,8 @@ inline bool BatchBlocksOff() {
 // each count up to it): 1 = none.
 inline Index RnnBatchBlocksMax(const RnnSpec& s) {
   if (s.training || s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
-  const Index K = RnnGates(s.mode), Hs = s.P > 0 ? s.P : s.H;
-  const Index in = std::max<Index>(s.skip_input || s.preprojected ? 0 : s.I,
-                                   s.L > 1 ? s.D * Hs : 0);  // the widest layer input
-  const double weights = double(K * s.H) * double(in + Hs) * (s.bf16 ? 2.0 : 4.0);
+  const Index in = std::max(RnnInWidth(s, 0), s.L > 1 ? RnnInWidth(s, 1) : Index(0));
+  const double weights = double(RnnK(s) * s.H) * double(in + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
   if (weights > kBatchBlockMaxWeights) return 1;
   return std::max<Index>(1, std::min<Index>(s.B / kBatchBlockRows, kBatchBlockMaxThreads));
 }
