@@ -1,6 +1,8 @@
-"""The forward at inference in batch blocks (cc/engine/rnn_cpu.cc ForwardBatchBlocks: the rows
-in blocks of at least 8, each block's whole stack a call of its own on one thread) against the
-float64 reference, run by tests/test_batch_blocks.py in a child process per setting:
+"""The forward in batch blocks (cc/engine/rnn_cpu.cc ForwardBatchBlocks: the rows in blocks of
+at least 8, each block's whole stack a call of its own on one thread) against the float64
+reference, at inference and in training (the forward's outputs and then CudnnRNNBackprop's
+gradients, which read the reserve the blocks wrote), run by tests/test_batch_blocks.py in a
+child process per setting:
 TensorFlow's intra-op pool size (BATCH_CHECK_THREADS, set before the first op: 2 threads make
 two blocks, 3 three, 4 up to four) and TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
 whole batch; read once per process).
@@ -8,7 +10,11 @@ whole batch; read once per process).
 Cases: every mode, one and two layers and directions (the states gathered per block), time-major
 x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T,
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
-and 14), and batches below two blocks (15 rows: no split), in float64 and float32.
+and 14), and batches below two blocks (15 rows: no split), in float64 and float32. Training
+cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its step's
+product (small weights) and every sequence is full length; gru, per-sequence lengths, the
+larger weights of TRAIN_SIZES[2] and T = 4 (a streaming call's steps at 8 rows) keep the roads
+over the whole batch, and check that the choice is made right.
 
     BATCH_CHECK_THREADS=4 python tests/batch_block_checks.py   # a line per case, exit 1 on a mismatch
 """
@@ -26,6 +32,7 @@ from child_run import intra_op_threads_from, run_cases  # noqa: E402
 intra_op_threads_from("BATCH_CHECK_THREADS")
 
 import test_cudnn_rnn as C  # noqa: E402
+import test_cudnn_rnn_grads as G  # noqa: E402
 
 F32, F64 = tf.float32, tf.float64
 
@@ -47,6 +54,27 @@ def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dt
         C._assert_zero_past_lengths(outs[0], lens, time_major=time_major)
 
 
+# (T, B, I, H) of the training cases: 19 rows (two blocks of 9 and 10), 40 rows (up to four
+# blocks), lstm weights too large to fuse ((160 + 300) x 1200), and too few steps (T = 4).
+TRAIN_SIZES = [(6, 19, 5, 12), (7, 40, 16, 24), (6, 16, 160, 300), (4, 24, 6, 10)]
+
+
+def _train_case(ours, rng, size, mode, L, direction, time_major, lengths, dtype):
+    T, B, I, H = size
+    kw = C.model_kw(mode, L, H, I, "linear_input", direction)
+    x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=time_major)
+    lens = C._lengths(rng, B, T) if lengths else None
+    outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, dtype, seq_lengths=lens,
+                      time_major=time_major, is_training=True)
+    dy, dh, dc = G.upstream(rng, outs, mode)
+    ref, want = G.ref_grads(x, h0, c0, params, kw, dy, dh, dc, dtype, seq_lengths=lens,
+                            time_major=time_major)
+    C.assert_fwd(outs, ref, mode, C.FWD_TOL[dtype])
+    got = G.call_backprop(ours, "V3", x, h0, c0, params, outs, dy, dh, dc, kw, dtype,
+                          seq_lengths=lens, time_major=time_major)
+    G.assert_grads(got, want, mode, G.GRAD_TOL[dtype])
+
+
 def main():
     from tf_rnn_ops import raw_ops as ours
     rng = np.random.default_rng(23)
@@ -62,6 +90,17 @@ def main():
     named = [("size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
                   *case[:-1], case[-1].name),
               lambda case=case: _case(ours, rng, *case)) for case in cases]
+    train = []
+    for size in TRAIN_SIZES:
+        for mode in C.MODES:
+            for L, direction in ((1, "unidirectional"), (2, "bidirectional")):
+                train.append((size, mode, L, direction, True, False, F64))
+        train.append((size, "lstm", 1, "unidirectional", False, False, F64))
+        train.append((size, "lstm", 2, "bidirectional", True, True, F64))
+        train.append((size, "lstm", 1, "unidirectional", True, False, F32))
+    named += [("training size={} mode={} L={} {} time_major={} lengths={} {}".format(
+                   *case[:-1], case[-1].name),
+               lambda case=case: _train_case(ours, rng, *case)) for case in train]
     return run_cases(named, "BATCH_BLOCKS " +
                      os.environ.get("TF_RNN_OPS_CPU_BATCH_BLOCKS", "auto"))
 

@@ -1,8 +1,9 @@
-"""The forward at inference in batch blocks (tests/batch_block_checks.py, one child process per
-setting) against the float64 reference: on 2 intra-op threads (two blocks), on 3 (three blocks
-of 13-14 rows at B = 40), on 4 (up to four), and with TF_RNN_OPS_CPU_BATCH_BLOCKS=0 (the roads
-over the whole batch, as in training). The bits of a call repeated and of calls made at once
-are tests/test_repeatable.py's (its inference cases of 40 rows run in blocks)."""
+"""The forward in batch blocks, at inference and in training (with the backward that reads its
+reserve; tests/batch_block_checks.py, one child process per setting), against the float64
+reference: on 2 intra-op threads (two blocks), on 3 (three blocks of 13-14 rows at B = 40), on
+4 (up to four), and with TF_RNN_OPS_CPU_BATCH_BLOCKS=0 (the roads over the whole batch). The
+bits of a call repeated and of calls made at once are tests/test_repeatable.py's (its cases of
+40 rows run in blocks)."""
 import pytest
 
 from child_run import run_check

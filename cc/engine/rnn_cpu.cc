@@ -289,7 +289,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // or batch-major: Layer::x_batch_major); x_row(r): x's row for gx's row r.
   const Index xld = (ly.x_batch_major ? s.T : 1) * ly.in_cols;
   auto x_step = [&](Index tau) {
-    return xin + SeqRow(ly.x_batch_major, s.T, B, tau, 0) * ly.in_cols;
+    return xin + SeqRow(ly.x_batch_major, s.T, ly.RowB(B), tau, 0) * ly.in_cols;
   };
   auto x_row = [&](Index r) {
     return xin + (x_strided ? SeqRow(true, s.T, B, r / B, r % B) : r) * ly.in_cols;
@@ -570,20 +570,33 @@ void MakeMask(const CpuDevice& d, const RnnSpec& s, Index l, A* mask, Index n) {
   });
 }
 
-// The layers over the whole batch, one after the other (ws: RnnFwdLayersWorkspaceSize).
+// The layers over the whole batch, one after the other (ws: RnnFwdLayersWorkspaceSize). With
+// `whole` (a training batch block, RnnTrainBatchBlocks): s is the block's spec, and its rows of
+// x, y and the reserve are those of `whole`'s buffers from row b0 on, used in place.
 template <typename A>
-void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
+void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
+                   const RnnSpec* whole = nullptr, Index b0 = 0) {
   const Index TB = s.T * s.B, Hs = RnnHs(s), ycols = s.D * Hs;
+  const RnnSpec& ws_spec = whole != nullptr ? *whole : s;  // the reserve's layout
   A* reserve = a.reserve;
   for (Index l = 0; l < s.L; ++l) {
-    const A* xin = l == 0 ? a.x : reserve + RnnNextInOffset(s, l - 1);
-    A* ylayer = l + 1 == s.L ? a.y : reserve + RnnNextInOffset(s, l);
+    const A* xin = l == 0 ? a.x + b0 * s.I : reserve + RnnNextInOffset(ws_spec, l - 1) + b0 * ycols;
+    A* ylayer = (l + 1 == s.L ? a.y : reserve + RnnNextInOffset(ws_spec, l)) + b0 * ycols;
     // Rows past a sequence's length are zeros; the others are all written.
     if (!StepMap{a.lengths, s.T, false}.AllFull(s.B)) Zero(d, ylayer, TB * ycols);
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
       Layer<A> ly;
-      ly.gx = SetRnnLayer<Layer<A>, A>(s, pseudo, a.params, reserve, nullptr, a.weights, {}, &ly);
+      ly.gx = SetRnnLayer<Layer<A>, A>(ws_spec, pseudo, a.params, reserve, nullptr, a.weights,
+                                       {}, &ly);
+      if (whole != nullptr) {
+        ly.row_B = whole->B;
+        ly.gx += b0 * ly.act_ld;
+        for (A*& act : ly.act) act = act != nullptr ? act + b0 * ly.act_ld : nullptr;
+        ly.aux += b0 * s.H;
+        ly.hh += b0 * s.H;
+        ly.hprev += b0 * Hs;
+      }
       if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
       ly.x_batch_major = a.batch_major && l == 0;
       ly.y_batch_major = a.batch_major && l + 1 == s.L;
@@ -606,16 +619,18 @@ void CopySlabs(const A* src, Index sld, A* dst, Index dld, Index n, Index len) {
 }
 
 // The forward in n batch blocks (types.h RnnBatchBlocks): block i, its rows from b0, runs the
-// layers on its rows as a call of its own on one thread, its operands' rows in place where
-// they are contiguous (a batch-major x and y; the states of one layer and direction), else
-// gathered into and scattered from its scratch (workspace.h CarveRnnBlock); its reserve is the
-// rows' share of the caller's. The blocks are claimed by the caller and the pool's threads as
-// they start (StepLoop), and a block computes the same whichever thread runs it.
+// layers on its rows as a call of its own on one thread. At inference its operands' rows are
+// used in place where they are contiguous (a batch-major x and y; the states of one layer and
+// direction), else gathered into and scattered from its scratch (workspace.h CarveRnnBlock),
+// and its reserve is the rows' share of the caller's. In training its rows of x, y and the
+// reserve are used in place, time-major over the whole batch (ForwardLayers' `whole`). The
+// blocks are claimed by the caller and the pool's threads as they start (StepLoop), and a block
+// computes the same whichever thread runs it.
 template <typename A>
 void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
                         Index n) {
   const Index T = s.T, B = s.B, H = s.H, Hs = RnnHs(s), ycols = s.D * Hs, LD = s.L * s.D;
-  const bool lstm = s.mode == RnnMode::kLstm;
+  const bool lstm = s.mode == RnnMode::kLstm, in_place = s.training;
   const CpuDevice one(d.getPool(), 1);
   const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
@@ -631,11 +646,11 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
     const RnnBlockScratch<A> w = CarveRnnBlock(bs, &cv);
     RnnFwdArgs<A> b = a;
     b.lengths = a.lengths != nullptr ? a.lengths + b0 : nullptr;
-    b.reserve = a.reserve + res_off;
+    if (!in_place) b.reserve = a.reserve + res_off;
     if (a.batch_major) {
       b.x = a.x + b0 * T * s.I;
       b.y = a.y + b0 * T * ycols;
-    } else {
+    } else if (!in_place) {
       CopySlabs(a.x + b0 * s.I, B * s.I, w.x, bs.B * s.I, T, bs.B * s.I);
       b.x = w.x;
       b.y = w.y;
@@ -657,8 +672,14 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
         b.cn = w.cn;
       }
     }
-    ForwardLayers<A>(one, bs, b, w.ws);
-    if (!a.batch_major) CopySlabs(w.y, bs.B * ycols, a.y + b0 * ycols, B * ycols, T, bs.B * ycols);
+    if (in_place) {
+      ForwardLayers<A>(one, bs, b, w.ws, &s, b0);
+    } else {
+      ForwardLayers<A>(one, bs, b, w.ws);
+      if (!a.batch_major) {
+        CopySlabs(w.y, bs.B * ycols, a.y + b0 * ycols, B * ycols, T, bs.B * ycols);
+      }
+    }
     if (LD > 1) {
       CopySlabs(w.hn, bs.B * Hs, a.hn + b0 * Hs, B * Hs, LD, bs.B * Hs);
       if (lstm) CopySlabs(w.cn, bs.B * H, a.cn + b0 * H, B * H, LD, bs.B * H);
@@ -666,11 +687,22 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   });
 }
 
+// The blocks RnnForward runs: RnnBatchBlocks, and in training only where each block's layers
+// take the fused road (RnnTrainBatchBlocks with this CPU's products; sequences all full).
+template <typename A>
+Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
+  const Index n = RnnBatchBlocks(s, d.numThreads());
+  if (n <= 1 || !s.training) return n;
+  const bool fits = RnnTrainBatchBlocks(s, s.bf16 && bf16::Available()) && !a.batch_major &&
+                    StepMap{a.lengths, s.T, false}.AllFull(s.B);
+  return fits ? n : 1;
+}
+
 }  // namespace
 
 template <typename A>
 void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
-  const Index n = RnnBatchBlocks(s, d.numThreads());
+  const Index n = ForwardBlocks(d, s, a);
   if (n > 1) {
     ForwardBatchBlocks<A>(d, s, a, ws, n);
   } else {

@@ -78,11 +78,17 @@ struct Layer {
   // sets it for an inference layer whose x is batch-major: its input projection then writes
   // them in x's order, with no transpose; in training they are the reserve's time-major rows).
   bool rows_batch_major = false;
+  // A training batch block's layer (types.h RnnTrainBatchBlocks): its time-major rows (x, y,
+  // the reserve's) are its share of the whole batch's, row_B rows apart per time row, from the
+  // pointers' first row; 0: the spec's own B. Only the forward's fused road (RnnFusesInput)
+  // reads it: the others project all of a layer's rows as one matrix.
+  Index row_B = 0;
+  Index RowB(Index B) const { return row_B > 0 ? row_B : B; }
   Index Row(Index T, Index B, Index tau, Index b) const {
-    return SeqRow(rows_batch_major, T, B, tau, b);
+    return SeqRow(rows_batch_major, T, RowB(B), tau, b);
   }
   Index YRow(Index T, Index B, Index tau, Index b) const {
-    return SeqRow(y_batch_major, T, B, tau, b);
+    return SeqRow(y_batch_major, T, RowB(B), tau, b);
   }
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };

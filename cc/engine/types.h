@@ -396,20 +396,24 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
   return in > 0 && (in + Hs) * KH <= (Index(1) << (bf16 ? 19 : 18));
 }
-// Batch blocks (RnnForward, rnn_cpu.cc). At inference the batch's rows are independent
-// sequences, so the forward can run them in blocks of rows, each block's whole stack as a call
-// of its own on one thread: no step of a block waits for another block, and each thread keeps
-// its own packed copy of the weights in its core's cache. The unit blocks of StepLoop and the
-// pipelined chain instead meet at every step, and their product of a step reads the h rows
-// another core has just written. On 2 cores two blocks of B/2 rows ran 1.0-1.5x as fast as
-// those roads at every size measured (docs/PERFORMANCE.md, "Batch blocks"). A block keeps at
-// least kBatchBlockRows rows (the kernel's register block of rows); blocks run on up to
+// Batch blocks (RnnForward, rnn_cpu.cc). The batch's rows are independent sequences, so the
+// forward can run them in blocks of rows, each block's whole stack as a call of its own on one
+// thread: no step of a block waits for another block, and each thread keeps its own packed
+// copy of the weights in its core's cache. The unit blocks of StepLoop and the pipelined chain
+// instead meet at every step, and their product of a step reads the h rows another core has
+// just written. On 2 cores two blocks of B/2 rows ran 1.0-1.5x as fast as those roads at every
+// size measured (docs/PERFORMANCE_STEPS.md, "Batch blocks"). A block keeps at least
+// kBatchBlockRows rows (the kernel's register block of rows); blocks run on up to
 // kBatchBlockMaxThreads threads (beyond, the roads measured on the 16-core host stay), and
 // only while a layer's weights take at most kBatchBlockMaxWeights bytes: each block packs its
 // own copy (in the workspace) and streams all of R at every step, where the unit blocks
-// stream a slice each (20x128x512x1024, 25 MB of weights: 0.93-0.98x). Not in training (the
-// reserve's rows are the backward's, time-major over the whole batch), with a recurrent
+// stream a slice each (20x128x512x1024, 25 MB of weights: 0.93-0.98x). Not with a recurrent
 // mask, or for the few rows of a streaming call.
+// In training (RnnTrainBatchBlocks) a block writes its rows of the reserve, x and y where they
+// are, time-major over the whole batch (rnn_cpu::Layer::row_B), so the backward reads the
+// reserve as usual and the block count is the forward's alone. That holds on the road whose
+// per-step product writes the step's rows (the fused input, RnnFusesInput: small weights, not
+// gru), with no dropout or projection; elsewhere training keeps the roads over the whole batch.
 // TF_RNN_OPS_CPU_BATCH_BLOCKS=0 turns them off (for measurements; read once per process).
 constexpr Index kBatchBlockRows = 8;
 constexpr int kBatchBlockMaxThreads = 4;
@@ -421,10 +425,27 @@ inline bool BatchBlocksOff() {
   }();
   return off;
 }
+// The spec's part of whether training runs in batch blocks: every layer's input fuses into
+// its step's product (with bf16 products: `bf16`, whether the CPU has them), no dropout,
+// projection or preprojected or skipped input, not gru; and more steps than a streaming call
+// has, also for a block of kBatchBlockRows rows. The forward adds that every sequence is full
+// length (the fused road's condition).
+inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16) {
+  if (RnnHasMask(s) || s.P > 0 || s.preprojected || s.skip_input || s.mode == RnnMode::kGru ||
+      RnnStepsUnpacked(s.T, kBatchBlockRows) || s.T < 2) {
+    return false;
+  }
+  const Index Hs = RnnHs(s), KH = RnnK(s) * s.H;
+  for (Index l = 0; l < std::min<Index>(s.L, 2); ++l) {
+    if (!RnnFusesInput(RnnInWidth(s, l), Hs, KH, bf16)) return false;
+  }
+  return true;
+}
 // The most blocks the spec allows, whatever the thread count (the workspace is sized for
 // each count up to it): 1 = none.
 inline Index RnnBatchBlocksMax(const RnnSpec& s) {
-  if (s.training || s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
+  if (s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
+  if (s.training && !RnnTrainBatchBlocks(s, s.bf16)) return 1;
   const Index in = std::max(RnnInWidth(s, 0), s.L > 1 ? RnnInWidth(s, 1) : Index(0));
   const double weights = double(RnnK(s) * s.H) * double(in + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
   if (weights > kBatchBlockMaxWeights) return 1;

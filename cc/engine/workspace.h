@@ -85,8 +85,9 @@ inline Index RnnFwdLayersWorkspaceSize(const RnnSpec& s) {
 
 // Batch blocks (types.h RnnBatchBlocks; RnnForward, rnn_cpu.cc): block i of n is the spec on
 // its rows, and its scratch holds, each piece 16 elements aligned: the block's x and y rows
-// (a time-major x and y), its h0, c0, hn and cn rows (more than one layer or direction),
-// then its own forward workspace. Its reserve is its share of the caller's.
+// (a time-major x and y at inference), its h0, c0, hn and cn rows (more than one layer or direction),
+// then its own forward workspace. At inference its reserve is its share of the caller's; in
+// training it writes its rows of the caller's in place (ForwardBatchBlocks, rnn_cpu.cc).
 constexpr Index kBlockAlign = 16;
 inline Index AlignUp(Index n) { return (n + kBlockAlign - 1) / kBlockAlign * kBlockAlign; }
 inline RnnSpec RnnBlockSpec(const RnnSpec& s, Index n, Index i) {
@@ -103,8 +104,9 @@ RnnBlockScratch<A> CarveRnnBlock(const RnnSpec& b, Carver<A>* cv) {
   const Index TB = b.T * b.B, Hs = RnnHs(b), LD = b.L * b.D;
   const bool states = LD > 1;
   RnnBlockScratch<A> w;
-  w.x = cv->Take(AlignUp(TB * b.I));
-  w.y = cv->Take(AlignUp(TB * b.D * Hs));
+  const bool rows = !b.training;  // training: the whole batch's x and y rows in place
+  w.x = rows ? cv->Take(AlignUp(TB * b.I)) : nullptr;
+  w.y = rows ? cv->Take(AlignUp(TB * b.D * Hs)) : nullptr;
   w.h0 = states ? cv->Take(AlignUp(LD * b.B * Hs)) : nullptr;
   w.hn = states ? cv->Take(AlignUp(LD * b.B * Hs)) : nullptr;
   w.c0 = states ? cv->Take(AlignUp(LD * b.B * b.H)) : nullptr;
