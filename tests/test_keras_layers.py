@@ -192,6 +192,21 @@ def test_options_match_stock(kind, opts, fused_calls):
     assert fused_calls == [kind]
 
 
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_batch_blocks_match_stock(kind, go_backwards, fused_calls):
+    # 24 rows: on 2-4 intra-op threads the forward runs in batch blocks of 8-12 rows, in
+    # training too for lstm (its weights fuse into the step's product; gru keeps the whole
+    # batch), with the layer's separate weight tensors.
+    shape = (24, 8, I)
+    stock, ours = _pair(kind, input_shape=shape, return_sequences=True, return_state=True,
+                        go_backwards=go_backwards)
+    _randomize(stock, 5)
+    ours.set_weights(stock.get_weights())
+    _compare(stock, ours, _x(6, shape))
+    assert fused_calls == [kind]
+
+
 @pytest.mark.parametrize("unit_forget_bias", [True, False])
 def test_lstm_unit_forget_bias(unit_forget_bias, fused_calls):
     # Initial weights (not randomized) so the forget-gate bias of 1 is what is compared.
