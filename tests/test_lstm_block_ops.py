@@ -25,6 +25,9 @@ EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B
 # enough for them to run on pool threads too (cpu_device.h SideHelpers); 4C = 148 splits into
 # uneven column panels.
 LONG_SIZES = [(90, 4, 8, 37)]
+# Enough rows and steps for batch blocks on 2-4 threads (cc/engine/lstm_cpu.cc
+# BlockRowsForward: 19 rows in blocks of 9 and 10, each block's rows of the outputs in place).
+BATCH_BLOCK_SIZES = [(8, 19, 5, 7)]
 CLIPS = [-1.0, 0.5, 3.0]                                  # off, binding, default
 FORGET_BIASES = [0.0, 1.0, 0.3]
 FWD_OPS = ("LSTMBlockCell", "BlockLSTM", "BlockLSTMV2")
@@ -73,6 +76,8 @@ def _grad_cases(sizes, peepholes, slm_cases, ops=GRAD_OPS):
 FWD_F32_CASES = (_fwd_cases(SIZES, [False, True], CLIPS, FORGET_BIASES, ["0", "1", "T-1", "T"])
                  + _fwd_cases(EDGE_SIZES, [True], [0.5], [0.3], ["0", "T-1", "T"])
                  + _fwd_cases(LONG_SIZES, [False, True], [0.5], [0.3], ["T-1", "T"],
+                              ops=FWD_OPS[1:])
+                 + _fwd_cases(BATCH_BLOCK_SIZES, [False, True], [0.5], [0.3], ["T-1", "T"],
                               ops=FWD_OPS[1:]))
 FWD_SMALL_CASES = (_fwd_cases(SIZES[:1], [False, True], [-1.0, 0.5], [0.3], ["1", "T"])
                    + _fwd_cases(EDGE_SIZES[1:3], [True], [0.5], [1.0], ["T-1"]))

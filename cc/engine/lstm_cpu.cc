@@ -49,7 +49,14 @@ struct CpuLstmBlock {
                       const LstmFwdArgs<A>& a) const {
     ly.gx_scratch = true;
     if (s.T > 1) {
-      rnn_cpu::LayerForward<A>(d, s, 0, ly, a.x, ra, a.h, w.ws);
+      const Index n = RnnTrainBatchBlocks(s, s.bf16 && tfrnn::bf16::Available())
+                          ? std::min(LstmBlockBatchBlocksMax(s), RnnBatchBlocks(s, d.numThreads()))
+                          : 1;
+      if (n > 1) {
+        BlockRowsForward(s, ly, ra, w, a, n);
+      } else {
+        rnn_cpu::LayerForward<A>(d, s, 0, ly, a.x, ra, a.h, w.ws);
+      }
       return {};
     }
     // A single step (LSTMBlockCell, or seq_len_max 1): one product [x, h_prev]·w by SmallGemm
@@ -66,6 +73,26 @@ struct CpuLstmBlock {
     SmallGemm<A>(d, false, false, B, G, I + H, w.xh, I + H, a.w, G, w.gx, G, false);
     StepForward<A>(d, s, ly, ra, static_cast<const A*>(nullptr), a.h);
     return {};
+  }
+  // The layer in n batch blocks (workspace.h LstmBlockBatchBlocksMax), each on one thread,
+  // its rows of the op's tensors in place (Layer::AtBlockRows), claimed through StepLoop.
+  void BlockRowsForward(const RnnSpec& s, const Layer& ly, const RnnFwdArgs<A>& ra,
+                        const LstmFwdScratch<A>& w, const LstmFwdArgs<A>& a, Index n) const {
+    const Index B = s.B, H = s.H;
+    const CpuDevice one(d.getPool(), 1);
+    StepLoop(d, 1, n, 2.0 * double(s.T) * B / n * 4 * H * (s.I + H), [&](Index, Index i) {
+      const RnnSpec bs = RnnBlockSpec(s, n, i);
+      const Index b0 = RnnBatchBlockRow(B, n, i);
+      Layer lb = ly;
+      lb.AtBlockRows(b0, B, 4 * H, H, H);
+      RnnFwdArgs<A> rb = ra;
+      rb.h0 = ra.h0 + b0 * H;
+      rb.c0 = ra.c0 + b0 * H;
+      rb.hn = ra.hn + b0 * H;
+      rb.cn = ra.cn + b0 * H;
+      rnn_cpu::LayerForward<A>(one, bs, 0, lb, a.x + b0 * s.I, rb, a.h + b0 * H,
+                               w.ws + RnnBlockLayersOffset(s, n, i));
+    });
   }
   Status LayerBackward(const RnnSpec& s, const Layer& ly, const RnnBwdArgs<A>& ra,
                        const LstmBwdScratch<A>& w, const LstmBwdArgs<A>& a) const {

@@ -589,14 +589,7 @@ void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a,
       Layer<A> ly;
       ly.gx = SetRnnLayer<Layer<A>, A>(ws_spec, pseudo, a.params, reserve, nullptr, a.weights,
                                        {}, &ly);
-      if (whole != nullptr) {
-        ly.row_B = whole->B;
-        ly.gx += b0 * ly.act_ld;
-        for (A*& act : ly.act) act = act != nullptr ? act + b0 * ly.act_ld : nullptr;
-        ly.aux += b0 * s.H;
-        ly.hh += b0 * s.H;
-        ly.hprev += b0 * Hs;
-      }
+      if (whole != nullptr) ly.AtBlockRows(b0, whole->B, RnnK(s) * s.H, s.H, Hs);
       if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
       ly.x_batch_major = a.batch_major && l == 0;
       ly.y_batch_major = a.batch_major && l + 1 == s.L;

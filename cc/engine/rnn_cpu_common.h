@@ -84,6 +84,20 @@ struct Layer {
   // reads it: the others project all of a layer's rows as one matrix.
   Index row_B = 0;
   Index RowB(Index B) const { return row_B > 0 ? row_B : B; }
+  // Points the layer at the rows of a batch block from row b0 of buffers of `rows` rows per
+  // time row (row_B); KH: the gate rows' width of gx.
+  void AtBlockRows(Index b0, Index rows, Index KH, Index H, Index Hs) {
+    row_B = rows;
+    auto move = [b0](auto*& p, Index width) {
+      if (p != nullptr) p += b0 * width;
+    };
+    move(gx, KH);
+    for (A*& a : act) move(a, act_ld);
+    move(aux, H);
+    move(hh, H);
+    move(hprev, Hs);
+    move(co, H);
+  }
   Index Row(Index T, Index B, Index tau, Index b) const {
     return SeqRow(rows_batch_major, T, RowB(B), tau, b);
   }

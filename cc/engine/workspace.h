@@ -130,6 +130,26 @@ inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   return AlignUp(size);
 }
 
+// The LSTM block ops' forward in batch blocks (lstm_cpu.cc): where the layer's input fuses
+// into its step's product (RnnTrainBatchBlocks), block i of n runs the layer on its rows of
+// the op's [T, B, ·] tensors in place, with its own layer workspace at
+// RnnBlockLayersOffset(s, n, i) of the layer's.
+inline Index LstmBlockBatchBlocksMax(const RnnSpec& s) {
+  return RnnTrainBatchBlocks(s, s.bf16) ? RnnBatchBlocksMax(s) : 1;
+}
+inline Index RnnBlockLayersOffset(const RnnSpec& s, Index n, Index i) {
+  Index off = 0;
+  for (Index j = 0; j < i; ++j) off += AlignUp(RnnFwdLayersWorkspaceSize(RnnBlockSpec(s, n, j)));
+  return off;
+}
+inline Index LstmBlockLayersWorkspaceSize(const RnnSpec& s) {
+  Index size = RnnFwdLayersWorkspaceSize(s);
+  for (Index n = 2; n <= LstmBlockBatchBlocksMax(s); ++n) {
+    size = std::max(size, RnnBlockLayersOffset(s, n, n));
+  }
+  return size;
+}
+
 // Buffers of one layer's backward (LayerBackward, StepBackward).
 template <typename A>
 struct BwdBufs {
@@ -189,7 +209,8 @@ inline Index RnnBwdWorkspaceSize(const RnnSpec& s) {
 // Scratch of LstmForward over seq_len_max steps: the input projection [steps·B, 4H], the
 // peephole vector and the recurrent bias [4H] each; a single step's rows [x, h_prev]
 // [B, I + H] (kept small: a scratch over glibc's mmap threshold, 128 KiB, costs page faults
-// on every call); more steps: the final states [B, H] x 2 and the layer's forward scratch.
+// on every call); more steps: the final states [B, H] x 2 and the layer's forward scratch
+// (or its batch blocks': LstmBlockLayersWorkspaceSize).
 template <typename A>
 struct LstmFwdScratch {
   A *gx, *peep, *br;
@@ -211,7 +232,7 @@ LstmFwdScratch<A> CarveLstmFwd(Index seq_len_max, Index B, Index I, Index H, boo
     c.bf16 = bf16;
     w.hn = cv->Take(B * H);
     w.cn = cv->Take(B * H);
-    w.ws = cv->Take(RnnFwdLayersWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, B, I, H)));
+    w.ws = cv->Take(LstmBlockLayersWorkspaceSize(LstmBlockRnnSpec(c, seq_len_max, B, I, H)));
   }
   return w;
 }
