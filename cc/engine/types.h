@@ -414,6 +414,8 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
 // reserve as usual and the block count is the forward's alone. That holds on the road whose
 // per-step product writes the step's rows (the fused input, RnnFusesInput: small weights, not
 // gru), with no dropout or projection; elsewhere training keeps the roads over the whole batch.
+// The LSTM block ops' forward takes blocks on the same condition, its rows of the op's outputs
+// in place (workspace.h LstmBlockBatchBlocksMax, lstm_cpu.cc).
 // TF_RNN_OPS_CPU_BATCH_BLOCKS=0 turns them off (for measurements; read once per process).
 constexpr Index kBatchBlockRows = 8;
 constexpr int kBatchBlockMaxThreads = 4;
