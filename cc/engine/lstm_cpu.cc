@@ -49,9 +49,7 @@ struct CpuLstmBlock {
                       const LstmFwdArgs<A>& a) const {
     ly.gx_scratch = true;
     if (s.T > 1) {
-      const Index n = RnnTrainBatchBlocks(s, s.bf16 && tfrnn::bf16::Available())
-                          ? std::min(LstmBlockBatchBlocksMax(s), RnnBatchBlocks(s, d.numThreads()))
-                          : 1;
+      const Index n = TrainBatchBlocks(d, s);
       if (n > 1) {
         BlockRowsForward(s, ly, ra, w, a, n);
       } else {
@@ -91,7 +89,7 @@ struct CpuLstmBlock {
       rb.hn = ra.hn + b0 * H;
       rb.cn = ra.cn + b0 * H;
       rnn_cpu::LayerForward<A>(one, bs, 0, lb, a.x + b0 * s.I, rb, a.h + b0 * H,
-                               w.ws + RnnBlockLayersOffset(s, n, i));
+                               w.ws + RnnBlocksBefore(s, n, i, RnnBlockLayersSize));
     });
   }
   Status LayerBackward(const RnnSpec& s, const Layer& ly, const RnnBwdArgs<A>& ra,

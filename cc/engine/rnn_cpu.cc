@@ -577,17 +577,18 @@ template <typename A>
 void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
                    const RnnSpec* whole = nullptr, Index b0 = 0) {
   const Index TB = s.T * s.B, Hs = RnnHs(s), ycols = s.D * Hs;
-  const RnnSpec& ws_spec = whole != nullptr ? *whole : s;  // the reserve's layout
+  const RnnSpec& layout = whole != nullptr ? *whole : s;  // the reserve's
   A* reserve = a.reserve;
   for (Index l = 0; l < s.L; ++l) {
-    const A* xin = l == 0 ? a.x + b0 * s.I : reserve + RnnNextInOffset(ws_spec, l - 1) + b0 * ycols;
-    A* ylayer = (l + 1 == s.L ? a.y : reserve + RnnNextInOffset(ws_spec, l)) + b0 * ycols;
+    const A* xin =
+        l == 0 ? a.x + b0 * s.I : reserve + RnnNextInOffset(layout, l - 1) + b0 * ycols;
+    A* ylayer = (l + 1 == s.L ? a.y : reserve + RnnNextInOffset(layout, l)) + b0 * ycols;
     // Rows past a sequence's length are zeros; the others are all written.
     if (!StepMap{a.lengths, s.T, false}.AllFull(s.B)) Zero(d, ylayer, TB * ycols);
     for (Index dd = 0; dd < s.D; ++dd) {
       const Index pseudo = l * s.D + dd;
       Layer<A> ly;
-      ly.gx = SetRnnLayer<Layer<A>, A>(ws_spec, pseudo, a.params, reserve, nullptr, a.weights,
+      ly.gx = SetRnnLayer<Layer<A>, A>(layout, pseudo, a.params, reserve, nullptr, a.weights,
                                        {}, &ly);
       if (whole != nullptr) ly.AtBlockRows(b0, whole->B, RnnK(s) * s.H, s.H, Hs);
       if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
@@ -629,17 +630,11 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
     const RnnSpec bs = RnnBlockSpec(s, n, i);
     const Index b0 = RnnBatchBlockRow(B, n, i);
-    Index ws_off = 0, res_off = 0;
-    for (Index j = 0; j < i; ++j) {
-      const RnnSpec bj = RnnBlockSpec(s, n, j);
-      ws_off += RnnBlockScratchSize(bj);
-      res_off += RnnReserveSize(bj);
-    }
-    Carver<A> cv(ws + ws_off);
+    Carver<A> cv(ws + RnnBlocksBefore(s, n, i, RnnBlockScratchSize));
     const RnnBlockScratch<A> w = CarveRnnBlock(bs, &cv);
     RnnFwdArgs<A> b = a;
     b.lengths = a.lengths != nullptr ? a.lengths + b0 : nullptr;
-    if (!in_place) b.reserve = a.reserve + res_off;
+    if (!in_place) b.reserve = a.reserve + RnnBlocksBefore(s, n, i, RnnReserveSize);
     if (a.batch_major) {
       b.x = a.x + b0 * T * s.I;
       b.y = a.y + b0 * T * ycols;
@@ -680,15 +675,13 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   });
 }
 
-// The blocks RnnForward runs: RnnBatchBlocks, and in training only where each block's layers
-// take the fused road (RnnTrainBatchBlocks with this CPU's products; sequences all full).
+// The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
+// every sequence full length (the fused road's condition).
 template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
-  const Index n = RnnBatchBlocks(s, d.numThreads());
-  if (n <= 1 || !s.training) return n;
-  const bool fits = RnnTrainBatchBlocks(s, s.bf16 && bf16::Available()) && !a.batch_major &&
-                    StepMap{a.lengths, s.T, false}.AllFull(s.B);
-  return fits ? n : 1;
+  if (!s.training) return RnnBatchBlocks(s, d.numThreads());
+  const bool full = !a.batch_major && StepMap{a.lengths, s.T, false}.AllFull(s.B);
+  return full ? TrainBatchBlocks(d, s) : 1;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "cc/engine/activations.h"
+#include "cc/engine/bf16_gemm.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/step_loops.h"
 #include "cc/engine/types.h"
@@ -198,6 +199,13 @@ void ForUnitBlocks(const CpuDevice& d, Index H, Index elems, Fn&& fn) {
   ParallelFor(d, blocks, kCostPerElem * double(elems) / double(blocks), [&](Index b0, Index b1) {
     for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, H - blk * U));
   });
+}
+
+// The batch blocks of a forward whose rows a block writes in place (training, the LSTM block
+// ops): RnnBatchBlocks where RnnTrainBatchBlocks holds with this CPU's products, else 1.
+inline Index TrainBatchBlocks(const CpuDevice& d, const RnnSpec& s) {
+  return RnnTrainBatchBlocks(s, s.bf16 && bf16::Available()) ? RnnBatchBlocks(s, d.numThreads())
+                                                              : 1;
 }
 
 // One (layer, direction) of the forward: ylayer [T, B, D·Hs] receives h, a.hn / a.cn the final

@@ -85,9 +85,10 @@ inline Index RnnFwdLayersWorkspaceSize(const RnnSpec& s) {
 
 // Batch blocks (types.h RnnBatchBlocks; RnnForward, rnn_cpu.cc): block i of n is the spec on
 // its rows, and its scratch holds, each piece 16 elements aligned: the block's x and y rows
-// (a time-major x and y at inference), its h0, c0, hn and cn rows (more than one layer or direction),
-// then its own forward workspace. At inference its reserve is its share of the caller's; in
-// training it writes its rows of the caller's in place (ForwardBatchBlocks, rnn_cpu.cc).
+// (a time-major x and y at inference), its h0, c0, hn and cn rows (more than one layer or
+// direction), then its own forward workspace. At inference its reserve is its share of the
+// caller's; in training it writes its rows of the caller's in place (ForwardBatchBlocks,
+// rnn_cpu.cc).
 constexpr Index kBlockAlign = 16;
 inline Index AlignUp(Index n) { return (n + kBlockAlign - 1) / kBlockAlign * kBlockAlign; }
 inline RnnSpec RnnBlockSpec(const RnnSpec& s, Index n, Index i) {
@@ -95,6 +96,8 @@ inline RnnSpec RnnBlockSpec(const RnnSpec& s, Index n, Index i) {
   b.B = RnnBatchBlockRow(s.B, n, i + 1) - RnnBatchBlockRow(s.B, n, i);
   return b;
 }
+// A block's own layer workspace, aligned (CarveRnnBlock; the LSTM block ops' blocks).
+inline Index RnnBlockLayersSize(const RnnSpec& b) { return AlignUp(RnnFwdLayersWorkspaceSize(b)); }
 template <typename A>
 struct RnnBlockScratch {
   A *x, *y, *h0, *c0, *hn, *cn, *ws;
@@ -111,43 +114,45 @@ RnnBlockScratch<A> CarveRnnBlock(const RnnSpec& b, Carver<A>* cv) {
   w.hn = states ? cv->Take(AlignUp(LD * b.B * Hs)) : nullptr;
   w.c0 = states ? cv->Take(AlignUp(LD * b.B * b.H)) : nullptr;
   w.cn = states ? cv->Take(AlignUp(LD * b.B * b.H)) : nullptr;
-  w.ws = cv->Take(AlignUp(RnnFwdLayersWorkspaceSize(b)));
+  w.ws = cv->Take(RnnBlockLayersSize(b));
   return w;
 }
 inline Index RnnBlockScratchSize(const RnnSpec& b) {
   return CountedSize([&](Carver<float>* cv) { CarveRnnBlock(b, cv); });
 }
+// Where block i of n starts in a buffer of the blocks' pieces one after the other, each
+// size(block spec) elements: the sum over the blocks before it (i = n: all of them).
+template <typename Size>
+Index RnnBlocksBefore(const RnnSpec& s, Index n, Index i, Size size) {
+  Index off = 0;
+  for (Index j = 0; j < i; ++j) off += size(RnnBlockSpec(s, n, j));
+  return off;
+}
+// A workspace of `whole` elements, or the blocks' pieces for any block count up to max_n,
+// whichever is larger.
+template <typename Size>
+Index RnnBlocksWorkspaceSize(const RnnSpec& s, Index whole, Index max_n, Size size) {
+  for (Index n = 2; n <= max_n; ++n) whole = std::max(whole, RnnBlocksBefore(s, n, n, size));
+  return whole;
+}
 // The workspace of RnnForward: the layers' over the whole batch, or the batch blocks' for any
 // block count the spec allows, whichever is larger; a multiple of 16 elements, so that a
 // reserve placed after it keeps the workspace's alignment.
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
-  Index size = RnnFwdLayersWorkspaceSize(s);
-  for (Index n = 2; n <= RnnBatchBlocksMax(s); ++n) {
-    Index blocks = 0;
-    for (Index i = 0; i < n; ++i) blocks += RnnBlockScratchSize(RnnBlockSpec(s, n, i));
-    size = std::max(size, blocks);
-  }
-  return AlignUp(size);
+  return AlignUp(RnnBlocksWorkspaceSize(s, RnnFwdLayersWorkspaceSize(s), RnnBatchBlocksMax(s),
+                                        RnnBlockScratchSize));
 }
 
 // The LSTM block ops' forward in batch blocks (lstm_cpu.cc): where the layer's input fuses
 // into its step's product (RnnTrainBatchBlocks), block i of n runs the layer on its rows of
-// the op's [T, B, ·] tensors in place, with its own layer workspace at
-// RnnBlockLayersOffset(s, n, i) of the layer's.
+// the op's [T, B, ·] tensors in place, with its own layer workspace (RnnBlockLayersSize, one
+// after the other: RnnBlocksBefore).
 inline Index LstmBlockBatchBlocksMax(const RnnSpec& s) {
   return RnnTrainBatchBlocks(s, s.bf16) ? RnnBatchBlocksMax(s) : 1;
 }
-inline Index RnnBlockLayersOffset(const RnnSpec& s, Index n, Index i) {
-  Index off = 0;
-  for (Index j = 0; j < i; ++j) off += AlignUp(RnnFwdLayersWorkspaceSize(RnnBlockSpec(s, n, j)));
-  return off;
-}
 inline Index LstmBlockLayersWorkspaceSize(const RnnSpec& s) {
-  Index size = RnnFwdLayersWorkspaceSize(s);
-  for (Index n = 2; n <= LstmBlockBatchBlocksMax(s); ++n) {
-    size = std::max(size, RnnBlockLayersOffset(s, n, n));
-  }
-  return size;
+  return RnnBlocksWorkspaceSize(s, RnnFwdLayersWorkspaceSize(s), LstmBlockBatchBlocksMax(s),
+                                RnnBlockLayersSize);
 }
 
 // Buffers of one layer's backward (LayerBackward, StepBackward).
