@@ -28,6 +28,10 @@ LONG_SIZES = [(90, 4, 8, 37)]
 # Enough rows and steps for batch blocks on 2-4 threads (cc/engine/lstm_cpu.cc
 # BlockRowsForward: 19 rows in blocks of 9 and 10, each block's rows of the outputs in place).
 BATCH_BLOCK_SIZES = [(8, 19, 5, 7)]
+# The recurrent product with the batch in the SIMD lanes (cc/engine/lanes_gemm.h, AVX-512):
+# 32 and 45 rows (45: three packets of lanes, three padded), weights too large to fuse with
+# the input, unit counts that leave a partial register block of units.
+LANES_SIZES = [(4, 32, 128, 200), (3, 45, 100, 300)]
 CLIPS = [-1.0, 0.5, 3.0]                                  # off, binding, default
 FORGET_BIASES = [0.0, 1.0, 0.3]
 FWD_OPS = ("LSTMBlockCell", "BlockLSTM", "BlockLSTMV2")
@@ -78,6 +82,8 @@ FWD_F32_CASES = (_fwd_cases(SIZES, [False, True], CLIPS, FORGET_BIASES, ["0", "1
                  + _fwd_cases(LONG_SIZES, [False, True], [0.5], [0.3], ["T-1", "T"],
                               ops=FWD_OPS[1:])
                  + _fwd_cases(BATCH_BLOCK_SIZES, [False, True], [0.5], [0.3], ["T-1", "T"],
+                              ops=FWD_OPS[1:])
+                 + _fwd_cases(LANES_SIZES, [False, True], [0.5], [0.3], ["T-1", "T"],
                               ops=FWD_OPS[1:]))
 FWD_SMALL_CASES = (_fwd_cases(SIZES[:1], [False, True], [-1.0, 0.5], [0.3], ["1", "T"])
                    + _fwd_cases(EDGE_SIZES[1:3], [True], [0.5], [1.0], ["T-1"]))

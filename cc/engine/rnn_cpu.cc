@@ -2,6 +2,7 @@
 // types.h for the params and reserve layouts; the backward is in rnn_cpu_backward.cc).
 #include "cc/engine/rnn.h"
 
+#include "cc/engine/lanes_gemm.h"
 #include "cc/engine/packed_gemm.h"
 #include "cc/engine/rnn_cpu_common.h"
 
@@ -101,6 +102,32 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
     if (r.hh != nullptr) V(r.hh + o0, w) = hv;
     if (r.y != nullptr) V(r.y + o0, w) = hv;
   });
+}
+
+// The batch in the lanes (lanes_gemm.h) for float products on AVX-512, where the layer's road
+// is not the fused input, the pipelined chain or the unpacked products (`other_road`).
+template <typename A>
+bool LanesFor(const RnnSpec& s, bool other_road) {
+  return std::is_same<A, float>::value && lanes::kAvailable && !other_road && !LanesOff() &&
+         RnnLanesWidth(s) > 0;
+}
+// lanes::Gemm and lanes::TransposeInto (dst = srcᵀ) for float; never called for double.
+template <typename A>
+void LanesGemm(Index bp, Index B, Index K, Index cols, const A* wp, const A* hT, A* c, Index ldc,
+               bool accumulate) {
+  if constexpr (std::is_same<A, float>::value) {
+    lanes::Gemm(int(bp / 16), B, K, cols, wp, hT, c, ldc, accumulate);
+  } else {
+    std::abort();
+  }
+}
+template <typename A>
+void LanesTranspose(Index rows, Index cols, const A* src, Index lds, A* dst, Index ldd) {
+  if constexpr (std::is_same<A, float>::value) {
+    lanes::TransposeInto(rows, cols, src, lds, dst, ldd, false);
+  } else {
+    std::abort();
+  }
 }
 
 // Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
@@ -268,6 +295,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                      !s.preprojected &&
                      steps > 1 && ly.in == ly.in_cols && all_full &&
                      RnnFusesInput(ly.in, Hs, KH, b16);
+  // The batch in the lanes (lanes_gemm.h, types.h RnnLanesWidth): R packed by units for the
+  // transposed product, whose operand hᵀ each unit block writes for its units after its step.
+  const Index lanes_bp = LanesFor<A>(s, fused || pipelined || unpacked) ? RnnLanesWidth(s) : 0;
+  const bool lanes = lanes_bp > 0;
   // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
   // that the input projection is one product in x's order, unless the chain is pipelined
   // (its chunks of steps are time rows); else time-major rows, the projection per time row.
@@ -310,7 +341,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         // weights_xw [rows, KH].
         const Index cols = merged ? KH : len;
         auto pack = [&](const A* M, Index rows, Index k, A* dst) {
-          if (s.weights_xw) {
+          if (lanes) {  // B[h, c] = R[k·H + j0 + c, h] (weights_xw: R[h, k·H + j0 + c])
+            const A* src = s.weights_xw ? M + k * H + j0 : M + (k * H + j0) * rows;
+            lanes::PackLanes<A>(int(lanes_bp / 16), rows, cols, src, s.weights_xw ? KH : 1,
+                                s.weights_xw ? 1 : rows, dst);
+          } else if (s.weights_xw) {
             packed::PackRowMajor<A>(rows, cols, M + k * H + j0, KH, dst, 0, 0, b16);
           } else {
             packed::PackColMajor<A>(rows, cols, M + (k * H + j0) * rows, rows, dst, b16);
@@ -385,6 +420,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (proj) Zero(d, ly.hh, TB * H);
   std::copy_n(a.h0 + pseudo * B * Hs, B * Hs, h_cur);
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * H, B * H, c);
+  if (lanes) {  // hᵀ of h0; the lanes past B stay zero
+    for (A* t : w.h_lanes) std::fill_n(t, Hs * lanes_bp, A(0));
+    LanesTranspose<A>(B, Hs, h_cur, Hs, w.h_lanes[0], lanes_bp);
+  }
   if (unpacked) {
     // Per step: hr = h·R on R in place, then the pointwise pass (which reads the step's W·x
     // in gx), on the calling thread unless the step is large (ForUnitBlocks); a reset-before
@@ -477,6 +516,17 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       const Index tau = sm.reverse ? s.T - 1 - st : st;
       if (phase == StepPhase::kAfterProduct) {
         block_gemm(tau, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
+      } else if (lanes) {
+        for (Index k = 0; k < KG; ++k) {
+          const Index cols = merged ? KH : len;
+          const A* wp = rpack + j0 * K * KR + k * len * KR;
+          if (in_gx) {
+            LanesGemm<A>(lanes_bp, B, Hs, cols, wp, w.h_lanes[par], gx_step(tau) + k * H + j0,
+                         gld, true);
+          } else {
+            LanesGemm<A>(lanes_bp, B, Hs, cols, wp, w.h_lanes[par], hr + k * H + j0, KH, false);
+          }
+        }
       } else {
         const packed::Rows<A> x =
             fused ? packed::PrepareRows<A>(B, xr, x_step(tau), xld, b16, 0) : none;
@@ -489,6 +539,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
                   ylayer, peep, phase, gstep);
+      if (lanes && st + 1 < steps) {  // hᵀ of the block's units for the next step
+        LanesTranspose<A>(B, len, hb[1 - par] + j0, Hs, w.h_lanes[1 - par] + j0 * lanes_bp,
+                          lanes_bp);
+      }
       if (s.has_mask && phase != StepPhase::kBeforeProduct && st + 1 < steps) {
         mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
       }
@@ -677,9 +731,19 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
 
 // The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
 // every sequence full length (the fused road's condition).
+// At inference, one block (the unit blocks of StepLoop) instead of batch blocks too small for
+// the lanes where the whole batch takes them and R is larger than a core's L2 (each batch
+// block streams all of R at every step, each unit block its share, read once).
+constexpr double kLanesOverBlocksBytes = 1024.0 * 1024.0;
 template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
-  if (!s.training) return RnnBatchBlocks(s, d.numThreads());
+  if (!s.training) {
+    const Index n = RnnBatchBlocks(s, d.numThreads());
+    const bool lanes = n > 1 && LanesFor<A>(s, false) &&
+                       RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0 &&
+                       double(RnnK(s) * s.H) * double(RnnHs(s)) * sizeof(A) > kLanesOverBlocksBytes;
+    return lanes ? 1 : n;
+  }
   const bool full = !a.batch_major && StepMap{a.lengths, s.T, false}.AllFull(s.B);
   return full ? TrainBatchBlocks(d, s) : 1;
 }

@@ -396,6 +396,27 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
   return in > 0 && (in + Hs) * KH <= (Index(1) << (bf16 ? 19 : 18));
 }
+// The batch in the SIMD lanes (lanes_gemm.h): where the forward's per-step recurrent product
+// runs as Rᵀ · hᵀ, each weight read once per step, on a CPU with AVX-512 and float products.
+// The spec's part: 32 to 64 rows with at most an eighth of the 16-lane packets padding, on the
+// packed roads without a mask, projection, bf16 products or a reset-before gru's second
+// product (whose operand is r ⊙ h). Returns the padded row count (the lanes of hᵀ), else 0.
+// The engine adds its own conditions (LayerForward, rnn_cpu.cc: not the fused input, not the
+// pipelined chain) and TF_RNN_OPS_CPU_LANES=0 (for measurements).
+inline Index RnnLanesWidth(const RnnSpec& s) {
+  const Index bp = (s.B + 15) / 16 * 16;
+  if (s.B < 32 || bp > 64 || (bp - s.B) * 8 > bp) return 0;
+  if (s.P > 0 || s.has_mask || s.bf16 || RnnFwdUnpacked(s)) return 0;
+  if (s.mode == RnnMode::kGru && s.gru_reset_before) return 0;
+  return bp;
+}
+inline bool LanesOff() {
+  static const bool off = [] {
+    const char* e = std::getenv("TF_RNN_OPS_CPU_LANES");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
 // Batch blocks (RnnForward, rnn_cpu.cc). The batch's rows are independent sequences, so the
 // forward can run them in blocks of rows, each block's whole stack as a call of its own on one
 // thread: no step of a block waits for another block, and each thread keeps its own packed

@@ -51,6 +51,7 @@ struct RnnFwdScratch {
   A* rpack;           // R packed per unit block, then W: beside R's rows when the input
                       // fuses (RnnFusesInput), else (wpack) after all of R (null when the
                       // products run unpacked)
+  A* h_lanes[2];      // hᵀ [Hs, RnnLanesWidth] per step parity (lanes_gemm.h), or null
 };
 template <typename A>
 RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
@@ -76,6 +77,8 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
     }
     w.rpack = cv->Take(KH * Hs + wx);
   }
+  const Index lanes = RnnLanesWidth(s);
+  for (A*& t : w.h_lanes) t = lanes > 0 ? cv->Take(Hs * lanes) : nullptr;
   return w;
 }
 // The forward's layers over the whole batch (no batch blocks).

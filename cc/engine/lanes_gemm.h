@@ -1,0 +1,225 @@
+// The recurrent product with the batch in the SIMD lanes (AVX-512, float).
+//
+// packed::Gemm computes a step's C[B, cols] = h[B, K] · R[K, cols] in register blocks of 8 rows
+// of h times 48 columns of R, so every weight is read once per 8 rows: four times a step at
+// B = 32, the first time from L3 when the thread's slice of R is larger than its core's L2.
+// Here the same product runs transposed, Cᵀ[cols, B] = Rᵀ · hᵀ: a register block is MR units
+// (rows of Rᵀ, broadcast) times the whole batch (NB packets of 16 lanes of hᵀ), so each weight
+// is read exactly once per step, as one stream, and hᵀ (K · 16·NB floats) stays in L1 in chunks
+// of K. On the 2-core Ice Lake development machine a 32 × 512 × 1024 product streaming its
+// 2 MiB slice from L3 ran at 131-144 GF/s a core this way against 113-120 (docs/
+// PERFORMANCE_STEPS.md, "The batch in the lanes").
+//
+// Layouts:
+//   weights: PackLanes stores the units of a product (rows of Rᵀ) in panels of MR units, each
+//     panel k-major, [K][MR] (the last panel [K][rows left]); exactly K · cols elements, so a
+//     product's packed weights sit where packed::PackRowMajor's would.
+//   hᵀ: [K, Bp], Bp = 16 · NB lanes; lanes past B hold zeros.
+//   The product's Cᵀ goes through a per-thread scratch [cols, Bp] and is transposed into C's
+//   rows (TransposeInto, 16 × 16 tiles in registers), added to C or written over it.
+#ifndef TF_RNN_OPS_CC_ENGINE_LANES_GEMM_H_
+#define TF_RNN_OPS_CC_ENGINE_LANES_GEMM_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <immintrin.h>
+
+#include "cc/engine/types.h"
+
+namespace tfrnn {
+namespace lanes {
+
+#ifdef __AVX512F__
+constexpr bool kAvailable = true;
+#else
+constexpr bool kAvailable = false;
+#endif
+
+// Units per register block for NB packets of batch: MR · NB accumulators + NB packets of hᵀ +
+// one broadcast within AVX-512's 32 registers.
+constexpr int UnitsPerBlock(int nb) { return nb <= 2 ? 12 : nb == 3 ? 8 : 6; }
+
+// Packs the product's weights B[k, c] (k < K, c < cols) = src[k · ldk + c · ldc] as panels of
+// MR = UnitsPerBlock(nb) columns, each [K][width].
+template <typename A>
+void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, A* out) {
+  const Index mr = UnitsPerBlock(nb);
+  for (Index c0 = 0; c0 < cols; c0 += mr) {
+    const Index w = std::min(mr, cols - c0);
+    for (Index k = 0; k < K; ++k) {
+      for (Index c = 0; c < w; ++c) out[k * w + c] = src[k * ldk + (c0 + c) * ldc];
+    }
+    out += K * w;
+  }
+}
+
+#ifdef __AVX512F__
+
+// acc[MR units][NB packets] over K rows of a panel (`ap`, [K][MR]) and of hᵀ (`b`, [K][16·NB]),
+// written to (or, acc_in, added to) ct's MR rows of 16·NB lanes.
+template <int MR, int NB>
+inline __attribute__((always_inline)) void Micro(Index K, const float* ap, const float* b, float* ct, bool acc_in) {
+  constexpr int BP = 16 * NB;
+  __m512 acc[MR][NB];
+  for (int r = 0; r < MR; ++r) {
+    for (int p = 0; p < NB; ++p) {
+      acc[r][p] = acc_in ? _mm512_loadu_ps(ct + r * BP + 16 * p) : _mm512_setzero_ps();
+    }
+  }
+  for (Index k = 0; k < K; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(ap + (k + 64) * MR), _MM_HINT_T0);
+    __m512 bv[NB];
+    for (int p = 0; p < NB; ++p) bv[p] = _mm512_loadu_ps(b + k * BP + 16 * p);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(ap[k * MR + r]);
+      for (int p = 0; p < NB; ++p) acc[r][p] = _mm512_fmadd_ps(a, bv[p], acc[r][p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int p = 0; p < NB; ++p) _mm512_storeu_ps(ct + r * BP + 16 * p, acc[r][p]);
+  }
+}
+
+// ct[cols, 16·NB] = Rᵀ · hᵀ over K, the weights packed by PackLanes; K in chunks whose rows of
+// hᵀ take at most 24 KiB of L1.
+template <int NB>
+void ProductT(Index K, Index cols, const float* wp, const float* hT, float* ct) {
+  constexpr int BP = 16 * NB, MR = UnitsPerBlock(NB);
+  constexpr Index kc = std::max(32, (24 * 1024) / (BP * 4));
+  for (Index k0 = 0; k0 < K; k0 += kc) {
+    const Index kl = std::min(kc, K - k0);
+    const float* panel = wp;
+    for (Index c0 = 0; c0 < cols; c0 += MR) {
+      const Index w = std::min<Index>(MR, cols - c0);
+      const float* ap = panel + k0 * w;
+      const float* b = hT + k0 * BP;
+      float* c = ct + c0 * BP;
+      if (w == MR) {
+        Micro<MR, NB>(kl, ap, b, c, k0 > 0);
+      } else {
+        switch (w) {  // the last panel's units
+#define TFRNN_LANES_TAIL(n) \
+  case n:                   \
+    if constexpr (n < MR) Micro<n, NB>(kl, ap, b, c, k0 > 0); \
+    break;
+          TFRNN_LANES_TAIL(1)
+          TFRNN_LANES_TAIL(2)
+          TFRNN_LANES_TAIL(3)
+          TFRNN_LANES_TAIL(4)
+          TFRNN_LANES_TAIL(5)
+          TFRNN_LANES_TAIL(6)
+          TFRNN_LANES_TAIL(7)
+          TFRNN_LANES_TAIL(8)
+          TFRNN_LANES_TAIL(9)
+          TFRNN_LANES_TAIL(10)
+          TFRNN_LANES_TAIL(11)
+#undef TFRNN_LANES_TAIL
+          default:
+            break;
+        }
+      }
+      panel += K * w;
+    }
+  }
+}
+
+// 16 × 16 transpose in registers: on exit r[i] holds column i of the rows r[0..15] on entry.
+inline __attribute__((always_inline)) void Transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int a = 4 * i;
+    u[a] = _mm512_shuffle_ps(t[a], t[a + 2], 0x44);
+    u[a + 1] = _mm512_shuffle_ps(t[a], t[a + 2], 0xEE);
+    u[a + 2] = _mm512_shuffle_ps(t[a + 1], t[a + 3], 0x44);
+    u[a + 3] = _mm512_shuffle_ps(t[a + 1], t[a + 3], 0xEE);
+  }
+  // u[4i + j]: lane block q holds rows 4i..4i+3 of column 4q + j.
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);       // blocks 0, 2 of rows 0-7
+    t[4 + j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);   // blocks 1, 3 of rows 0-7
+    t[8 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);           // column j
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);       // column 8 + j
+    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);  // column 4 + j
+    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD); // column 12 + j
+  }
+}
+
+// dst[j, i] (+)= src[i, j] for i < rows, j < cols; src rows lds apart, dst rows ldd apart.
+// Source rows past `rows` and columns past `cols` are not read, nor destination ones written.
+inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, float* dst,
+                          Index ldd, bool accumulate) {
+  for (Index i0 = 0; i0 < rows; i0 += 16) {
+    const Index ni = std::min<Index>(16, rows - i0);
+    const __mmask16 mi = static_cast<__mmask16>((1u << ni) - 1);
+    for (Index j0 = 0; j0 < cols; j0 += 16) {
+      const Index nj = std::min<Index>(16, cols - j0);
+      const __mmask16 mj = static_cast<__mmask16>((1u << nj) - 1);
+      __m512 r[16];
+      for (Index i = 0; i < 16; ++i) {
+        r[i] = i < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
+      }
+      Transpose16(r);
+      for (Index j = 0; j < nj; ++j) {
+        float* d = dst + (j0 + j) * ldd + i0;
+        __m512 v = r[j];
+        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mi, d));
+        _mm512_mask_storeu_ps(d, mi, v);
+      }
+    }
+  }
+}
+
+// A thread's scratch for a product's Cᵀ: at least n floats, 64-byte aligned.
+inline float* Scratch(Index n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < static_cast<size_t>(n + 16)) buf.resize(n + 16);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t(63));
+}
+
+// C[B, cols] (+)= h · R for the weights packed by PackLanes(nb, K, cols, ...) and hᵀ [K, 16·nb]
+// (lanes past B zero); C's rows ldc apart.
+// The columns go in groups of kGroupUnits (a multiple of every MR), each group's Cᵀ (at most
+// 48 KiB) transposed into C while it is in cache: a product of many columns (one unit block
+// of all gates) would otherwise sweep a Cᵀ larger than L2 once per K chunk.
+constexpr Index kGroupUnits = 192;
+inline void Gemm(int nb, Index B, Index K, Index cols, const float* wp, const float* hT,
+                 float* c, Index ldc, bool accumulate) {
+  const Index bp = 16 * nb;
+  float* ct = Scratch(std::min(cols, kGroupUnits) * bp);
+  for (Index c0 = 0; c0 < cols; c0 += kGroupUnits) {
+    const Index g = std::min(kGroupUnits, cols - c0);
+    switch (nb) {
+      case 2: ProductT<2>(K, g, wp + c0 * K, hT, ct); break;
+      case 3: ProductT<3>(K, g, wp + c0 * K, hT, ct); break;
+      default: ProductT<4>(K, g, wp + c0 * K, hT, ct); break;
+    }
+    TransposeInto(g, B, ct, bp, c + c0, ldc, accumulate);
+  }
+}
+
+#else
+
+inline void Gemm(int, Index, Index, Index, const float*, const float*, float*, Index, bool) {
+  std::abort();
+}
+inline void TransposeInto(Index, Index, const float*, Index, float*, Index, bool) { std::abort(); }
+
+#endif  // __AVX512F__
+
+}  // namespace lanes
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_LANES_GEMM_H_

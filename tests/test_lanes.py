@@ -1,0 +1,17 @@
+"""The batch in the SIMD lanes (cc/engine/lanes_gemm.h; tests/lanes_checks.py, one child
+process per setting) against the float64 reference: on 1, 2 and 3 intra-op threads, and with
+TF_RNN_OPS_CPU_LANES=0 (packed::Gemm's register blocks)."""
+import pytest
+
+from child_run import run_check
+
+
+@pytest.mark.parametrize("lanes,threads", [("auto", 1), ("auto", 2), ("auto", 3), ("0", 2)])
+def test_lanes_match_reference(lanes, threads):
+    env = {"LANES_CHECK_THREADS": str(threads)}
+    if lanes != "auto":
+        env["TF_RNN_OPS_CPU_LANES"] = lanes
+    p = run_check("lanes_checks.py", env=env, unset=("TF_RNN_OPS_CPU_LANES",))
+    out = p.stdout + p.stderr
+    assert "FAILURES 0" in p.stdout, out[-6000:]
+    assert p.returncode == 0, out[-6000:]
