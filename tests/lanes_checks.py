@@ -4,8 +4,9 @@ inference and in training (the forward's outputs, then CudnnRNNBackprop's gradie
 reserve it wrote), run by tests/test_lanes.py in a child process per setting: TensorFlow's
 intra-op pool size (LANES_CHECK_THREADS: 1 runs one unit block of all gates, 2 and 3 unit
 blocks that write their units of hᵀ for the next step; 2 also batch blocks of 32 rows that take
-the lanes themselves) and TF_RNN_OPS_CPU_LANES (0: the register blocks of packed::Gemm; read
-once per process). On a CPU without AVX-512 every setting runs packed::Gemm.
+the lanes themselves) and TF_RNN_OPS_CPU_LANES (1: the lanes at every size the spec allows; unset:
+only where a unit block's slice of R is over 1 MiB, which LARGE has; 0: the register blocks of
+packed::Gemm; read once per process). On a CPU without AVX-512 every setting runs packed::Gemm.
 
 Cases: every mode; one layer, and two bidirectional layers with per-sequence lengths (the
 reversed direction's steps then differ per row: its product goes to the separate R·h rows);
@@ -36,6 +37,9 @@ F32 = tf.float32
 
 # (T, B, I, H)
 SIZES = [(5, 32, 20, 24), (4, 45, 10, 13), (5, 64, 16, 40), (4, 32, 128, 200), (3, 33, 8, 20)]
+# A unit block's slice of R over 1 MiB on 1-3 threads (lstm on 3 threads: 4 gates x 336 units
+# x 1000 x 4 bytes), so that the default setting takes the lanes too.
+LARGE = [(3, 32, 24, 1000)]
 
 
 def main():
@@ -50,7 +54,12 @@ def main():
                 case = (size, mode, L, direction, time_major, lengths, 0, F32)
                 named.append(("size={} mode={} L={} {} time_major={} lengths={}".format(
                     *case[:6]), lambda case=case: BB._case(ours, rng, *case)))
-    for size in SIZES[:4]:
+    for size in LARGE:
+        for mode in ("lstm", "gru"):
+            case = (size, mode, 1, "unidirectional", False, False, 0, F32)
+            named.append(("size={} mode={} L=1 batch-major".format(size, mode),
+                          lambda case=case: BB._case(ours, rng, *case)))
+    for size in SIZES[:4] + LARGE:
         for mode in ("lstm", "gru"):
             case = (size, mode, 1, "unidirectional", True, False, F32)
             named.append(("training size={} mode={} {}".format(size, mode, case[3]),

@@ -30,8 +30,9 @@ LONG_SIZES = [(90, 4, 8, 37)]
 BATCH_BLOCK_SIZES = [(8, 19, 5, 7)]
 # The recurrent product with the batch in the SIMD lanes (cc/engine/lanes_gemm.h, AVX-512):
 # 32 and 45 rows (45: three packets of lanes, three padded), weights too large to fuse with
-# the input, unit counts that leave a partial register block of units.
-LANES_SIZES = [(4, 32, 128, 200), (3, 45, 100, 300)]
+# the input, a unit block's slice of R over 1 MiB on up to 2 threads (4 x 208 x 400 x 4 bytes),
+# unit counts that leave a partial register block of units.
+LANES_SIZES = [(4, 32, 64, 400), (3, 45, 32, 410)]
 CLIPS = [-1.0, 0.5, 3.0]                                  # off, binding, default
 FORGET_BIASES = [0.0, 1.0, 0.3]
 FWD_OPS = ("LSTMBlockCell", "BlockLSTM", "BlockLSTMV2")

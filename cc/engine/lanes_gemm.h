@@ -62,7 +62,8 @@ void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, 
 // acc[MR units][NB packets] over K rows of a panel (`ap`, [K][MR]) and of hᵀ (`b`, [K][16·NB]),
 // written to (or, acc_in, added to) ct's MR rows of 16·NB lanes.
 template <int MR, int NB>
-inline __attribute__((always_inline)) void Micro(Index K, const float* ap, const float* b, float* ct, bool acc_in) {
+inline __attribute__((always_inline)) void Micro(Index K, const float* ap, const float* b,
+                                                float* ct, bool acc_in) {
   constexpr int BP = 16 * NB;
   __m512 acc[MR][NB];
   for (int r = 0; r < MR; ++r) {

@@ -105,11 +105,21 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
 }
 
 // The batch in the lanes (lanes_gemm.h) for float products on AVX-512, where the layer's road
-// is not the fused input, the pipelined chain or the unpacked products (`other_road`).
+// is not the fused input, the pipelined chain or the unpacked products (`other_road`), and a
+// unit block of U units streams more than kLanesMinSliceBytes of R per step: where the slice
+// stays in the core's L2 the register blocks of packed::Gemm read it as fast, and the
+// transposes cost more than the lanes gain (docs/PERFORMANCE_STEPS.md, "The batch in the
+// lanes"). TF_RNN_OPS_CPU_LANES=1 drops the size condition, 0 turns the lanes off.
+constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
 template <typename A>
-bool LanesFor(const RnnSpec& s, bool other_road) {
-  return std::is_same<A, float>::value && lanes::kAvailable && !other_road && !LanesOff() &&
-         RnnLanesWidth(s) > 0;
+bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
+  const LanesMode m = LanesSetting();
+  if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
+      m == LanesMode::kOff || RnnLanesWidth(s) == 0) {
+    return false;
+  }
+  const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * sizeof(A);
+  return m == LanesMode::kForce || slice > kLanesMinSliceBytes;
 }
 // lanes::Gemm and lanes::TransposeInto (dst = srcᵀ) for float; never called for double.
 template <typename A>
@@ -297,7 +307,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                      RnnFusesInput(ly.in, Hs, KH, b16);
   // The batch in the lanes (lanes_gemm.h, types.h RnnLanesWidth): R packed by units for the
   // transposed product, whose operand hᵀ each unit block writes for its units after its step.
-  const Index lanes_bp = LanesFor<A>(s, fused || pipelined || unpacked) ? RnnLanesWidth(s) : 0;
+  const Index lanes_bp =
+      LanesFor<A>(s, fused || pipelined || unpacked, UnitBlock(d, H)) ? RnnLanesWidth(s) : 0;
   const bool lanes = lanes_bp > 0;
   // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
   // that the input projection is one product in x's order, unless the chain is pipelined
@@ -732,16 +743,14 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
 // The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
 // every sequence full length (the fused road's condition).
 // At inference, one block (the unit blocks of StepLoop) instead of batch blocks too small for
-// the lanes where the whole batch takes them and R is larger than a core's L2 (each batch
-// block streams all of R at every step, each unit block its share, read once).
-constexpr double kLanesOverBlocksBytes = 1024.0 * 1024.0;
+// the lanes where the whole batch's unit blocks take them (each batch block would stream all of
+// R from L3 at every step for its rows, each unit block streams its slice once).
 template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   if (!s.training) {
     const Index n = RnnBatchBlocks(s, d.numThreads());
-    const bool lanes = n > 1 && LanesFor<A>(s, false) &&
-                       RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0 &&
-                       double(RnnK(s) * s.H) * double(RnnHs(s)) * sizeof(A) > kLanesOverBlocksBytes;
+    const bool lanes = n > 1 && LanesFor<A>(s, false, UnitBlock(d, s.H)) &&
+                       RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0;
     return lanes ? 1 : n;
   }
   const bool full = !a.batch_major && StepMap{a.lengths, s.T, false}.AllFull(s.B);

@@ -401,8 +401,8 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
 // The spec's part: 32 to 64 rows with at most an eighth of the 16-lane packets padding, on the
 // packed roads without a mask, projection, bf16 products or a reset-before gru's second
 // product (whose operand is r ⊙ h). Returns the padded row count (the lanes of hᵀ), else 0.
-// The engine adds its own conditions (LayerForward, rnn_cpu.cc: not the fused input, not the
-// pipelined chain) and TF_RNN_OPS_CPU_LANES=0 (for measurements).
+// The engine adds its own conditions (rnn_cpu.cc LanesFor: not the fused input or the
+// pipelined chain, a thread's slice of R over 1 MiB) and TF_RNN_OPS_CPU_LANES (LanesSetting).
 inline Index RnnLanesWidth(const RnnSpec& s) {
   const Index bp = (s.B + 15) / 16 * 16;
   if (s.B < 32 || bp > 64 || (bp - s.B) * 8 > bp) return 0;
@@ -410,12 +410,17 @@ inline Index RnnLanesWidth(const RnnSpec& s) {
   if (s.mode == RnnMode::kGru && s.gru_reset_before) return 0;
   return bp;
 }
-inline bool LanesOff() {
-  static const bool off = [] {
+// TF_RNN_OPS_CPU_LANES, read once per process: 0 never, 1 wherever the spec and the road allow
+// (whatever the slice's size: for tests and measurements), else by the slice's size.
+enum class LanesMode { kAuto, kOff, kForce };
+inline LanesMode LanesSetting() {
+  static const LanesMode m = [] {
     const char* e = std::getenv("TF_RNN_OPS_CPU_LANES");
-    return e != nullptr && std::strcmp(e, "0") == 0;
+    if (e != nullptr && std::strcmp(e, "0") == 0) return LanesMode::kOff;
+    if (e != nullptr && std::strcmp(e, "1") == 0) return LanesMode::kForce;
+    return LanesMode::kAuto;
   }();
-  return off;
+  return m;
 }
 // Batch blocks (RnnForward, rnn_cpu.cc). The batch's rows are independent sequences, so the
 // forward can run them in blocks of rows, each block's whole stack as a call of its own on one
