@@ -12,8 +12,9 @@ Cases: every mode; one layer, and two bidirectional layers with per-sequence len
 reversed direction's steps then differ per row: its product goes to the separate R·h rows);
 time-major and batch-major; 32, 45 and 64 rows (two, three and four packets of lanes, 45 with
 three lanes of padding) and 33 (too much padding: packed::Gemm); unit counts that leave a
-partial register block of units (13, 40, 200); and lstm weights too large to fuse with the input
-(128 + 200 inputs by 800 gates) so that full-length lstm steps take the lanes too.
+partial register block of units (13, 40, 200); lstm weights too large to fuse with the input
+(128 + 200 inputs by 800 gates), whose full-length steps project the input apart; and full-length
+lstm steps with small weights, whose input product runs in the lanes with R's.
 
     LANES_CHECK_THREADS=2 python tests/lanes_checks.py   # a line per case, exit 1 on a mismatch
 """
@@ -38,8 +39,9 @@ F32 = tf.float32
 # (T, B, I, H)
 SIZES = [(5, 32, 20, 24), (4, 45, 10, 13), (5, 64, 16, 40), (4, 32, 128, 200), (3, 33, 8, 20)]
 # A unit block's slice of R over 1 MiB on 1-3 threads (lstm on 3 threads: 4 gates x 336 units
-# x 1000 x 4 bytes), so that the default setting takes the lanes too.
-LARGE = [(3, 32, 24, 1000)]
+# x 1000 x 4 bytes), so that the default setting takes the lanes too: an input narrow enough
+# to fuse with R in the lanes (24 <= 1000 / 8) and a wider one (200) projected apart.
+LARGE = [(3, 32, 24, 1000), (3, 48, 200, 1000)]
 
 
 def main():

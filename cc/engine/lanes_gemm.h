@@ -85,10 +85,10 @@ inline __attribute__((always_inline)) void Micro(Index K, const float* ap, const
   }
 }
 
-// ct[cols, 16·NB] = Rᵀ · hᵀ over K, the weights packed by PackLanes; K in chunks whose rows of
-// hᵀ take at most 24 KiB of L1.
+// ct[cols, 16·NB] (+)= Rᵀ · hᵀ over K, the weights packed by PackLanes; K in chunks whose rows
+// of hᵀ take at most 24 KiB of L1.
 template <int NB>
-void ProductT(Index K, Index cols, const float* wp, const float* hT, float* ct) {
+void ProductT(Index K, Index cols, const float* wp, const float* hT, float* ct, bool acc) {
   constexpr int BP = 16 * NB, MR = UnitsPerBlock(NB);
   constexpr Index kc = std::max(32, (24 * 1024) / (BP * 4));
   for (Index k0 = 0; k0 < K; k0 += kc) {
@@ -100,12 +100,12 @@ void ProductT(Index K, Index cols, const float* wp, const float* hT, float* ct) 
       const float* b = hT + k0 * BP;
       float* c = ct + c0 * BP;
       if (w == MR) {
-        Micro<MR, NB>(kl, ap, b, c, k0 > 0);
+        Micro<MR, NB>(kl, ap, b, c, acc || k0 > 0);
       } else {
         switch (w) {  // the last panel's units
 #define TFRNN_LANES_TAIL(n) \
   case n:                   \
-    if constexpr (n < MR) Micro<n, NB>(kl, ap, b, c, k0 > 0); \
+    if constexpr (n < MR) Micro<n, NB>(kl, ap, b, c, acc || k0 > 0); \
     break;
           TFRNN_LANES_TAIL(1)
           TFRNN_LANES_TAIL(2)
@@ -182,40 +182,61 @@ inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, f
   }
 }
 
-// A thread's scratch for a product's Cᵀ: at least n floats, 64-byte aligned.
-inline float* Scratch(Index n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < static_cast<size_t>(n + 16)) buf.resize(n + 16);
-  const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+// A thread's scratch `slot` (0: a product's Cᵀ, 1: xᵀ of a step): at least n floats, 64-byte
+// aligned.
+inline float* Scratch(Index n, int slot = 0) {
+  thread_local std::vector<float> buf[2];
+  std::vector<float>& b = buf[slot];
+  if (b.size() < static_cast<size_t>(n + 16)) b.resize(n + 16);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(b.data());
   return reinterpret_cast<float*>((p + 63) & ~uintptr_t(63));
 }
 
+// xᵀ [K, bp] of B rows of x (row b at x + b · ldx) in the calling thread's scratch, the lanes
+// past B zero: the operand of a step's input product (Gemm's kx rows).
+inline const float* TransposedRows(Index B, Index K, const float* x, Index ldx, Index bp) {
+  float* xT = Scratch(K * bp, 1);
+  if (bp > B) {
+    for (Index k = 0; k < K; ++k) std::memset(xT + k * bp + B, 0, (bp - B) * sizeof(float));
+  }
+  TransposeInto(B, K, x, ldx, xT, bp, false);
+  return xT;
+}
+
 // C[B, cols] (+)= h · R for the weights packed by PackLanes(nb, K, cols, ...) and hᵀ [K, 16·nb]
-// (lanes past B zero); C's rows ldc apart.
+// (lanes past B zero); C's rows ldc apart. With kx > 0 the step's input product first: C =
+// x · W + h · R, W packed by PackLanes(nb, kx, cols, ...) at wx and xᵀ [kx, 16·nb].
 // The columns go in groups of kGroupUnits (a multiple of every MR), each group's Cᵀ (at most
 // 48 KiB) transposed into C while it is in cache: a product of many columns (one unit block
 // of all gates) would otherwise sweep a Cᵀ larger than L2 once per K chunk.
 constexpr Index kGroupUnits = 192;
 inline void Gemm(int nb, Index B, Index K, Index cols, const float* wp, const float* hT,
-                 float* c, Index ldc, bool accumulate) {
+                 float* c, Index ldc, bool accumulate, Index kx = 0,
+                 const float* wx = nullptr, const float* xT = nullptr) {
   const Index bp = 16 * nb;
   float* ct = Scratch(std::min(cols, kGroupUnits) * bp);
   for (Index c0 = 0; c0 < cols; c0 += kGroupUnits) {
     const Index g = std::min(kGroupUnits, cols - c0);
-    switch (nb) {
-      case 2: ProductT<2>(K, g, wp + c0 * K, hT, ct); break;
-      case 3: ProductT<3>(K, g, wp + c0 * K, hT, ct); break;
-      default: ProductT<4>(K, g, wp + c0 * K, hT, ct); break;
-    }
+    auto product = [&](Index k, const float* w, const float* b, bool acc) {
+      switch (nb) {
+        case 2: ProductT<2>(k, g, w + c0 * k, b, ct, acc); break;
+        case 3: ProductT<3>(k, g, w + c0 * k, b, ct, acc); break;
+        default: ProductT<4>(k, g, w + c0 * k, b, ct, acc); break;
+      }
+    };
+    if (kx > 0) product(kx, wx, xT, false);
+    product(K, wp, hT, kx > 0);
     TransposeInto(g, B, ct, bp, c + c0, ldc, accumulate);
   }
 }
 
 #else
 
-inline void Gemm(int, Index, Index, Index, const float*, const float*, float*, Index, bool) {
+inline void Gemm(int, Index, Index, Index, const float*, const float*, float*, Index, bool,
+                 Index = 0, const float* = nullptr, const float* = nullptr) {
   std::abort();
 }
+inline const float* TransposedRows(Index, Index, const float*, Index, Index) { std::abort(); }
 inline void TransposeInto(Index, Index, const float*, Index, float*, Index, bool) { std::abort(); }
 
 #endif  // __AVX512F__

@@ -124,9 +124,17 @@ bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
 // lanes::Gemm and lanes::TransposeInto (dst = srcᵀ) for float; never called for double.
 template <typename A>
 void LanesGemm(Index bp, Index B, Index K, Index cols, const A* wp, const A* hT, A* c, Index ldc,
-               bool accumulate) {
+               bool accumulate, Index kx, const A* wx, const A* xT) {
   if constexpr (std::is_same<A, float>::value) {
-    lanes::Gemm(int(bp / 16), B, K, cols, wp, hT, c, ldc, accumulate);
+    lanes::Gemm(int(bp / 16), B, K, cols, wp, hT, c, ldc, accumulate, kx, wx, xT);
+  } else {
+    std::abort();
+  }
+}
+template <typename A>
+const A* LanesRows(Index B, Index K, const A* x, Index ldx, Index bp) {
+  if constexpr (std::is_same<A, float>::value) {
+    return lanes::TransposedRows(B, K, x, ldx, bp);
   } else {
     std::abort();
   }
@@ -297,19 +305,22 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool pipelined = !unpacked && (!sm.reverse || all_full) && !proj &&
                          !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
                          FwdChainPipelined(steps, B, H, Hs * KH, b16, d.numThreads());
-  // Small weights (types.h RnnFusesInput), every sequence full length, no mask or projection,
-  // not gru (whose candidate keeps R·h apart): per step and unit block one packed product
-  // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of
-  // the input projection.
-  const bool fused = !unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
-                     !s.preprojected &&
-                     steps > 1 && ly.in == ly.in_cols && all_full &&
-                     RnnFusesInput(ly.in, Hs, KH, b16);
   // The batch in the lanes (lanes_gemm.h, types.h RnnLanesWidth): R packed by units for the
   // transposed product, whose operand hᵀ each unit block writes for its units after its step.
   const Index lanes_bp =
-      LanesFor<A>(s, fused || pipelined || unpacked, UnitBlock(d, H)) ? RnnLanesWidth(s) : 0;
+      LanesFor<A>(s, pipelined || unpacked, UnitBlock(d, H)) ? RnnLanesWidth(s) : 0;
   const bool lanes = lanes_bp > 0;
+  // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
+  // every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
+  // apart): per step and unit block one packed product [x_t, h_{t-1}] · [W; R] per gate, written
+  // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
+  // streams with R, each weight read once per step, and the step's rows are written once
+  // instead of projected, read and written back.
+  const bool fused = !unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
+                     !s.preprojected &&
+                     steps > 1 && ly.in == ly.in_cols && all_full &&
+                     ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
+                      RnnFusesInput(ly.in, Hs, KH, b16));
   // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
   // that the input projection is one product in x's order, unless the chain is pipelined
   // (its chunks of steps are time rows); else time-major rows, the projection per time row.
@@ -528,14 +539,23 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       if (phase == StepPhase::kAfterProduct) {
         block_gemm(tau, none, packed::PrepareRows<A>(B, Hs, hh_step, Hs, b16, 1), pn, j0, len);
       } else if (lanes) {
+        // xᵀ of the step (fused), then per gate block the product into the step's rows: added
+        // to W·x in gx, written over them (fused), or written to the separate R·h rows.
+        const A* xT = fused ? LanesRows<A>(B, xr, x_step(tau), xld, lanes_bp) : nullptr;
         for (Index k = 0; k < KG; ++k) {
           const Index cols = merged ? KH : len;
-          const A* wp = rpack + j0 * K * KR + k * len * KR;
-          if (in_gx) {
-            LanesGemm<A>(lanes_bp, B, Hs, cols, wp, w.h_lanes[par], gx_step(tau) + k * H + j0,
-                         gld, true);
+          const A* wp = rpack + j0 * K * KR + k * len * KR;  // fused: W's xr rows, then R's
+          const A* hT = w.h_lanes[par];
+          if (fused) {
+            A* out = (gstep != nullptr ? hr : gx_step(tau)) + k * H + j0;
+            LanesGemm<A>(lanes_bp, B, Hs, cols, wp + xr * cols, hT, out,
+                         gstep != nullptr ? KH : gld, false, xr, wp, xT);
+          } else if (in_gx) {
+            LanesGemm<A>(lanes_bp, B, Hs, cols, wp, hT, gx_step(tau) + k * H + j0, gld, true, 0,
+                         nullptr, nullptr);
           } else {
-            LanesGemm<A>(lanes_bp, B, Hs, cols, wp, w.h_lanes[par], hr + k * H + j0, KH, false);
+            LanesGemm<A>(lanes_bp, B, Hs, cols, wp, hT, hr + k * H + j0, KH, false, 0, nullptr,
+                         nullptr);
           }
         }
       } else {

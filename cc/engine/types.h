@@ -410,6 +410,13 @@ inline Index RnnLanesWidth(const RnnSpec& s) {
   if (s.mode == RnnMode::kGru && s.gru_reset_before) return 0;
   return bp;
 }
+// In the lanes the step's input product fuses with R's (rnn_cpu.cc LayerForward, `fused`) where
+// the input is narrow, at most an eighth of the units: there W adds little to the weights each
+// step streams, and the projection's rows no longer go through memory (100×48×64×512 at
+// inference 1.07-1.23x on 2 threads); at an input of a quarter of the units the two were level,
+// at a half the separate projection was faster (docs/PERFORMANCE_STEPS.md, "The batch in the
+// lanes").
+inline bool RnnLanesFuseInput(Index in, Index Hs) { return in > 0 && 8 * in <= Hs; }
 // TF_RNN_OPS_CPU_LANES, read once per process: 0 never, 1 wherever the spec and the road allow
 // (whatever the slice's size: for tests and measurements), else by the slice's size.
 enum class LanesMode { kAuto, kOff, kForce };

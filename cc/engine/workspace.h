@@ -66,11 +66,14 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
   w.hh_step = cv->Take(B * H);
   w.rpack = nullptr;
   if (!unpacked) {
-    Index wx = 0;  // W packed beside R, for the widest layer input that fuses, or after R
+    Index wx = 0;  // W packed beside R, for the widest layer input that fuses (with small
+                   // weights or in the lanes: rnn_cpu.cc LayerForward), or after R
                    // for a first layer whose chain may be pipelined (a batch-major x: its input
                    // projected per time row)
     for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
-      if (RnnFusesInput(in, Hs, KH, s.bf16) && KH * in > wx) wx = KH * in;
+      const bool fuses = RnnFusesInput(in, Hs, KH, s.bf16) ||
+                         (RnnLanesWidth(s) > 0 && RnnLanesFuseInput(in, Hs));
+      if (fuses && KH * in > wx) wx = KH * in;
     }
     if (FwdChainFits(s.T, s.B, s.H, Hs * KH, s.bf16)) {
       wx = std::max(wx, KH * RnnInWidth(s, 0));
