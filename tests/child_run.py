@@ -2,7 +2,8 @@
 per process (TF_RNN_OPS_ISA, TF_RNN_OPS_BF16_GEMM, TF_RNN_OPS_CPU_CHAIN), each setting needs a
 fresh one. The child sees this environment with TensorFlow's logging quiet, the repository
 on PYTHONPATH, the names in `unset` removed and then `env` set. The check scripts themselves
-use the helpers at the end (their pool size, and their cases run and counted)."""
+use the helpers at the end (their pool size, and their cases run and counted); the tests call
+assert_check_passes."""
 import os
 import subprocess
 import sys
@@ -19,6 +20,15 @@ def run_check(script, env=None, unset=(), timeout=900):
     child.update(env or {})
     return subprocess.run([sys.executable, os.path.join(HERE, script)], env=child,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def assert_check_passes(script, env=None, unset=(), expect="FAILURES 0"):
+    """Runs `script` as run_check does and asserts that its output has `expect` (its count of
+    failed cases) and that it exited with 0; on failure shows the end of its output."""
+    p = run_check(script, env=env, unset=unset)
+    out = p.stdout + p.stderr
+    assert expect in p.stdout, out[-6000:]
+    assert p.returncode == 0, out[-6000:]
 
 
 # ---- in a check script (the child) ----------------------------------------------------------

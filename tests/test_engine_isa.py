@@ -4,7 +4,7 @@ sizes that reach each SIMD code path of the recurrent kernel and the pointwise p
 """
 import pytest
 
-from child_run import run_check
+from child_run import assert_check_passes
 from test_packaging import _supported_isas
 
 
@@ -12,7 +12,5 @@ from test_packaging import _supported_isas
 def test_engine_variant_matches_reference(isa):
     if isa not in _supported_isas():
         pytest.skip(f"this CPU does not support {isa}")
-    p = run_check("isa_checks.py", env={"TF_RNN_OPS_ISA": isa})
-    out = p.stdout + p.stderr
-    assert f"ENGINES _tfrnn_engine_{isa}.so FAILURES 0" in p.stdout, out[-6000:]
-    assert p.returncode == 0, out[-6000:]
+    assert_check_passes("isa_checks.py", env={"TF_RNN_OPS_ISA": isa},
+                        expect=f"ENGINES _tfrnn_engine_{isa}.so FAILURES 0")
