@@ -105,8 +105,8 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
 }
 
 // The batch in the lanes (lanes_gemm.h) for float products on AVX-512, where the layer's road
-// is not the fused input, the pipelined chain or the unpacked products (`other_road`), and a
-// unit block of U units streams more than kLanesMinSliceBytes of R per step: where the slice
+// is not the pipelined chain or the unpacked products (`other_road`), and a unit block of U
+// units streams more than kLanesMinSliceBytes of R per step: where the slice
 // stays in the core's L2 the register blocks of packed::Gemm read it as fast, and the
 // transposes cost more than the lanes gain (docs/PERFORMANCE_STEPS.md, "The batch in the
 // lanes"). TF_RNN_OPS_CPU_LANES=1 drops the size condition, 0 turns the lanes off.

@@ -401,8 +401,8 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
 // The spec's part: 32 to 64 rows with at most an eighth of the 16-lane packets padding, on the
 // packed roads without a mask, projection, bf16 products or a reset-before gru's second
 // product (whose operand is r ⊙ h). Returns the padded row count (the lanes of hᵀ), else 0.
-// The engine adds its own conditions (rnn_cpu.cc LanesFor: not the fused input or the
-// pipelined chain, a thread's slice of R over 1 MiB) and TF_RNN_OPS_CPU_LANES (LanesSetting).
+// The engine adds its own conditions (rnn_cpu.cc LanesFor: not the pipelined chain or the
+// unpacked products, a thread's slice of R over 1 MiB) and TF_RNN_OPS_CPU_LANES (LanesSetting).
 inline Index RnnLanesWidth(const RnnSpec& s) {
   const Index bp = (s.B + 15) / 16 * 16;
   if (s.B < 32 || bp > 64 || (bp - s.B) * 8 > bp) return 0;
