@@ -45,8 +45,10 @@ inline bool LstmStandard(const RnnSpec& s) {
 }
 
 // One lstm row forward in one pass over the units, in packet chunks with the gates and the
-// cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too).
-template <typename A, bool kStd, bool kHr>
+// cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too);
+// kPlanes: the activation planes and cs are written (training: the backward reads them; at
+// inference a standard row keeps its gates in registers and writes only c, h and y).
+template <typename A, bool kStd, bool kHr, bool kPlanes>
 void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
   const Index H = s.H;
   const int* pos = s.gate_pos;
@@ -67,17 +69,22 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
       }
     };
     const CV cp(r.c + o0, w);
-    V i(r.act[0] + o0, w), f(r.act[1] + o0, w), cc(r.act[2] + o0, w), o(r.act[3] + o0, w);
-    L cn, hv;
+    L cn, hv, og;
     if constexpr (kStd) {
-      i = Logistic(pre(0));
-      f = Logistic(pre(1));
-      cc = pre(2).tanh();
-      o = Logistic(pre(3));
+      const L i = Logistic(pre(0)), f = Logistic(pre(1)), cc = pre(2).tanh(),
+              o = Logistic(pre(3));
+      if constexpr (kPlanes) {
+        V(r.act[0] + o0, w) = i;
+        V(r.act[1] + o0, w) = f;
+        V(r.act[2] + o0, w) = cc;
+        V(r.act[3] + o0, w) = o;
+      }
       cn = f * cp + i * cc;
       if (do_clip) cn = cn.max(-clip).min(clip);
       hv = cn.tanh();
+      og = o;
     } else {
+      V i(r.act[0] + o0, w), f(r.act[1] + o0, w), cc(r.act[2] + o0, w), o(r.act[3] + o0, w);
       // The peephole term of gate q reads c_prev, or for o with peephole_o_new the new c.
       auto gate = [&](int q, V& v, const auto& cpeep) {
         v = pre(q);
@@ -93,11 +100,12 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
       if (s.peephole_o_new) gate(3, o, cn);
       hv = cn;
       ActivateIn(s.cell_act, hv);
+      og = o;
     }
-    V(r.cs + o0, w) = cn;
+    if constexpr (kPlanes) V(r.cs + o0, w) = cn;
     V(r.c + o0, w) = cn;
     if (r.co != nullptr) V(r.co + o0, w) = hv;
-    hv *= o;
+    hv *= og;
     V(r.h + o0, w) = hv;
     if (r.hh != nullptr) V(r.hh + o0, w) = hv;
     if (r.y != nullptr) V(r.y + o0, w) = hv;
@@ -209,11 +217,17 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
         lr.h = hout;
         lr.hh = proj ? ly.hh + row * H + j0 : nullptr;
         lr.y = proj ? nullptr : y + yrow * yst + ly.dcol + j0;
-        const bool std_acts = LstmStandard(s);
-        if (r != nullptr) {
-          (std_acts ? LstmFwdRow<A, true, true> : LstmFwdRow<A, false, true>)(s, lr, len);
+        // Planes only in training: at inference no backward reads them (a non-standard row
+        // keeps its gates in the planes as scratch).
+        if (!LstmStandard(s)) {
+          (r != nullptr ? LstmFwdRow<A, false, true, true> : LstmFwdRow<A, false, false, true>)(
+              s, lr, len);
+        } else if (s.training) {
+          (r != nullptr ? LstmFwdRow<A, true, true, true> : LstmFwdRow<A, true, false, true>)(
+              s, lr, len);
         } else {
-          (std_acts ? LstmFwdRow<A, true, false> : LstmFwdRow<A, false, false>)(s, lr, len);
+          (r != nullptr ? LstmFwdRow<A, true, true, false> : LstmFwdRow<A, true, false, false>)(
+              s, lr, len);
         }
         break;
       }
