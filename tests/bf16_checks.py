@@ -38,6 +38,22 @@ RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
              ("lstm", 1, "unidirectional", 5, 40, 150, 200),
              # weight gradients over an odd T·B = 469 (the last pair of Aᵀ half zero)
              ("lstm", 1, "unidirectional", 7, 67, 24, 40)]
+# The batch in the SIMD lanes with bf16 products (cc/engine/lanes_gemm.h, pair words; taken
+# at every size the spec allows with TF_RNN_OPS_CPU_LANES=1, else at inference where a unit
+# block's slice of R is over 256 KiB): 32, 45 (three lanes of padding) and 64 rows; unit
+# counts that leave a partial register block and an odd one (the last pair of hᵀ half zero);
+# an input narrow enough to fuse with R in the lanes and a wide one projected apart; the last
+# case takes the lanes unforced. Each case in training (forward + CudnnRNNBackpropV3, as
+# RNN_CASES) and at inference, batch-major (the Keras layers' road: rows batch-major).
+LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
+               ("gru", 1, "unidirectional", 4, 45, 10, 13),
+               ("rnn_tanh", 2, "bidirectional", 4, 64, 16, 40),
+               ("lstm", 1, "unidirectional", 4, 32, 8, 201),
+               ("lstm", 1, "unidirectional", 3, 48, 200, 600),
+               ("gru", 1, "unidirectional", 3, 32, 40, 700),
+               # inference: batch blocks of 32 rows on 2 threads, each block's R (4·200·200 bf16
+               # values, over 256 KiB) in the lanes unforced, the narrow input fused with it
+               ("lstm", 1, "unidirectional", 3, 64, 24, 200)]
 # BlockLSTMV2 + its registered gradient: (T, B, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
@@ -68,6 +84,22 @@ def rnn_case(rng, mode, layers, direction, T, B, I, H):
     errs = [rel_err(outs[k], ref_out[k]) for k in range(3) if ref_out[k] is not None]
     errs += [rel_err(got[k], want[k]) for k in range(4) if want[k] is not None]
     return max(errs), checksum(list(outs[:3]) + [g for g in got if g is not None])
+
+
+def rnn_infer_case(rng, mode, layers, direction, T, B, I, H):
+    kw = C.model_kw(mode, layers, H, I, "linear_input", direction)
+    x, h0, c0, params = C.make_inputs(rng, kw, T, B)
+    # Batch-major x and y; the states' memory stays [L·dir, B, N] in a [B, L·dir, N] shape
+    # (cuDNN's and stock's reading, SEMANTICS.md), so they are reshaped, not transposed.
+    def states(a):
+        return np.reshape(a, (a.shape[1], a.shape[0], a.shape[2])) if np.ndim(a) == 3 else a
+    outs = C.call_fwd(ours, "V3", np.transpose(x, (1, 0, 2)), states(h0), states(c0), params,
+                      kw, BF16, time_major=False, is_training=False)
+    want = C.ref_fwd(x, h0, c0, params, kw, BF16)
+    got = [np.transpose(U.to_numpy(outs[0]), (1, 0, 2))]
+    got += [states(U.to_numpy(o)) for o in outs[1:3]]
+    errs = [rel_err(got[k], want[k]) for k in range(3) if want[k] is not None]
+    return max(errs), checksum(outs[:3])
 
 
 def block_case(rng, T, B, I, H):
@@ -106,6 +138,11 @@ def main():
         err, cs = rnn_case(rng, *case)
         print(json.dumps({"case": "CudnnRNNV3 " + " ".join(map(str, case)), "err": err,
                           "checksum": cs}), flush=True)
+    for case in LANES_CASES:
+        for name, run in (("CudnnRNNV3", rnn_case), ("CudnnRNNV3 inference", rnn_infer_case)):
+            err, cs = run(rng, *case)
+            print(json.dumps({"case": name + " " + " ".join(map(str, case)), "err": err,
+                              "checksum": cs}), flush=True)
     for case in BLOCK_CASES:
         err, cs = block_case(rng, *case)
         print(json.dumps({"case": "BlockLSTMV2 " + "x".join(map(str, case)), "err": err,

@@ -1,6 +1,8 @@
 """bfloat16 ops with the bf16 products (cc/engine/bf16_gemm.h: vdpbf16ps, float accumulation)
 against the float64 reference, and against the same ops with the products in float
-(TF_RNN_OPS_BF16_GEMM=0), in child processes (tests/bf16_checks.py).
+(TF_RNN_OPS_BF16_GEMM=0), in child processes (tests/bf16_checks.py): the bf16 products as the
+sizes choose their roads, and with the batch in the SIMD lanes wherever the spec allows
+(TF_RNN_OPS_CPU_LANES=1: cc/engine/lanes_gemm.h on pair words).
 
 The bf16 products run only in the avx512 engine on a CPU with AVX512_BF16; elsewhere the
 comparison with them is skipped (the float-product run still checks the reference).
@@ -21,9 +23,12 @@ TOL = 0.02
 EXTRA = 0.005
 
 
-def _run(bf16_products):
-    p = run_check("bf16_checks.py", env={"TF_RNN_OPS_BF16_GEMM": bf16_products},
-                  unset=("TF_RNN_OPS_ISA",), timeout=600)
+def _run(bf16_products, lanes=None):
+    env = {"TF_RNN_OPS_BF16_GEMM": bf16_products}
+    if lanes is not None:
+        env["TF_RNN_OPS_CPU_LANES"] = lanes
+    p = run_check("bf16_checks.py", env=env, unset=("TF_RNN_OPS_ISA", "TF_RNN_OPS_CPU_LANES"),
+                  timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-6000:]
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     assert rows, p.stdout[-3000:]
@@ -40,10 +45,11 @@ def test_float_products_match_reference(float_products):
         assert r["err"] <= TOL, f"{case}: error {r['err']:.3g} > {TOL}"
 
 
-def test_bf16_products_match_reference(float_products):
+@pytest.mark.parametrize("lanes", [None, "1"], ids=["roads_by_size", "lanes_forced"])
+def test_bf16_products_match_reference(float_products, lanes):
     if "avx512" not in _supported_isas() or "avx512_bf16" not in _cpu_flags():
         pytest.skip("this CPU has no AVX512_BF16: the bf16 products do not run here")
-    bf16 = _run("1")
+    bf16 = _run("1", lanes)
     assert bf16.keys() == float_products.keys()
     for case, r in bf16.items():
         f = float_products[case]

@@ -112,45 +112,59 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
   });
 }
 
-// The batch in the lanes (lanes_gemm.h) for float products on AVX-512, where the layer's road
-// is not the pipelined chain or the unpacked products (`other_road`), and a unit block of U
-// units streams more than kLanesMinSliceBytes of R per step: where the slice
-// stays in the core's L2 the register blocks of packed::Gemm read it as fast, and the
-// transposes cost more than the lanes gain (docs/PERFORMANCE_STEPS.md, "The batch in the
-// lanes"). TF_RNN_OPS_CPU_LANES=1 drops the size condition, 0 turns the lanes off.
+// The batch in the lanes (lanes_gemm.h) on AVX-512, for float products, or bf16 products on
+// pair words where a bf16 spec has them (bf16::Available(); a bf16 spec with float products
+// keeps packed::Gemm), where the layer's road is not the pipelined chain or the unpacked
+// products (`other_road`), and a unit block of U units streams more than a minimum of R per
+// step: float products over kLanesMinSliceBytes, where the slice stays in the core's L2 the
+// register blocks of packed::Gemm read it as fast and the transposes cost more than the lanes
+// gain (docs/PERFORMANCE_STEPS.md, "The batch in the lanes"); bf16 products at inference
+// over kLanesMinSliceBytesBf16, since their lanes kernel is faster than bf16::Micro<8, 2>
+// inside L2 as well (in training's forward they measured level or slower:
+// docs/PERFORMANCE_BF16.md, "The batch in the lanes, bf16").
+// TF_RNN_OPS_CPU_LANES=1 drops the size and training conditions, 0 turns the lanes off.
 constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
+constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
 template <typename A>
 bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
   const LanesMode m = LanesSetting();
+  const bool b16 = s.bf16 && bf16::Available();
   if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
-      m == LanesMode::kOff || RnnLanesWidth(s) == 0) {
+      m == LanesMode::kOff || RnnLanesWidth(s) == 0 || (s.bf16 && !b16)) {
     return false;
   }
-  const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * sizeof(A);
-  return m == LanesMode::kForce || slice > kLanesMinSliceBytes;
+  if (m == LanesMode::kForce) return true;
+  const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * (b16 ? 2.0 : sizeof(A));
+  return b16 ? !s.training && slice > kLanesMinSliceBytesBf16 : slice > kLanesMinSliceBytes;
 }
-// lanes::Gemm and lanes::TransposeInto (dst = srcᵀ) for float; never called for double.
+// lanes::Gemm, TransposedRows and TransposeInto (dst = srcᵀ; with `pairs` bf16 pair words,
+// TransposePairsInto) for float; never called for double.
 template <typename A>
 void LanesGemm(Index bp, Index B, Index K, Index cols, const A* wp, const A* hT, A* c, Index ldc,
-               bool accumulate, Index kx, const A* wx, const A* xT) {
+               bool accumulate, Index kx, const A* wx, const A* xT, bool pairs) {
   if constexpr (std::is_same<A, float>::value) {
-    lanes::Gemm(int(bp / 16), B, K, cols, wp, hT, c, ldc, accumulate, kx, wx, xT);
+    lanes::Gemm(int(bp / 16), B, K, cols, wp, hT, c, ldc, accumulate, kx, wx, xT, pairs);
   } else {
     std::abort();
   }
 }
 template <typename A>
-const A* LanesRows(Index B, Index K, const A* x, Index ldx, Index bp) {
+const A* LanesRows(Index B, Index K, const A* x, Index ldx, Index bp, bool pairs) {
   if constexpr (std::is_same<A, float>::value) {
-    return lanes::TransposedRows(B, K, x, ldx, bp);
+    return lanes::TransposedRows(B, K, x, ldx, bp, pairs);
   } else {
     std::abort();
   }
 }
 template <typename A>
-void LanesTranspose(Index rows, Index cols, const A* src, Index lds, A* dst, Index ldd) {
+void LanesTranspose(Index rows, Index cols, const A* src, Index lds, A* dst, Index ldd,
+                    bool pairs) {
   if constexpr (std::is_same<A, float>::value) {
-    lanes::TransposeInto(rows, cols, src, lds, dst, ldd, false);
+    if (pairs) {
+      lanes::TransposePairsInto(rows, cols, src, lds, dst, ldd);
+    } else {
+      lanes::TransposeInto(rows, cols, src, lds, dst, ldd, false);
+    }
   } else {
     std::abort();
   }
@@ -379,8 +393,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         auto pack = [&](const A* M, Index rows, Index k, A* dst) {
           if (lanes) {  // B[h, c] = R[k·H + j0 + c, h] (weights_xw: R[h, k·H + j0 + c])
             const A* src = s.weights_xw ? M + k * H + j0 : M + (k * H + j0) * rows;
-            lanes::PackLanes<A>(int(lanes_bp / 16), rows, cols, src, s.weights_xw ? KH : 1,
-                                s.weights_xw ? 1 : rows, dst);
+            (b16 ? lanes::PackLanesPairs<A> : lanes::PackLanes<A>)(
+                int(lanes_bp / 16), rows, cols, src, s.weights_xw ? KH : 1,
+                s.weights_xw ? 1 : rows, dst);
           } else if (s.weights_xw) {
             packed::PackRowMajor<A>(rows, cols, M + k * H + j0, KH, dst, 0, 0, b16);
           } else {
@@ -458,7 +473,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (s.mode == RnnMode::kLstm) std::copy_n(a.c0 + pseudo * B * H, B * H, c);
   if (lanes) {  // hᵀ of h0; the lanes past B stay zero
     for (A* t : w.h_lanes) std::fill_n(t, Hs * lanes_bp, A(0));
-    LanesTranspose<A>(B, Hs, h_cur, Hs, w.h_lanes[0], lanes_bp);
+    LanesTranspose<A>(B, Hs, h_cur, Hs, w.h_lanes[0], lanes_bp, b16);
   }
   if (unpacked) {
     // Per step: hr = h·R on R in place, then the pointwise pass (which reads the step's W·x
@@ -555,7 +570,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       } else if (lanes) {
         // xᵀ of the step (fused), then per gate block the product into the step's rows: added
         // to W·x in gx, written over them (fused), or written to the separate R·h rows.
-        const A* xT = fused ? LanesRows<A>(B, xr, x_step(tau), xld, lanes_bp) : nullptr;
+        const A* xT = fused ? LanesRows<A>(B, xr, x_step(tau), xld, lanes_bp, b16) : nullptr;
         for (Index k = 0; k < KG; ++k) {
           const Index cols = merged ? KH : len;
           const A* wp = rpack + j0 * K * KR + k * len * KR;  // fused: W's xr rows, then R's
@@ -563,13 +578,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           if (fused) {
             A* out = (gstep != nullptr ? hr : gx_step(tau)) + k * H + j0;
             LanesGemm<A>(lanes_bp, B, Hs, cols, wp + xr * cols, hT, out,
-                         gstep != nullptr ? KH : gld, false, xr, wp, xT);
+                         gstep != nullptr ? KH : gld, false, xr, wp, xT, b16);
           } else if (in_gx) {
             LanesGemm<A>(lanes_bp, B, Hs, cols, wp, hT, gx_step(tau) + k * H + j0, gld, true, 0,
-                         nullptr, nullptr);
+                         nullptr, nullptr, b16);
           } else {
             LanesGemm<A>(lanes_bp, B, Hs, cols, wp, hT, hr + k * H + j0, KH, false, 0, nullptr,
-                         nullptr);
+                         nullptr, b16);
           }
         }
       } else {
@@ -585,8 +600,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       FwdBlock<A>(s, sm, ly, st, j0, len, hr_arg, hb[par], h_rec(pn), hb[1 - par], c, hh_step,
                   ylayer, peep, phase, gstep);
       if (lanes && st + 1 < steps) {  // hᵀ of the block's units for the next step
-        LanesTranspose<A>(B, len, hb[1 - par] + j0, Hs, w.h_lanes[1 - par] + j0 * lanes_bp,
-                          lanes_bp);
+        // (bf16: pair rows from j0 / 2 on; unit blocks start at multiples of 16)
+        LanesTranspose<A>(B, len, hb[1 - par] + j0, Hs,
+                          w.h_lanes[1 - par] + (b16 ? j0 / 2 : j0) * lanes_bp, lanes_bp, b16);
       }
       if (s.has_mask && phase != StepPhase::kBeforeProduct && st + 1 < steps) {
         mask_rows(st + 1, j0, len, hb[1 - par], hm[1 - par]);
@@ -776,14 +792,17 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
 
 // The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
 // every sequence full length (the fused road's condition).
-// At inference, one block (the unit blocks of StepLoop) instead of batch blocks too small for
-// the lanes where the whole batch's unit blocks take them (each batch block would stream all of
-// R from L3 at every step for its rows, each unit block streams its slice once).
+// At inference with float products, one block (the unit blocks of StepLoop) instead of batch
+// blocks too small for the lanes where the whole batch's unit blocks take them (each batch
+// block would stream all of R from L3 at every step for its rows, each unit block streams its
+// slice once). Not with bf16 products: their batch blocks were as fast or faster (100×32×128×384
+// 1.1-1.6x, 50×32×128×512 level; docs/PERFORMANCE_BF16.md), half the bytes of R streaming.
 template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   if (!s.training) {
     const Index n = RnnBatchBlocks(s, d.numThreads());
-    const bool lanes = n > 1 && LanesFor<A>(s, false, UnitBlock(d, s.H)) &&
+    const bool lanes = n > 1 && !(s.bf16 && bf16::Available()) &&
+                       LanesFor<A>(s, false, UnitBlock(d, s.H)) &&
                        RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0;
     return lanes ? 1 : n;
   }

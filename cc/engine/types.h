@@ -397,16 +397,17 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
   return in > 0 && (in + Hs) * KH <= (Index(1) << (bf16 ? 19 : 18));
 }
 // The batch in the SIMD lanes (lanes_gemm.h): where the forward's per-step recurrent product
-// runs as Rᵀ · hᵀ, each weight read once per step, on a CPU with AVX-512 and float products.
-// The spec's part: 32 to 64 rows with at most an eighth of the 16-lane packets padding, on the
-// packed roads without a mask, projection, bf16 products or a reset-before gru's second
-// product (whose operand is r ⊙ h). Returns the padded row count (the lanes of hᵀ), else 0.
-// The engine adds its own conditions (rnn_cpu.cc LanesFor: not the pipelined chain or the
-// unpacked products, a thread's slice of R over 1 MiB) and TF_RNN_OPS_CPU_LANES (LanesSetting).
+// runs as Rᵀ · hᵀ, each weight read once per step, on a CPU with AVX-512 (float products, or
+// bf16 products on pair words). The spec's part: 32 to 64 rows with at most an eighth of the
+// 16-lane packets padding, on the packed roads without a mask, projection or a reset-before
+// gru's second product (whose operand is r ⊙ h). Returns the padded row count (the lanes of
+// hᵀ), else 0. The engine adds its own conditions (rnn_cpu.cc LanesFor: not the pipelined
+// chain or the unpacked products, a bf16 spec only with bf16 products, a thread's slice of R
+// over a size) and TF_RNN_OPS_CPU_LANES (LanesSetting).
 inline Index RnnLanesWidth(const RnnSpec& s) {
   const Index bp = (s.B + 15) / 16 * 16;
   if (s.B < 32 || bp > 64 || (bp - s.B) * 8 > bp) return 0;
-  if (s.P > 0 || s.has_mask || s.bf16 || RnnFwdUnpacked(s)) return 0;
+  if (s.P > 0 || s.has_mask || RnnFwdUnpacked(s)) return 0;
   if (s.mode == RnnMode::kGru && s.gru_reset_before) return 0;
   return bp;
 }
