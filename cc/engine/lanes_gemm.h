@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include <immintrin.h>
@@ -64,10 +65,61 @@ void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, 
   }
 }
 
+#if TFRNN_BF16_KERNELS
+// PackLanesPairs of float weights with each unit's k's contiguous (ldk = 1: 32 k's of a unit
+// convert to 16 pair words at once) or each k's units contiguous (ldc = 1: a panel's rows 2q
+// and 2q + 1 convert and interleave at once).
+TFRNN_BF16_TARGET inline void PackLanesPairsContiguous(int nb, Index K, Index cols,
+                                                       const float* src, Index ldk, Index ldc,
+                                                       float* out) {
+  const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
+  uint32_t* o = reinterpret_cast<uint32_t*>(out);
+  const __m512i idx = _mm512_load_si512(bf16::kPairInterleave);
+  for (Index c0 = 0; c0 < cols; c0 += mr) {
+    const Index w = std::min(mr, cols - c0);
+    if (ldc == 1) {
+      const __mmask16 mw = static_cast<__mmask16>((1u << w) - 1);
+      for (Index q = 0; q < K2; ++q) {
+        const float* lo = src + 2 * q * ldk + c0;
+        const __m512 l = _mm512_maskz_loadu_ps(mw, lo);
+        const __m512 h = 2 * q + 1 < K ? _mm512_maskz_loadu_ps(mw, lo + ldk) : _mm512_setzero_ps();
+        const __m512bh v = _mm512_cvtne2ps_pbh(h, l);
+        _mm512_mask_storeu_epi32(o + q * w, mw,
+                                 _mm512_permutexvar_epi16(idx, reinterpret_cast<const __m512i&>(v)));
+      }
+    } else {
+      for (Index c = 0; c < w; ++c) {
+        const float* col = src + (c0 + c) * ldc;
+        Index q = 0;
+        for (; 2 * q + 32 <= K; q += 16) {  // words (col[2i], col[2i + 1]), i = q .. q + 15
+          const __m512bh v =
+              _mm512_cvtne2ps_pbh(_mm512_loadu_ps(col + 2 * q + 16), _mm512_loadu_ps(col + 2 * q));
+          alignas(64) uint32_t words[16];
+          _mm512_store_si512(words, reinterpret_cast<const __m512i&>(v));
+          for (Index i = 0; i < 16; ++i) o[(q + i) * w + c] = words[i];
+        }
+        for (; q < K2; ++q) {
+          o[q * w + c] = bf16::Pair(col[2 * q], 2 * q + 1 < K ? col[2 * q + 1] : 0.f);
+        }
+      }
+    }
+    o += K2 * w;
+  }
+}
+#endif
+
 // The same panels holding bf16 pair words (word (q, c) of a panel at q · width + c, the
 // panel K2 · width words long; the packed products keep the float offsets of PackLanes).
 template <typename A>
 void PackLanesPairs(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, A* out) {
+#if TFRNN_BF16_KERNELS
+  if constexpr (std::is_same<A, float>::value) {
+    if (ldk == 1 || ldc == 1) {
+      PackLanesPairsContiguous(nb, K, cols, src, ldk, ldc, out);
+      return;
+    }
+  }
+#endif
   const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
   uint32_t* o = reinterpret_cast<uint32_t*>(out);
   for (Index c0 = 0; c0 < cols; c0 += mr) {
