@@ -413,6 +413,68 @@ inline void TransposePairsInto(Index, Index, const float*, Index, float*, Index)
 #endif  // __AVX512F__
 
 }  // namespace lanes
+
+// ---------------------------------------------------------------------------------------------
+// The engine's use of the lanes (rnn_cpu.cc LayerForward and ForwardBlocks).
+
+// The batch in the lanes (lanes_gemm.h) on AVX-512, for float products, or bf16 products on
+// pair words where a bf16 spec has them (bf16::Available(); a bf16 spec with float products
+// keeps packed::Gemm), where the layer's road is not the pipelined chain or the unpacked
+// products (`other_road`), and a unit block of U units streams more than a minimum of R per
+// step: float products over kLanesMinSliceBytes, where the slice stays in the core's L2 the
+// register blocks of packed::Gemm read it as fast and the transposes cost more than the lanes
+// gain (docs/PERFORMANCE_STEPS.md, "The batch in the lanes"); bf16 products at inference
+// over kLanesMinSliceBytesBf16, since their lanes kernel is faster than bf16::Micro<8, 2>
+// inside L2 as well (in training's forward they measured level or slower:
+// docs/PERFORMANCE_BF16.md, "The batch in the lanes, bf16").
+// TF_RNN_OPS_CPU_LANES=1 drops the size and training conditions, 0 turns the lanes off.
+constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
+constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
+template <typename A>
+bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
+  const LanesMode m = LanesSetting();
+  const bool b16 = s.bf16 && bf16::Available();
+  if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
+      m == LanesMode::kOff || RnnLanesWidth(s) == 0 || (s.bf16 && !b16)) {
+    return false;
+  }
+  if (m == LanesMode::kForce) return true;
+  const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * (b16 ? 2.0 : sizeof(A));
+  return b16 ? !s.training && slice > kLanesMinSliceBytesBf16 : slice > kLanesMinSliceBytes;
+}
+// lanes::Gemm, TransposedRows and TransposeInto (dst = srcᵀ; with `pairs` bf16 pair words,
+// TransposePairsInto) for float; never called for double.
+template <typename A>
+void LanesGemm(Index bp, Index B, Index K, Index cols, const A* wp, const A* hT, A* c, Index ldc,
+               bool accumulate, Index kx, const A* wx, const A* xT, bool pairs) {
+  if constexpr (std::is_same<A, float>::value) {
+    lanes::Gemm(int(bp / 16), B, K, cols, wp, hT, c, ldc, accumulate, kx, wx, xT, pairs);
+  } else {
+    std::abort();
+  }
+}
+template <typename A>
+const A* LanesRows(Index B, Index K, const A* x, Index ldx, Index bp, bool pairs) {
+  if constexpr (std::is_same<A, float>::value) {
+    return lanes::TransposedRows(B, K, x, ldx, bp, pairs);
+  } else {
+    std::abort();
+  }
+}
+template <typename A>
+void LanesTranspose(Index rows, Index cols, const A* src, Index lds, A* dst, Index ldd,
+                    bool pairs) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (pairs) {
+      lanes::TransposePairsInto(rows, cols, src, lds, dst, ldd);
+    } else {
+      lanes::TransposeInto(rows, cols, src, lds, dst, ldd, false);
+    }
+  } else {
+    std::abort();
+  }
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_LANES_GEMM_H_

@@ -401,7 +401,7 @@ inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
 // bf16 products on pair words). The spec's part: 32 to 64 rows with at most an eighth of the
 // 16-lane packets padding, on the packed roads without a mask, projection or a reset-before
 // gru's second product (whose operand is r ⊙ h). Returns the padded row count (the lanes of
-// hᵀ), else 0. The engine adds its own conditions (rnn_cpu.cc LanesFor: not the pipelined
+// hᵀ), else 0. The engine adds its own conditions (lanes_gemm.h LanesFor: not the pipelined
 // chain or the unpacked products, a bf16 spec only with bf16 products, a thread's slice of R
 // over a size) and TF_RNN_OPS_CPU_LANES (LanesSetting).
 inline Index RnnLanesWidth(const RnnSpec& s) {
