@@ -417,7 +417,7 @@ inline void TransposePairsInto(Index, Index, const float*, Index, float*, Index)
 // ---------------------------------------------------------------------------------------------
 // The engine's use of the lanes (rnn_cpu.cc LayerForward and ForwardBlocks).
 
-// The batch in the lanes (lanes_gemm.h) on AVX-512, for float products, or bf16 products on
+// The batch in the lanes (above) on AVX-512, for float products, or bf16 products on
 // pair words where a bf16 spec has them (bf16::Available(); a bf16 spec with float products
 // keeps packed::Gemm), where the layer's road is not the pipelined chain or the unpacked
 // products (`other_road`), and a unit block of U units streams more than a minimum of R per
@@ -426,7 +426,7 @@ inline void TransposePairsInto(Index, Index, const float*, Index, float*, Index)
 // gain (docs/PERFORMANCE_STEPS.md, "The batch in the lanes"); bf16 products at inference
 // over kLanesMinSliceBytesBf16, since their lanes kernel is faster than bf16::Micro<8, 2>
 // inside L2 as well (in training's forward they measured level or slower:
-// docs/PERFORMANCE_BF16.md, "The batch in the lanes, bf16").
+// docs/PERFORMANCE_BF16.md, "bf16 LSTM inference on AMD Zen 4").
 // TF_RNN_OPS_CPU_LANES=1 drops the size and training conditions, 0 turns the lanes off.
 constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
 constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
