@@ -92,24 +92,31 @@ inline Index PanelWidth(Index c, Index cols) {
 }
 
 #if TFRNN_BF16_KERNELS
-// Pair row q of a panel of w (16 or 32) columns of a row-major B (sc = 1): rows 2q and 2q+1
-// (nullptr: zeros) converted and interleaved, 16 columns per 512-bit store.
 // _mm512_permutexvar_epi16 indices taking _mm512_cvtne2ps_pbh(hi, lo) (lo's 16 bf16 values,
 // then hi's) to 16 pair words (lo_j, hi_j).
 alignas(64) inline constexpr uint16_t kPairInterleave[32] = {
     0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
     8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
+// The 16 pair words (bf16(lo_j), bf16(hi_j)) of two packets of floats.
+TFRNN_BF16_TARGET inline __m512i PairWords(__m512 lo, __m512 hi) {
+  const __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kPairInterleave),
+                                  reinterpret_cast<const __m512i&>(v));
+}
+
+// Pair row q of a panel of w columns of a row-major B (sc = 1): rows 2q and 2q+1 (nullptr:
+// zeros) converted and interleaved, 16 columns per 512-bit store; a last partial packet is read
+// and written masked (nothing past column w).
 TFRNN_BF16_TARGET inline void PackPairRow(const float* lo, const float* hi, Index w,
                                           uint32_t* out) {
   // Word j of the result = bf16 of column j of lo (low half) and of hi (high half).
-  const __m512i idx = _mm512_load_si512(kPairInterleave);
   for (Index j = 0; j < w; j += kLanes) {
-    const __m512 l = lo ? _mm512_loadu_ps(lo + j) : _mm512_setzero_ps();
-    const __m512 h = hi ? _mm512_loadu_ps(hi + j) : _mm512_setzero_ps();
-    const __m512bh v = _mm512_cvtne2ps_pbh(h, l);
-    _mm512_storeu_si512(out + j,
-                        _mm512_permutexvar_epi16(idx, reinterpret_cast<const __m512i&>(v)));
+    const __mmask16 m =
+        w - j >= kLanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (w - j)) - 1);
+    const __m512 l = lo ? _mm512_maskz_loadu_ps(m, lo + j) : _mm512_setzero_ps();
+    const __m512 h = hi ? _mm512_maskz_loadu_ps(m, hi + j) : _mm512_setzero_ps();
+    _mm512_mask_storeu_epi32(out + j, m, PairWords(l, h));
   }
 }
 

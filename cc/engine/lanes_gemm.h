@@ -66,41 +66,26 @@ void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, 
 }
 
 #if TFRNN_BF16_KERNELS
-// PackLanesPairs of float weights with each unit's k's contiguous (ldk = 1: 32 k's of a unit
-// convert to 16 pair words at once) or each k's units contiguous (ldc = 1: a panel's rows 2q
-// and 2q + 1 convert and interleave at once).
+// PackLanesPairs of float weights with each k's units contiguous (ldc = 1: a panel's rows 2q
+// and 2q + 1 by bf16::PackPairRow) or each unit's k's contiguous (ldk = 1: a panel's units
+// converted as rows by bf16::ConvertRows, then their words placed in the panel's columns).
 TFRNN_BF16_TARGET inline void PackLanesPairsContiguous(int nb, Index K, Index cols,
                                                        const float* src, Index ldk, Index ldc,
                                                        float* out) {
   const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
   uint32_t* o = reinterpret_cast<uint32_t*>(out);
-  const __m512i idx = _mm512_load_si512(bf16::kPairInterleave);
+  std::vector<uint32_t> rows(ldc == 1 ? 0 : mr * K2);  // a panel's units as pair-word rows
   for (Index c0 = 0; c0 < cols; c0 += mr) {
     const Index w = std::min(mr, cols - c0);
     if (ldc == 1) {
-      const __mmask16 mw = static_cast<__mmask16>((1u << w) - 1);
       for (Index q = 0; q < K2; ++q) {
         const float* lo = src + 2 * q * ldk + c0;
-        const __m512 l = _mm512_maskz_loadu_ps(mw, lo);
-        const __m512 h = 2 * q + 1 < K ? _mm512_maskz_loadu_ps(mw, lo + ldk) : _mm512_setzero_ps();
-        const __m512bh v = _mm512_cvtne2ps_pbh(h, l);
-        _mm512_mask_storeu_epi32(o + q * w, mw,
-                                 _mm512_permutexvar_epi16(idx, reinterpret_cast<const __m512i&>(v)));
+        bf16::PackPairRow(lo, 2 * q + 1 < K ? lo + ldk : nullptr, w, o + q * w);
       }
     } else {
+      bf16::ConvertRows(0, w, K, src + c0 * ldc, ldc, rows.data());
       for (Index c = 0; c < w; ++c) {
-        const float* col = src + (c0 + c) * ldc;
-        Index q = 0;
-        for (; 2 * q + 32 <= K; q += 16) {  // words (col[2i], col[2i + 1]), i = q .. q + 15
-          const __m512bh v =
-              _mm512_cvtne2ps_pbh(_mm512_loadu_ps(col + 2 * q + 16), _mm512_loadu_ps(col + 2 * q));
-          alignas(64) uint32_t words[16];
-          _mm512_store_si512(words, reinterpret_cast<const __m512i&>(v));
-          for (Index i = 0; i < 16; ++i) o[(q + i) * w + c] = words[i];
-        }
-        for (; q < K2; ++q) {
-          o[q * w + c] = bf16::Pair(col[2 * q], 2 * q + 1 < K ? col[2 * q + 1] : 0.f);
-        }
+        for (Index q = 0; q < K2; ++q) o[q * w + c] = rows[c * K2 + q];
       }
     }
     o += K2 * w;
@@ -304,11 +289,10 @@ inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, f
 // dst word (q, i) = the bf16 pair (src[i, 2q], src[i, 2q + 1]) for i < rows, 2q < cols (the
 // pair's second element 0 past cols); src rows lds apart, dst's pair rows ldd words apart
 // (dst: words in float slots). Per 16 rows and 32 columns: two 16 × 16 transposes in
-// registers, then per pair of columns one conversion and interleave (bf16::kPairInterleave).
+// registers, then per pair of columns one conversion and interleave (bf16::PairWords).
 TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const float* src,
                                                  Index lds, float* dst, Index ldd) {
   uint32_t* out = reinterpret_cast<uint32_t*>(dst);
-  const __m512i idx = _mm512_load_si512(bf16::kPairInterleave);
   for (Index i0 = 0; i0 < rows; i0 += 16) {
     const Index ni = std::min<Index>(16, rows - i0);
     const __mmask16 mi = static_cast<__mmask16>((1u << ni) - 1);
@@ -329,9 +313,7 @@ TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const f
       for (Index p = 0; p < np; ++p) {
         const __m512 lo = p < 8 ? ra[2 * p] : rb[2 * p - 16];
         const __m512 hi = p < 8 ? ra[2 * p + 1] : rb[2 * p - 15];
-        const __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);
-        _mm512_mask_storeu_epi32(out + (j0 / 2 + p) * ldd + i0, mi,
-                                 _mm512_permutexvar_epi16(idx, reinterpret_cast<const __m512i&>(v)));
+        _mm512_mask_storeu_epi32(out + (j0 / 2 + p) * ldd + i0, mi, bf16::PairWords(lo, hi));
       }
     }
   }
