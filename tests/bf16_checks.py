@@ -54,6 +54,14 @@ LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
                # inference: batch blocks of 32 rows on 2 threads, each block's R (4·200·200 bf16
                # values, over 256 KiB) in the lanes unforced, the narrow input fused with it
                ("lstm", 1, "unidirectional", 3, 64, 24, 200)]
+# The Keras layers at inference (TfRnn>KerasRNN: the weights in Keras's [in, K·units] layout,
+# read in place, units contiguous) against stock Keras in float64 at the bf16-rounded weights:
+# (layer, T, B, I, H). On 2 threads the LSTM cases run in two batch blocks of 32 rows in the
+# lanes (the first unforced, the second with TF_RNN_OPS_CPU_LANES=1); the GRU keeps
+# packed::Gemm's bf16 products.
+KERAS_CASES = [("LSTM", 4, 64, 24, 250),   # narrow input fused with R
+               ("LSTM", 3, 64, 200, 160),  # wide input projected apart
+               ("GRU", 3, 90, 40, 130)]    # blocks of 45 rows, a partial unit block
 # BlockLSTMV2 + its registered gradient: (T, B, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
@@ -102,6 +110,25 @@ def rnn_infer_case(rng, mode, layers, direction, T, B, I, H):
     return max(errs), checksum(outs[:3])
 
 
+def keras_infer_case(rng, kind, T, B, I, H):
+    import keras
+    import tf_rnn_ops.keras as ok
+    x = U.round_to(rng.normal(size=(B, T, I)), BF16)
+    mine = getattr(ok, kind)(H, return_sequences=True, return_state=True,
+                             dtype="mixed_bfloat16")
+    stock = getattr(keras.layers, kind)(H, return_sequences=True, return_state=True,
+                                        dtype="float64")
+    mine.build((B, T, I))
+    stock.build((B, T, I))
+    w = [U.round_to(0.1 * rng.normal(size=v.shape), BF16) for v in mine.get_weights()]
+    mine.set_weights(w)
+    stock.set_weights(w)
+    got = mine(tf.constant(x, tf.float32), training=False)
+    want = stock(tf.constant(x, F64), training=False)
+    errs = [rel_err(g, U.to_numpy(v)) for g, v in zip(got, want)]
+    return max(errs), checksum(got)
+
+
 def block_case(rng, T, B, I, H):
     p = {k: U.round_to(v, BF16) for k, v in U.make_params(rng, T, B, I, H).items()}
     names = ["x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b"]
@@ -143,6 +170,10 @@ def main():
             err, cs = run(rng, *case)
             print(json.dumps({"case": name + " " + " ".join(map(str, case)), "err": err,
                               "checksum": cs}), flush=True)
+    for case in KERAS_CASES:
+        err, cs = keras_infer_case(rng, *case)
+        print(json.dumps({"case": "Keras " + " ".join(map(str, case)), "err": err,
+                          "checksum": cs}), flush=True)
     for case in BLOCK_CASES:
         err, cs = block_case(rng, *case)
         print(json.dumps({"case": "BlockLSTMV2 " + "x".join(map(str, case)), "err": err,

@@ -6,10 +6,10 @@ import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = r"(?:TF_RNN_OPS|TFRNN)_[A-Z0-9_]+"
-# How the sources read a variable: C/C++ getenv and the CUDA engine's helpers, Python's
+# How the sources read a variable: C/C++ getenv, the CPU and CUDA engines' helpers, Python's
 # os.environ, and shell parameter expansion.
 READS = [
-    re.compile(r'(?:getenv|EnvIs|EnvCount)\(\s*"(' + NAME + ')"'),
+    re.compile(r'(?:getenv|EnvIs|EnvCount|EnvChoice)\(\s*"(' + NAME + ')"'),
     re.compile(r'environ(?:\.get|\.setdefault|\.pop)?[\(\[]\s*"(' + NAME + ')"'),
     re.compile(r"\$\{(" + NAME + r")[:}\-=]"),
 ]

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cc/engine/cpu_device.h"
+#include "cc/engine/types.h"
 
 #if defined(__AVX512F__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -48,17 +49,24 @@ namespace bf16 {
 inline bool Available() {
 #if TFRNN_BF16_KERNELS
   static const bool on = [] {
-    const char* e = std::getenv("TF_RNN_OPS_BF16_GEMM");
-    if (e != nullptr && e[0] == '0') return false;
+    const int e = EnvChoice("TF_RNN_OPS_BF16_GEMM", {"0", "1"});
+    if (e == 0) return false;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512bf16") == 0) return false;
-    if (e != nullptr && e[0] == '1') return true;
+    if (e == 1) return true;
     return __builtin_cpu_is("amd") != 0;
   }();
   return on;
 #else
   return false;
 #endif
+}
+
+// Whether a spec's products run in bf16: a bfloat16 op's spec (RnnSpec or LstmCellSpec with
+// `bf16` set) where the products are Available().
+template <typename Spec>
+inline bool ProductsFor(const Spec& s) {
+  return s.bf16 && Available();
 }
 
 // float -> bf16 bits, rounding to nearest even (NaN stays NaN), as vcvtne2ps2bf16 does.
@@ -137,21 +145,75 @@ TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const flo
   }
 }
 
-// A panel of w columns of a B stored transposed (column c of B is row c of src, stride ld:
-// the two k's of a pair are adjacent floats): up to 16 pairs of every column at a time
-// converted as rows (ConvertRows) into a block, then written into the panel's pair rows (word
-// j of pair row q at p[q · w + j]).
-TFRNN_BF16_TARGET inline void PackTransposedPanel(Index K, const float* src, Index ld, Index w,
-                                                  uint32_t* p) {
-  alignas(64) uint32_t blk[2 * kLanes * kLanes];  // [column j][pair q - q0], nq pairs each
-  for (Index q0 = 0; 2 * q0 < K; q0 += kLanes) {
-    const Index kk = std::min(2 * kLanes, K - 2 * q0), nq = Pairs(kk);
-    ConvertRows(0, w, kk, src + 2 * q0, ld, blk);
-    for (Index i = 0; i < nq; ++i) {
-      uint32_t* row = p + (q0 + i) * w;
-      for (Index j = 0; j < w; ++j) row[j] = blk[j * nq + i];
+// 16 × 16 transpose in registers: on exit r[i] holds column i of the rows r[0..15] on entry
+// (also lanes_gemm.h's float transposes).
+inline __attribute__((always_inline)) void Transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int a = 4 * i;
+    u[a] = _mm512_shuffle_ps(t[a], t[a + 2], 0x44);
+    u[a + 1] = _mm512_shuffle_ps(t[a], t[a + 2], 0xEE);
+    u[a + 2] = _mm512_shuffle_ps(t[a + 1], t[a + 3], 0x44);
+    u[a + 3] = _mm512_shuffle_ps(t[a + 1], t[a + 3], 0xEE);
+  }
+  // u[4i + j]: lane block q holds rows 4i..4i+3 of column 4q + j.
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);       // blocks 0, 2 of rows 0-7
+    t[4 + j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);   // blocks 1, 3 of rows 0-7
+    t[8 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);           // column j
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);       // column 8 + j
+    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);  // column 4 + j
+    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD); // column 12 + j
+  }
+}
+
+// dst word (q, i) = the bf16 pair (src[i, 2q], src[i, 2q + 1]) for i < rows, 2q < cols (the
+// pair's second element 0 past cols); src rows lds apart, dst's pair rows ldd words apart
+// (dst: words in float slots). Per 16 rows and 32 columns: two 16 × 16 transposes in
+// registers, then per pair of columns one conversion and interleave (bf16::PairWords).
+TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const float* src,
+                                                 Index lds, float* dst, Index ldd) {
+  uint32_t* out = reinterpret_cast<uint32_t*>(dst);
+  for (Index i0 = 0; i0 < rows; i0 += 16) {
+    const Index ni = std::min<Index>(16, rows - i0);
+    const __mmask16 mi = static_cast<__mmask16>((1u << ni) - 1);
+    for (Index j0 = 0; j0 < cols; j0 += 32) {
+      const Index na = std::min<Index>(16, cols - j0);
+      const Index nb = std::max<Index>(0, std::min<Index>(16, cols - j0 - 16));
+      const __mmask16 ma = static_cast<__mmask16>((1u << na) - 1);
+      const __mmask16 mb = static_cast<__mmask16>((1u << nb) - 1);
+      __m512 ra[16], rb[16];
+      for (Index i = 0; i < 16; ++i) {
+        const float* row = src + (i0 + i) * lds + j0;
+        ra[i] = i < ni ? _mm512_maskz_loadu_ps(ma, row) : _mm512_setzero_ps();
+        rb[i] = i < ni && nb > 0 ? _mm512_maskz_loadu_ps(mb, row + 16) : _mm512_setzero_ps();
+      }
+      Transpose16(ra);
+      Transpose16(rb);
+      const Index np = (na + nb + 1) / 2;
+      for (Index p = 0; p < np; ++p) {
+        const __m512 lo = p < 8 ? ra[2 * p] : rb[2 * p - 16];
+        const __m512 hi = p < 8 ? ra[2 * p + 1] : rb[2 * p - 15];
+        _mm512_mask_storeu_epi32(out + (j0 / 2 + p) * ldd + i0, mi, bf16::PairWords(lo, hi));
+      }
     }
   }
+}
+
+// A panel of w columns of a B stored transposed (column c of B is row c of src, stride ld:
+// the two k's of a pair are adjacent floats): pair row q of the panel is word q of each of
+// the w rows, i.e. the rows' pair words transposed (TransposePairsInto, ldd = w).
+TFRNN_BF16_TARGET inline void PackTransposedPanel(Index K, const float* src, Index ld, Index w,
+                                                  uint32_t* p) {
+  TransposePairsInto(w, K, src, ld, reinterpret_cast<float*>(p), w);
 }
 #endif
 
@@ -414,6 +476,7 @@ inline void GemmPacked(Index, Index, Index, const float*, Index, const float*, f
   std::abort();
 }
 inline const uint32_t* ConvertOnce(Index, Index, const float*, Index, int) { std::abort(); }
+inline void TransposePairsInto(Index, Index, const float*, Index, float*, Index) { std::abort(); }
 inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool) {
   std::abort();
 }

@@ -20,7 +20,7 @@
 // With bf16 products (bf16_gemm.h, where bf16::Available()) the same blocks multiply pair
 // words, one vdpbf16ps adding two k's of 16 lanes: a panel is [K2][MR] words, K2 = ceil(K/2),
 // word (q, c) the bf16 pair (B[2q, c], B[2q+1, c]) (B[K, c] = 0 for odd K; PackLanesPairs), and
-// hᵀ is [K2, Bp] words, word (q, b) = (h[b, 2q], h[b, 2q+1]) (TransposePairsInto). On the 2-core
+// hᵀ is [K2, Bp] words, word (q, b) = (h[b, 2q], h[b, 2q+1]) (bf16::TransposePairsInto). On the 2-core
 // AMD Zen 4 development machine a 32 × 512 × 1024 product ran at 220-224 GF/s a core this way
 // against 193-198 for bf16::Micro<8, 2>.
 #ifndef TF_RNN_OPS_CC_ENGINE_LANES_GEMM_H_
@@ -232,35 +232,6 @@ TFRNN_BF16_TARGET void ProductT(Index K, Index cols, const float* wp, const floa
   }
 }
 
-// 16 × 16 transpose in registers: on exit r[i] holds column i of the rows r[0..15] on entry.
-inline __attribute__((always_inline)) void Transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    const int a = 4 * i;
-    u[a] = _mm512_shuffle_ps(t[a], t[a + 2], 0x44);
-    u[a + 1] = _mm512_shuffle_ps(t[a], t[a + 2], 0xEE);
-    u[a + 2] = _mm512_shuffle_ps(t[a + 1], t[a + 3], 0x44);
-    u[a + 3] = _mm512_shuffle_ps(t[a + 1], t[a + 3], 0xEE);
-  }
-  // u[4i + j]: lane block q holds rows 4i..4i+3 of column 4q + j.
-  for (int j = 0; j < 4; ++j) {
-    t[j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);       // blocks 0, 2 of rows 0-7
-    t[4 + j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);   // blocks 1, 3 of rows 0-7
-    t[8 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    t[12 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);           // column j
-    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);       // column 8 + j
-    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);  // column 4 + j
-    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD); // column 12 + j
-  }
-}
-
 // dst[j, i] (+)= src[i, j] for i < rows, j < cols; src rows lds apart, dst rows ldd apart.
 // Source rows past `rows` and columns past `cols` are not read, nor destination ones written.
 inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, float* dst,
@@ -275,45 +246,12 @@ inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, f
       for (Index i = 0; i < 16; ++i) {
         r[i] = i < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
       }
-      Transpose16(r);
+      bf16::Transpose16(r);
       for (Index j = 0; j < nj; ++j) {
         float* d = dst + (j0 + j) * ldd + i0;
         __m512 v = r[j];
         if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mi, d));
         _mm512_mask_storeu_ps(d, mi, v);
-      }
-    }
-  }
-}
-
-// dst word (q, i) = the bf16 pair (src[i, 2q], src[i, 2q + 1]) for i < rows, 2q < cols (the
-// pair's second element 0 past cols); src rows lds apart, dst's pair rows ldd words apart
-// (dst: words in float slots). Per 16 rows and 32 columns: two 16 × 16 transposes in
-// registers, then per pair of columns one conversion and interleave (bf16::PairWords).
-TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const float* src,
-                                                 Index lds, float* dst, Index ldd) {
-  uint32_t* out = reinterpret_cast<uint32_t*>(dst);
-  for (Index i0 = 0; i0 < rows; i0 += 16) {
-    const Index ni = std::min<Index>(16, rows - i0);
-    const __mmask16 mi = static_cast<__mmask16>((1u << ni) - 1);
-    for (Index j0 = 0; j0 < cols; j0 += 32) {
-      const Index na = std::min<Index>(16, cols - j0);
-      const Index nb = std::max<Index>(0, std::min<Index>(16, cols - j0 - 16));
-      const __mmask16 ma = static_cast<__mmask16>((1u << na) - 1);
-      const __mmask16 mb = static_cast<__mmask16>((1u << nb) - 1);
-      __m512 ra[16], rb[16];
-      for (Index i = 0; i < 16; ++i) {
-        const float* row = src + (i0 + i) * lds + j0;
-        ra[i] = i < ni ? _mm512_maskz_loadu_ps(ma, row) : _mm512_setzero_ps();
-        rb[i] = i < ni && nb > 0 ? _mm512_maskz_loadu_ps(mb, row + 16) : _mm512_setzero_ps();
-      }
-      Transpose16(ra);
-      Transpose16(rb);
-      const Index np = (na + nb + 1) / 2;
-      for (Index p = 0; p < np; ++p) {
-        const __m512 lo = p < 8 ? ra[2 * p] : rb[2 * p - 16];
-        const __m512 hi = p < 8 ? ra[2 * p + 1] : rb[2 * p - 15];
-        _mm512_mask_storeu_epi32(out + (j0 / 2 + p) * ldd + i0, mi, bf16::PairWords(lo, hi));
       }
     }
   }
@@ -331,7 +269,7 @@ inline float* Scratch(Index n, int slot = 0) {
 
 // xᵀ [K, bp] of B rows of x (row b at x + b · ldx) in the calling thread's scratch, the lanes
 // past B zero: the operand of a step's input product (Gemm's kx rows).
-// With `pairs`: [ceil(K/2), bp] pair words (TransposePairsInto).
+// With `pairs`: [ceil(K/2), bp] pair words (bf16::TransposePairsInto).
 inline const float* TransposedRows(Index B, Index K, const float* x, Index ldx, Index bp,
                                    bool pairs = false) {
   const Index rows = pairs ? bf16::Pairs(K) : K;
@@ -340,7 +278,7 @@ inline const float* TransposedRows(Index B, Index K, const float* x, Index ldx, 
     for (Index k = 0; k < rows; ++k) std::memset(xT + k * bp + B, 0, (bp - B) * sizeof(float));
   }
   if (pairs) {
-    TransposePairsInto(B, K, x, ldx, xT, bp);
+    bf16::TransposePairsInto(B, K, x, ldx, xT, bp);
   } else {
     TransposeInto(B, K, x, ldx, xT, bp, false);
   }
@@ -390,7 +328,6 @@ inline const float* TransposedRows(Index, Index, const float*, Index, Index, boo
   std::abort();
 }
 inline void TransposeInto(Index, Index, const float*, Index, float*, Index, bool) { std::abort(); }
-inline void TransposePairsInto(Index, Index, const float*, Index, float*, Index) { std::abort(); }
 
 #endif  // __AVX512F__
 
@@ -415,7 +352,7 @@ constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
 template <typename A>
 bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
   const LanesMode m = LanesSetting();
-  const bool b16 = s.bf16 && bf16::Available();
+  const bool b16 = bf16::ProductsFor(s);
   if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
       m == LanesMode::kOff || RnnLanesWidth(s) == 0 || (s.bf16 && !b16)) {
     return false;
@@ -448,7 +385,7 @@ void LanesTranspose(Index rows, Index cols, const A* src, Index lds, A* dst, Ind
                     bool pairs) {
   if constexpr (std::is_same<A, float>::value) {
     if (pairs) {
-      lanes::TransposePairsInto(rows, cols, src, lds, dst, ldd);
+      bf16::TransposePairsInto(rows, cols, src, lds, dst, ldd);
     } else {
       lanes::TransposeInto(rows, cols, src, lds, dst, ldd, false);
     }

@@ -407,7 +407,7 @@ void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const 
 }  // namespace packed
 
 // Gemm() of cpu_device.h; with bf16 (a bfloat16 op, on a CPU with AVX512_BF16: the engines
-// pass their spec's bf16 && bf16::Available()) and float, the bf16 products on the pool.
+// pass bf16::ProductsFor(spec)) and float, the bf16 products on the pool.
 template <typename A>
 void GemmB16(const CpuDevice& d, bool use_bf16, bool ta, bool tb, Index m, Index n, Index k,
              const A* a, const A* b, A* c, bool accumulate) {

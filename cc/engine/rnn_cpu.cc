@@ -249,7 +249,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
   Layer<A> ly = layer;
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
-  const bool proj = s.P > 0, b16 = s.bf16 && bf16::Available();
+  const bool proj = s.P > 0, b16 = bf16::ProductsFor(s);
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   Carver<A> cv(ws);
   const RnnFwdScratch<A> w = CarveRnnFwd(s, &cv);
@@ -743,7 +743,7 @@ template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   if (!s.training) {
     const Index n = RnnBatchBlocks(s, d.numThreads());
-    const bool lanes = n > 1 && !(s.bf16 && bf16::Available()) &&
+    const bool lanes = n > 1 && !bf16::ProductsFor(s) &&
                        LanesFor<A>(s, false, UnitBlock(d, s.H)) &&
                        RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0;
     return lanes ? 1 : n;

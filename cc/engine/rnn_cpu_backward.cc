@@ -333,7 +333,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
                     Index steps, const A* xin, const A* h0, A* din, bool accumulate_din,
                     const BwdBufs<A>& w, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KH = RnnK(s) * s.H, in = ly.in, T = s.T;
-  const bool b16 = s.bf16 && bf16::Available(), xw = s.weights_xw;
+  const bool b16 = bf16::ProductsFor(s), xw = s.weights_xw;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // With bf16 products, W is packed once for the din rows of every chunk (GemmB16Serial
   // would pack it per chunk).
@@ -427,7 +427,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                    bool accumulate_din, const BwdBufs<A>& w0) {
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
-  const bool reset_before = gru && s.gru_reset_before, b16 = s.bf16 && bf16::Available();
+  const bool reset_before = gru && s.gru_reset_before, b16 = bf16::ProductsFor(s);
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
   const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   BwdBufs<A> w = w0;

@@ -204,7 +204,7 @@ void ForUnitBlocks(const CpuDevice& d, Index H, Index elems, Fn&& fn) {
 // The batch blocks of a forward whose rows a block writes in place (training, the LSTM block
 // ops): RnnBatchBlocks where RnnTrainBatchBlocks holds with this CPU's products, else 1.
 inline Index TrainBatchBlocks(const CpuDevice& d, const RnnSpec& s) {
-  return RnnTrainBatchBlocks(s, s.bf16 && bf16::Available()) ? RnnBatchBlocks(s, d.numThreads())
+  return RnnTrainBatchBlocks(s, bf16::ProductsFor(s)) ? RnnBatchBlocks(s, d.numThreads())
                                                               : 1;
 }
 

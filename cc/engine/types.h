@@ -17,6 +17,20 @@ namespace tfrnn {
 
 using Index = std::ptrdiff_t;
 
+// The engine's switches for measurements and tests (docs/ENVIRONMENT.md): the index in
+// `choices` of environment variable `name`'s value, or -1 when it is unset or none of them.
+// Callers keep the answer in a function-local static, so each is read once per process.
+inline int EnvChoice(const char* name, std::initializer_list<const char*> choices) {
+  const char* e = std::getenv(name);
+  if (e == nullptr) return -1;
+  int i = 0;
+  for (const char* c : choices) {
+    if (std::strcmp(e, c) == 0) return i;
+    ++i;
+  }
+  return -1;
+}
+
 // An element type carried as a value, for dispatching on a runtime dtype or element size:
 // f(TypeTag<T>()) and, inside, typename decltype(tag)::type.
 template <typename T>
@@ -88,10 +102,11 @@ enum class StepPhase : int { kWhole = 0, kBeforeProduct = 1, kAfterProduct = 2 }
 enum class ChainChoice { kAuto, kPipelined, kSplit };
 inline ChainChoice ChainChoiceFromEnv() {
   static const ChainChoice choice = [] {
-    const char* e = std::getenv("TF_RNN_OPS_CPU_CHAIN");
-    if (e != nullptr && std::strcmp(e, "pipelined") == 0) return ChainChoice::kPipelined;
-    if (e != nullptr && std::strcmp(e, "split") == 0) return ChainChoice::kSplit;
-    return ChainChoice::kAuto;
+    switch (EnvChoice("TF_RNN_OPS_CPU_CHAIN", {"pipelined", "split"})) {
+      case 0: return ChainChoice::kPipelined;
+      case 1: return ChainChoice::kSplit;
+      default: return ChainChoice::kAuto;
+    }
   }();
   return choice;
 }
@@ -423,10 +438,11 @@ inline bool RnnLanesFuseInput(Index in, Index Hs) { return in > 0 && 8 * in <= H
 enum class LanesMode { kAuto, kOff, kForce };
 inline LanesMode LanesSetting() {
   static const LanesMode m = [] {
-    const char* e = std::getenv("TF_RNN_OPS_CPU_LANES");
-    if (e != nullptr && std::strcmp(e, "0") == 0) return LanesMode::kOff;
-    if (e != nullptr && std::strcmp(e, "1") == 0) return LanesMode::kForce;
-    return LanesMode::kAuto;
+    switch (EnvChoice("TF_RNN_OPS_CPU_LANES", {"0", "1"})) {
+      case 0: return LanesMode::kOff;
+      case 1: return LanesMode::kForce;
+      default: return LanesMode::kAuto;
+    }
   }();
   return m;
 }
@@ -455,10 +471,7 @@ constexpr Index kBatchBlockRows = 8;
 constexpr int kBatchBlockMaxThreads = 4;
 constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
 inline bool BatchBlocksOff() {
-  static const bool off = [] {
-    const char* e = std::getenv("TF_RNN_OPS_CPU_BATCH_BLOCKS");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
+  static const bool off = EnvChoice("TF_RNN_OPS_CPU_BATCH_BLOCKS", {"0"}) == 0;
   return off;
 }
 // The spec's part of whether training runs in batch blocks: every layer's input fuses into
