@@ -9,10 +9,10 @@
 // engine computed in float: h_{t-1} entering the recurrent product, and the gate gradients
 // entering the backward products (the same operands a bf16 GEMM of PyTorch or oneDNN sees).
 //
-// Packed B: the panels of packed_gemm.h (widths 32, 16, then 1 column; panel at column c
-// starting at float slot c · K), each holding ceil(K/2) pair rows of w 32-bit words, the word
-// of (p, c) being (B[2p, c], B[2p+1, c]) (low half first; B[K, c] = 0 for odd K). One 512-bit
-// load is a pair row of 16 columns, one vdpbf16ps adds two k's of 16 columns.
+// Packed B: panels of 32, then 16 columns, then the last 1-15 columns as one panel (the panel
+// at column c starting at float slot c · K), each holding ceil(K/2) pair rows of w 32-bit
+// words, the word of (p, c) being (B[2p, c], B[2p+1, c]) (low half first; B[K, c] = 0 for odd
+// K). One 512-bit load is a pair row of 16 columns, one vdpbf16ps adds two k's of 16 columns.
 //
 // Compiled into the avx512 engine only, the kernels with a function-level target, and run
 // only where the CPU reports AVX512_BF16 and the default or the environment wants them
@@ -94,9 +94,11 @@ constexpr Index kChunk = 160;         // pair rows per K chunk: 160 · 32 words 
 
 inline Index Pairs(Index K) { return (K + 1) / 2; }
 
-// Width of the panel that starts at column c of a B with `cols` columns.
+// Width of the panel that starts at column c of a B with `cols` columns: 32, 16, then the
+// last 1-15 columns as one panel (read and written masked: a column count off the grid runs
+// at the rate of its neighbours).
 inline Index PanelWidth(Index c, Index cols) {
-  return c + kWide <= cols ? kWide : c + kLanes <= cols ? kLanes : 1;
+  return c + kWide <= cols ? kWide : c + kLanes <= cols ? kLanes : cols - c;
 }
 
 #if TFRNN_BF16_KERNELS
@@ -228,7 +230,7 @@ inline void PackRange(Index K, Index cols, const float* src, Index sk, Index sc,
     const Index w = PanelWidth(c, cols);
     uint32_t* p = reinterpret_cast<uint32_t*>(out + c * K);
 #if TFRNN_BF16_KERNELS
-    if (sc == 1 && w >= kLanes) {
+    if (sc == 1) {
       for (Index q = 0; q < K2; ++q) {
         PackPairRow(zero(2 * q) ? nullptr : src + 2 * q * sk + c,
                     zero(2 * q + 1) ? nullptr : src + (2 * q + 1) * sk + c, w, p + q * w);
@@ -236,7 +238,7 @@ inline void PackRange(Index K, Index cols, const float* src, Index sk, Index sc,
       c += w;
       continue;
     }
-    if (sk == 1 && w >= kLanes && zk0 >= zk1) {
+    if (sk == 1 && zk0 >= zk1) {
       PackTransposedPanel(K, src + c * sc, sc, w, p);
       c += w;
       continue;
@@ -256,10 +258,13 @@ inline void Pack(Index K, Index cols, const float* src, Index sk, Index sc, floa
 #if TFRNN_BF16_KERNELS
 
 // One register block: R rows of A (pair words, row stride lda) times NP registers of a
-// panel's pair rows (row q at b + q · w), over K2 pairs.
-template <int R, int NP>
+// panel's pair rows (row q at b + q · w), over K2 pairs. kTail: a last panel of w < 16
+// columns (NP = 1), its pair rows and C's columns read and written under a mask.
+template <int R, int NP, bool kTail = false>
 TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, const uint32_t* b,
                                     Index w, float* c, Index ldc, bool accumulate) {
+  static_assert(!kTail || NP == 1, "a tail panel is one register wide");
+  const __mmask16 m = kTail ? static_cast<__mmask16>((1u << w) - 1) : __mmask16(0xffff);
   __m512 acc[R][NP];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -274,7 +279,8 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
   for (Index q = 0; q < K2; ++q) {
     __m512bh bv[NP];
     for (int j = 0; j < NP; ++j) {
-      const __m512i x = _mm512_loadu_si512(b + q * w + j * kLanes);
+      const __m512i x = kTail ? _mm512_maskz_loadu_epi32(m, b + q * w)
+                              : _mm512_loadu_si512(b + q * w + j * kLanes);
       bv[j] = reinterpret_cast<const __m512bh&>(x);
     }
     for (int r = 0; r < R; ++r) {
@@ -287,29 +293,34 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
     for (int j = 0; j < NP; ++j) {
       float* dst = c + r * ldc + j * kLanes;
       __m512 v = acc[r][j];
-      if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(dst));
-      _mm512_storeu_ps(dst, v);
+      if constexpr (kTail) {
+        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
+        _mm512_mask_storeu_ps(dst, m, v);
+      } else {
+        if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(dst));
+        _mm512_storeu_ps(dst, v);
+      }
     }
   }
 }
 
-template <int NP>
+template <int NP, bool kTail = false>
 TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a, Index lda,
                                         const uint32_t* b, Index w, float* c, Index ldc,
                                         bool accumulate) {
   Index r = 0;
   for (; r + kRowsPerBlock <= rows; r += kRowsPerBlock)
-    Micro<kRowsPerBlock, NP>(K2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+    Micro<kRowsPerBlock, NP, kTail>(K2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
   const uint32_t* ar = a + r * lda;
   float* cr = c + r * ldc;
   switch (rows - r) {
-    case 7: Micro<7, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 6: Micro<6, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 5: Micro<5, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 4: Micro<4, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 3: Micro<3, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 2: Micro<2, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 1: Micro<1, NP>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 7: Micro<7, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 6: Micro<6, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 5: Micro<5, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 4: Micro<4, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 3: Micro<3, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 2: Micro<2, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 1: Micro<1, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
     default: break;
   }
 }
@@ -332,17 +343,8 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
         PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
       } else if (w == kLanes) {
         PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
-      } else {  // one column
-        for (Index r = 0; r < rows; ++r) {
-          const uint32_t* ar = a + r * lda + q0;
-          float s = 0.f;
-          for (Index q = 0; q < kq; ++q) {
-            s += Widen(ar[q] & 0xffffu) * Widen(b[q] & 0xffffu) +
-                 Widen(ar[q] >> 16) * Widen(b[q] >> 16);
-          }
-          float& dst = c[r * ldc + col];
-          dst = acc ? dst + s : s;
-        }
+      } else {  // the last 1-15 columns
+        PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
       }
       col += w;
     }
