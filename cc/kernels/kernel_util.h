@@ -19,7 +19,6 @@
 #include "absl/strings/str_join.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
-#include "cc/kernels/bf16_convert.h"
 #include "cc/kernels/engine_loader.h"
 #include "cc/kernels/scratch_cache.h"
 #include "cc/kernels/tf_compat.h"
@@ -251,7 +250,7 @@ class ComputeBridge {
       return t.flat<T>().data();
     } else {
       A* tmp = Scratch(t.NumElements());
-      if (tmp != nullptr) BridgeConvert<T, A>(dev_, t.flat<T>().data(), tmp, t.NumElements());
+      if (tmp != nullptr) Convert<T, A>(dev_, t.flat<T>().data(), tmp, t.NumElements());
       return tmp;
     }
   }
@@ -288,10 +287,8 @@ class ComputeBridge {
 
   // Converts computed outputs back into the op's tensors.
   void Finish() {
-    for (auto& p : pending_) {
-      BridgeConvert<A, T>(dev_, p.first, p.second->template flat<T>().data(),
-                          p.second->NumElements());
-    }
+    for (auto& p : pending_) Convert<A, T>(dev_, p.first, p.second->template flat<T>().data(),
+                                           p.second->NumElements());
     pending_.clear();
   }
 
