@@ -56,9 +56,9 @@ LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
                ("lstm", 1, "unidirectional", 3, 64, 24, 200)]
 # The Keras layers at inference (TfRnn>KerasRNN: the weights in Keras's [in, K·units] layout,
 # read in place, units contiguous) against stock Keras in float64 at the bf16-rounded weights:
-# (layer, T, B, I, H). On 2 threads the LSTM cases run in two batch blocks of 32 rows in the
-# lanes (the first unforced, the second with TF_RNN_OPS_CPU_LANES=1); the GRU keeps
-# packed::Gemm's bf16 products.
+# (layer, T, B, I, H). On 2 threads each runs in two batch blocks (32, 32 and 45 rows) in the
+# lanes (the first case unforced, the others with TF_RNN_OPS_CPU_LANES=1; the GRU's sums there
+# come out in packed::Gemm's order, so its bits match the lanes-off run).
 KERAS_CASES = [("LSTM", 4, 64, 24, 250),   # narrow input fused with R
                ("LSTM", 3, 64, 200, 160),  # wide input projected apart
                ("GRU", 3, 90, 40, 130)]    # blocks of 45 rows, a partial unit block
