@@ -69,7 +69,8 @@ inline bool ProductsFor(const Spec& s) {
   return s.bf16 && Available();
 }
 
-// float -> bf16 bits, rounding to nearest even (NaN stays NaN), as vcvtne2ps2bf16 does.
+// float -> bf16 bits, rounding to nearest even (NaN stays NaN), as vcvtne2ps2bf16 does for
+// normal numbers (a denormal is rounded here; the instruction flushes it to zero).
 inline uint16_t Round(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -210,43 +211,43 @@ TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const f
   }
 }
 
-// A panel of w columns of a B stored transposed (column c of B is row c of src, stride ld:
-// the two k's of a pair are adjacent floats): pair row q of the panel is word q of each of
-// the w rows, i.e. the rows' pair words transposed (TransposePairsInto, ldd = w).
-TFRNN_BF16_TARGET inline void PackTransposedPanel(Index K, const float* src, Index ld, Index w,
-                                                  uint32_t* p) {
-  TransposePairsInto(w, K, src, ld, reinterpret_cast<float*>(p), w);
-}
 #endif
+
+// One panel of w columns of B (element (k, c) at src[k · sk + c · sc], c < w) as ceil(K/2)
+// pair rows of w words, word (q, c) at p[q · w + c]; rows [zk0, zk1) as zeros. Vectorised
+// where B's columns are contiguous (sc = 1: pair rows by PackPairRow) or its k's are (sk = 1:
+// the columns' pair words transposed by TransposePairsInto). The panels of PackRange below and
+// of lanes_gemm.h's PackLanesPairs.
+inline void PackPanel(Index K, const float* src, Index sk, Index sc, Index w, uint32_t* p,
+                      Index zk0 = 0, Index zk1 = 0) {
+  const Index K2 = Pairs(K);
+  auto zero = [&](Index k) { return k >= K || (k >= zk0 && k < zk1); };
+#if TFRNN_BF16_KERNELS
+  if (sc == 1) {
+    for (Index q = 0; q < K2; ++q) {
+      PackPairRow(zero(2 * q) ? nullptr : src + 2 * q * sk,
+                  zero(2 * q + 1) ? nullptr : src + (2 * q + 1) * sk, w, p + q * w);
+    }
+    return;
+  }
+  if (sk == 1 && zk0 >= zk1) {
+    TransposePairsInto(w, K, src, sc, reinterpret_cast<float*>(p), w);
+    return;
+  }
+#endif
+  auto at = [&](Index k, Index c) { return zero(k) ? 0.f : src[k * sk + c * sc]; };
+  for (Index j = 0; j < w; ++j) {
+    for (Index q = 0; q < K2; ++q) p[q * w + j] = Pair(at(2 * q, j), at(2 * q + 1, j));
+  }
+}
 
 // Packs B[K, cols], element (k, c) at src[k · sk + c · sc], into the layout above; rows
 // [zk0, zk1) packed as zeros. Columns [c0, c1) only (c0, c1 on panel boundaries).
 inline void PackRange(Index K, Index cols, const float* src, Index sk, Index sc, float* out,
                       Index zk0, Index zk1, Index c0, Index c1) {
-  const Index K2 = Pairs(K);
-  auto zero = [&](Index k) { return k >= K || (k >= zk0 && k < zk1); };
-  auto at = [&](Index k, Index c) { return zero(k) ? 0.f : src[k * sk + c * sc]; };
   for (Index c = c0; c < c1;) {
     const Index w = PanelWidth(c, cols);
-    uint32_t* p = reinterpret_cast<uint32_t*>(out + c * K);
-#if TFRNN_BF16_KERNELS
-    if (sc == 1) {
-      for (Index q = 0; q < K2; ++q) {
-        PackPairRow(zero(2 * q) ? nullptr : src + 2 * q * sk + c,
-                    zero(2 * q + 1) ? nullptr : src + (2 * q + 1) * sk + c, w, p + q * w);
-      }
-      c += w;
-      continue;
-    }
-    if (sk == 1 && zk0 >= zk1) {
-      PackTransposedPanel(K, src + c * sc, sc, w, p);
-      c += w;
-      continue;
-    }
-#endif
-    for (Index j = 0; j < w; ++j) {
-      for (Index q = 0; q < K2; ++q) p[q * w + j] = Pair(at(2 * q, c + j), at(2 * q + 1, c + j));
-    }
+    PackPanel(K, src + c * sc, sk, sc, w, reinterpret_cast<uint32_t*>(out + c * K), zk0, zk1);
     c += w;
   }
 }

@@ -65,58 +65,21 @@ void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, 
   }
 }
 
-#if TFRNN_BF16_KERNELS
-// PackLanesPairs of float weights with each k's units contiguous (ldc = 1: a panel's rows 2q
-// and 2q + 1 by bf16::PackPairRow) or each unit's k's contiguous (ldk = 1: a panel's units
-// converted as rows by bf16::ConvertRows, then their words placed in the panel's columns).
-TFRNN_BF16_TARGET inline void PackLanesPairsContiguous(int nb, Index K, Index cols,
-                                                       const float* src, Index ldk, Index ldc,
-                                                       float* out) {
-  const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
-  uint32_t* o = reinterpret_cast<uint32_t*>(out);
-  std::vector<uint32_t> rows(ldc == 1 ? 0 : mr * K2);  // a panel's units as pair-word rows
-  for (Index c0 = 0; c0 < cols; c0 += mr) {
-    const Index w = std::min(mr, cols - c0);
-    if (ldc == 1) {
-      for (Index q = 0; q < K2; ++q) {
-        const float* lo = src + 2 * q * ldk + c0;
-        bf16::PackPairRow(lo, 2 * q + 1 < K ? lo + ldk : nullptr, w, o + q * w);
-      }
-    } else {
-      bf16::ConvertRows(0, w, K, src + c0 * ldc, ldc, rows.data());
-      for (Index c = 0; c < w; ++c) {
-        for (Index q = 0; q < K2; ++q) o[q * w + c] = rows[c * K2 + q];
-      }
-    }
-    o += K2 * w;
-  }
-}
-#endif
-
 // The same panels holding bf16 pair words (word (q, c) of a panel at q · width + c, the
-// panel K2 · width words long; the packed products keep the float offsets of PackLanes).
+// panel K2 · width words long; the packed products keep the float offsets of PackLanes), each
+// packed by bf16::PackPanel. Float only (the lanes never run for double).
 template <typename A>
 void PackLanesPairs(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, A* out) {
-#if TFRNN_BF16_KERNELS
   if constexpr (std::is_same<A, float>::value) {
-    if (ldk == 1 || ldc == 1) {
-      PackLanesPairsContiguous(nb, K, cols, src, ldk, ldc, out);
-      return;
+    const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
+    uint32_t* o = reinterpret_cast<uint32_t*>(out);
+    for (Index c0 = 0; c0 < cols; c0 += mr) {
+      const Index w = std::min(mr, cols - c0);
+      bf16::PackPanel(K, src + c0 * ldc, ldk, ldc, w, o);
+      o += K2 * w;
     }
-  }
-#endif
-  const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
-  uint32_t* o = reinterpret_cast<uint32_t*>(out);
-  for (Index c0 = 0; c0 < cols; c0 += mr) {
-    const Index w = std::min(mr, cols - c0);
-    for (Index c = 0; c < w; ++c) {
-      const A* col = src + (c0 + c) * ldc;
-      for (Index q = 0; q < K2; ++q) {
-        const float hi = 2 * q + 1 < K ? float(col[(2 * q + 1) * ldk]) : 0.f;
-        o[q * w + c] = bf16::Pair(float(col[2 * q * ldk]), hi);
-      }
-    }
-    o += K2 * w;
+  } else {
+    std::abort();
   }
 }
 
