@@ -53,7 +53,10 @@ LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
                ("gru", 1, "unidirectional", 3, 32, 40, 700),
                # inference: batch blocks of 32 rows on 2 threads, each block's R (4·200·200 bf16
                # values, over 256 KiB) in the lanes unforced, the narrow input fused with it
-               ("lstm", 1, "unidirectional", 3, 64, 24, 200)]
+               ("lstm", 1, "unidirectional", 3, 64, 24, 200),
+               # inference: blocks of 31 and 32 rows on 2 threads, the second in the lanes
+               # (its own pack), the first packing all of the blocks' shared copy alone
+               ("lstm", 1, "unidirectional", 3, 63, 24, 200)]
 # The Keras layers at inference (TfRnn>KerasRNN: the weights in Keras's [in, K·units] layout,
 # read in place, units contiguous) against stock Keras in float64 at the bf16-rounded weights:
 # (layer, T, B, I, H). On 2 threads each runs in two batch blocks (32, 32 and 45 rows) in the

@@ -380,25 +380,33 @@ TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const 
 // Rows [r0, r1) of op(A) = Aᵀ, A stored [K, m] with leading dimension lda, as pair words.
 // Per block of 16 pairs (A's rows 2q0 .. 2q0 + 31, read along their length) and group of 16
 // output rows: per pair q, A's rows 2q and 2q+1 as 16 contiguous floats each converted into
-// the 16 rows' words for q (PackPairRow), then the 16 x 16 block written out transposed (row
-// r's 16 words contiguous). (Groups outermost read each of A's rows in 64-byte pieces at the
-// row stride, which the prefetchers do not follow: 0.8 ns per element at 4 KiB strides.)
+// the 16 rows' words for q (PairWords), then the 16 x 16 block of words transposed in
+// registers (Transpose16) and stored, row r's words for the block's pairs contiguous.
+// (Groups outermost would read each of A's rows in 64-byte pieces at the row stride, which
+// the prefetchers do not follow: 0.8 ns per element at 4 KiB strides.)
 TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const float* a,
                                              Index lda, uint32_t* out) {
   const Index K2 = Pairs(K);
-  alignas(64) uint32_t blk[kLanes][kLanes];  // [pair q - q0][row r - g]
   const Index full_end = r0 + (r1 - r0) / kLanes * kLanes;  // groups of 16 rows end here
   for (Index q0 = 0; q0 < K2; q0 += kLanes) {
     const Index nq = std::min<Index>(kLanes, K2 - q0);
+    const __mmask16 mq = static_cast<__mmask16>((1u << nq) - 1);
     for (Index g = r0; g < full_end; g += kLanes) {
-      for (Index i = 0; i < nq; ++i) {
-        const Index q = q0 + i;
-        const float* lo = a + 2 * q * lda + g;
-        PackPairRow(lo, 2 * q + 1 < K ? lo + lda : nullptr, kLanes, blk[i]);
+      __m512 blk[kLanes];  // [pair q - q0] on entry to Transpose16, [row r - g] after
+      for (Index i = 0; i < kLanes; ++i) {
+        if (i >= nq) {
+          blk[i] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* lo = a + 2 * (q0 + i) * lda + g;
+        const __m512 h = 2 * (q0 + i) + 1 < K ? _mm512_loadu_ps(lo + lda) : _mm512_setzero_ps();
+        const __m512i w = PairWords(_mm512_loadu_ps(lo), h);
+        blk[i] = reinterpret_cast<const __m512&>(w);
       }
+      Transpose16(blk);
       for (Index r = 0; r < kLanes; ++r) {
-        uint32_t* o = out + (g + r) * K2 + q0;
-        for (Index i = 0; i < nq; ++i) o[i] = blk[i][r];
+        _mm512_mask_storeu_epi32(out + (g + r) * K2 + q0, mq,
+                                 reinterpret_cast<const __m512i&>(blk[r]));
       }
     }
     for (Index q = q0; q < q0 + nq; ++q) {  // a last group of fewer than 16 rows

@@ -307,6 +307,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // columns is panels of 48, 48 and 32, the four gates together ten of 48 and one of 32).
   const bool merged = blocks == 1 && !reset_before && GM <= 1;
   const Index KG = merged ? 1 : K;  // products per unit block and operand
+  // A batch block of a one-layer call (ForwardBatchBlocks) on that one product, packed, not
+  // in the lanes: its pieces of the weights every such block reads (PackShare).
+  PackShare* const share =
+      merged && !lanes && !pipelined && !unpacked && !proj ? ly.pack_share : nullptr;
+  if (share != nullptr) rpack = static_cast<A*>(share->dst);
   const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   // The B rows of time row tau in the layer input start at x_step(tau), xld apart (time-major
   // or batch-major: Layer::x_batch_major); x_row(r): x's row for gx's row r.
@@ -325,7 +330,20 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
   // way at wpack, with in rows. Merged: the one block's K·H columns as if one gate.
-  if (!unpacked && steps > 0 && !proj) {
+  if (share != nullptr && steps > 0) {
+    // Columns [c0, c1) of the product's panels, as the whole pack below would place them.
+    share->Run([&](Index c0, Index c1) {
+      auto part = [&](const A* M, Index rows, A* dst) {
+        if (s.weights_xw) {
+          packed::PackRowMajor<A>(rows, c1 - c0, M + c0, KH, dst + c0 * rows, 0, 0, b16);
+        } else {
+          packed::PackColMajor<A>(rows, c1 - c0, M + c0 * rows, rows, dst + c0 * rows, b16);
+        }
+      };
+      if (fused) part(ly.W, xr, rpack);
+      part(ly.R, Hs, rpack + xr * KH);
+    });
+  } else if (!unpacked && steps > 0 && !proj) {
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = blk * U, len = std::min(U, H - j0);
@@ -632,7 +650,7 @@ void MakeMask(const CpuDevice& d, const RnnSpec& s, Index l, A* mask, Index n) {
 // x, y and the reserve are those of `whole`'s buffers from row b0 on, used in place.
 template <typename A>
 void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
-                   const RnnSpec* whole = nullptr, Index b0 = 0) {
+                   const RnnSpec* whole = nullptr, Index b0 = 0, PackShare* share = nullptr) {
   const Index TB = s.T * s.B, Hs = RnnHs(s), ycols = s.D * Hs;
   const RnnSpec& layout = whole != nullptr ? *whole : s;  // the reserve's
   A* reserve = a.reserve;
@@ -651,6 +669,7 @@ void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a,
       if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
       ly.x_batch_major = a.batch_major && l == 0;
       ly.y_batch_major = a.batch_major && l + 1 == s.L;
+      ly.pack_share = share;
       LayerForward<A>(d, s, pseudo, ly, xin, a, ylayer, ws);
     }
     if (l + 1 < s.L && RnnHasMask(s)) {
@@ -684,6 +703,11 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   const bool lstm = s.mode == RnnMode::kLstm, in_place = s.training;
   const CpuDevice one(d.getPool(), 1);
   const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
+  // One layer: the blocks pack its weights once, together, after their pieces (PackShare).
+  PackShare shared;
+  shared.dst = ws + RnnBlocksBefore(s, n, n, RnnBlockScratchSize);
+  shared.cols = RnnK(s) * H;
+  PackShare* const share = RnnBlocksPackSize(s) > 0 ? &shared : nullptr;
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
     const RnnSpec bs = RnnBlockSpec(s, n, i);
     const Index b0 = RnnBatchBlockRow(B, n, i);
@@ -718,9 +742,9 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
       }
     }
     if (in_place) {
-      ForwardLayers<A>(one, bs, b, w.ws, &s, b0);
+      ForwardLayers<A>(one, bs, b, w.ws, &s, b0, share);
     } else {
-      ForwardLayers<A>(one, bs, b, w.ws);
+      ForwardLayers<A>(one, bs, b, w.ws, nullptr, 0, share);
       if (!a.batch_major) {
         CopySlabs(w.y, bs.B * ycols, a.y + b0 * ycols, B * ycols, T, bs.B * ycols);
       }

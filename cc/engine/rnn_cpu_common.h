@@ -5,6 +5,7 @@
 #define TF_RNN_OPS_CC_ENGINE_RNN_CPU_COMMON_H_
 
 #include <algorithm>
+#include <atomic>
 #include <tuple>
 
 #include "cc/engine/activations.h"
@@ -51,6 +52,33 @@ inline Index SeqRow(bool batch_major, Index T, Index B, Index tau, Index b) {
   return batch_major ? b * T + tau : tau * B + b;
 }
 
+// The weights of a one-layer call's batch blocks (rnn_cpu.cc ForwardBatchBlocks), packed once
+// for all of them instead of once per block: every block whose road packs the one product of
+// all K·H columns (no lanes, no separate gate products) claims pieces of kPieceCols columns
+// (the last piece takes the rest, at least kPieceCols) and packs them into `dst`, then waits
+// until every piece is done. Pieces are claimed only by running blocks, so a block that finds
+// none left waits only for pieces being packed; a lone block packs them all. A piece boundary
+// is a multiple of every panel width (48 floats, 32 bf16 pair columns) and at least
+// kPieceCols columns before the end, so each piece's panels are those of the whole pack.
+struct PackShare {
+  static constexpr Index kPieceCols = 96;
+  void* dst = nullptr;  // RnnBlocksPackSize elements (workspace.h)
+  Index cols = 0;       // K·H
+  std::atomic<Index> next{0}, done{0};
+
+  // fn(c0, c1) packs columns [c0, c1).
+  template <typename Fn>
+  void Run(Fn&& fn) {
+    const Index n = std::max<Index>(1, cols / kPieceCols);
+    for (Index i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(i * kPieceCols, i + 1 == n ? cols : (i + 1) * kPieceCols);
+      done.fetch_add(1, std::memory_order_release);
+    }
+    SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
+  }
+};
+
 // Pointers of one (layer, direction). SetRnnLayer (types.h) points them into the params,
 // reserve and dparams buffers; the LSTM block ops (lstm_block_mapping.h) at their own tensors.
 template <typename A>
@@ -85,6 +113,9 @@ struct Layer {
   // reads it: the others project all of a layer's rows as one matrix.
   Index row_B = 0;
   Index RowB(Index B) const { return row_B > 0 ? row_B : B; }
+  // A one-layer call's batch block: the packed weights it shares with the other blocks
+  // (PackShare), or null.
+  PackShare* pack_share = nullptr;
   // Points the layer at the rows of a batch block from row b0 of buffers of `rows` rows per
   // time row (row_B); KH: the gate rows' width of gx.
   void AtBlockRows(Index b0, Index rows, Index KH, Index H, Index Hs) {

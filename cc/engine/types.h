@@ -448,15 +448,16 @@ inline LanesMode LanesSetting() {
 }
 // Batch blocks (RnnForward, rnn_cpu.cc). The batch's rows are independent sequences, so the
 // forward can run them in blocks of rows, each block's whole stack as a call of its own on one
-// thread: no step of a block waits for another block, and each thread keeps its own packed
-// copy of the weights in its core's cache. The unit blocks of StepLoop and the pipelined chain
+// thread: no step of a block waits for another block, and each thread keeps the packed
+// weights in its core's cache. The unit blocks of StepLoop and the pipelined chain
 // instead meet at every step, and their product of a step reads the h rows another core has
 // just written. On 2 cores two blocks of B/2 rows ran 1.0-1.5x as fast as those roads at every
 // size measured (docs/PERFORMANCE_STEPS.md, "Batch blocks"). A block keeps at least
 // kBatchBlockRows rows (the kernel's register block of rows); blocks run on up to
 // kBatchBlockMaxThreads threads (beyond, the roads measured on the 16-core host stay), and
-// only while a layer's weights take at most kBatchBlockMaxWeights bytes: each block packs its
-// own copy (in the workspace) and streams all of R at every step, where the unit blocks
+// only while a layer's weights take at most kBatchBlockMaxWeights bytes: the blocks pack them
+// in the workspace (one copy for a one-layer call, rnn_cpu_common.h PackShare, else one per
+// block) and each streams all of R at every step, where the unit blocks
 // stream a slice each (20x128x512x1024, 25 MB of weights: 0.93-0.98x). Not with a recurrent
 // mask, or for the few rows of a streaming call.
 // In training (RnnTrainBatchBlocks) a block writes its rows of the reserve, x and y where they

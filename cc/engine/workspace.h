@@ -144,9 +144,18 @@ Index RnnBlocksWorkspaceSize(const RnnSpec& s, Index whole, Index max_n, Size si
 // The workspace of RnnForward: the layers' over the whole batch, or the batch blocks' for any
 // block count the spec allows, whichever is larger; a multiple of 16 elements, so that a
 // reserve placed after it keeps the workspace's alignment.
+// The weights a one-layer call's batch blocks pack once for all of them, after the blocks'
+// pieces (rnn_cpu_common.h PackShare): R, and W where the input fuses into the step's product;
+// 0 with more layers or directions.
+inline Index RnnBlocksPackSize(const RnnSpec& s) {
+  if (s.L * s.D != 1) return 0;
+  const Index Hs = RnnHs(s), KH = RnnK(s) * s.H, in = RnnInWidth(s, 0);
+  return AlignUp(KH * (Hs + (RnnFusesInput(in, Hs, KH, s.bf16) ? in : 0)));
+}
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
-  return AlignUp(RnnBlocksWorkspaceSize(s, RnnFwdLayersWorkspaceSize(s), RnnBatchBlocksMax(s),
-                                        RnnBlockScratchSize));
+  const Index blocks = RnnBlocksWorkspaceSize(s, 0, RnnBatchBlocksMax(s), RnnBlockScratchSize);
+  return AlignUp(std::max(RnnFwdLayersWorkspaceSize(s),
+                          blocks > 0 ? blocks + RnnBlocksPackSize(s) : 0));
 }
 
 // The LSTM block ops' forward in batch blocks (lstm_cpu.cc): where the layer's input fuses
