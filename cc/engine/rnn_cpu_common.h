@@ -58,8 +58,9 @@ inline Index SeqRow(bool batch_major, Index T, Index B, Index tau, Index b) {
 // (the last piece takes the rest, at least kPieceCols) and packs them into `dst`, then waits
 // until every piece is done. Pieces are claimed only by running blocks, so a block that finds
 // none left waits only for pieces being packed; a lone block packs them all. A piece boundary
-// is a multiple of every panel width (48 floats, 32 bf16 pair columns) and at least
-// kPieceCols columns before the end, so each piece's panels are those of the whole pack.
+// is a multiple of every ISA build's panel width (packed_gemm.h: 48, 24, 16 or 8 columns;
+// bf16_gemm.h: 32 pair columns) and at least kPieceCols columns before the end, so each
+// piece's panels are those of the whole pack (PackRowMajor, PackColMajor).
 struct PackShare {
   static constexpr Index kPieceCols = 96;
   void* dst = nullptr;  // RnnBlocksPackSize elements (workspace.h)

@@ -141,9 +141,6 @@ Index RnnBlocksWorkspaceSize(const RnnSpec& s, Index whole, Index max_n, Size si
   for (Index n = 2; n <= max_n; ++n) whole = std::max(whole, RnnBlocksBefore(s, n, n, size));
   return whole;
 }
-// The workspace of RnnForward: the layers' over the whole batch, or the batch blocks' for any
-// block count the spec allows, whichever is larger; a multiple of 16 elements, so that a
-// reserve placed after it keeps the workspace's alignment.
 // The weights a one-layer call's batch blocks pack once for all of them, after the blocks'
 // pieces (rnn_cpu_common.h PackShare): R, and W where the input fuses into the step's product;
 // 0 with more layers or directions.
@@ -152,6 +149,9 @@ inline Index RnnBlocksPackSize(const RnnSpec& s) {
   const Index Hs = RnnHs(s), KH = RnnK(s) * s.H, in = RnnInWidth(s, 0);
   return AlignUp(KH * (Hs + (RnnFusesInput(in, Hs, KH, s.bf16) ? in : 0)));
 }
+// The workspace of RnnForward: the layers' over the whole batch, or the batch blocks' (with
+// their shared pack) for any block count the spec allows, whichever is larger; a multiple of
+// 16 elements, so that a reserve placed after it keeps the workspace's alignment.
 inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
   const Index blocks = RnnBlocksWorkspaceSize(s, 0, RnnBatchBlocksMax(s), RnnBlockScratchSize);
   return AlignUp(std::max(RnnFwdLayersWorkspaceSize(s),
