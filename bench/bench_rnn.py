@@ -36,9 +36,10 @@ Every TensorFlow callable (ours and stock alike) runs as a tf.function; PyTorch 
 (nn.LSTM / nn.GRU, forward + backward, when PyTorch is installed: a benchmark peer only) with
 --torch-threads threads (default: all CPUs, as many as TensorFlow's intra-op pool).
 Time = median of --reps calls after one warm-up call; the implementations of a benchmark are
-timed in turns (per round, one untimed then one timed call of each, in an order shuffled each
-round), so that machine drift hits both sides while no side is timed in the wake of another
-(PyTorch's OpenMP workers keep spinning after a call returns) more often than the others are.
+timed in turns (per round, untimed calls for at least 30 ms (at least one, at most ten; a
+streaming step at least five) then one timed call of each, in an order shuffled each round), so
+that machine drift hits both sides while no side is timed in the wake of another (PyTorch's
+OpenMP workers keep spinning after a call returns) more often than the others are.
 GF/s use FLOPs of forward 8·T·B·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
 times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
 dtype: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
@@ -72,6 +73,7 @@ tf.get_logger().setLevel("ERROR")  # each benchmark is its own tf.function: no r
 from tf_rnn_ops import raw_ops as ours  # noqa: E402
 
 STREAM_SETTLE = 5  # untimed calls before each timed call of a *_stream benchmark (below)
+SETTLE_MS = 30.0  # and at least this long of untimed calls before each timed call (below)
 KERAS_BENCHES = ["keras_lstm", "keras_gru", "keras_lstm_mask", "keras_lstm_rdrop",
                  "keras_gru_rdrop", "keras_simple", "keras_lstm_infer", "keras_gru_infer",
                  "keras_lstm_stream", "keras_gru_stream"]
@@ -439,7 +441,7 @@ def run_timings(args):
                 # Every implementation is built and warmed up first, then timed in turns (one
                 # call of each per round): the machine's speed drifts by tens of percent over a
                 # run, and timing each side in turn lets both see the same drift.
-                rows, fns = {}, {}
+                rows, fns, warm_ms = {}, {}, {}
                 for impl in ["ours"] + _peers(bench, args):
                     f = flops(bench, size)
                     row = dict(bench=bench, impl=impl, size=list(size), dtype=dt, flops=f,
@@ -452,6 +454,7 @@ def run_timings(args):
                         fn = factory()
                         fn()  # also the warm-up
                         fns[impl] = fn
+                        warm_ms[impl] = bu.time_once_ms(fn)
                     except Exception as e:  # noqa: BLE001
                         row["status"] = "n/a: " + _err_line(e)
                     rows[impl] = row
@@ -465,7 +468,14 @@ def run_timings(args):
                 # 490, 340, 290, 276 µs for ours and 540, 430, 400, 387 µs for stock
                 # before their steady 268 / 377, LSTM H = 128), and a model served per time
                 # step runs back to back. So stream turns settle with STREAM_SETTLE calls.
-                settle = STREAM_SETTLE if bench.endswith("_stream") else 1
+                # And every turn settles for at least SETTLE_MS: PyTorch's workers still spun
+                # through the whole of the next 5 ms call (ours keras_lstm_infer at
+                # 200x16x64x128: a median 6.5-7.3 ms with one settling call after an nn.LSTM
+                # call, 4.9 ms at best; the bench read 0.61x where alternating blocks of calls
+                # read 1.03x).
+                base = STREAM_SETTLE if bench.endswith("_stream") else 1
+                settle = {impl: max(base, min(10, int(np.ceil(SETTLE_MS / max(ms, 1e-3)))))
+                          for impl, ms in warm_ms.items()}
                 # The order of the turns is shuffled each round (seeded), so that each
                 # implementation follows each of the others about equally often: whatever a
                 # call leaves behind (spinning pool threads, cold caches) falls on all of them
@@ -478,7 +488,7 @@ def run_timings(args):
                     for impl in order:
                         fn = fns[impl]
                         try:
-                            for _ in range(settle):
+                            for _ in range(settle[impl]):
                                 fn()
                             times[impl].append(bu.time_once_ms(fn))
                         except Exception as e:  # noqa: BLE001
