@@ -330,25 +330,26 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
   // way at wpack, with in rows. Merged: the one block's K·H columns as if one gate.
+  // Columns [c0, c0 + n) of M's K·H (W or R, `rows` rows; M stored [KH, rows] or with
+  // weights_xw [rows, KH]) packed for packed::Gemm at dst.
+  auto pack_cols = [&](const A* M, Index rows, Index c0, Index n, A* dst) {
+    if (s.weights_xw) {
+      packed::PackRowMajor<A>(rows, n, M + c0, KH, dst, 0, 0, b16);
+    } else {
+      packed::PackColMajor<A>(rows, n, M + c0 * rows, rows, dst, b16);
+    }
+  };
   if (share != nullptr && steps > 0) {
     // Columns [c0, c1) of the product's panels, as the whole pack below would place them.
     share->Run([&](Index c0, Index c1) {
-      auto part = [&](const A* M, Index rows, A* dst) {
-        if (s.weights_xw) {
-          packed::PackRowMajor<A>(rows, c1 - c0, M + c0, KH, dst + c0 * rows, 0, 0, b16);
-        } else {
-          packed::PackColMajor<A>(rows, c1 - c0, M + c0 * rows, rows, dst + c0 * rows, b16);
-        }
-      };
-      if (fused) part(ly.W, xr, rpack);
-      part(ly.R, Hs, rpack + xr * KH);
+      if (fused) pack_cols(ly.W, xr, c0, c1 - c0, rpack + c0 * xr);
+      pack_cols(ly.R, Hs, c0, c1 - c0, rpack + xr * KH + c0 * Hs);
     });
   } else if (!unpacked && steps > 0 && !proj) {
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = blk * U, len = std::min(U, H - j0);
-        // The `rows` rows of M (W or R) for gate k's units, M stored [KH, rows] or with
-        // weights_xw [rows, KH].
+        // The `rows` rows of M (W or R) for gate k's units.
         const Index cols = merged ? KH : len;
         auto pack = [&](const A* M, Index rows, Index k, A* dst) {
           if (lanes) {  // B[h, c] = R[k·H + j0 + c, h] (weights_xw: R[h, k·H + j0 + c])
@@ -356,10 +357,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
             (b16 ? lanes::PackLanesPairs<A> : lanes::PackLanes<A>)(
                 int(lanes_bp / 16), rows, cols, src, s.weights_xw ? KH : 1,
                 s.weights_xw ? 1 : rows, dst);
-          } else if (s.weights_xw) {
-            packed::PackRowMajor<A>(rows, cols, M + k * H + j0, KH, dst, 0, 0, b16);
           } else {
-            packed::PackColMajor<A>(rows, cols, M + (k * H + j0) * rows, rows, dst, b16);
+            pack_cols(M, rows, k * H + j0, cols, dst);
           }
         };
         for (Index k = 0; k < KG; ++k) {
