@@ -6,6 +6,7 @@
 #ifndef TF_RNN_OPS_CC_ENGINE_ENGINE_API_H_
 #define TF_RNN_OPS_CC_ENGINE_ENGINE_API_H_
 
+#include <cstdint>
 #include <functional>
 
 #include "cc/engine/types.h"
@@ -23,7 +24,7 @@ class HostPool {
 };
 
 // Bump when the table, any struct in types.h or the workspace a spec needs (workspace.h) changes.
-constexpr int kEngineApiVersion = 11;
+constexpr int kEngineApiVersion = 12;
 
 struct EngineApi {
   int version;
@@ -44,6 +45,14 @@ struct EngineApi {
   void (*rnn_forward_f64)(HostPool&, const RnnSpec&, const RnnFwdArgs<double>&, double*);
   void (*rnn_backward_f32)(HostPool&, const RnnSpec&, const RnnBwdArgs<float>&, float*);
   void (*rnn_backward_f64)(HostPool&, const RnnSpec&, const RnnBwdArgs<double>&, double*);
+  // The 16-bit operands and results at the ops' boundary (Eigen::half and Eigen::bfloat16
+  // words) to and from the engines' float, rounded as Eigen rounds (to nearest even), with
+  // this variant's vector instructions: on the calling thread up to a few hundred thousand
+  // elements (waking the pool costs more), else in chunks on the pool.
+  void (*half_to_f32)(HostPool&, const uint16_t* src, float* dst, int64_t n);
+  void (*f32_to_half)(HostPool&, const float* src, uint16_t* dst, int64_t n);
+  void (*bf16_to_f32)(HostPool&, const uint16_t* src, float* dst, int64_t n);
+  void (*f32_to_bf16)(HostPool&, const float* src, uint16_t* dst, int64_t n);
 };
 
 // Typed access for templated callers.
