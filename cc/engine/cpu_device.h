@@ -157,16 +157,19 @@ void PointwiseRows(const CpuDevice& d, Index rows, Index width, double cost_per_
 using SumAcc = Eigen::Array<double, Eigen::Dynamic, 1>;
 
 // out[j] = Σ_r in[r, j] over a dense row-major [rows, cols] matrix. Columns are split into
-// chunks across the pool; each chunk is summed row by row (contiguous, vectorised) into a
-// SumAcc, so the result does not depend on the number of threads.
+// one chunk per thread (at least 256 columns); each chunk is summed row by row (contiguous,
+// vectorised) into a SumAcc, so every column is the same sum in row order, and the result
+// does not depend on the number of threads. Wide chunks read long runs of each row (one core,
+// 2560 rows of 3112 columns: 4.9-6.1 ms in chunks of 256 columns, 2.7-2.8 ms in one chunk).
 template <typename A>
 void ColumnSum(const CpuDevice& d, const A* in, Index rows, Index cols, A* out) {
-  constexpr Index kChunk = 256;
-  const Index chunks = (cols + kChunk - 1) / kChunk;
-  ParallelFor(d, chunks, static_cast<double>(rows) * kChunk, [&](Index c0, Index c1) {
-    SumAcc acc(kChunk);
+  const Index threads = std::max(1, d.numThreads());
+  const Index chunk = std::max<Index>(256, ((cols + threads - 1) / threads + 15) / 16 * 16);
+  const Index chunks = (cols + chunk - 1) / chunk;
+  ParallelFor(d, chunks, static_cast<double>(rows) * chunk, [&](Index c0, Index c1) {
+    SumAcc acc(chunk);
     for (Index c = c0; c < c1; ++c) {
-      const Index j0 = c * kChunk, len = std::min(kChunk, cols - j0);
+      const Index j0 = c * chunk, len = std::min(chunk, cols - j0);
       auto a = acc.head(len);
       a.setZero();
       for (Index r = 0; r < rows; ++r) a += CVec<A>(in + r * cols + j0, len).template cast<double>();
