@@ -75,63 +75,87 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const A* dtr = dr + last * H;  // dL/dh of the step (above)
         const bool o_new = s.peephole && s.peephole_o_new;
         const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;
-        Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
-          constexpr int W = decltype(width)::value;
-          using V = VecN<A, W>;
-          using CV = CVecN<A, W>;
-          using L = Loc<A, W>;
-          auto plane = [&](int q) { return CV(ly.Act(pos[q], row) + j0 + o0, wd); };
-          const CV i = plane(0), f = plane(1), cc = plane(2), o = plane(3);
-          const CV cs(csr + o0, wd), cprev(cpr + o0, wd);
-          // Optional extra gradient of an activation, [TB, H] (RnnBwdArgs::dact, dco).
-          auto add_grad = [&](const A* g, L& v) {
-            if (g != nullptr) v += CV(g + row * H + j0 + o0, wd);
-          };
-          auto peep_of = [&](int q) { return CV(peep + pos[q] * H + j0 + o0, wd); };
-          const L dt = CV(dtr + o0, wd);
-          // cell_act(c): the forward's (ly.co), or recomputed.
-          L tc;
-          if (cor != nullptr) {
-            tc = CV(cor + o0, wd);
-          } else {
-            tc = cs;
-            ActivateIn(s.cell_act, tc);
-          }
-          V dcv(dcb + o0, wd);
-          L dc = dcv;
-          if (dcs != nullptr) dc += CV(dcs + o0, wd);
-          L tmp = dt * o;
-          add_grad(a.dco, tmp);
-          MulActGrad(s.cell_act, tc, tmp);
-          dc += tmp;
-          L dout = dt * tc;
-          add_grad(a.dact[3], dout);
-          MulActGrad(s.gate_act[3], o, dout);
-          if (o_new) dc += dout * peep_of(3);
-          if (clip_mask) dc = (cs.abs() < A(s.cell_clip)).select(dc, A(0));
-          L di = dc * cc;
-          add_grad(a.dact[0], di);
-          MulActGrad(s.gate_act[0], i, di);
-          L df = dc * cprev;
-          add_grad(a.dact[1], df);
-          MulActGrad(s.gate_act[1], f, df);
-          L dcc = dc * i;
-          add_grad(a.dact[2], dcc);
-          MulActGrad(s.gate_act[2], cc, dcc);
-          dc *= f;
-          if (s.peephole) {
-            dc += di * peep_of(0) + df * peep_of(1) + dcc * peep_of(2);
-            if (!o_new) dc += dout * peep_of(3);
-          }
-          dcv = dc;
-          for (A* out : {dr, dg}) {
-            V(out + pos[0] * H + o0, wd) = di;
-            V(out + pos[1] * H + o0, wd) = df;
-            V(out + pos[2] * H + o0, wd) = dcc;
-            V(out + pos[3] * H + o0, wd) = dout;
-            if (dg == dr) break;
-          }
-        });
+        // The common case (logistic gates, tanh cell and candidate; no peepholes, clip mask or
+        // extra activation gradients) compiled on its own: with the activations' switches
+        // and the optional terms in the chunk loop, the loop kept its values on the stack.
+        const bool plain = !s.peephole && !clip_mask && a.dco == nullptr &&
+                           a.dact[0] == nullptr && a.dact[1] == nullptr &&
+                           a.dact[2] == nullptr && a.dact[3] == nullptr &&
+                           s.gate_act[0] == RnnAct::kSigmoid &&
+                           s.gate_act[1] == RnnAct::kSigmoid &&
+                           s.gate_act[2] == RnnAct::kTanh && s.gate_act[3] == RnnAct::kSigmoid &&
+                           s.cell_act == RnnAct::kTanh;
+        auto chunks = [&](auto plain_tag) {
+          constexpr bool kPlain = decltype(plain_tag)::value;
+          Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
+            constexpr int W = decltype(width)::value;
+            using V = VecN<A, W>;
+            using CV = CVecN<A, W>;
+            using L = Loc<A, W>;
+            auto plane = [&](int q) { return CV(ly.Act(pos[q], row) + j0 + o0, wd); };
+            const CV i = plane(0), f = plane(1), cc = plane(2), o = plane(3);
+            const CV cs(csr + o0, wd), cprev(cpr + o0, wd);
+            // Optional extra gradient of an activation, [TB, H] (RnnBwdArgs::dact, dco).
+            auto add_grad = [&](const A* g, L& v) {
+              if constexpr (!kPlain) {
+                if (g != nullptr) v += CV(g + row * H + j0 + o0, wd);
+              }
+            };
+            // d *= act'(y): `act` in general, the plain case's `fixed` activation.
+            auto grad = [&](RnnAct act, RnnAct fixed, const auto& y, L& d) TFRNN_INLINE_LAMBDA {
+              MulActGrad(kPlain ? fixed : act, y, d);
+            };
+            auto peep_of = [&](int q) { return CV(peep + pos[q] * H + j0 + o0, wd); };
+            const L dt = CV(dtr + o0, wd);
+            // cell_act(c): the forward's (ly.co), or recomputed.
+            L tc;
+            if (cor != nullptr) {
+              tc = CV(cor + o0, wd);
+            } else {
+              tc = cs;
+              ActivateIn(kPlain ? RnnAct::kTanh : s.cell_act, tc);
+            }
+            V dcv(dcb + o0, wd);
+            L dc = dcv;
+            if (dcs != nullptr) dc += CV(dcs + o0, wd);
+            L tmp = dt * o;
+            add_grad(a.dco, tmp);
+            grad(s.cell_act, RnnAct::kTanh, tc, tmp);
+            dc += tmp;
+            L dout = dt * tc;
+            add_grad(a.dact[3], dout);
+            grad(s.gate_act[3], RnnAct::kSigmoid, o, dout);
+            if (!kPlain && o_new) dc += dout * peep_of(3);
+            if (!kPlain && clip_mask) dc = (cs.abs() < A(s.cell_clip)).select(dc, A(0));
+            L di = dc * cc;
+            add_grad(a.dact[0], di);
+            grad(s.gate_act[0], RnnAct::kSigmoid, i, di);
+            L df = dc * cprev;
+            add_grad(a.dact[1], df);
+            grad(s.gate_act[1], RnnAct::kSigmoid, f, df);
+            L dcc = dc * i;
+            add_grad(a.dact[2], dcc);
+            grad(s.gate_act[2], RnnAct::kTanh, cc, dcc);
+            dc *= f;
+            if (!kPlain && s.peephole) {
+              dc += di * peep_of(0) + df * peep_of(1) + dcc * peep_of(2);
+              if (!o_new) dc += dout * peep_of(3);
+            }
+            dcv = dc;
+            for (A* out : {dr, dg}) {
+              V(out + pos[0] * H + o0, wd) = di;
+              V(out + pos[1] * H + o0, wd) = df;
+              V(out + pos[2] * H + o0, wd) = dcc;
+              V(out + pos[3] * H + o0, wd) = dout;
+              if (dg == dr) break;
+            }
+          });
+        };
+        if (plain) {
+          chunks(std::true_type());
+        } else {
+          chunks(std::false_type());
+        }
         if (carry) dhc.setZero();
         break;
       }
