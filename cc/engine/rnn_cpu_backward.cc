@@ -38,6 +38,16 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, yst = s.D * Hs;
   const bool proj = s.P > 0;
   const A one(1);
+  // The LSTM's common case (logistic gates, tanh cell and candidate; no projection,
+  // peepholes, clip mask or extra activation gradients) compiled on its own, dL/dh formed in
+  // its chunk loop: with the activations' switches and the optional terms in the loop, the
+  // loop kept its values on the stack.
+  const bool plain = s.mode == RnnMode::kLstm && !proj && !s.peephole &&
+                     !(s.exact_clip_grad && s.cell_clip > 0.f) && a.dco == nullptr &&
+                     a.dact[0] == nullptr && a.dact[1] == nullptr && a.dact[2] == nullptr &&
+                     a.dact[3] == nullptr && s.gate_act[0] == RnnAct::kSigmoid &&
+                     s.gate_act[1] == RnnAct::kSigmoid && s.gate_act[2] == RnnAct::kTanh &&
+                     s.gate_act[3] == RnnAct::kSigmoid && s.cell_act == RnnAct::kTanh;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
     A* dr = w.dhr_cur + b * KH + j0;
@@ -54,7 +64,9 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
     // candidate, rnn: the only one).
     const Index last = s.mode == RnnMode::kLstm ? s.gate_pos[3] : K - 1;
     Vec<A> dt(dr + last * H, len);
-    if (proj) {
+    if (plain) {
+      // below, per chunk
+    } else if (proj) {
       dt = CVec<A>(w.dhh + b * H + j0, len);
     } else if (carry) {
       dt = CVec<A>(dyl + row * yst + ly.dcol + j0, len) + dhc;
@@ -72,19 +84,11 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
                            ? a.dc_seq + row * s.D * H + (ly.dcol / Hs) * H + j0
                            : nullptr;
         A* dcb = w.dc + b * H + j0;
-        const A* dtr = dr + last * H;  // dL/dh of the step (above)
+        const A* dtr = dr + last * H;  // dL/dh of the step (above; plain: dyr + dhcp)
+        const A* dyr = dyl + row * yst + ly.dcol + j0;
+        A* dhcp = carry ? dhc.data() : nullptr;
         const bool o_new = s.peephole && s.peephole_o_new;
         const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;
-        // The common case (logistic gates, tanh cell and candidate; no peepholes, clip mask or
-        // extra activation gradients) compiled on its own: with the activations' switches
-        // and the optional terms in the chunk loop, the loop kept its values on the stack.
-        const bool plain = !s.peephole && !clip_mask && a.dco == nullptr &&
-                           a.dact[0] == nullptr && a.dact[1] == nullptr &&
-                           a.dact[2] == nullptr && a.dact[3] == nullptr &&
-                           s.gate_act[0] == RnnAct::kSigmoid &&
-                           s.gate_act[1] == RnnAct::kSigmoid &&
-                           s.gate_act[2] == RnnAct::kTanh && s.gate_act[3] == RnnAct::kSigmoid &&
-                           s.cell_act == RnnAct::kTanh;
         auto chunks = [&](auto plain_tag) {
           constexpr bool kPlain = decltype(plain_tag)::value;
           Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
@@ -106,7 +110,16 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
               MulActGrad(kPlain ? fixed : act, y, d);
             };
             auto peep_of = [&](int q) { return CV(peep + pos[q] * H + j0 + o0, wd); };
-            const L dt = CV(dtr + o0, wd);
+            L dt;
+            if constexpr (kPlain) {
+              dt = CV(dyr + o0, wd);
+              if (dhcp != nullptr) {
+                dt += CV(dhcp + o0, wd);
+                V(dhcp + o0, wd).setZero();
+              }
+            } else {
+              dt = CV(dtr + o0, wd);
+            }
             // cell_act(c): the forward's (ly.co), or recomputed.
             L tc;
             if (cor != nullptr) {
@@ -155,8 +168,8 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
           chunks(std::true_type());
         } else {
           chunks(std::false_type());
+          if (carry) dhc.setZero();
         }
-        if (carry) dhc.setZero();
         break;
       }
       case RnnMode::kGru: {
