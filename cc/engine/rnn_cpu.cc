@@ -36,14 +36,6 @@ struct LstmRow {
   A *c, *cs, *co, *h, *hh, *y;
 };
 
-// The cuDNN activations (σ gates, tanh cell input and cell) and no peephole: LstmFwdRow's
-// straight-line path.
-inline bool LstmStandard(const RnnSpec& s) {
-  return !s.peephole && s.gate_act[0] == RnnAct::kSigmoid &&
-         s.gate_act[1] == RnnAct::kSigmoid && s.gate_act[2] == RnnAct::kTanh &&
-         s.gate_act[3] == RnnAct::kSigmoid && s.cell_act == RnnAct::kTanh;
-}
-
 // One lstm row forward in one pass over the units, in packet chunks with the gates and the
 // cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too);
 // kPlanes: the activation planes and cs are written (training: the backward reads them; at

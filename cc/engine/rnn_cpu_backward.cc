@@ -37,17 +37,16 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
               const A* peep, const RnnBwdArgs<A>& a) {
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, yst = s.D * Hs;
   const bool proj = s.P > 0;
+  const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;  // the LSTM's
   const A one(1);
   // The LSTM's common case (logistic gates, tanh cell and candidate; no projection,
   // peepholes, clip mask or extra activation gradients) compiled on its own, dL/dh formed in
   // its chunk loop: with the activations' switches and the optional terms in the loop, the
   // loop kept its values on the stack.
-  const bool plain = s.mode == RnnMode::kLstm && !proj && !s.peephole &&
-                     !(s.exact_clip_grad && s.cell_clip > 0.f) && a.dco == nullptr &&
+  const bool plain = s.mode == RnnMode::kLstm && !proj && LstmStandard(s) &&
+                     !clip_mask && a.dco == nullptr &&
                      a.dact[0] == nullptr && a.dact[1] == nullptr && a.dact[2] == nullptr &&
-                     a.dact[3] == nullptr && s.gate_act[0] == RnnAct::kSigmoid &&
-                     s.gate_act[1] == RnnAct::kSigmoid && s.gate_act[2] == RnnAct::kTanh &&
-                     s.gate_act[3] == RnnAct::kSigmoid && s.cell_act == RnnAct::kTanh;
+                     a.dact[3] == nullptr;
   for (Index b = 0; b < B; ++b) {
     const Index tau = sm.Tau(b, step);
     A* dr = w.dhr_cur + b * KH + j0;
@@ -88,7 +87,6 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const A* dyr = dyl + row * yst + ly.dcol + j0;
         A* dhcp = carry ? dhc.data() : nullptr;
         const bool o_new = s.peephole && s.peephole_o_new;
-        const bool clip_mask = s.exact_clip_grad && s.cell_clip > 0.f;
         auto chunks = [&](auto plain_tag) {
           constexpr bool kPlain = decltype(plain_tag)::value;
           Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
