@@ -47,28 +47,13 @@ void WithDeviceNoSpec(HostPool& pool, const Args& a, A* ws) {
 }
 
 // Converts n elements between the 16-bit boundary types (Eigen::half, Eigen::bfloat16, as
-// their words) and float: inline up to kInlineConvert elements (a pool round costs tens of
-// microseconds, more than converting them here), else chunks spread over the pool.
-constexpr Index kInlineConvert = Index(1) << 19;
+// their words) and float with this variant's Convert (cpu_device.h).
 template <typename From, typename To, typename SrcWord, typename DstWord>
 void ConvertBoundary(HostPool& pool, const SrcWord* src_words, DstWord* dst_words, int64_t n) {
   static_assert(sizeof(From) == sizeof(SrcWord) && sizeof(To) == sizeof(DstWord), "words");
-  if (n <= 0) return;
-  const From* src = reinterpret_cast<const From*>(src_words);
-  To* dst = reinterpret_cast<To*>(dst_words);
-  auto run = [src, dst](Index b, Index e) {
-    FlatMap<To>(dst + b, e - b) = ConstFlatMap<From>(src + b, e - b).template cast<To>();
-  };
-  if (n <= kInlineConvert || pool.NumThreads() <= 1) {
-    run(0, n);
-    return;
-  }
-  constexpr Index kChunk = Index(1) << 16;
   PoolAdapter adapter(pool);
   CpuDevice dev(&adapter, pool.NumThreads());
-  ParallelFor(dev, (n + kChunk - 1) / kChunk, 2.0 * kChunk, [&](Index c0, Index c1) {
-    run(c0 * kChunk, std::min<Index>(n, c1 * kChunk));
-  });
+  Convert(dev, reinterpret_cast<const From*>(src_words), reinterpret_cast<To*>(dst_words), n);
 }
 
 const EngineApi kApi = {

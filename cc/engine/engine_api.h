@@ -48,7 +48,7 @@ struct EngineApi {
   // The 16-bit operands and results at the ops' boundary (Eigen::half and Eigen::bfloat16
   // words) to and from the engines' float, rounded as Eigen rounds (to nearest even), with
   // this variant's vector instructions: on the calling thread up to a few hundred thousand
-  // elements (waking the pool costs more), else in chunks on the pool.
+  // elements (waking the pool costs more), else on the pool (cpu_device.h Convert).
   void (*half_to_f32)(HostPool&, const uint16_t* src, float* dst, int64_t n);
   void (*f32_to_half)(HostPool&, const float* src, uint16_t* dst, int64_t n);
   void (*bf16_to_f32)(HostPool&, const uint16_t* src, float* dst, int64_t n);

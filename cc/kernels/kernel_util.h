@@ -296,7 +296,7 @@ class ComputeBridge {
  private:
   // T <-> A for n elements. Half and bfloat16 go through the engine's conversions, compiled
   // for this CPU's vector instructions (this library is compiled for the baseline ISA, where
-  // Eigen converts bfloat16 about five times slower); Convert on the op's pool otherwise.
+  // Eigen converts bfloat16 about five times slower); Convert (cpu_device.h) otherwise.
   template <typename From, typename To>
   void Boundary(const From* src, To* dst, int64_t n) {
     constexpr bool kHalf = std::is_same<T, Eigen::half>::value;
