@@ -37,7 +37,10 @@ RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
              # fused input with bf16 products only ((I + H)·4H between 2^18 and 2^19)
              ("lstm", 1, "unidirectional", 5, 40, 150, 200),
              # weight gradients over an odd T·B = 469 (the last pair of Aᵀ half zero)
-             ("lstm", 1, "unidirectional", 7, 67, 24, 40)]
+             ("lstm", 1, "unidirectional", 7, 67, 24, 40),
+             # the backward's per-step product on 8.5 MiB of packed Rᵀ (over kStreamedBytes:
+             # each piece of B fetched during the one before), 1030 columns (a partial panel)
+             ("lstm", 1, "unidirectional", 2, 20, 16, 1030)]
 # The batch in the SIMD lanes with bf16 products (cc/engine/lanes_gemm.h, pair words; taken
 # at every size the spec allows with TF_RNN_OPS_CPU_LANES=1, else at inference where a unit
 # block's slice of R is over 256 KiB): 32, 45 (three lanes of padding) and 64 rows; unit

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cc/engine/cpu_device.h"
@@ -261,9 +262,11 @@ inline void Pack(Index K, Index cols, const float* src, Index sk, Index sc, floa
 // One register block: R rows of A (pair words, row stride lda) times NP registers of a
 // panel's pair rows (row q at b + q · w), over K2 pairs. kTail: a last panel of w < 16
 // columns (NP = 1), its pair rows and C's columns read and written under a mask.
+// pf, npf: npf lines of B's next piece (GemmConverted) to fetch, one every K2 / npf pairs.
 template <int R, int NP, bool kTail = false>
 TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, const uint32_t* b,
-                                    Index w, float* c, Index ldc, bool accumulate) {
+                                    Index w, float* c, Index ldc, bool accumulate,
+                                    const char* pf = nullptr, Index npf = 0) {
   static_assert(!kTail || NP == 1, "a tail panel is one register wide");
   const __mmask16 m = kTail ? static_cast<__mmask16>((1u << w) - 1) : __mmask16(0xffff);
   __m512 acc[R][NP];
@@ -277,19 +280,25 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + j * kLanes), _MM_HINT_T0);
     }
   }
-  for (Index q = 0; q < K2; ++q) {
-    __m512bh bv[NP];
-    for (int j = 0; j < NP; ++j) {
-      const __m512i x = kTail ? _mm512_maskz_loadu_epi32(m, b + q * w)
-                              : _mm512_loadu_si512(b + q * w + j * kLanes);
-      bv[j] = reinterpret_cast<const __m512bh&>(x);
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m512i x = _mm512_set1_epi32(static_cast<int>(a[r * lda + q]));
-      const __m512bh av = reinterpret_cast<const __m512bh&>(x);
-      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
+  const Index every = npf > 0 ? std::max<Index>(1, K2 / npf) : K2;
+  Index q = 0, fetched = 0;
+  while (q < K2) {
+    if (fetched < npf) _mm_prefetch(pf + 64 * fetched++, _MM_HINT_T0);
+    for (const Index qe = std::min(K2, q + every); q < qe; ++q) {
+      __m512bh bv[NP];
+      for (int j = 0; j < NP; ++j) {
+        const __m512i x = kTail ? _mm512_maskz_loadu_epi32(m, b + q * w)
+                                : _mm512_loadu_si512(b + q * w + j * kLanes);
+        bv[j] = reinterpret_cast<const __m512bh&>(x);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i x = _mm512_set1_epi32(static_cast<int>(a[r * lda + q]));
+        const __m512bh av = reinterpret_cast<const __m512bh&>(x);
+        for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
+      }
     }
   }
+  while (fetched < npf) _mm_prefetch(pf + 64 * fetched++, _MM_HINT_T0);
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < NP; ++j) {
       float* dst = c + r * ldc + j * kLanes;
@@ -305,26 +314,51 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
   }
 }
 
+// The register blocks of `rows` rows over one panel's K2 pairs; the lines [pf, pf + 64·npf)
+// (B's next piece: GemmConverted) fetched in equal parts by the blocks.
 template <int NP, bool kTail = false>
 TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a, Index lda,
                                         const uint32_t* b, Index w, float* c, Index ldc,
-                                        bool accumulate) {
-  Index r = 0;
-  for (; r + kRowsPerBlock <= rows; r += kRowsPerBlock)
-    Micro<kRowsPerBlock, NP, kTail>(K2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+                                        bool accumulate, const char* pf = nullptr,
+                                        Index npf = 0) {
+  const Index blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const Index per = blocks > 0 ? (npf + blocks - 1) / blocks : 0;
+  Index r = 0, done = 0;
+  // The next block's share of the lines: from `done`, at most `per`.
+  auto share = [&](Index* n) {
+    *n = std::min(per, npf - done);
+    const char* p = pf + 64 * done;
+    done += *n;
+    return p;
+  };
+  Index n = 0;
+  for (; r + kRowsPerBlock <= rows; r += kRowsPerBlock) {
+    const char* p = share(&n);
+    Micro<kRowsPerBlock, NP, kTail>(K2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate,
+                                    p, n);
+  }
   const uint32_t* ar = a + r * lda;
   float* cr = c + r * ldc;
+  const char* p = share(&n);
   switch (rows - r) {
-    case 7: Micro<7, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 6: Micro<6, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 5: Micro<5, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 4: Micro<4, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 3: Micro<3, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 2: Micro<2, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
-    case 1: Micro<1, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate); break;
+    case 7: Micro<7, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
+    case 6: Micro<6, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
+    case 5: Micro<5, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
+    case 4: Micro<4, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
+    case 3: Micro<3, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
+    case 2: Micro<2, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
+    case 1: Micro<1, NP, kTail>(K2, ar, lda, b, w, cr, ldc, accumulate, p, n); break;
     default: break;
   }
 }
+
+// Packed B of a product from this many bytes on streams from L3 (or memory) at every call, on
+// any CPU the engine targets (L2 of at most 2 MiB a core): GemmConverted then fetches each
+// piece of B while the row blocks of the piece before it run (a piece is a panel's chunk,
+// read from L1 by the later row blocks; fetched lines are spread over the blocks, one every
+// K2 / lines pairs). At 128 x 1024 x 4096 (8 MiB of B) 200-210 -> 209-212 GF/s a core; at
+// 2 MiB and less, level, so smaller products do without.
+constexpr Index kStreamedBytes = Index(4) << 20;
 
 // C[rows, c0:c1] (+)= A · B over the panels of columns [c0, c1) (panel boundaries), A as
 // pair words (K2 = ceil(K/2) per row, stride lda), B packed by Pack with the same K and cols.
@@ -334,18 +368,35 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                             const float* bp, float* c, Index ldc,
                                             bool accumulate) {
   const Index K2 = Pairs(K);
+  const bool fetch = (c1 - c0) * K2 * Index(sizeof(uint32_t)) >= kStreamedBytes;
+  // Panel col's chunk from pair q0 (kq pairs), as bytes.
+  auto piece = [&](Index col, Index q0) {
+    return reinterpret_cast<const char*>(reinterpret_cast<const uint32_t*>(bp + col * K) +
+                                         q0 * PanelWidth(col, cols));
+  };
   for (Index q0 = 0; q0 < K2; q0 += kChunk) {
     const Index kq = std::min(kChunk, K2 - q0);
     const bool acc = accumulate || q0 > 0;
     for (Index col = c0; col < c1;) {
       const Index w = PanelWidth(col, cols);
       const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
+      // B's next piece: the next panel's chunk, else the first panel's next chunk.
+      const char* pf = nullptr;
+      Index npf = 0;
+      if (fetch && col + w < c1) {
+        pf = piece(col + w, q0);
+        npf = (kq * PanelWidth(col + w, cols) * Index(sizeof(uint32_t)) + 63) / 64;
+      } else if (fetch && q0 + kq < K2) {
+        pf = piece(c0, q0 + kq);
+        npf = (std::min(kChunk, K2 - q0 - kq) * PanelWidth(c0, cols) *
+                   Index(sizeof(uint32_t)) + 63) / 64;
+      }
       if (w == kWide) {
-        PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
+        PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
       } else if (w == kLanes) {
-        PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
+        PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
       } else {  // the last 1-15 columns
-        PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc);
+        PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
       }
       col += w;
     }
@@ -451,9 +502,11 @@ constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
 inline void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k,
                       const float* a, const float* b, float* c, bool accumulate) {
   const Index K2 = Pairs(k);
-  std::vector<uint32_t> abuf(m * K2);
-  std::vector<float> bbuf(n * k);
-  uint32_t* ap = abuf.data();
+  // Uninitialised (every word is written before it is read): zeroing them cost as much as
+  // packing B (10 MB a call at 20x128x512x1024).
+  std::unique_ptr<uint32_t[]> abuf(new uint32_t[m * K2]);
+  std::unique_ptr<float[]> bbuf(new float[n * k]);
+  uint32_t* ap = abuf.get();
   const double row_cost = 2.0 * k;
   ParallelFor(d, (m + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
     const Index r0 = g0 * 16, r1 = std::min(m, g1 * 16);
@@ -466,15 +519,15 @@ inline void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, In
   const Index full = n / kWide;  // full panels, packed in parallel; the rest on this thread
   const Index sk = tb ? 1 : n, sc = tb ? k : 1;
   ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
-    PackRange(k, n, b, sk, sc, bbuf.data(), 0, 0, p0 * kWide, p1 * kWide);
+    PackRange(k, n, b, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide);
   });
-  PackRange(k, n, b, sk, sc, bbuf.data(), 0, 0, full * kWide, n);
+  PackRange(k, n, b, sk, sc, bbuf.get(), 0, 0, full * kWide, n);
   const Index tr = (m + kTileRows - 1) / kTileRows, tcn = (n + kTileCols - 1) / kTileCols;
   ParallelFor(d, tr * tcn, double(kTileRows) * kTileCols * k / 16, [&](Index t0, Index t1) {
     for (Index t = t0; t < t1; ++t) {
       const Index r0 = (t / tcn) * kTileRows, c0 = (t % tcn) * kTileCols;
       const Index rows = std::min(kTileRows, m - r0), c1 = std::min(n, c0 + kTileCols);
-      GemmConverted(rows, k, n, c0, c1, ap + r0 * K2, K2, bbuf.data(), c + r0 * n, n,
+      GemmConverted(rows, k, n, c0, c1, ap + r0 * K2, K2, bbuf.get(), c + r0 * n, n,
                     accumulate);
     }
   });

@@ -6,6 +6,7 @@
 #include "cc/engine/rnn_cpu_common.h"
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -372,13 +373,13 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // With bf16 products, W is packed once for the din rows of every chunk (GemmB16Serial
   // would pack it per chunk).
-  std::vector<A> wpack;
+  std::unique_ptr<A[]> wpack;  // uninitialised: the packing writes every word read
   if (b16 && in > 0) {
-    wpack.resize(KH * in);
+    wpack.reset(new A[KH * in]);
     if (xw) {
-      packed::PackColMajor<A>(KH, in, ly.W, KH, wpack.data(), true);
+      packed::PackColMajor<A>(KH, in, ly.W, KH, wpack.get(), true);
     } else {
-      packed::PackRowMajor<A>(KH, in, ly.W, in, wpack.data(), 0, 0, true);
+      packed::PackRowMajor<A>(KH, in, ly.W, in, wpack.get(), 0, 0, true);
     }
   }
   // The bias gradients' column sums, over all chunks, rounded to A at the end (SumAcc).
@@ -409,8 +410,8 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
       },
       [&](Index s0, Index s1) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
-        if (!wpack.empty()) {
-          packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, wpack.data(), din + r0 * in, in,
+        if (wpack != nullptr) {
+          packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, wpack.get(), din + r0 * in, in,
                           accumulate_din, true);
           return;
         }
