@@ -274,7 +274,8 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
     for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
   // C's lines (rows ldc apart, which the hardware prefetchers do not follow; a step's gx rows
   // come from memory) are fetched while the K loop runs: 2-4 % of a bf16 LSTM inference.
-  // (Prefetching B's pair rows ahead as well made it slower.)
+  // (Prefetching this panel's own pair rows ahead made it slower; B's next piece is fetched
+  // through pf only when B streams from L3: GemmConverted.)
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < NP; ++j) {
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + j * kLanes), _MM_HINT_T0);
