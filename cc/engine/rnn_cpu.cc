@@ -104,6 +104,51 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
   });
 }
 
+// One reset-after gru row forward (logistic r and z, tanh candidate; R·h_prev given apart in
+// hr) in one pass over the units, in packet chunks with the gates in registers: the same
+// operations, in the same order, as the general path's passes over the row (FwdBlock).
+// kPlanes: the activation planes of r, z and n and aux = R_n·h_prev + b_Rn are written
+// (training: the backward reads them); at inference only h and y.
+template <typename A>
+struct GruRow {
+  const A *gx, *hr, *bw, *br, *hp;
+  A *act[3], *aux, *h, *y;  // act: r, z, n (logical order)
+};
+template <typename A, bool kPlanes>
+void GruFwdRow(const RnnSpec& s, const GruRow<A>& r, Index len) {
+  const Index H = s.H;
+  const Index pr = s.gate_pos[0] * H, pz = s.gate_pos[1] * H, pn = s.gate_pos[2] * H;
+  const bool z_new = s.gru_z_new;
+  Chunked<A>(len, [&](auto width, Index o0, Index w) TFRNN_INLINE_LAMBDA {
+    constexpr int W = decltype(width)::value;
+    using V = VecN<A, W>;
+    using CV = CVecN<A, W>;
+    using L = Loc<A, W>;
+    auto pre = [&](Index off) -> L {
+      off += o0;
+      return CV(r.gx + off, w) + CV(r.hr + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
+    };
+    const L rg = Logistic(pre(pr)), z = Logistic(pre(pz));
+    const L aux = CV(r.hr + pn + o0, w) + CV(r.br + pn + o0, w);
+    const L n = (CV(r.gx + pn + o0, w) + CV(r.bw + pn + o0, w) + rg * aux).tanh();
+    const CV hp(r.hp + o0, w);
+    L h;
+    if (z_new) {
+      h = z * n + (A(1) - z) * hp;
+    } else {
+      h = (A(1) - z) * n + z * hp;
+    }
+    if constexpr (kPlanes) {
+      V(r.act[0] + o0, w) = rg;
+      V(r.act[1] + o0, w) = z;
+      V(r.act[2] + o0, w) = n;
+      V(r.aux + o0, w) = aux;
+    }
+    V(r.h + o0, w) = h;
+    if (r.y != nullptr) V(r.y + o0, w) = h;
+  });
+}
+
 // Pointwise forward of rows valid at step `step`, units [j0, j0 + len). gx/acts row at τ holds
 // W·x (no bias) on entry and the gate activations on exit; hr holds R·h_prev (no bias), or is
 // null when the gx rows already hold W·x + R·h_prev. gstep (nullable): row b's whole
@@ -181,6 +226,24 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
       }
       case RnnMode::kGru: {
         const int pr = s.gate_pos[0], pz = s.gate_pos[1], pn = s.gate_pos[2];
+        if (phase == StepPhase::kWhole && r != nullptr && !proj &&
+            s.gate_act[0] == RnnAct::kSigmoid && s.gate_act[1] == RnnAct::kSigmoid &&
+            s.gate_act[2] == RnnAct::kTanh) {
+          GruRow<A> gr;
+          gr.gx = gx;
+          gr.hr = r;
+          gr.bw = bw;
+          gr.br = br;
+          gr.hp = h_cur + b * Hs + j0;
+          gr.act[0] = ly.Act(pr, row) + j0;
+          gr.act[1] = ly.Act(pz, row) + j0;
+          gr.act[2] = ly.Act(pn, row) + j0;
+          gr.aux = ly.aux + row * H + j0;
+          gr.h = hout;
+          gr.y = y + yrow * yst + ly.dcol + j0;
+          (s.training ? GruFwdRow<A, true> : GruFwdRow<A, false>)(s, gr, len);
+          continue;  // y written
+        }
         Vec<A> rg = act(pr), z = act(pz), n = act(pn);
         CVec<A> gxn(gx + pn * H, len);  // read before n is written (they may be one buffer)
         if (phase != StepPhase::kAfterProduct) {
