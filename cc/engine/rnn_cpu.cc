@@ -120,32 +120,23 @@ void GruFwdRow(const RnnSpec& s, const GruRow<A>& r, Index len) {
   const Index pr = s.gate_pos[0] * H, pz = s.gate_pos[1] * H, pn = s.gate_pos[2] * H;
   const bool z_new = s.gru_z_new;
   Chunked<A>(len, [&](auto width, Index o0, Index w) TFRNN_INLINE_LAMBDA {
-    constexpr int W = decltype(width)::value;
-    using V = VecN<A, W>;
-    using CV = CVecN<A, W>;
-    using L = Loc<A, W>;
-    auto pre = [&](Index off) -> L {
-      off += o0;
-      return CV(r.gx + off, w) + CV(r.hr + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
-    };
-    const L rg = Logistic(pre(pr)), z = Logistic(pre(pz));
-    const L aux = CV(r.hr + pn + o0, w) + CV(r.br + pn + o0, w);
-    const L n = (CV(r.gx + pn + o0, w) + CV(r.bw + pn + o0, w) + rg * aux).tanh();
-    const CV hp(r.hp + o0, w);
-    L h;
-    if (z_new) {
-      h = z * n + (A(1) - z) * hp;
-    } else {
-      h = (A(1) - z) * n + z * hp;
-    }
+    using L = Loc<A, decltype(width)::value>;
+    // Element o0 on of the row at p, read; an array stored there.
+    auto in = [&](const A* p) { return CVecN<A, decltype(width)::value>(p + o0, w); };
+    auto out = [&](A* p, const L& v) { VecN<A, decltype(width)::value>(p + o0, w) = v; };
+    const L rg = Logistic(in(r.gx + pr) + in(r.hr + pr) + in(r.bw + pr) + in(r.br + pr));
+    const L z = Logistic(in(r.gx + pz) + in(r.hr + pz) + in(r.bw + pz) + in(r.br + pz));
+    const L aux = in(r.hr + pn) + in(r.br + pn);
+    const L n = (in(r.gx + pn) + in(r.bw + pn) + rg * aux).tanh();
+    const L h = z_new ? L(z * n + (A(1) - z) * in(r.hp)) : L((A(1) - z) * n + z * in(r.hp));
     if constexpr (kPlanes) {
-      V(r.act[0] + o0, w) = rg;
-      V(r.act[1] + o0, w) = z;
-      V(r.act[2] + o0, w) = n;
-      V(r.aux + o0, w) = aux;
+      out(r.act[0], rg);
+      out(r.act[1], z);
+      out(r.act[2], n);
+      out(r.aux, aux);
     }
-    V(r.h + o0, w) = h;
-    if (r.y != nullptr) V(r.y + o0, w) = h;
+    out(r.h, h);
+    if (r.y != nullptr) out(r.y, h);
   });
 }
 
