@@ -370,10 +370,13 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                             bool accumulate) {
   const Index K2 = Pairs(K);
   const bool fetch = (c1 - c0) * K2 * Index(sizeof(uint32_t)) >= kStreamedBytes;
-  // Panel col's chunk from pair q0 (kq pairs), as bytes.
-  auto piece = [&](Index col, Index q0) {
-    return reinterpret_cast<const char*>(reinterpret_cast<const uint32_t*>(bp + col * K) +
-                                         q0 * PanelWidth(col, cols));
+  // B's next piece, panel col's chunk of `pairs` pairs from pair q0: *pf its bytes, *npf its
+  // cache lines.
+  auto piece = [&](Index col, Index q0, Index pairs, const char** pf, Index* npf) {
+    const Index w = PanelWidth(col, cols);
+    *pf = reinterpret_cast<const char*>(reinterpret_cast<const uint32_t*>(bp + col * K) +
+                                        q0 * w);
+    *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
   };
   for (Index q0 = 0; q0 < K2; q0 += kChunk) {
     const Index kq = std::min(kChunk, K2 - q0);
@@ -385,12 +388,9 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
       const char* pf = nullptr;
       Index npf = 0;
       if (fetch && col + w < c1) {
-        pf = piece(col + w, q0);
-        npf = (kq * PanelWidth(col + w, cols) * Index(sizeof(uint32_t)) + 63) / 64;
+        piece(col + w, q0, kq, &pf, &npf);
       } else if (fetch && q0 + kq < K2) {
-        pf = piece(c0, q0 + kq);
-        npf = (std::min(kChunk, K2 - q0 - kq) * PanelWidth(c0, cols) *
-                   Index(sizeof(uint32_t)) + 63) / 64;
+        piece(c0, q0 + kq, std::min(kChunk, K2 - q0 - kq), &pf, &npf);
       }
       if (w == kWide) {
         PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);

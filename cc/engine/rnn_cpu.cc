@@ -112,7 +112,7 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
 template <typename A>
 struct GruRow {
   const A *gx, *hr, *bw, *br, *hp;
-  A *act[3], *aux, *h, *y;  // act: r, z, n (logical order)
+  A *act[3], *aux, *h, *y;  // act: r, z, n (logical order); y: the layer output's row
 };
 template <typename A, bool kPlanes>
 void GruFwdRow(const RnnSpec& s, const GruRow<A>& r, Index len) {
@@ -136,7 +136,7 @@ void GruFwdRow(const RnnSpec& s, const GruRow<A>& r, Index len) {
       out(r.aux, aux);
     }
     out(r.h, h);
-    if (r.y != nullptr) out(r.y, h);
+    out(r.y, h);
   });
 }
 
