@@ -1,5 +1,6 @@
-// The engine's workspace in an XLA custom call: buffers kept for the life of the process and
-// handed out one per running call, so that a call does not fault in tens of MB of fresh pages.
+// The engine's workspace (the TensorFlow kernels and the XLA custom calls) and the 16-bit
+// ops' converted operands (ComputeBridge): buffers kept for the life of the process and
+// handed out to one running call at a time, so that a call does not fault in fresh pages.
 //
 // Why: XLA's temporary buffers (and TensorFlow's CPU allocations) of more than glibc's
 // 32 MB mmap ceiling come from fresh mmap pages on every call. A GRU 100x64x256x256 training
@@ -75,8 +76,9 @@ class ScratchCache {
     void* p;
     size_t bytes;
   };
-  // Kept: the kKeep largest free buffers (as many as calls that ran at once, up to kKeep).
-  static constexpr size_t kKeep = 4;
+  // Kept: the kKeep largest free buffers (a call takes its workspace and, for a 16-bit op,
+  // up to about ten converted operands; kKeep covers that for calls that ran at once).
+  static constexpr size_t kKeep = 12;
 
   void Give(void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
