@@ -92,7 +92,19 @@ inline uint32_t Pair(float lo, float hi) {
 constexpr Index kLanes = 16;          // floats per 512-bit register
 constexpr Index kWide = 2 * kLanes;   // columns of a full panel
 constexpr int kRowsPerBlock = 8;      // rows of A per register block (16 accumulators)
-constexpr Index kChunk = 160;         // pair rows per K chunk: 160 · 32 words = 20 KiB of B
+// Pair rows per K chunk of a product of `rows` rows. C is loaded and stored once per chunk,
+// and every row block passes over the panel's chunk of B, so A's chunk of all rows is read
+// once per panel: chunks as deep as keep that within kChunkABytes of L2 (every CPU with
+// AVX512_BF16 has 1 MiB or more), from kMinChunk (a full panel's chunk in 20 KiB of L1) to
+// kMaxChunk. At 20×128×512×1024 (K2 = 512, 128 rows) the LSTM's inference took 84-89 ms on
+// 2 cores instead of 94-100 in chunks of 160, and 160-161 ms on one instead of 172-178;
+// training 250-273 ms instead of 267-313.
+constexpr Index kMinChunk = 160, kMaxChunk = 1024;
+constexpr Index kChunkABytes = Index(512) << 10;
+inline Index ChunkPairs(Index rows) {
+  const Index fit = kChunkABytes / (std::max<Index>(rows, 1) * Index(sizeof(uint32_t)));
+  return std::min(kMaxChunk, std::max(kMinChunk, fit));
+}
 
 inline Index Pairs(Index K) { return (K + 1) / 2; }
 
@@ -356,14 +368,14 @@ TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a,
 // Packed B of a product from this many bytes on streams from L3 (or memory) at every call, on
 // any CPU the engine targets (L2 of at most 2 MiB a core): GemmConverted then fetches each
 // piece of B while the row blocks of the piece before it run (a piece is a panel's chunk,
-// read from L1 by the later row blocks; fetched lines are spread over the blocks, one every
+// read from L1 or L2 by the later row blocks; fetched lines are spread over the blocks, one every
 // K2 / lines pairs). At 128 x 1024 x 4096 (8 MiB of B) 200-210 -> 209-212 GF/s a core; at
 // 2 MiB and less, level, so smaller products do without.
 constexpr Index kStreamedBytes = Index(4) << 20;
 
 // C[rows, c0:c1] (+)= A · B over the panels of columns [c0, c1) (panel boundaries), A as
 // pair words (K2 = ceil(K/2) per row, stride lda), B packed by Pack with the same K and cols.
-// K in chunks, so that a panel's chunk stays in L1 while every row block passes over it.
+// K in chunks (ChunkPairs).
 TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Index c0,
                                             Index c1, const uint32_t* a, Index lda,
                                             const float* bp, float* c, Index ldc,
@@ -378,8 +390,9 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                         q0 * w);
     *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
   };
-  for (Index q0 = 0; q0 < K2; q0 += kChunk) {
-    const Index kq = std::min(kChunk, K2 - q0);
+  const Index chunk = ChunkPairs(rows);
+  for (Index q0 = 0; q0 < K2; q0 += chunk) {
+    const Index kq = std::min(chunk, K2 - q0);
     const bool acc = accumulate || q0 > 0;
     for (Index col = c0; col < c1;) {
       const Index w = PanelWidth(col, cols);
@@ -390,7 +403,7 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
       if (fetch && col + w < c1) {
         piece(col + w, q0, kq, &pf, &npf);
       } else if (fetch && q0 + kq < K2) {
-        piece(c0, q0 + kq, std::min(kChunk, K2 - q0 - kq), &pf, &npf);
+        piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
       }
       if (w == kWide) {
         PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
