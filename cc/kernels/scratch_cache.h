@@ -37,7 +37,7 @@ class ScratchCache {
     // "" when the buffer was had, else the error message naming `op`.
     std::string Failure(const std::string& op) const {
       if (p_ != nullptr) return "";
-      return op + ": could not allocate " + std::to_string(bytes_) + " bytes of engine workspace";
+      return op + ": could not allocate " + std::to_string(bytes_) + " bytes of engine scratch";
     }
 
    private:
