@@ -39,6 +39,22 @@
 #endif
 
 namespace tfrnn {
+
+// Depth of a K chunk in the packed products (packed::PanelRows, bf16::GemmConverted). C is
+// loaded and stored once per chunk, and every row block passes over the panel's chunk of B,
+// so A's chunk of all `rows` rows (elements of `elem_bytes`) is read once per panel: chunks
+// as deep as keep that within kChunkABytes of L2 (CPUs with AVX-512 have 1 MiB or more), from
+// `lo` (a full panel's chunk in 20 KiB of L1) to kMaxChunkDepth. At 20×128×512×1024 (K =
+// 1024, 128 rows) C went through L2 ten times a step in float and four times in bf16; with
+// these chunks the LSTM's inference took 156 instead of 165 ms (float) and 83 instead of 91
+// ms (bf16) on 2 cores, bf16 training 282 instead of 305 ms (CHANGELOG, session 44).
+constexpr Index kChunkABytes = Index(512) << 10;
+constexpr Index kMaxChunkDepth = 1024;
+inline Index ChunkDepthFor(Index rows, Index elem_bytes, Index lo) {
+  const Index fit = kChunkABytes / (std::max<Index>(rows, 1) * elem_bytes);
+  return std::min(kMaxChunkDepth, std::max(lo, fit));
+}
+
 namespace bf16 {
 
 // Whether the bf16 products run: the avx512 engine, a CPU with AVX512_BF16, and the
@@ -92,18 +108,11 @@ inline uint32_t Pair(float lo, float hi) {
 constexpr Index kLanes = 16;          // floats per 512-bit register
 constexpr Index kWide = 2 * kLanes;   // columns of a full panel
 constexpr int kRowsPerBlock = 8;      // rows of A per register block (16 accumulators)
-// Pair rows per K chunk of a product of `rows` rows. C is loaded and stored once per chunk,
-// and every row block passes over the panel's chunk of B, so A's chunk of all rows is read
-// once per panel: chunks as deep as keep that within kChunkABytes of L2 (every CPU with
-// AVX512_BF16 has 1 MiB or more), from kMinChunk (a full panel's chunk in 20 KiB of L1) to
-// kMaxChunk. At 20×128×512×1024 (K2 = 512, 128 rows) the LSTM's inference took 84-89 ms on
-// 2 cores instead of 94-100 in chunks of 160, and 160-161 ms on one instead of 172-178;
-// training 250-273 ms instead of 267-313.
-constexpr Index kMinChunk = 160, kMaxChunk = 1024;
-constexpr Index kChunkABytes = Index(512) << 10;
+// Pair rows per K chunk of a product of `rows` rows (ChunkDepthFor; at least 160 pair rows,
+// 20 KiB of a full panel).
+constexpr Index kMinChunk = 160;
 inline Index ChunkPairs(Index rows) {
-  const Index fit = kChunkABytes / (std::max<Index>(rows, 1) * Index(sizeof(uint32_t)));
-  return std::min(kMaxChunk, std::max(kMinChunk, fit));
+  return ChunkDepthFor(rows, Index(sizeof(uint32_t)), kMinChunk);
 }
 
 inline Index Pairs(Index K) { return (K + 1) / 2; }

@@ -242,22 +242,15 @@ EIGEN_ALWAYS_INLINE void WithTailRows(Index r, Fn&& fn) {
   }
 }
 
-// Depth of a K chunk. C is loaded and stored once per chunk, and every row block passes over
-// the panel's chunk of B, so A's chunk of all `rows` rows is read once per panel. On AVX-512
-// (whose CPUs have 1 MiB of L2 or more) a chunk is as deep as keeps A's chunk within
-// kChunkABytes, from kKc (a full panel's chunk in 20 KiB of L1) to kMaxKc: at 20×128×512×1024
-// (K = 1024, 128 rows) the LSTM's inference took 157-161 ms on 2 cores instead of 164-168 in
-// chunks of kKc (106), where C went through L2 ten times a step. Elsewhere (AVX and AVX2 CPUs
-// may have 256 KiB of L2) chunks of kKc.
+// Depth of a K chunk: on AVX-512 ChunkDepthFor (bf16_gemm.h) from kKc, one chunk of a full
+// panel (kKc · kPanel elements) in 20 KiB of L1; elsewhere kKc (AVX and AVX2 CPUs may have
+// 256 KiB of L2).
 template <typename A>
 constexpr Index kKc = std::max<Index>(32, (20 * 1024) / (kPanel<A> * Index(sizeof(A))));
-constexpr Index kChunkABytes = Index(512) << 10;
-constexpr Index kMaxKc = 1024;
 template <typename A>
 inline Index ChunkDepth(Index rows) {
 #ifdef __AVX512F__
-  const Index fit = kChunkABytes / (std::max<Index>(rows, 1) * Index(sizeof(A)));
-  return std::min(kMaxKc, std::max(kKc<A>, fit));
+  return ChunkDepthFor(rows, Index(sizeof(A)), kKc<A>);
 #else
   (void)rows;
   return kKc<A>;

@@ -232,15 +232,16 @@ Spec SpecFor(Spec s) {
   return s;
 }
 
-// Hands out engine pointers of the compute type A for the op's tensors of type T. When T is
-// A they are the tensors' own buffers; otherwise inputs are converted into temporaries and
-// outputs are computed into temporaries that Finish() converts back. Temporaries of at least
-// kCachedScratchBytes come from ScratchCache (kept between calls), smaller ones from TF: a
-// fresh allocation of a few MB is fresh pages on every call (glibc returns freed heap tops
-// and mmap chunks to the kernel), and faulting them in cost as much as converting into them
-// (a bf16 LSTM 50x32x128x512: R's 4 MB of floats 0.44-1.58 ms fresh, 0.24-0.31 ms warm).
+// ComputeBridge's temporaries of at least this size come from ScratchCache (kept between
+// calls), smaller ones from TF: a fresh allocation of a few MB is fresh pages on every call
+// (glibc returns freed heap tops and mmap chunks to the kernel), and faulting them in cost as
+// much as converting into them (a bf16 LSTM 50x32x128x512: R's 4 MB of floats 0.44-1.58 ms
+// fresh, 0.24-0.31 ms warm).
 constexpr size_t kCachedScratchBytes = size_t(256) << 10;
 
+// Hands out engine pointers of the compute type A for the op's tensors of type T. When T is
+// A they are the tensors' own buffers; otherwise inputs are converted into temporaries
+// (Scratch) and outputs are computed into temporaries that Finish() converts back.
 template <typename T>
 class ComputeBridge {
  public:
