@@ -10,7 +10,8 @@ packed::Gemm; read once per process). On a CPU without AVX-512 every setting run
 
 Cases: every mode; one layer, and two bidirectional layers with per-sequence lengths (the
 reversed direction's steps then differ per row: its product goes to the separate R·h rows);
-time-major and batch-major; 32, 45 and 64 rows (two, three and four packets of lanes, 45 with
+time-major and batch-major; two bidirectional lstm layers with every sequence full length (the
+lstm's gates in the lanes to the pointwise pass, cc/engine/lanes_lstm.h); 32, 45 and 64 rows (two, three and four packets of lanes, 45 with
 three lanes of padding) and 33 (too much padding: packed::Gemm); unit counts that leave a
 partial register block of units (13, 40, 200); lstm weights too large to fuse with the input
 (128 + 200 inputs by 800 gates), whose full-length steps project the input apart; and full-length
@@ -56,6 +57,14 @@ def main():
                 case = (size, mode, L, direction, time_major, lengths, 0, F32)
                 named.append(("size={} mode={} L={} {} time_major={} lengths={}".format(
                     *case[:6]), lambda case=case: BB._case(ours, rng, *case)))
+    # The LSTM at inference with its gates in the lanes to the pointwise pass
+    # (cc/engine/lanes_lstm.h: every sequence full length, 32 or 64 rows): two bidirectional
+    # layers (the reversed direction's steps, the second layer's input both directions' h).
+    for size in (SIZES[0], SIZES[2], SIZES[3]):
+        for time_major in (True, False):
+            case = (size, "lstm", 2, "bidirectional", time_major, False, 0, F32)
+            named.append(("size={} mode=lstm L=2 bidirectional time_major={}".format(
+                size, time_major), lambda case=case: BB._case(ours, rng, *case)))
     for size in LARGE:
         for mode in ("lstm", "gru"):
             case = (size, mode, 1, "unidirectional", False, False, 0, F32)

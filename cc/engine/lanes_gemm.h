@@ -220,10 +220,10 @@ inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, f
   }
 }
 
-// A thread's scratch `slot` (0: a product's Cᵀ, 1: xᵀ of a step): at least n floats, 64-byte
-// aligned.
+// A thread's scratch `slot` (0: a product's Cᵀ, 1: xᵀ of a step, 2: xᵀ of a group of steps,
+// lanes_lstm.h): at least n floats, 64-byte aligned.
 inline float* Scratch(Index n, int slot = 0) {
-  thread_local std::vector<float> buf[2];
+  thread_local std::vector<float> buf[3];
   std::vector<float>& b = buf[slot];
   if (b.size() < static_cast<size_t>(n + 16)) b.resize(n + 16);
   const uintptr_t p = reinterpret_cast<uintptr_t>(b.data());
@@ -256,6 +256,20 @@ inline const float* TransposedRows(Index B, Index K, const float* x, Index ldx, 
 // 48 KiB) transposed into C while it is in cache: a product of many columns (one unit block
 // of all gates) would otherwise sweep a Cᵀ larger than L2 once per K chunk.
 constexpr Index kGroupUnits = 192;
+// ct[cols, 16·nb] (+)= the panels at wp times b over k rows of the product (pair rows with
+// `pairs`): ProductT for the batch's packets.
+inline void Product(int nb, bool pairs, Index k, Index cols, const float* wp, const float* b,
+                    float* ct, bool acc) {
+  const Index rows = pairs ? bf16::Pairs(k) : k;
+  switch (nb * 2 + (pairs ? 1 : 0)) {
+    case 4: ProductT<2, false>(rows, cols, wp, b, ct, acc); break;
+    case 5: ProductT<2, true>(rows, cols, wp, b, ct, acc); break;
+    case 6: ProductT<3, false>(rows, cols, wp, b, ct, acc); break;
+    case 7: ProductT<3, true>(rows, cols, wp, b, ct, acc); break;
+    case 8: ProductT<4, false>(rows, cols, wp, b, ct, acc); break;
+    default: ProductT<4, true>(rows, cols, wp, b, ct, acc); break;
+  }
+}
 inline void Gemm(int nb, Index B, Index K, Index cols, const float* wp, const float* hT,
                  float* c, Index ldc, bool accumulate, Index kx = 0,
                  const float* wx = nullptr, const float* xT = nullptr, bool pairs = false) {
@@ -264,16 +278,7 @@ inline void Gemm(int nb, Index B, Index K, Index cols, const float* wp, const fl
   for (Index c0 = 0; c0 < cols; c0 += kGroupUnits) {
     const Index g = std::min(kGroupUnits, cols - c0);
     auto product = [&](Index k, const float* w, const float* b, bool acc) {
-      const Index rows = pairs ? bf16::Pairs(k) : k;  // the panels' rows
-      const float* wg = w + c0 * rows;
-      switch (nb * 2 + (pairs ? 1 : 0)) {
-        case 4: ProductT<2, false>(rows, g, wg, b, ct, acc); break;
-        case 5: ProductT<2, true>(rows, g, wg, b, ct, acc); break;
-        case 6: ProductT<3, false>(rows, g, wg, b, ct, acc); break;
-        case 7: ProductT<3, true>(rows, g, wg, b, ct, acc); break;
-        case 8: ProductT<4, false>(rows, g, wg, b, ct, acc); break;
-        default: ProductT<4, true>(rows, g, wg, b, ct, acc); break;
-      }
+      Product(nb, pairs, k, g, w + c0 * (pairs ? bf16::Pairs(k) : k), b, ct, acc);
     };
     if (kx > 0) product(kx, wx, xT, false);
     product(K, wp, hT, kx > 0);
@@ -291,6 +296,10 @@ inline const float* TransposedRows(Index, Index, const float*, Index, Index, boo
   std::abort();
 }
 inline void TransposeInto(Index, Index, const float*, Index, float*, Index, bool) { std::abort(); }
+inline void Product(int, bool, Index, Index, const float*, const float*, float*, bool) {
+  std::abort();
+}
+inline float* Scratch(Index, int = 0) { std::abort(); }
 
 #endif  // __AVX512F__
 
@@ -310,8 +319,28 @@ inline void TransposeInto(Index, Index, const float*, Index, float*, Index, bool
 // inside L2 as well (in training's forward they measured level or slower:
 // docs/PERFORMANCE_BF16.md, "bf16 LSTM inference on AMD Zen 4").
 // TF_RNN_OPS_CPU_LANES=1 drops the size and training conditions, 0 turns the lanes off.
+//
+// A standard LSTM's inference on a batch of whole packets (LanesLstmSpec) keeps its gates in
+// the lanes up to the pointwise pass (lanes_lstm.h), which is faster than the register blocks
+// at 48 and 64 rows whatever the slice (float 100×64×256×256: 32.7 against 35.1 ms, 100×64×32×64
+// 1.78 against 2.02), and on 32 rows in a block of all units (a batch block of 32 rows on its
+// thread) or where the slice of [W; R] a unit block streams per step is over
+// kLanesMinSliceBytes (100×32×256×320: 22.3 against 24.1 ms; below it, 100×32×128×256 took
+// 14.0 against 13.6): docs/PERFORMANCE_STEPS.md, "The LSTM's gates in the lanes".
 constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
 constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
+// TF_RNN_OPS_CPU_LANES_LSTM (docs/ENVIRONMENT.md), read once per process: "0" keeps the
+// row-major gates of the lanes road for the LSTM too.
+inline bool LanesLstmOn() {
+  static const bool on = EnvChoice("TF_RNN_OPS_CPU_LANES_LSTM", {"0"}) != 0;
+  return on;
+}
+// The spec's part of lanes_lstm.h's road (rnn_cpu.cc LayerForward adds the layer's: every
+// sequence full length, more than one step, an input of its own).
+inline bool LanesLstmSpec(const RnnSpec& s) {
+  return s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training && RnnLanesWidth(s) == s.B &&
+         LanesLstmOn();
+}
 template <typename A>
 bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
   const LanesMode m = LanesSetting();
@@ -321,7 +350,12 @@ bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
     return false;
   }
   if (m == LanesMode::kForce) return true;
-  const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * (b16 ? 2.0 : sizeof(A));
+  const double elem = b16 ? 2.0 : sizeof(A);
+  const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * elem;
+  if (LanesLstmSpec(s)) {
+    const double with_w = double(RnnK(s) * U) * double(RnnHs(s) + RnnInWidth(s, 0)) * elem;
+    if (s.B >= 48 || U >= s.H || with_w > kLanesMinSliceBytes) return true;
+  }
   return b16 ? !s.training && slice > kLanesMinSliceBytesBf16 : slice > kLanesMinSliceBytes;
 }
 // lanes::Gemm, TransposedRows and TransposeInto (dst = srcᵀ; with `pairs` bf16 pair words,

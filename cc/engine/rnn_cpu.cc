@@ -3,6 +3,7 @@
 #include "cc/engine/rnn.h"
 
 #include "cc/engine/lanes_gemm.h"
+#include "cc/engine/lanes_lstm.h"
 #include "cc/engine/packed_gemm.h"
 #include "cc/engine/rnn_cpu_common.h"
 
@@ -332,11 +333,16 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
   // streams with R, each weight read once per step, and the step's rows are written once
   // instead of projected, read and written back.
-  const bool fused = !unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
-                     !s.preprojected &&
-                     steps > 1 && ly.in == ly.in_cols && all_full &&
-                     ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
-                      RnnFusesInput(ly.in, Hs, KH, b16));
+  // A standard LSTM at inference in the lanes, its batch whole packets, every step a time row
+  // of every sequence: the gates stay transposed from the step's products (the input's fused
+  // with R's whatever its width) to the pointwise pass (lanes_lstm.h).
+  const bool tlanes = lanes && LanesLstmSpec(s) && all_full && steps > 1 && ly.in > 0 && ly.in == ly.in_cols && !s.preprojected &&
+                      !ly.gx_scratch && ly.row_B == 0 && ly.hprev == nullptr && ly.co == nullptr;
+  const bool fused = tlanes ||
+                     (!unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
+                      !s.preprojected && steps > 1 && ly.in == ly.in_cols && all_full &&
+                      ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
+                       RnnFusesInput(ly.in, Hs, KH, b16)));
   // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
   // that the input projection is one product in x's order, unless the chain is pipelined
   // (its chunks of steps are time rows); else time-major rows, the projection per time row.
@@ -507,6 +513,33 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
     }
     h_cur = hb[steps % 2];
+  } else if (tlanes) {
+    if constexpr (std::is_same<A, float>::value) {
+      // Per step and unit block the products into the thread's scratch, then the pointwise
+      // pass on them (the cell state transposed in h_next meanwhile; h's rows at the last step).
+      A* cT = h_next;
+      lanes::TransposeInto(B, H, c, H, cT, B, false);
+      const Index yst = s.D * Hs, ldy = (ly.y_batch_major ? s.T : 1) * yst;
+      const int nb = int(B / 16);
+      StepLoop(d, steps, blocks, cost, [&](Index st, Index blk) {
+        const Index par = st % 2, tau = sm.reverse ? s.T - 1 - st : st;
+        const Index j0 = blk * U, len = std::min(U, H - j0), cols = merged ? KH : len;
+        const A* xT = LanesRows<A>(B, xr, x_step(tau), xld, B, b16);
+        A* ct = lanes::Scratch(K * len * B);
+        for (Index k = 0; k < KG; ++k) {
+          const A* wp = rpack + (j0 * K + k * len) * KR;
+          lanes::Product(nb, b16, xr, cols, wp, xT, ct + k * len * B, false);
+          lanes::Product(nb, b16, Hs, cols, wp + xr * cols, w.h_lanes[par], ct + k * len * B,
+                         true);
+        }
+        const bool last = st + 1 == steps;
+        lanes::LstmPointwiseT(s.gate_pos, H, B, j0, len, ct, ly.bW, ly.bR, s.cell_clip, cT,
+                              last ? nullptr : w.h_lanes[1 - par], b16,
+                              ylayer + ly.YRow(s.T, B, tau, 0) * yst + ly.dcol, ldy,
+                              last ? h_cur : nullptr);
+      });
+      lanes::TransposeInto(H, B, cT, B, c, H, false);
+    }
   } else if (!proj) {
     // Steps that are time rows, not gru (whose candidate keeps R·h apart): R·h is added to
     // the step's gx rows in place (fused: [x_t, h]·[W; R] written there), and the pointwise
@@ -806,13 +839,15 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
 // At inference with float products, one block (the unit blocks of StepLoop) instead of batch
 // blocks too small for the lanes where the whole batch's unit blocks take them (each batch
 // block would stream all of R from L3 at every step for its rows, each unit block streams its
-// slice once). Not with bf16 products: their batch blocks were as fast or faster (100×32×128×384
-// 1.1-1.6x, 50×32×128×512 level; docs/PERFORMANCE_BF16.md), half the bytes of R streaming.
+// slice once). With bf16 products only for lanes_lstm.h's LSTM (bf16 50×32×128×512: 11.3
+// against 11.7 ms, 50×48×512×512 24.6 against 26.0): elsewhere their batch blocks were as fast
+// or faster (100×32×128×384 1.1-1.6x, 50×32×128×512 level; docs/PERFORMANCE_BF16.md), half the
+// bytes of R streaming.
 template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   if (!s.training) {
     const Index n = RnnBatchBlocks(s, d.numThreads());
-    const bool lanes = n > 1 && !bf16::ProductsFor(s) &&
+    const bool lanes = n > 1 && (!bf16::ProductsFor(s) || LanesLstmSpec(s)) &&
                        LanesFor<A>(s, false, UnitBlock(d, s.H)) &&
                        RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0;
     return lanes ? 1 : n;

@@ -140,14 +140,6 @@ struct Layer {
   A* Act(Index k, Index row) const { return act[k] + row * act_ld; }
 };
 
-// The cuDNN activations (σ gates, tanh cell input and cell) and no peephole: the straight-line
-// paths of the LSTM's pointwise passes (rnn_cpu.cc LstmFwdRow, rnn_cpu_backward.cc BwdBlock).
-inline bool LstmStandard(const RnnSpec& s) {
-  return !s.peephole && s.gate_act[0] == RnnAct::kSigmoid &&
-         s.gate_act[1] == RnnAct::kSigmoid && s.gate_act[2] == RnnAct::kTanh &&
-         s.gate_act[3] == RnnAct::kSigmoid && s.cell_act == RnnAct::kTanh;
-}
-
 // x = act(x), in place, for any Eigen array x (a one-packet VecN, a Loc, a Vec).
 template <typename X>
 EIGEN_ALWAYS_INLINE void ActivateIn(RnnAct act, X& x) {

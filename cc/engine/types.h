@@ -394,6 +394,14 @@ struct RnnBwdArgs {
   RnnWeightGrads<A> dweights;  // with weights: their gradients (then dparams is not written)
 };
 
+// The cuDNN activations (σ gates, tanh cell input and cell) and no peephole: the straight-line
+// paths of the LSTM's pointwise passes (rnn_cpu.cc LstmFwdRow, rnn_cpu_backward.cc BwdBlock,
+// lanes_lstm.h).
+inline bool LstmStandard(const RnnSpec& s) {
+  return !s.peephole && s.gate_act[0] == RnnAct::kSigmoid &&
+         s.gate_act[1] == RnnAct::kSigmoid && s.gate_act[2] == RnnAct::kTanh &&
+         s.gate_act[3] == RnnAct::kSigmoid && s.cell_act == RnnAct::kTanh;
+}
 // The forward of `s` runs its products on the weights in place (RnnStepsUnpacked; no
 // projection or recurrent mask): its workspace (CarveRnnFwd, workspace.h) then holds no packed
 // weights, and stays under glibc's mmap threshold (128 KiB) for a streaming step, where an

@@ -78,6 +78,10 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
     if (FwdChainFits(s.T, s.B, s.H, Hs * KH, s.bf16)) {
       wx = std::max(wx, KH * RnnInWidth(s, 0));
     }
+    // W beside R in the lanes for an LSTM's inference (lanes_lstm.h), any layer's input.
+    if (RnnLanesWidth(s) == s.B && s.mode == RnnMode::kLstm && !s.training) {
+      wx = std::max({wx, KH * RnnInWidth(s, 0), s.L > 1 ? KH * s.D * Hs : Index(0)});
+    }
     w.rpack = cv->Take(KH * Hs + wx);
   }
   const Index lanes = RnnLanesWidth(s);

@@ -1,0 +1,109 @@
+// The standard LSTM's inference steps with the batch in the SIMD lanes from the products to
+// the pointwise pass (rnn_cpu.cc LayerForward, `tlanes`).
+//
+// In the lanes road of lanes_gemm.h a step's product Cᵀ = Rᵀ · hᵀ is transposed into the gate
+// rows C[B, K·H] (added to the input projection's W·x there), the pointwise pass reads those
+// rows, and each unit block transposes its h back into hᵀ for the next step: five transposes
+// of a 16 × 16 tile per 16 units and 16 rows, and the projection's rows go through memory
+// (written, read and written back, read). Here a unit block's gates stay transposed:
+//   - its product is Cᵀ = [W; R]ᵀ · [xᵀ; hᵀ] (the input's product fused, whatever the input's
+//     width: x_t transposed once per block), in the thread's scratch;
+//   - the pointwise pass runs on 16 lanes of batch per unit, the cell state kept transposed
+//     (cT, [H][B]), and writes hᵀ (float, or the bf16 pair words) for the next step directly;
+//   - the layer output's rows take one 16 × 16 transpose per tile of h.
+// Float products, or bf16 products on pair words (lanes_gemm.h), on AVX-512, for a batch of
+// whole 16-lane packets (32, 48 or 64 rows). On the 2-core AMD Zen 4 development machine, float
+// inference at 50×32×128×512 took 19.8 instead of 21.4 ms, 100×32×128×600 52.0 instead of
+// 55.0, 50×48×512×512 46.2 instead of 49.1 (docs/PERFORMANCE_STEPS.md, "The LSTM's gates in
+// the lanes").
+#ifndef TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
+#define TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "cc/engine/activations.h"
+#include "cc/engine/cpu_device.h"
+#include "cc/engine/lanes_gemm.h"
+#include "cc/engine/types.h"
+
+namespace tfrnn {
+namespace lanes {
+
+#ifdef __AVX512F__
+
+// The pointwise pass of units [j0, j0 + len) of one step of a standard LSTM (σ gates, tanh
+// cell input and cell, no peephole) on the block's Cᵀ g ([K·len][B], W·x + R·h_prev without
+// bias, gate block k from row k · len), logical gate q in block pos[q], the bias bw + br added
+// per unit: the cell state cT ([H][B]) updated in place, h written as hᵀ for the next step
+// (hTn: [H][B] floats, or with `pairs` [ceil(H/2)][B] pair words; null after the last step),
+// as rows b of the layer output (y + b · ldy + unit), and into h's rows (hrows, [B][H];
+// nullable).
+TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, Index j0,
+                                             Index len, const float* g, const float* bw,
+                                             const float* br, float clip, float* cT,
+                                             float* hTn, bool pairs, float* y, Index ldy,
+                                             float* hrows) {
+  using Eigen::internal::ptanh;
+  alignas(64) float ht[16 * 16];
+  const __m512 zero = _mm512_setzero_ps();
+  for (Index u0 = j0; u0 < j0 + len; u0 += 16) {
+    const Index nu = std::min<Index>(16, j0 + len - u0);
+    const __mmask16 mu = static_cast<__mmask16>((1u << nu) - 1);
+    for (Index p = 0; p < B / 16; ++p) {
+      for (Index u = 0; u < nu; ++u) {
+        const Index unit = u0 + u;
+        auto pre = [&](int q) {
+          const Index row = pos[q] * H + unit;
+          const float* gq = g + (pos[q] * len + unit - j0) * B + 16 * p;
+          return _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(gq), _mm512_set1_ps(bw[row])),
+                               _mm512_set1_ps(br[row]));
+        };
+        const __m512 i = act::LogisticFull(pre(0)), f = act::LogisticFull(pre(1));
+        const __m512 cc = ptanh(pre(2)), o = act::LogisticFull(pre(3));
+        float* cp = cT + unit * B + 16 * p;
+        __m512 cn = _mm512_add_ps(_mm512_mul_ps(f, _mm512_loadu_ps(cp)), _mm512_mul_ps(i, cc));
+        if (clip > 0.f) {
+          cn = _mm512_min_ps(_mm512_max_ps(cn, _mm512_set1_ps(-clip)), _mm512_set1_ps(clip));
+        }
+        _mm512_storeu_ps(cp, cn);
+        const __m512 hv = _mm512_mul_ps(ptanh(cn), o);
+        _mm512_store_ps(ht + 16 * u, hv);
+        if (hTn != nullptr && !pairs) _mm512_storeu_ps(hTn + unit * B + 16 * p, hv);
+      }
+      for (Index u = nu; u < 16; ++u) _mm512_store_ps(ht + 16 * u, zero);
+#if TFRNN_BF16_KERNELS
+      if (hTn != nullptr && pairs) {  // units 2q and 2q + 1 (a zero past the block's last)
+        uint32_t* words = reinterpret_cast<uint32_t*>(hTn);
+        for (Index u = 0; u < nu; u += 2) {
+          _mm512_storeu_si512(words + (u0 + u) / 2 * B + 16 * p,
+                              bf16::PairWords(_mm512_load_ps(ht + 16 * u),
+                                              _mm512_load_ps(ht + 16 * (u + 1))));
+        }
+      }
+#endif
+      __m512 r[16];
+      for (int u = 0; u < 16; ++u) r[u] = _mm512_load_ps(ht + 16 * u);
+      bf16::Transpose16(r);  // r[b]: lane b's h of the tile's units
+      for (Index b = 0; b < 16; ++b) {
+        const Index row = 16 * p + b;
+        _mm512_mask_storeu_ps(y + row * ldy + u0, mu, r[b]);
+        if (hrows != nullptr) _mm512_mask_storeu_ps(hrows + row * H + u0, mu, r[b]);
+      }
+    }
+  }
+}
+
+#else
+
+inline void LstmPointwiseT(const int*, Index, Index, Index, Index, const float*, const float*,
+                           const float*, float, float*, float*, bool, float*, Index, float*) {
+  std::abort();
+}
+
+#endif  // __AVX512F__
+
+}  // namespace lanes
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
