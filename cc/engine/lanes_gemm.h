@@ -16,7 +16,8 @@
 //     product's packed weights sit where packed::PackRowMajor's would.
 //   hᵀ: [K, Bp], Bp = 16 · NB lanes; lanes past B hold zeros.
 //   The product's Cᵀ goes through a per-thread scratch [cols, Bp] and is transposed into C's
-//   rows (TransposeInto, 16 × 16 tiles in registers), added to C or written over it.
+//   rows (TransposeInto, 16 × 16 tiles in registers), added to C or written over it; a
+//   standard LSTM's inference keeps it transposed up to its pointwise pass (lanes_lstm.h).
 // With bf16 products (bf16_gemm.h, where bf16::Available()) the same blocks multiply pair
 // words, one vdpbf16ps adding two k's of 16 lanes: a panel is [K2][MR] words, K2 = ceil(K/2),
 // word (q, c) the bf16 pair (B[2q, c], B[2q+1, c]) (B[K, c] = 0 for odd K; PackLanesPairs), and
