@@ -44,7 +44,8 @@ RNN_CASES = [("lstm", 1, "unidirectional", 12, 8, 24, 48),       # pipelined
 # The batch in the SIMD lanes with bf16 products (cc/engine/lanes_gemm.h, pair words; taken
 # at every size the spec allows with TF_RNN_OPS_CPU_LANES=1, else at inference where a unit
 # block's slice of R is over 256 KiB): 32, 45 (three lanes of padding) and 64 rows; unit
-# counts that leave a partial register block and an odd one (the last pair of hᵀ half zero);
+# counts that leave a partial register block and odd ones (the last pair of hᵀ half zero; 13
+# units: one partial tile of the LSTM's pointwise pass in the lanes, cc/engine/lanes_lstm.h);
 # an input narrow enough to fuse with R in the lanes and a wide one projected apart; the last
 # case takes the lanes unforced. Each case in training (forward + CudnnRNNBackpropV3, as
 # RNN_CASES) and at inference, batch-major (the Keras layers' road: rows batch-major).
@@ -52,6 +53,7 @@ LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
                ("gru", 1, "unidirectional", 4, 45, 10, 13),
                ("rnn_tanh", 2, "bidirectional", 4, 64, 16, 40),
                ("lstm", 1, "unidirectional", 4, 32, 8, 201),
+               ("lstm", 2, "bidirectional", 4, 64, 10, 13),
                ("lstm", 1, "unidirectional", 3, 48, 200, 600),
                ("gru", 1, "unidirectional", 3, 32, 40, 700),
                # inference: batch blocks of 32 rows on 2 threads, each block's R (4·200·200 bf16

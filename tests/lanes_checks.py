@@ -59,8 +59,9 @@ def main():
                     *case[:6]), lambda case=case: BB._case(ours, rng, *case)))
     # The LSTM at inference with its gates in the lanes to the pointwise pass
     # (cc/engine/lanes_lstm.h: every sequence full length, 32 or 64 rows): two bidirectional
-    # layers (the reversed direction's steps, the second layer's input both directions' h).
-    for size in (SIZES[0], SIZES[2], SIZES[3]):
+    # layers (the reversed direction's steps, the second layer's input both directions' h),
+    # and 13 units (one partial tile of 16).
+    for size in (SIZES[0], SIZES[2], SIZES[3], (4, 32, 10, 13)):
         for time_major in (True, False):
             case = (size, "lstm", 2, "bidirectional", time_major, False, 0, F32)
             named.append(("size={} mode=lstm L=2 bidirectional time_major={}".format(

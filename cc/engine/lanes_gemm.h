@@ -321,7 +321,7 @@ inline float* Scratch(Index, int = 0) { std::abort(); }
 // docs/PERFORMANCE_BF16.md, "bf16 LSTM inference on AMD Zen 4").
 // TF_RNN_OPS_CPU_LANES=1 drops the size and training conditions, 0 turns the lanes off.
 //
-// A standard LSTM's inference on a batch of whole packets (LanesLstmSpec) keeps its gates in
+// A standard LSTM's inference on a batch of whole packets (LanesLstmFor) keeps its gates in
 // the lanes up to the pointwise pass (lanes_lstm.h), which is faster than the register blocks
 // at 48 and 64 rows whatever the slice (float 100×64×256×256: 32.7 against 35.1 ms, 100×64×32×64
 // 1.78 against 2.02), and on 32 rows in a block of all units (a batch block of 32 rows on its
@@ -336,14 +336,14 @@ inline bool LanesLstmOn() {
   static const bool on = EnvChoice("TF_RNN_OPS_CPU_LANES_LSTM", {"0"}) != 0;
   return on;
 }
-// The spec's part of lanes_lstm.h's road (rnn_cpu.cc LayerForward adds the layer's: every
-// sequence full length, more than one step, an input of its own).
-inline bool LanesLstmSpec(const RnnSpec& s) {
-  return s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training && RnnLanesWidth(s) == s.B &&
-         LanesLstmOn();
+// The spec's part of lanes_lstm.h's road; `layer_ok`: the layer's (rnn_cpu.cc LayerForward:
+// every sequence full length, more than one step, an input of its own).
+inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
+  return layer_ok && s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training &&
+         !s.preprojected && RnnLanesWidth(s) == s.B && LanesLstmOn();
 }
 template <typename A>
-bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
+bool LanesFor(const RnnSpec& s, bool other_road, Index U, bool lstm_layer_ok) {
   const LanesMode m = LanesSetting();
   const bool b16 = bf16::ProductsFor(s);
   if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
@@ -353,7 +353,7 @@ bool LanesFor(const RnnSpec& s, bool other_road, Index U) {
   if (m == LanesMode::kForce) return true;
   const double elem = b16 ? 2.0 : sizeof(A);
   const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * elem;
-  if (LanesLstmSpec(s)) {
+  if (LanesLstmFor(s, lstm_layer_ok)) {
     const double with_w = double(RnnK(s) * U) * double(RnnHs(s) + RnnInWidth(s, 0)) * elem;
     if (s.B >= 48 || U >= s.H || with_w > kLanesMinSliceBytes) return true;
   }

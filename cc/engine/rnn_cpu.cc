@@ -209,8 +209,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                          FwdChainPipelined(steps, B, H, Hs * KH, b16, d.numThreads());
   // The batch in the lanes (lanes_gemm.h, types.h RnnLanesWidth): R packed by units for the
   // transposed product, whose operand hᵀ each unit block writes for its units after its step.
+  // The layer's part of the LSTM's road with its gates in the lanes (lanes_lstm.h): every
+  // step a time row of every sequence, the input's product fused with R's in each step.
+  const bool lstm_layer_ok = all_full && steps > 1 && ly.in > 0 && ly.in == ly.in_cols &&
+                             !ly.gx_scratch && ly.row_B == 0 && ly.hprev == nullptr &&
+                             ly.co == nullptr;
   const Index lanes_bp =
-      LanesFor<A>(s, pipelined || unpacked, UnitBlock(d, H)) ? RnnLanesWidth(s) : 0;
+      LanesFor<A>(s, pipelined || unpacked, UnitBlock(d, H), lstm_layer_ok) ? RnnLanesWidth(s)
+                                                                              : 0;
   const bool lanes = lanes_bp > 0;
   // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
   // every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
@@ -221,8 +227,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // A standard LSTM at inference in the lanes, its batch whole packets, every step a time row
   // of every sequence: the gates stay transposed from the step's products (the input's fused
   // with R's whatever its width) to the pointwise pass (lanes_lstm.h).
-  const bool tlanes = lanes && LanesLstmSpec(s) && all_full && steps > 1 && ly.in > 0 && ly.in == ly.in_cols && !s.preprojected &&
-                      !ly.gx_scratch && ly.row_B == 0 && ly.hprev == nullptr && ly.co == nullptr;
+  const bool tlanes = lanes && LanesLstmFor(s, lstm_layer_ok);
   const bool fused = tlanes ||
                      (!unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
                       !s.preprojected && steps > 1 && ly.in == ly.in_cols && all_full &&
@@ -732,8 +737,9 @@ template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   if (!s.training) {
     const Index n = RnnBatchBlocks(s, d.numThreads());
-    const bool lanes = n > 1 && (!bf16::ProductsFor(s) || LanesLstmSpec(s)) &&
-                       LanesFor<A>(s, false, UnitBlock(d, s.H)) &&
+    const bool full = s.T > 1 && StepMap{a.lengths, s.T, false}.AllFull(s.B);
+    const bool lanes = n > 1 && (!bf16::ProductsFor(s) || LanesLstmFor(s, full)) &&
+                       LanesFor<A>(s, false, UnitBlock(d, s.H), full) &&
                        RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0;
     return lanes ? 1 : n;
   }
