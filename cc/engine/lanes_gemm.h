@@ -311,14 +311,16 @@ inline float* Scratch(Index, int = 0) { std::abort(); }
 
 // The batch in the lanes (above) on AVX-512, for float products, or bf16 products on
 // pair words where a bf16 spec has them (bf16::Available(); a bf16 spec with float products
-// keeps packed::Gemm), where the layer's road is not the pipelined chain or the unpacked
+// keeps packed::Gemm but for the LSTM's road, below), where the layer's road is not the pipelined chain or the unpacked
 // products (`other_road`), and a unit block of U units streams more than a minimum of R per
 // step: float products over kLanesMinSliceBytes, where the slice stays in the core's L2 the
 // register blocks of packed::Gemm read it as fast and the transposes cost more than the lanes
 // gain (docs/PERFORMANCE_STEPS.md, "The batch in the lanes"); bf16 products at inference
 // over kLanesMinSliceBytesBf16, since their lanes kernel is faster than bf16::Micro<8, 2>
 // inside L2 as well (in training's forward they measured level or slower:
-// docs/PERFORMANCE_BF16.md, "bf16 LSTM inference on AMD Zen 4").
+// docs/PERFORMANCE_BF16.md, "bf16 LSTM inference on AMD Zen 4"). A bf16 op with float products
+// takes the lanes only on the LSTM's road below, where a float32 op would: the same sums, so
+// that its results are the float32 op's rounded (tests/boundary_cast_checks.py).
 // TF_RNN_OPS_CPU_LANES=1 drops the size and training conditions, 0 turns the lanes off.
 //
 // A standard LSTM's inference on a batch of whole packets (LanesLstmFor) keeps its gates in
@@ -347,7 +349,8 @@ bool LanesFor(const RnnSpec& s, bool other_road, Index U, bool lstm_layer_ok) {
   const LanesMode m = LanesSetting();
   const bool b16 = bf16::ProductsFor(s);
   if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
-      m == LanesMode::kOff || RnnLanesWidth(s) == 0 || (s.bf16 && !b16)) {
+      m == LanesMode::kOff || RnnLanesWidth(s) == 0 ||
+      (s.bf16 && !b16 && !LanesLstmFor(s, lstm_layer_ok))) {
     return false;
   }
   if (m == LanesMode::kForce) return true;
