@@ -221,10 +221,10 @@ inline void TransposeInto(Index rows, Index cols, const float* src, Index lds, f
   }
 }
 
-// A thread's scratch `slot` (0: a product's Cᵀ, 1: xᵀ of a step, 2: xᵀ of a group of steps,
-// lanes_lstm.h): at least n floats, 64-byte aligned.
+// A thread's scratch `slot` (0: a product's Cᵀ, 1: xᵀ of a step): at least n floats, 64-byte
+// aligned.
 inline float* Scratch(Index n, int slot = 0) {
-  thread_local std::vector<float> buf[3];
+  thread_local std::vector<float> buf[2];
   std::vector<float>& b = buf[slot];
   if (b.size() < static_cast<size_t>(n + 16)) b.resize(n + 16);
   const uintptr_t p = reinterpret_cast<uintptr_t>(b.data());
@@ -309,15 +309,15 @@ inline float* Scratch(Index, int = 0) { std::abort(); }
 // ---------------------------------------------------------------------------------------------
 // The engine's use of the lanes (rnn_cpu.cc LayerForward and ForwardBlocks).
 
-// The batch in the lanes (above) on AVX-512, for float products, or bf16 products on
-// pair words where a bf16 spec has them (bf16::Available(); a bf16 spec with float products
-// keeps packed::Gemm but for the LSTM's road, below), where the layer's road is not the pipelined chain or the unpacked
-// products (`other_road`), and a unit block of U units streams more than a minimum of R per
-// step: float products over kLanesMinSliceBytes, where the slice stays in the core's L2 the
-// register blocks of packed::Gemm read it as fast and the transposes cost more than the lanes
-// gain (docs/PERFORMANCE_STEPS.md, "The batch in the lanes"); bf16 products at inference
-// over kLanesMinSliceBytesBf16, since their lanes kernel is faster than bf16::Micro<8, 2>
-// inside L2 as well (in training's forward they measured level or slower:
+// The batch in the lanes (above) on AVX-512, for float products, or bf16 products on pair words
+// where a bf16 spec has them (bf16::Available(); a bf16 spec with float products keeps
+// packed::Gemm but for the LSTM's road, below), where the layer's road is not the pipelined
+// chain or the unpacked products (`other_road`), and a unit block of U units streams more than
+// a minimum of R per step: float products over kLanesMinSliceBytes, where the slice stays in
+// the core's L2 the register blocks of packed::Gemm read it as fast and the transposes cost
+// more than the lanes gain (docs/PERFORMANCE_STEPS.md, "The batch in the lanes"); bf16 products
+// at inference over kLanesMinSliceBytesBf16, since their lanes kernel is faster than
+// bf16::Micro<8, 2> inside L2 as well (in training's forward they measured level or slower:
 // docs/PERFORMANCE_BF16.md, "bf16 LSTM inference on AMD Zen 4"). A bf16 op with float products
 // takes the lanes only on the LSTM's road below, where a float32 op would: the same sums, so
 // that its results are the float32 op's rounded (tests/boundary_cast_checks.py).
@@ -332,31 +332,19 @@ inline float* Scratch(Index, int = 0) { std::abort(); }
 // 14.0 against 13.6): docs/PERFORMANCE_STEPS.md, "The LSTM's gates in the lanes".
 constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
 constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
-// TF_RNN_OPS_CPU_LANES_LSTM (docs/ENVIRONMENT.md), read once per process: "0" keeps the
-// row-major gates of the lanes road for the LSTM too.
-inline bool LanesLstmOn() {
-  static const bool on = EnvChoice("TF_RNN_OPS_CPU_LANES_LSTM", {"0"}) != 0;
-  return on;
-}
-// The spec's part of lanes_lstm.h's road; `layer_ok`: the layer's (rnn_cpu.cc LayerForward:
-// every sequence full length, more than one step, an input of its own).
-inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
-  return layer_ok && s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training &&
-         !s.preprojected && RnnLanesWidth(s) == s.B && LanesLstmOn();
-}
 template <typename A>
 bool LanesFor(const RnnSpec& s, bool other_road, Index U, bool lstm_layer_ok) {
   const LanesMode m = LanesSetting();
   const bool b16 = bf16::ProductsFor(s);
+  const bool lstm = LanesLstmFor(s, lstm_layer_ok);
   if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
-      m == LanesMode::kOff || RnnLanesWidth(s) == 0 ||
-      (s.bf16 && !b16 && !LanesLstmFor(s, lstm_layer_ok))) {
+      m == LanesMode::kOff || RnnLanesWidth(s) == 0 || (s.bf16 && !b16 && !lstm)) {
     return false;
   }
   if (m == LanesMode::kForce) return true;
   const double elem = b16 ? 2.0 : sizeof(A);
   const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * elem;
-  if (LanesLstmFor(s, lstm_layer_ok)) {
+  if (lstm) {
     const double with_w = double(RnnK(s) * U) * double(RnnHs(s) + RnnInWidth(s, 0)) * elem;
     if (s.B >= 48 || U >= s.H || with_w > kLanesMinSliceBytes) return true;
   }

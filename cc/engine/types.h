@@ -454,6 +454,19 @@ inline LanesMode LanesSetting() {
   }();
   return m;
 }
+// TF_RNN_OPS_CPU_LANES_LSTM (docs/ENVIRONMENT.md), read once per process: "0" keeps the
+// row-major gates of the lanes road for the LSTM too.
+inline bool LanesLstmOn() {
+  static const bool on = EnvChoice("TF_RNN_OPS_CPU_LANES_LSTM", {"0"}) != 0;
+  return on;
+}
+// A standard LSTM's inference with its gates in the lanes (lanes_lstm.h): the spec's part;
+// `layer_ok`: the layer's (rnn_cpu.cc LayerForward: every sequence full length, more than one
+// step, an input of its own). The engine adds the lanes' own conditions (LanesFor).
+inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
+  return layer_ok && s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training &&
+         !s.preprojected && RnnLanesWidth(s) == s.B && LanesLstmOn();
+}
 // Batch blocks (RnnForward, rnn_cpu.cc). The batch's rows are independent sequences, so the
 // forward can run them in blocks of rows, each block's whole stack as a call of its own on one
 // thread: no step of a block waits for another block, and each thread keeps the packed

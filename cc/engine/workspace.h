@@ -79,7 +79,7 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
       wx = std::max(wx, KH * RnnInWidth(s, 0));
     }
     // W beside R in the lanes for an LSTM's inference (lanes_lstm.h), any layer's input.
-    if (RnnLanesWidth(s) == s.B && s.mode == RnnMode::kLstm && !s.training) {
+    if (LanesLstmFor(s, true)) {
       wx = std::max({wx, KH * RnnInWidth(s, 0), s.L > 1 ? KH * s.D * Hs : Index(0)});
     }
     w.rpack = cv->Take(KH * Hs + wx);
