@@ -12,6 +12,7 @@ pair), and column tails of 16, 1.
 
     python tests/bf16_checks.py        # one JSON line per case
 """
+import hashlib
 import json
 import os
 import sys
@@ -67,9 +68,15 @@ LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
 # (layer, T, B, I, H). On 2 threads each runs in two batch blocks (32, 32 and 45 rows) in the
 # lanes (the first case unforced, the others with TF_RNN_OPS_CPU_LANES=1; the GRU's sums there
 # come out in packed::Gemm's order, so its bits match the lanes-off run).
+# The LSTM cases read and write the op's bf16 words in the engine (cc/engine/rnn_cpu.cc
+# Reads16; the fourth: the whole batch of 32 rows in two unit blocks, unforced; the last only
+# with the lanes forced: two unit blocks of 16 and 5 units, odd widths); each case's "bits" are
+# compared with TF_RNN_OPS_BF16_WORDS=0's (the op converting them) by test_bf16_products.py.
 KERAS_CASES = [("LSTM", 4, 64, 24, 250),   # narrow input fused with R
                ("LSTM", 3, 64, 200, 160),  # wide input projected apart
-               ("GRU", 3, 90, 40, 130)]    # blocks of 45 rows, a partial unit block
+               ("GRU", 3, 90, 40, 130),    # blocks of 45 rows, a partial unit block
+               ("LSTM", 3, 32, 24, 600),
+               ("LSTM", 5, 32, 13, 21)]
 # BlockLSTMV2 + its registered gradient: (T, B, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
@@ -134,7 +141,8 @@ def keras_infer_case(rng, kind, T, B, I, H):
     got = mine(tf.constant(x, tf.float32), training=False)
     want = stock(tf.constant(x, F64), training=False)
     errs = [rel_err(g, U.to_numpy(v)) for g, v in zip(got, want)]
-    return max(errs), checksum(got)
+    bits = hashlib.sha256(b"".join(np.asarray(g).tobytes() for g in got)).hexdigest()
+    return max(errs), checksum(got), bits
 
 
 def block_case(rng, T, B, I, H):
@@ -169,6 +177,8 @@ def block_case(rng, T, B, I, H):
 
 def main():
     rng = np.random.default_rng(20261123)
+    if os.environ.get("BF16_CHECKS_ONLY") == "keras":  # the bits check of the Keras cases
+        RNN_CASES[:] = LANES_CASES[:] = BLOCK_CASES[:] = []
     for case in RNN_CASES:
         err, cs = rnn_case(rng, *case)
         print(json.dumps({"case": "CudnnRNNV3 " + " ".join(map(str, case)), "err": err,
@@ -178,10 +188,10 @@ def main():
             err, cs = run(rng, *case)
             print(json.dumps({"case": name + " " + " ".join(map(str, case)), "err": err,
                               "checksum": cs}), flush=True)
-    for case in KERAS_CASES:
-        err, cs = keras_infer_case(rng, *case)
+    for i, case in enumerate(KERAS_CASES):  # own seeds: the same inputs in a keras-only run
+        err, cs, bits = keras_infer_case(np.random.default_rng([20261130, i]), *case)
         print(json.dumps({"case": "Keras " + " ".join(map(str, case)), "err": err,
-                          "checksum": cs}), flush=True)
+                          "checksum": cs, "bits": bits}), flush=True)
     for case in BLOCK_CASES:
         err, cs = block_case(rng, *case)
         print(json.dumps({"case": "BlockLSTMV2 " + "x".join(map(str, case)), "err": err,

@@ -138,17 +138,27 @@ TFRNN_BF16_TARGET inline __m512i PairWords(__m512 lo, __m512 hi) {
                                   reinterpret_cast<const __m512i&>(v));
 }
 
+// A packet of floats from 16 elements of a source (masked: zeros past m): floats, or bf16
+// words (a bfloat16 op's operands read as they are, widened exactly).
+TFRNN_BF16_TARGET inline __m512 LoadSource(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+TFRNN_BF16_TARGET inline __m512 LoadSource(const uint16_t* p, __mmask16 m) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
 // Pair row q of a panel of w columns of a row-major B (sc = 1): rows 2q and 2q+1 (nullptr:
 // zeros) converted and interleaved, 16 columns per 512-bit store; a last partial packet is read
-// and written masked (nothing past column w).
-TFRNN_BF16_TARGET inline void PackPairRow(const float* lo, const float* hi, Index w,
-                                          uint32_t* out) {
+// and written masked (nothing past column w). S: float or bf16 words (LoadSource).
+template <typename S>
+TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uint32_t* out) {
   // Word j of the result = bf16 of column j of lo (low half) and of hi (high half).
   for (Index j = 0; j < w; j += kLanes) {
     const __mmask16 m =
         w - j >= kLanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (w - j)) - 1);
-    const __m512 l = lo ? _mm512_maskz_loadu_ps(m, lo + j) : _mm512_setzero_ps();
-    const __m512 h = hi ? _mm512_maskz_loadu_ps(m, hi + j) : _mm512_setzero_ps();
+    const __m512 l = lo ? LoadSource(lo + j, m) : _mm512_setzero_ps();
+    const __m512 h = hi ? LoadSource(hi + j, m) : _mm512_setzero_ps();
     _mm512_mask_storeu_epi32(out + j, m, PairWords(l, h));
   }
 }
@@ -204,8 +214,10 @@ inline __attribute__((always_inline)) void Transpose16(__m512 r[16]) {
 // pair's second element 0 past cols); src rows lds apart, dst's pair rows ldd words apart
 // (dst: words in float slots). Per 16 rows and 32 columns: two 16 × 16 transposes in
 // registers, then per pair of columns one conversion and interleave (bf16::PairWords).
-TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const float* src,
-                                                 Index lds, float* dst, Index ldd) {
+// S: float or bf16 words (LoadSource).
+template <typename S>
+TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const S* src, Index lds,
+                                                 float* dst, Index ldd) {
   uint32_t* out = reinterpret_cast<uint32_t*>(dst);
   for (Index i0 = 0; i0 < rows; i0 += 16) {
     const Index ni = std::min<Index>(16, rows - i0);
@@ -217,9 +229,9 @@ TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const f
       const __mmask16 mb = static_cast<__mmask16>((1u << nb) - 1);
       __m512 ra[16], rb[16];
       for (Index i = 0; i < 16; ++i) {
-        const float* row = src + (i0 + i) * lds + j0;
-        ra[i] = i < ni ? _mm512_maskz_loadu_ps(ma, row) : _mm512_setzero_ps();
-        rb[i] = i < ni && nb > 0 ? _mm512_maskz_loadu_ps(mb, row + 16) : _mm512_setzero_ps();
+        const S* row = src + (i0 + i) * lds + j0;
+        ra[i] = i < ni ? LoadSource(row, ma) : _mm512_setzero_ps();
+        rb[i] = i < ni && nb > 0 ? LoadSource(row + 16, mb) : _mm512_setzero_ps();
       }
       Transpose16(ra);
       Transpose16(rb);
@@ -239,9 +251,12 @@ TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const f
 // pair rows of w words, word (q, c) at p[q · w + c]; rows [zk0, zk1) as zeros. Vectorised
 // where B's columns are contiguous (sc = 1: pair rows by PackPairRow) or its k's are (sk = 1:
 // the columns' pair words transposed by TransposePairsInto). The panels of PackRange below and
-// of lanes_gemm.h's PackLanesPairs.
-inline void PackPanel(Index K, const float* src, Index sk, Index sc, Index w, uint32_t* p,
-                      Index zk0 = 0, Index zk1 = 0) {
+// of lanes_gemm.h's PackLanesPairs. S: float or bf16 words.
+inline float SourceValue(float v) { return v; }
+inline float SourceValue(uint16_t v) { return Widen(v); }
+template <typename S>
+void PackPanel(Index K, const S* src, Index sk, Index sc, Index w, uint32_t* p, Index zk0 = 0,
+               Index zk1 = 0) {
   const Index K2 = Pairs(K);
   auto zero = [&](Index k) { return k >= K || (k >= zk0 && k < zk1); };
 #if TFRNN_BF16_KERNELS
@@ -257,7 +272,7 @@ inline void PackPanel(Index K, const float* src, Index sk, Index sc, Index w, ui
     return;
   }
 #endif
-  auto at = [&](Index k, Index c) { return zero(k) ? 0.f : src[k * sk + c * sc]; };
+  auto at = [&](Index k, Index c) { return zero(k) ? 0.f : SourceValue(src[k * sk + c * sc]); };
   for (Index j = 0; j < w; ++j) {
     for (Index q = 0; q < K2; ++q) p[q * w + j] = Pair(at(2 * q, j), at(2 * q + 1, j));
   }
@@ -563,7 +578,10 @@ inline void GemmPacked(Index, Index, Index, const float*, Index, const float*, f
   std::abort();
 }
 inline const uint32_t* ConvertOnce(Index, Index, const float*, Index, int) { std::abort(); }
-inline void TransposePairsInto(Index, Index, const float*, Index, float*, Index) { std::abort(); }
+template <typename S>
+void TransposePairsInto(Index, Index, const S*, Index, float*, Index) {
+  std::abort();
+}
 inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool) {
   std::abort();
 }

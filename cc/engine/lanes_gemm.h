@@ -68,9 +68,10 @@ void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, 
 
 // The same panels holding bf16 pair words (word (q, c) of a panel at q · width + c, the
 // panel K2 · width words long; the packed products keep the float offsets of PackLanes), each
-// packed by bf16::PackPanel. Float only (the lanes never run for double).
-template <typename A>
-void PackLanesPairs(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, A* out) {
+// packed by bf16::PackPanel from floats or (S = uint16_t) a bfloat16 op's weights as they are.
+// Float only (the lanes never run for double).
+template <typename A, typename S = A>
+void PackLanesPairs(int nb, Index K, Index cols, const S* src, Index ldk, Index ldc, A* out) {
   if constexpr (std::is_same<A, float>::value) {
     const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
     uint32_t* o = reinterpret_cast<uint32_t*>(out);
@@ -233,9 +234,11 @@ inline float* Scratch(Index n, int slot = 0) {
 
 // xᵀ [K, bp] of B rows of x (row b at x + b · ldx) in the calling thread's scratch, the lanes
 // past B zero: the operand of a step's input product (Gemm's kx rows).
-// With `pairs`: [ceil(K/2), bp] pair words (bf16::TransposePairsInto).
-inline const float* TransposedRows(Index B, Index K, const float* x, Index ldx, Index bp,
-                                   bool pairs = false) {
+// With `pairs`: [ceil(K/2), bp] pair words (bf16::TransposePairsInto), from floats or (only
+// with pairs) bf16 words.
+template <typename S>
+const float* TransposedRows(Index B, Index K, const S* x, Index ldx, Index bp,
+                            bool pairs = false) {
   const Index rows = pairs ? bf16::Pairs(K) : K;
   float* xT = Scratch(rows * bp, 1);
   if (bp > B) {
@@ -243,8 +246,10 @@ inline const float* TransposedRows(Index B, Index K, const float* x, Index ldx, 
   }
   if (pairs) {
     bf16::TransposePairsInto(B, K, x, ldx, xT, bp);
-  } else {
+  } else if constexpr (std::is_same<S, float>::value) {
     TransposeInto(B, K, x, ldx, xT, bp, false);
+  } else {
+    std::abort();
   }
   return xT;
 }
@@ -293,7 +298,8 @@ inline void Gemm(int, Index, Index, Index, const float*, const float*, float*, I
                  Index = 0, const float* = nullptr, const float* = nullptr, bool = false) {
   std::abort();
 }
-inline const float* TransposedRows(Index, Index, const float*, Index, Index, bool = false) {
+template <typename S>
+const float* TransposedRows(Index, Index, const S*, Index, Index, bool = false) {
   std::abort();
 }
 inline void TransposeInto(Index, Index, const float*, Index, float*, Index, bool) { std::abort(); }
@@ -307,7 +313,7 @@ inline float* Scratch(Index, int = 0) { std::abort(); }
 }  // namespace lanes
 
 // ---------------------------------------------------------------------------------------------
-// The engine's use of the lanes (rnn_cpu.cc LayerForward and ForwardBlocks).
+// The engine's use of the lanes (rnn_cpu.cc LayerForward, rnn_cpu_stack.cc ForwardBlocks).
 
 // The batch in the lanes (above) on AVX-512, for float products, or bf16 products on pair words
 // where a bf16 spec has them (bf16::Available(); a bf16 spec with float products keeps
@@ -361,8 +367,9 @@ void LanesGemm(Index bp, Index B, Index K, Index cols, const A* wp, const A* hT,
     std::abort();
   }
 }
-template <typename A>
-const A* LanesRows(Index B, Index K, const A* x, Index ldx, Index bp, bool pairs) {
+// (S: A, or with pairs a bfloat16 op's x as its bf16 words.)
+template <typename A, typename S>
+const A* LanesRows(Index B, Index K, const S* x, Index ldx, Index bp, bool pairs) {
   if constexpr (std::is_same<A, float>::value) {
     return lanes::TransposedRows(B, K, x, ldx, bp, pairs);
   } else {

@@ -20,6 +20,7 @@
 #define TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "cc/engine/activations.h"
@@ -37,13 +38,14 @@ namespace lanes {
 // bias, gate block k from row k · len), logical gate q in block pos[q], the bias bw + br added
 // per unit: the cell state cT ([H][B]) updated in place, h written as hᵀ for the next step
 // (hTn: [H][B] floats, or with `pairs` [ceil(H/2)][B] pair words; null after the last step),
-// as rows b of the layer output (y + b · ldy + unit), and into h's rows (hrows, [B][H];
-// nullable).
+// as rows b of the layer output (y + b · ldy + unit; with y16, a bfloat16 op's output, its
+// bf16 words there instead, rounded as the op's boundary conversion rounds), and into h's rows
+// (hrows, [B][H]; nullable).
 TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, Index j0,
                                              Index len, const float* g, const float* bw,
                                              const float* br, float clip, float* cT,
-                                             float* hTn, bool pairs, float* y, Index ldy,
-                                             float* hrows) {
+                                             float* hTn, bool pairs, float* y, uint16_t* y16,
+                                             Index ldy, float* hrows) {
   using Eigen::internal::ptanh;
   alignas(64) float ht[16 * 16];
   const __m512 zero = _mm512_setzero_ps();
@@ -87,7 +89,12 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
       bf16::Transpose16(r);  // r[b]: lane b's h of the tile's units
       for (Index b = 0; b < 16; ++b) {
         const Index row = 16 * p + b;
-        _mm512_mask_storeu_ps(y + row * ldy + u0, mu, r[b]);
+        if (y16 != nullptr) {
+          const __m256i words = Eigen::internal::F32ToBf16(r[b]);
+          _mm256_mask_storeu_epi16(y16 + row * ldy + u0, mu, words);
+        } else {
+          _mm512_mask_storeu_ps(y + row * ldy + u0, mu, r[b]);
+        }
         if (hrows != nullptr) _mm512_mask_storeu_ps(hrows + row * H + u0, mu, r[b]);
       }
     }
@@ -97,7 +104,8 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
 #else
 
 inline void LstmPointwiseT(const int*, Index, Index, Index, Index, const float*, const float*,
-                           const float*, float, float*, float*, bool, float*, Index, float*) {
+                           const float*, float, float*, float*, bool, float*, uint16_t*, Index,
+                           float*) {
   std::abort();
 }
 

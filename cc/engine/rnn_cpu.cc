@@ -1,5 +1,6 @@
-// CPU implementation of the stacked-RNN engine, forward (see rnn.h for the equations,
-// types.h for the params and reserve layouts; the backward is in rnn_cpu_backward.cc).
+// CPU implementation of the stacked-RNN engine, forward: one layer and direction (see rnn.h
+// for the equations, types.h for the params and reserve layouts; the stack of layers and its
+// batch blocks are in rnn_cpu_stack.cc, the backward in rnn_cpu_backward.cc).
 #include "cc/engine/rnn.h"
 
 #include "cc/engine/fwd_rows.h"
@@ -15,13 +16,6 @@ namespace tfrnn {
 namespace {
 
 using namespace rnn_cpu;  // NOLINT
-
-inline uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Forward.
@@ -177,6 +171,41 @@ void FwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, Index ste
 namespace rnn_cpu {
 
 template <typename A>
+FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+               const StepMap& sm) {
+  const Index B = s.B, H = s.H;
+  const Index steps = sm.MaxSteps(B);
+  const bool all_full = sm.AllFull(B);
+  FwdRoad r;
+  // Few steps of few rows, no mask or projection (types.h RnnFwdUnpacked): the products on
+  // the weights in place, no packing. (A row past its length keeps its state in FwdBlock.)
+  r.unpacked = RnnFwdUnpacked(s) && steps > 0;
+  // Small steps, no projection, an input GEMM: the step chain on one thread, the input
+  // projection of chunks of steps ahead of it on the others (as LstmForward does; types.h
+  // FwdChainPipelined). Step s reads time row s of every sequence unless a reversed direction
+  // has sequences shorter than T (then steps and time rows differ per sequence).
+  r.pipelined = !r.unpacked && (!sm.reverse || all_full) && s.P == 0 &&
+                !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
+                FwdChainPipelined(steps, B, H, RnnHs(s) * RnnK(s) * H, bf16::ProductsFor(s),
+                                  d.numThreads());
+  // The batch in the lanes (lanes_gemm.h, types.h RnnLanesWidth): R packed by units for the
+  // transposed product, whose operand hᵀ each unit block writes for its units after its step.
+  // The layer's part of the LSTM's road with its gates in the lanes (lanes_lstm.h): every
+  // step a time row of every sequence, the input's product fused with R's in each step.
+  const bool lstm_layer_ok = all_full && steps > 1 && ly.in > 0 && ly.in == ly.in_cols &&
+                             !ly.gx_scratch && ly.row_B == 0 && ly.hprev == nullptr &&
+                             ly.co == nullptr;
+  if (LanesFor<A>(s, r.pipelined || r.unpacked, UnitBlock(d, H), lstm_layer_ok)) {
+    r.lanes_bp = RnnLanesWidth(s);
+    // A standard LSTM at inference in the lanes, its batch whole packets, every step a time
+    // row of every sequence: the gates stay transposed from the step's products (the input's
+    // fused with R's whatever its width) to the pointwise pass (lanes_lstm.h).
+    r.tlanes = LanesLstmFor(s, lstm_layer_ok);
+  }
+  return r;
+}
+
+template <typename A>
 void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& layer,
                   const A* xin, const RnnFwdArgs<A>& a, A* ylayer, A* ws) {
   Layer<A> ly = layer;
@@ -195,28 +224,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   const Index d_idx = pseudo % s.D;
   const bool reset_before = s.mode == RnnMode::kGru && s.gru_reset_before;
-  // Small steps, no projection, an input GEMM: the step chain on one thread, the input
-  // projection of chunks of steps ahead of it on the others (as LstmForward does; types.h
-  // FwdChainPipelined). Step s reads time row s of every sequence unless a reversed direction
-  // has sequences shorter than T (then steps and time rows differ per sequence).
   const Index steps = sm.MaxSteps(B);
   const bool all_full = sm.AllFull(B);  // every row of the layer's output is written
-  // Few steps of few rows, no mask or projection (types.h RnnFwdUnpacked): the products on
-  // the weights in place, no packing. (A row past its length keeps its state in FwdBlock.)
-  const bool unpacked = RnnFwdUnpacked(s) && steps > 0;
-  const bool pipelined = !unpacked && (!sm.reverse || all_full) && !proj &&
-                         !(s.preprojected && pseudo < s.D) && ly.in > 0 &&
-                         FwdChainPipelined(steps, B, H, Hs * KH, b16, d.numThreads());
-  // The batch in the lanes (lanes_gemm.h, types.h RnnLanesWidth): R packed by units for the
-  // transposed product, whose operand hᵀ each unit block writes for its units after its step.
-  // The layer's part of the LSTM's road with its gates in the lanes (lanes_lstm.h): every
-  // step a time row of every sequence, the input's product fused with R's in each step.
-  const bool lstm_layer_ok = all_full && steps > 1 && ly.in > 0 && ly.in == ly.in_cols &&
-                             !ly.gx_scratch && ly.row_B == 0 && ly.hprev == nullptr &&
-                             ly.co == nullptr;
-  const Index lanes_bp =
-      LanesFor<A>(s, pipelined || unpacked, UnitBlock(d, H), lstm_layer_ok) ? RnnLanesWidth(s)
-                                                                              : 0;
+  const FwdRoad road = RoadOf<A>(d, s, pseudo, ly, sm);
+  const bool unpacked = road.unpacked, pipelined = road.pipelined;
+  const Index lanes_bp = road.lanes_bp;
   const bool lanes = lanes_bp > 0;
   // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
   // every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
@@ -227,7 +239,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // A standard LSTM at inference in the lanes, its batch whole packets, every step a time row
   // of every sequence: the gates stay transposed from the step's products (the input's fused
   // with R's whatever its width) to the pointwise pass (lanes_lstm.h).
-  const bool tlanes = lanes && LanesLstmFor(s, lstm_layer_ok);
+  const bool tlanes = road.tlanes;
+  if (ly.x16 != nullptr && !(tlanes && b16)) std::abort();  // Reads16 chose this layer's road
   const bool fused = tlanes ||
                      (!unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
                       !s.preprojected && steps > 1 && ly.in == ly.in_cols && all_full &&
@@ -261,6 +274,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   auto x_step = [&](Index tau) {
     return xin + SeqRow(ly.x_batch_major, s.T, ly.RowB(B), tau, 0) * ly.in_cols;
   };
+  auto x16_step = [&](Index tau) {  // the same for a bfloat16 op's x as it is (Reads16)
+    return ly.x16 + SeqRow(ly.x_batch_major, s.T, ly.RowB(B), tau, 0) * ly.in_cols;
+  };
   auto x_row = [&](Index r) {
     return xin + (x_strided ? SeqRow(true, s.T, B, r / B, r % B) : r) * ly.in_cols;
   };
@@ -293,8 +309,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         const Index j0 = blk * U, len = std::min(U, H - j0);
         // The `rows` rows of M (W or R) for gate k's units.
         const Index cols = merged ? KH : len;
-        auto pack = [&](const A* M, Index rows, Index k, A* dst) {
-          if (lanes) {  // B[h, c] = R[k·H + j0 + c, h] (weights_xw: R[h, k·H + j0 + c])
+        auto pack = [&](const A* M, const uint16_t* M16, Index rows, Index k, A* dst) {
+          if (M16 != nullptr) {  // a bfloat16 op's weights as they are (weights_xw)
+            lanes::PackLanesPairs<A, uint16_t>(int(lanes_bp / 16), rows, cols, M16 + k * H + j0,
+                                               KH, 1, dst);
+          } else if (lanes) {  // B[h, c] = R[k·H + j0 + c, h] (weights_xw: R[h, k·H + j0 + c])
             const A* src = s.weights_xw ? M + k * H + j0 : M + (k * H + j0) * rows;
             (b16 ? lanes::PackLanesPairs<A> : lanes::PackLanes<A>)(
                 int(lanes_bp / 16), rows, cols, src, s.weights_xw ? KH : 1,
@@ -305,9 +324,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         };
         for (Index k = 0; k < KG; ++k) {
           A* dst = rpack + j0 * K * KR + k * len * KR;
-          if (fused) pack(ly.W, xr, k, dst);
-          pack(ly.R, Hs, k, dst + xr * cols);
-          if (wpacked) pack(ly.W, ly.in, k, wpack + (j0 * K + k * len) * ly.in);
+          if (fused) pack(ly.W, ly.W16, xr, k, dst);
+          pack(ly.R, ly.R16, Hs, k, dst + xr * cols);
+          if (wpacked) pack(ly.W, nullptr, ly.in, k, wpack + (j0 * K + k * len) * ly.in);
         }
       }
     });
@@ -414,7 +433,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       StepLoop(d, steps, blocks, cost, [&](Index st, Index blk) {
         const Index par = st % 2, tau = sm.reverse ? s.T - 1 - st : st;
         const Index j0 = blk * U, len = std::min(U, H - j0), cols = merged ? KH : len;
-        const A* xT = LanesRows<A>(B, xr, x_step(tau), xld, B, b16);
+        const A* xT = ly.x16 != nullptr ? LanesRows<A>(B, xr, x16_step(tau), xld, B, true)
+                                        : LanesRows<A>(B, xr, x_step(tau), xld, B, b16);
         A* ct = lanes::Scratch(K * len * B);
         for (Index k = 0; k < KG; ++k) {
           const A* wp = rpack + (j0 * K + k * len) * KR;
@@ -423,9 +443,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                          true);
         }
         const bool last = st + 1 == steps;
+        const Index y0 = ly.YRow(s.T, B, tau, 0) * yst + ly.dcol;
         lanes::LstmPointwiseT(s.gate_pos, H, B, j0, len, ct, ly.bW, ly.bR, s.cell_clip, cT,
-                              last ? nullptr : w.h_lanes[1 - par], b16,
-                              ylayer + ly.YRow(s.T, B, tau, 0) * yst + ly.dcol, ldy,
+                              last ? nullptr : w.h_lanes[1 - par], b16, ylayer + y0,
+                              ly.y16 != nullptr ? ly.y16 + y0 : nullptr, ldy,
                               last ? h_cur : nullptr);
       });
       lanes::TransposeInto(H, B, cT, B, c, H, false);
@@ -596,171 +617,9 @@ void StepForward(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly,
 
 }  // namespace rnn_cpu
 
-namespace {
-
-// Dropout mask of layer l's output: 0 or 1/(1-p), a pure function of (seed, layer, index).
-template <typename A>
-void MakeMask(const CpuDevice& d, const RnnSpec& s, Index l, A* mask, Index n) {
-  const double p = s.dropout;
-  const A scale = p < 1.0 ? static_cast<A>(1.0 / (1.0 - p)) : A(0);
-  const uint64_t key = Mix(s.seed ^ Mix(static_cast<uint64_t>(l) + 0x5bd1e995ULL));
-  ParallelFor(d, n, 20, [&](Index i0, Index i1) {
-    for (Index i = i0; i < i1; ++i) {
-      const double u = static_cast<double>(Mix(key ^ static_cast<uint64_t>(i)) >> 11) *
-                       (1.0 / 9007199254740992.0);
-      mask[i] = u >= p ? scale : A(0);
-    }
-  });
-}
-
-// The layers over the whole batch, one after the other (ws: RnnFwdLayersWorkspaceSize). With
-// `whole` (a training batch block, RnnTrainBatchBlocks): s is the block's spec, and its rows of
-// x, y and the reserve are those of `whole`'s buffers from row b0 on, used in place.
-template <typename A>
-void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
-                   const RnnSpec* whole = nullptr, Index b0 = 0, PackShare* share = nullptr) {
-  const Index TB = s.T * s.B, Hs = RnnHs(s), ycols = s.D * Hs;
-  const RnnSpec& layout = whole != nullptr ? *whole : s;  // the reserve's
-  A* reserve = a.reserve;
-  for (Index l = 0; l < s.L; ++l) {
-    const A* xin =
-        l == 0 ? a.x + b0 * s.I : reserve + RnnNextInOffset(layout, l - 1) + b0 * ycols;
-    A* ylayer = (l + 1 == s.L ? a.y : reserve + RnnNextInOffset(layout, l)) + b0 * ycols;
-    // Rows past a sequence's length are zeros; the others are all written.
-    if (!StepMap{a.lengths, s.T, false}.AllFull(s.B)) Zero(d, ylayer, TB * ycols);
-    for (Index dd = 0; dd < s.D; ++dd) {
-      const Index pseudo = l * s.D + dd;
-      Layer<A> ly;
-      ly.gx = SetRnnLayer<Layer<A>, A>(layout, pseudo, a.params, reserve, nullptr, a.weights,
-                                       {}, &ly);
-      if (whole != nullptr) ly.AtBlockRows(b0, whole->B, RnnK(s) * s.H, s.H, Hs);
-      if (!s.training) ly.hprev = nullptr;  // inference: no backward reads the rows' h_prev
-      ly.x_batch_major = a.batch_major && l == 0;
-      ly.y_batch_major = a.batch_major && l + 1 == s.L;
-      ly.pack_share = share;
-      LayerForward<A>(d, s, pseudo, ly, xin, a, ylayer, ws);
-    }
-    if (l + 1 < s.L && RnnHasMask(s)) {
-      A* mask = reserve + RnnMaskOffset(s, l);
-      MakeMask<A>(d, s, l, mask, TB * ycols);
-      FlatMap<A>(ylayer, TB * ycols).device(d) =
-          FlatMap<A>(ylayer, TB * ycols) * ConstFlatMap<A>(mask, TB * ycols);
-    }
-  }
-}
-
-// n pieces of len elements, piece i from src + i · sld to dst + i · dld: a block's rows of each
-// slab [n, B, w] gathered (src the whole, sld = B·w, dld = len) or scattered back.
-template <typename A>
-void CopySlabs(const A* src, Index sld, A* dst, Index dld, Index n, Index len) {
-  for (Index i = 0; i < n; ++i) std::copy_n(src + i * sld, len, dst + i * dld);
-}
-
-// The forward in n batch blocks (types.h RnnBatchBlocks): block i, its rows from b0, runs the
-// layers on its rows as a call of its own on one thread. At inference its operands' rows are
-// used in place where they are contiguous (a batch-major x and y; the states of one layer and
-// direction), else gathered into and scattered from its scratch (workspace.h CarveRnnBlock),
-// and its reserve is the rows' share of the caller's. In training its rows of x, y and the
-// reserve are used in place, time-major over the whole batch (ForwardLayers' `whole`). The
-// blocks are claimed by the caller and the pool's threads as they start (StepLoop), and a block
-// computes the same whichever thread runs it.
-template <typename A>
-void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
-                        Index n) {
-  const Index T = s.T, B = s.B, H = s.H, Hs = RnnHs(s), ycols = s.D * Hs, LD = s.L * s.D;
-  const bool lstm = s.mode == RnnMode::kLstm, in_place = s.training;
-  const CpuDevice one(d.getPool(), 1);
-  const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
-  // One layer: the blocks pack its weights once, together, after their pieces (PackShare).
-  PackShare shared;
-  shared.dst = ws + RnnBlocksBefore(s, n, n, RnnBlockScratchSize);
-  shared.cols = RnnK(s) * H;
-  PackShare* const share = RnnBlocksPackSize(s) > 0 ? &shared : nullptr;
-  StepLoop(d, 1, n, cost, [&](Index, Index i) {
-    const RnnSpec bs = RnnBlockSpec(s, n, i);
-    const Index b0 = RnnBatchBlockRow(B, n, i);
-    Carver<A> cv(ws + RnnBlocksBefore(s, n, i, RnnBlockScratchSize));
-    const RnnBlockScratch<A> w = CarveRnnBlock(bs, &cv);
-    RnnFwdArgs<A> b = a;
-    b.lengths = a.lengths != nullptr ? a.lengths + b0 : nullptr;
-    if (!in_place) b.reserve = a.reserve + RnnBlocksBefore(s, n, i, RnnReserveSize);
-    if (a.batch_major) {
-      b.x = a.x + b0 * T * s.I;
-      b.y = a.y + b0 * T * ycols;
-    } else if (!in_place) {
-      CopySlabs(a.x + b0 * s.I, B * s.I, w.x, bs.B * s.I, T, bs.B * s.I);
-      b.x = w.x;
-      b.y = w.y;
-    }
-    if (LD == 1) {
-      b.h0 = a.h0 + b0 * Hs;
-      b.hn = a.hn + b0 * Hs;
-      if (lstm) {
-        b.c0 = a.c0 + b0 * H;
-        b.cn = a.cn + b0 * H;
-      }
-    } else {
-      CopySlabs(a.h0 + b0 * Hs, B * Hs, w.h0, bs.B * Hs, LD, bs.B * Hs);
-      b.h0 = w.h0;
-      b.hn = w.hn;
-      if (lstm) {
-        CopySlabs(a.c0 + b0 * H, B * H, w.c0, bs.B * H, LD, bs.B * H);
-        b.c0 = w.c0;
-        b.cn = w.cn;
-      }
-    }
-    if (in_place) {
-      ForwardLayers<A>(one, bs, b, w.ws, &s, b0, share);
-    } else {
-      ForwardLayers<A>(one, bs, b, w.ws, nullptr, 0, share);
-      if (!a.batch_major) {
-        CopySlabs(w.y, bs.B * ycols, a.y + b0 * ycols, B * ycols, T, bs.B * ycols);
-      }
-    }
-    if (LD > 1) {
-      CopySlabs(w.hn, bs.B * Hs, a.hn + b0 * Hs, B * Hs, LD, bs.B * Hs);
-      if (lstm) CopySlabs(w.cn, bs.B * H, a.cn + b0 * H, B * H, LD, bs.B * H);
-    }
-  });
-}
-
-// The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
-// every sequence full length (the fused road's condition).
-// At inference with float products, one block (the unit blocks of StepLoop) instead of batch
-// blocks too small for the lanes where the whole batch's unit blocks take them (each batch
-// block would stream all of R from L3 at every step for its rows, each unit block streams its
-// slice once). With bf16 products only for lanes_lstm.h's LSTM (bf16 50×32×128×512: 11.3
-// against 11.7 ms, 50×48×512×512 24.6 against 26.0): elsewhere their batch blocks were as fast
-// or faster (100×32×128×384 1.1-1.6x, 50×32×128×512 level; docs/PERFORMANCE_BF16.md), half the
-// bytes of R streaming.
-template <typename A>
-Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
-  if (!s.training) {
-    const Index n = RnnBatchBlocks(s, d.numThreads());
-    const bool full = s.T > 1 && StepMap{a.lengths, s.T, false}.AllFull(s.B);
-    const bool lanes = n > 1 && (!bf16::ProductsFor(s) || LanesLstmFor(s, full)) &&
-                       LanesFor<A>(s, false, UnitBlock(d, s.H), full) &&
-                       RnnLanesWidth(RnnBlockSpec(s, n, 0)) == 0;
-    return lanes ? 1 : n;
-  }
-  const bool full = !a.batch_major && StepMap{a.lengths, s.T, false}.AllFull(s.B);
-  return full ? TrainBatchBlocks(d, s) : 1;
-}
-
-}  // namespace
-
-template <typename A>
-void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws) {
-  const Index n = ForwardBlocks(d, s, a);
-  if (n > 1) {
-    ForwardBatchBlocks<A>(d, s, a, ws, n);
-  } else {
-    ForwardLayers<A>(d, s, a, ws);
-  }
-}
-
 #define TFRNN_INSTANTIATE_RNN_FWD(A)                                                          \
-  template void RnnForward<A>(const CpuDevice&, const RnnSpec&, const RnnFwdArgs<A>&, A*);     \
+  template rnn_cpu::FwdRoad rnn_cpu::RoadOf<A>(const CpuDevice&, const RnnSpec&, Index,        \
+                                               const rnn_cpu::Layer<A>&, const StepMap&);      \
   template void rnn_cpu::LayerForward<A>(const CpuDevice&, const RnnSpec&, Index,              \
                                          const rnn_cpu::Layer<A>&, const A*,                   \
                                          const RnnFwdArgs<A>&, A*, A*);                        \

@@ -117,6 +117,10 @@ struct Layer {
   // A one-layer call's batch block: the packed weights it shares with the other blocks
   // (PackShare), or null.
   PackShare* pack_share = nullptr;
+  // A bfloat16 op's layer input, W, R and output as its tensors' bf16 words (RnnFwdArgs::
+  // words16), on the road that reads and writes them (rnn_cpu_stack.cc Reads16); else null.
+  const uint16_t *x16 = nullptr, *W16 = nullptr, *R16 = nullptr;
+  uint16_t* y16 = nullptr;
   // Points the layer at the rows of a batch block from row b0 of buffers of `rows` rows per
   // time row (row_B); KH: the gate rows' width of gx.
   void AtBlockRows(Index b0, Index rows, Index KH, Index H, Index Hs) {
@@ -239,6 +243,16 @@ inline Index TrainBatchBlocks(const CpuDevice& d, const RnnSpec& s) {
   return RnnTrainBatchBlocks(s, bf16::ProductsFor(s)) ? RnnBatchBlocks(s, d.numThreads())
                                                               : 1;
 }
+
+// The roads of a forward layer (LayerForward), from the spec, the layer and its steps.
+struct FwdRoad {
+  bool unpacked = false, pipelined = false;
+  Index lanes_bp = 0;  // the batch in the lanes: the padded rows of hᵀ, else 0
+  bool tlanes = false;  // the LSTM's gates in the lanes too
+};
+template <typename A>
+FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,
+               const StepMap& sm);
 
 // One (layer, direction) of the forward: ylayer [T, B, D·Hs] receives h, a.hn / a.cn the final
 // states of pseudo-layer `pseudo`; ws has RnnFwdLayersWorkspaceSize(s) elements (rnn_cpu.cc).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -361,6 +362,14 @@ struct RnnFwdArgs {
   RnnWeights<A> weights;         // L == D == 1: the weights (then params is not read)
   bool batch_major = false;      // x is [B, T, I] and y [B, T, D·Hs] (the reserve stays
                                  // time-major: the backward reads it as usual)
+  // A bfloat16 op's x, W and R (weights, weights_xw) and y as its tensors' bf16 words, all four
+  // or none: the engine reads and writes them as they are where its road can (rnn_cpu_stack.cc
+  // Reads16), else converts them into and from x, weights.W, weights.R and y, which are then
+  // float buffers of their sizes that the caller leaves unfilled.
+  struct Words16 {
+    const uint16_t *x = nullptr, *W = nullptr, *R = nullptr;
+    uint16_t* y = nullptr;
+  } words16;
 };
 
 // Whether a batch-major forward hands x and y to the engine as they are (RnnFwdArgs::
@@ -395,7 +404,7 @@ struct RnnBwdArgs {
 };
 
 // The cuDNN activations (σ gates, tanh cell input and cell) and no peephole: the straight-line
-// paths of the LSTM's pointwise passes (rnn_cpu.cc LstmFwdRow, rnn_cpu_backward.cc BwdBlock,
+// paths of the LSTM's pointwise passes (fwd_rows.h LstmFwdRow, rnn_cpu_backward.cc BwdBlock,
 // lanes_lstm.h).
 inline bool LstmStandard(const RnnSpec& s) {
   return !s.peephole && s.gate_act[0] == RnnAct::kSigmoid &&
@@ -467,7 +476,7 @@ inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
   return layer_ok && s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training &&
          !s.preprojected && RnnLanesWidth(s) == s.B && LanesLstmOn();
 }
-// Batch blocks (RnnForward, rnn_cpu.cc). The batch's rows are independent sequences, so the
+// Batch blocks (RnnForward, rnn_cpu_stack.cc). The batch's rows are independent sequences, so the
 // forward can run them in blocks of rows, each block's whole stack as a call of its own on one
 // thread: no step of a block waits for another block, and each thread keeps the packed
 // weights in its core's cache. The unit blocks of StepLoop and the pipelined chain

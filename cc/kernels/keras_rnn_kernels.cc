@@ -2,7 +2,10 @@
 // layouts in cc/ops/keras_rnn_ops.cc): validate and describe (keras_rnn_face.h) -> the stacked
 // engine, reading and writing the Keras tensors in place (RnnWeights).
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/engine_loader.h"
@@ -16,14 +19,17 @@ namespace {
 
 // The engine's view of the Keras tensors (through the bridge: converted for half/bf16): W, R
 // in place (weights_xw), the input bias, and the recurrent bias (bias's second row, else zeros).
+// words16: W and R are also handed over as bf16 words (RnnFwdArgs::words16), their float
+// buffers left for the engine to fill where it needs them.
 template <typename T>
 RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
-                                                       ComputeBridge<T>* br) {
+                                                       ComputeBridge<T>* br,
+                                                       bool words16 = false) {
   using A = typename ComputeType<T>::type;
   const int64_t KN = RnnK(in.spec) * in.spec.H;
   RnnWeights<A> w;
-  w.W = br->In(*in.kernel);
-  w.R = br->In(*in.rkernel);
+  w.W = words16 ? br->Scratch(in.kernel->NumElements()) : br->In(*in.kernel);
+  w.R = words16 ? br->Scratch(in.rkernel->NumElements()) : br->In(*in.rkernel);
   w.bW = br->In(*in.bias);
   if (in.two_biases) {
     w.bR = w.bW != nullptr ? w.bW + KN : nullptr;
@@ -33,6 +39,22 @@ RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
     w.bR = zeros;
   }
   return w;
+}
+
+// Whether a bfloat16 inference hands the engine its operands' words (RnnFwdArgs::words16);
+// TF_RNN_OPS_BF16_WORDS=0 (docs/ENVIRONMENT.md): converted here as every other call's are.
+// Read once per process.
+inline bool Bf16WordsOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("TF_RNN_OPS_BF16_WORDS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+// A 16-bit tensor's elements as their words.
+inline const uint16_t* Words16(const Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.tensor_data().data());
 }
 
 // The Keras op pair's computations on the CPU engine (KerasRnnKernel, keras_rnn_face.h).
@@ -62,12 +84,21 @@ struct CpuKeras {
     }
 
     ComputeBridge<T> br(ctx);
-    const A* x = br.In(*in.x);
+    // A bfloat16 inference hands the engine x, W, R and y as their bf16 words: it reads and
+    // writes them as they are on the road that can, else converts them itself.
+    const bool words16 = std::is_same<T, Eigen::bfloat16>::value && !training && Bf16WordsOn();
+    const A* x = words16 ? br.Scratch(in.x->NumElements()) : br.In(*in.x);
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    a.weights = KerasWeights<T>(in, &br);
+    a.weights = KerasWeights<T>(in, &br, words16);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
-    A* y = br.Out(out.y);
+    A* y = words16 ? br.Scratch(out.y->NumElements()) : br.Out(out.y);
+    if (words16) {
+      a.words16.x = Words16(*in.x);
+      a.words16.W = Words16(*in.kernel);
+      a.words16.R = Words16(*in.rkernel);
+      a.words16.y = const_cast<uint16_t*>(Words16(*out.y));
+    }
     a.hn = br.Out(out.hn);
     a.cn = lstm ? br.Out(out.cn) : nullptr;
     a.reserve = training ? reinterpret_cast<A*>(out.reserve->flat<T>().data()) : nullptr;
