@@ -54,9 +54,27 @@ constexpr int UnitsPerBlock(int nb) { return nb <= 2 ? 12 : nb == 3 ? 8 : 6; }
 
 // Packs the product's weights B[k, c] (k < K, c < cols) = src[k · ldk + c · ldc] as panels of
 // MR = UnitsPerBlock(nb) columns, each [K][width].
+// Panel c0 / MR starts at out + c0 · K. B's rows contiguous (ldc = 1, the Keras layout): each
+// row read once, in order, into every panel (a panel at a time read each row's few columns at
+// a 4-8 KiB stride, the lines evicted before the next panels used them).
 template <typename A>
 void PackLanes(int nb, Index K, Index cols, const A* src, Index ldk, Index ldc, A* out) {
   const Index mr = UnitsPerBlock(nb);
+#ifdef __AVX512F__
+  if constexpr (std::is_same<A, float>::value) {
+    if (ldc == 1) {  // a panel's row (at most 16 floats) in one masked load and store
+      for (Index k = 0; k < K; ++k) {
+        for (Index c0 = 0; c0 < cols; c0 += mr) {
+          const Index w = std::min(mr, cols - c0);
+          const __mmask16 m = static_cast<__mmask16>((1u << w) - 1);
+          _mm512_mask_storeu_ps(out + c0 * K + k * w, m,
+                                _mm512_maskz_loadu_ps(m, src + k * ldk + c0));
+        }
+      }
+      return;
+    }
+  }
+#endif
   for (Index c0 = 0; c0 < cols; c0 += mr) {
     const Index w = std::min(mr, cols - c0);
     for (Index k = 0; k < K; ++k) {
@@ -75,6 +93,19 @@ void PackLanesPairs(int nb, Index K, Index cols, const S* src, Index ldk, Index 
   if constexpr (std::is_same<A, float>::value) {
     const Index mr = UnitsPerBlock(nb), K2 = bf16::Pairs(K);
     uint32_t* o = reinterpret_cast<uint32_t*>(out);
+#if TFRNN_BF16_KERNELS
+    if (ldc == 1) {  // as PackLanes: pair row q of every panel in turn (panel c0 at c0 · K2)
+      for (Index q = 0; q < K2; ++q) {
+        const S* lo = src + 2 * q * ldk;
+        const S* hi = 2 * q + 1 < K ? lo + ldk : nullptr;
+        for (Index c0 = 0; c0 < cols; c0 += mr) {
+          const Index w = std::min(mr, cols - c0);
+          bf16::PackPairRow(lo + c0, hi != nullptr ? hi + c0 : nullptr, w, o + c0 * K2 + q * w);
+        }
+      }
+      return;
+    }
+#endif
     for (Index c0 = 0; c0 < cols; c0 += mr) {
       const Index w = std::min(mr, cols - c0);
       bf16::PackPanel(K, src + c0 * ldc, ldk, ldc, w, o);
