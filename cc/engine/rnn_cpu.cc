@@ -235,10 +235,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // apart): per step and unit block one packed product [x_t, h_{t-1}] · [W; R] per gate, written
   // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
   // streams with R, each weight read once per step, and the step's rows are written once
-  // instead of projected, read and written back.
-  // A standard LSTM at inference in the lanes, its batch whole packets, every step a time row
-  // of every sequence: the gates stay transposed from the step's products (the input's fused
-  // with R's whatever its width) to the pointwise pass (lanes_lstm.h).
+  // instead of projected, read and written back. The LSTM's gates in the lanes (RoadOf) fuse
+  // the input whatever its width.
   const bool tlanes = road.tlanes;
   if (ly.x16 != nullptr && !(tlanes && b16)) std::abort();  // Reads16 chose this layer's road
   const bool fused = tlanes ||
@@ -269,14 +267,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (share != nullptr) rpack = static_cast<A*>(share->dst);
   const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   // The B rows of time row tau in the layer input start at x_step(tau), xld apart (time-major
-  // or batch-major: Layer::x_batch_major); x_row(r): x's row for gx's row r.
+  // or batch-major: Layer::x_batch_major), in a bfloat16 op's x as it is (Reads16) at
+  // ly.x16 + x_offset(tau); x_row(r): x's row for gx's row r.
   const Index xld = (ly.x_batch_major ? s.T : 1) * ly.in_cols;
-  auto x_step = [&](Index tau) {
-    return xin + SeqRow(ly.x_batch_major, s.T, ly.RowB(B), tau, 0) * ly.in_cols;
+  auto x_offset = [&](Index tau) {
+    return SeqRow(ly.x_batch_major, s.T, ly.RowB(B), tau, 0) * ly.in_cols;
   };
-  auto x16_step = [&](Index tau) {  // the same for a bfloat16 op's x as it is (Reads16)
-    return ly.x16 + SeqRow(ly.x_batch_major, s.T, ly.RowB(B), tau, 0) * ly.in_cols;
-  };
+  auto x_step = [&](Index tau) { return xin + x_offset(tau); };
   auto x_row = [&](Index r) {
     return xin + (x_strided ? SeqRow(true, s.T, B, r / B, r % B) : r) * ly.in_cols;
   };
@@ -433,8 +430,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       StepLoop(d, steps, blocks, cost, [&](Index st, Index blk) {
         const Index par = st % 2, tau = sm.reverse ? s.T - 1 - st : st;
         const Index j0 = blk * U, len = std::min(U, H - j0), cols = merged ? KH : len;
-        const A* xT = ly.x16 != nullptr ? LanesRows<A>(B, xr, x16_step(tau), xld, B, true)
-                                        : LanesRows<A>(B, xr, x_step(tau), xld, B, b16);
+        const A* xT = ly.x16 != nullptr
+                          ? LanesRows<A>(B, xr, ly.x16 + x_offset(tau), xld, B, true)
+                          : LanesRows<A>(B, xr, x_step(tau), xld, B, b16);
         A* ct = lanes::Scratch(K * len * B);
         for (Index k = 0; k < KG; ++k) {
           const A* wp = rpack + (j0 * K + k * len) * KR;
