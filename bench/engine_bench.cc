@@ -4,6 +4,8 @@
 //   bazel run -c opt //bench:engine_bench -- T B I H threads [quick]
 // BENCH_BF16=1 in the environment: the engines' bf16 products (a bfloat16 op's).
 // BENCH_MODE=gru: the stacked-RNN engine's lines time a GRU (cuDNN's form) instead of an LSTM.
+// BENCH_INFER_REPS=N: only the stacked-RNN engine's inference forward, N calls (for profiling),
+// printing the fastest and the median.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -92,7 +94,9 @@ int main(int argc, char** argv) {
   fa.b = b.data();
   fa.i = acts[0].data(), fa.cs = acts[1].data(), fa.f = acts[2].data(), fa.o = acts[3].data();
   fa.ci = acts[4].data(), fa.co = acts[5].data(), fa.h = acts[6].data();
-  const double fwd = MedianMs([&] { tfrnn::LstmForward<float>(d, spec, fa, ws.data()); });
+  const bool infer_only = std::getenv("BENCH_INFER_REPS") != nullptr;
+  const double fwd =
+      infer_only ? 0 : MedianMs([&] { tfrnn::LstmForward<float>(d, spec, fa, ws.data()); });
 
   auto csg = vec(T * B * H), hg = vec(T * B * H);
   Buf xg(T * B * I), cpg(B * H), hpg(B * H), wg((I + H) * G), pg1(H), pg2(H),
@@ -106,7 +110,8 @@ int main(int argc, char** argv) {
   ba.x_grad = xg.data(), ba.cs_prev_grad = cpg.data(), ba.h_prev_grad = hpg.data();
   ba.w_grad = wg.data(), ba.wci_grad = pg1.data(), ba.wcf_grad = pg2.data();
   ba.wco_grad = pg3.data(), ba.b_grad = bg.data();
-  const double bwd = MedianMs([&] { tfrnn::LstmBackward<float>(d, spec, ba, ws.data()); });
+  const double bwd =
+      infer_only ? 0 : MedianMs([&] { tfrnn::LstmBackward<float>(d, spec, ba, ws.data()); });
 
   // The same LSTM through the stacked-RNN engine (CudnnRNN's face): one layer, cuDNN layout.
   tfrnn::RnnSpec rs;
@@ -115,6 +120,29 @@ int main(int argc, char** argv) {
   rs.mode = gru ? tfrnn::RnnMode::kGru : tfrnn::RnnMode::kLstm;
   rs.T = T, rs.B = B, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
+  if (infer_only) {
+    const char* reps = std::getenv("BENCH_INFER_REPS");
+    rs.training = false;
+    Buf params = vec(tfrnn::RnnParamsSize(rs)), y(T * B * H), hn(B * H), cn(B * H),
+        rws(tfrnn::RnnFwdWorkspaceSize(rs)), reserve(tfrnn::RnnReserveSize(rs));
+    tfrnn::RnnFwdArgs<float> rf;
+    rf.reserve = reserve.data();
+    rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = gru ? nullptr : cs0.data();
+    rf.params = params.data(), rf.y = y.data(), rf.hn = hn.data();
+    rf.cn = gru ? nullptr : cn.data();
+    std::vector<double> ms;
+    for (int r = 0; r < std::max(1, atoi(reps)); ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      tfrnn::RnnForward<float>(d, rs, rf, rws.data());
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | rnn engine inference fwd min %.3f median "
+                "%.3f ms (%zu calls)\n", T, B, I, H, threads, ms.front(), ms[ms.size() / 2],
+                ms.size());
+    return 0;
+  }
   Buf params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
       y(T * B * H), hn(B * H), cn(B * H),
       rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));

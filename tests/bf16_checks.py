@@ -70,13 +70,20 @@ LANES_CASES = [("lstm", 1, "unidirectional", 5, 32, 20, 24),
 # come out in packed::Gemm's order, so its bits match the lanes-off run).
 # The LSTM cases read and write the op's bf16 words in the engine (cc/engine/rnn_cpu.cc
 # Reads16; the fourth: the whole batch of 32 rows in two unit blocks, unforced; the last only
-# with the lanes forced: two unit blocks of 16 and 5 units, odd widths); each case's "bits" are
-# compared with TF_RNN_OPS_BF16_WORDS=0's (the op converting them) by test_bf16_products.py.
+# with the lanes forced: two unit blocks of 16 and 5 units, odd widths); the next two on the
+# packed step over the whole batch of 8 rows (too few for batch blocks or the lanes, weights
+# too large to fuse x with h, B·H too large for the pipelined chain: x's rows projected from
+# their words, an odd input width's last pair padded); the last in two batch blocks of 8 rows,
+# x fused with h, each step's rows of x read as pair words. Each case's "bits" are compared
+# with TF_RNN_OPS_BF16_WORDS=0's (the op converting them) by test_bf16_products.py.
 KERAS_CASES = [("LSTM", 4, 64, 24, 250),   # narrow input fused with R
                ("LSTM", 3, 64, 200, 160),  # wide input projected apart
                ("GRU", 3, 90, 40, 130),    # blocks of 45 rows, a partial unit block
                ("LSTM", 3, 32, 24, 600),
-               ("LSTM", 5, 32, 13, 21)]
+               ("LSTM", 5, 32, 13, 21),
+               ("LSTM", 10, 8, 301, 600),
+               ("GRU", 12, 8, 33, 530),
+               ("LSTM", 12, 16, 64, 128)]
 # BlockLSTMV2 + its registered gradient: (T, B, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "cc/engine/cpu_device.h"
@@ -279,17 +280,20 @@ void PackPanel(Index K, const S* src, Index sk, Index sc, Index w, uint32_t* p, 
 }
 
 // Packs B[K, cols], element (k, c) at src[k · sk + c · sc], into the layout above; rows
-// [zk0, zk1) packed as zeros. Columns [c0, c1) only (c0, c1 on panel boundaries).
-inline void PackRange(Index K, Index cols, const float* src, Index sk, Index sc, float* out,
-                      Index zk0, Index zk1, Index c0, Index c1) {
+// [zk0, zk1) packed as zeros. Columns [c0, c1) only (c0, c1 on panel boundaries). S: float or
+// bf16 words.
+template <typename S>
+void PackRange(Index K, Index cols, const S* src, Index sk, Index sc, float* out, Index zk0,
+               Index zk1, Index c0, Index c1) {
   for (Index c = c0; c < c1;) {
     const Index w = PanelWidth(c, cols);
     PackPanel(K, src + c * sc, sk, sc, w, reinterpret_cast<uint32_t*>(out + c * K), zk0, zk1);
     c += w;
   }
 }
-inline void Pack(Index K, Index cols, const float* src, Index sk, Index sc, float* out,
-                 Index zk0 = 0, Index zk1 = 0) {
+template <typename S>
+void Pack(Index K, Index cols, const S* src, Index sk, Index sc, float* out, Index zk0 = 0,
+          Index zk1 = 0) {
   PackRange(K, cols, src, sk, sc, out, zk0, zk1, 0, cols);
 }
 
@@ -454,10 +458,13 @@ TFRNN_BF16_TARGET inline const uint32_t* ConvertOnce(Index rows, Index K, const 
   ConvertRows(0, rows, K, a, lda, b.data());
   return b.data();
 }
+// A's pair words row r at words + r · lda (0: Pairs(K)).
 TFRNN_BF16_TARGET inline void GemmWords(Index rows, Index K, Index cols, const uint32_t* words,
-                                        const float* bp, float* c, Index ldc, bool accumulate) {
+                                        const float* bp, float* c, Index ldc, bool accumulate,
+                                        Index lda = 0) {
   if (rows <= 0 || cols <= 0) return;
-  GemmConverted(rows, K, cols, 0, cols, words, Pairs(K), bp, c, ldc, accumulate);
+  GemmConverted(rows, K, cols, 0, cols, words, lda > 0 ? lda : Pairs(K), bp, c, ldc,
+                accumulate);
 }
 TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const float* a,
                                          Index lda, const float* bp, float* c, Index ldc,
@@ -535,25 +542,44 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
 
 // C[m, n] (+)= op(A) · op(B) as Gemm() of cpu_device.h (dense, ta: A stored [k, m], tb: B
 // stored [n, k]), both operands rounded to bf16, on the pool: A converted to pair words and B
-// packed (each in parallel), then tiles of kTileRows rows × kTileCols columns.
+// packed (each in parallel), then tiles of kTileRows rows × kTileCols columns. S: float, or
+// the bf16 words of a bfloat16 op's tensors (A then not transposed), whose rows of an even k
+// are already A's pair words (word q of a row: elements 2q and 2q + 1, little-endian).
 constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
-inline void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k,
-                      const float* a, const float* b, float* c, bool accumulate) {
+template <typename S>
+void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const S* a,
+               const S* b, float* c, bool accumulate) {
+  constexpr bool kWords = std::is_same<S, uint16_t>::value;
   const Index K2 = Pairs(k);
   // Uninitialised (every word is written before it is read): zeroing them cost as much as
   // packing B (10 MB a call at 20x128x512x1024).
-  std::unique_ptr<uint32_t[]> abuf(new uint32_t[m * K2]);
+  std::unique_ptr<uint32_t[]> abuf;
   std::unique_ptr<float[]> bbuf(new float[n * k]);
-  uint32_t* ap = abuf.get();
+  const uint32_t* ap = nullptr;
   const double row_cost = 2.0 * k;
-  ParallelFor(d, (m + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
-    const Index r0 = g0 * 16, r1 = std::min(m, g1 * 16);
-    if (ta) {
-      ConvertColumns(r0, r1, k, a, m, ap);
-    } else {
-      ConvertRows(r0, r1, k, a, k, ap);
-    }
-  });
+  if (kWords && !ta && k % 2 == 0) {
+    ap = reinterpret_cast<const uint32_t*>(a);
+  } else {
+    abuf.reset(new uint32_t[m * K2]);
+    uint32_t* out = abuf.get();
+    ParallelFor(d, (m + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
+      const Index r0 = g0 * 16, r1 = std::min(m, g1 * 16);
+      if constexpr (kWords) {  // an odd k: each row's last pair (a word, 0)
+        for (Index r = r0; r < r1; ++r) {
+          for (Index q = 0; q < K2; ++q) {
+            const Index e = ta ? 2 * q * m + r : r * k + 2 * q;
+            const uint32_t hi = 2 * q + 1 < k ? a[ta ? e + m : e + 1] : 0;
+            out[r * K2 + q] = uint32_t(a[e]) | (hi << 16);
+          }
+        }
+      } else if (ta) {
+        ConvertColumns(r0, r1, k, a, m, out);
+      } else {
+        ConvertRows(r0, r1, k, a, k, out);
+      }
+    });
+    ap = out;
+  }
   const Index full = n / kWide;  // full panels, packed in parallel; the rest on this thread
   const Index sk = tb ? 1 : n, sc = tb ? k : 1;
   ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
@@ -582,11 +608,13 @@ template <typename S>
 void TransposePairsInto(Index, Index, const S*, Index, float*, Index) {
   std::abort();
 }
-inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool) {
+inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool,
+                      Index = 0) {
   std::abort();
 }
-inline void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const float*,
-                      const float*, float*, bool) {
+template <typename S>
+void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const S*, const S*, float*,
+               bool) {
   std::abort();
 }
 enum Reuse { kReuseNone = 0, kReuseA = 1, kReuseB = 2 };

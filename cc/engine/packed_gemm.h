@@ -371,14 +371,25 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
 
 // The A operand of several packed::Gemm products (the gate blocks of one work item of a step):
 // with bf16 (float only) its rows converted to pair words once (bf16::ConvertOnce, into the
-// calling thread's buffer `slot`) instead of once per product.
+// calling thread's buffer `slot`) instead of once per product, or (WordRows) a bfloat16 op's
+// rows as they are.
 template <typename A>
 struct Rows {
   const A* a = nullptr;
   Index lda = 0;
   bool b16 = false;
   const uint32_t* words = nullptr;
+  Index wld = 0;  // words' row stride (0: Pairs(K), ConvertOnce's)
 };
+// Rows of an even number of bf16 words, lda16 words apart (even): each row its pair words.
+template <typename A>
+Rows<A> WordRows(const uint16_t* rows16, Index lda16) {
+  Rows<A> r;
+  r.b16 = true;
+  r.words = reinterpret_cast<const uint32_t*>(rows16);
+  r.wld = lda16 / 2;
+  return r;
+}
 template <typename A>
 Rows<A> PrepareRows(Index rows, Index K, const A* a, Index lda, bool use_bf16, int slot) {
   Rows<A> r;
@@ -394,7 +405,9 @@ template <typename A>
 void Gemm(Index rows, Index K, Index cols, const Rows<A>& a, const A* bp, A* c, Index ldc,
           bool accumulate) {
   if constexpr (std::is_same<A, float>::value) {
-    if (a.words != nullptr) return bf16::GemmWords(rows, K, cols, a.words, bp, c, ldc, accumulate);
+    if (a.words != nullptr) {
+      return bf16::GemmWords(rows, K, cols, a.words, bp, c, ldc, accumulate, a.wld);
+    }
   }
   Gemm<A>(rows, K, cols, a.a, a.lda, bp, c, ldc, accumulate, a.b16);
 }

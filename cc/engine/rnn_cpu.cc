@@ -202,6 +202,27 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
     // fused with R's whatever its width) to the pointwise pass (lanes_lstm.h).
     r.tlanes = LanesLstmFor(s, lstm_layer_ok);
   }
+  // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
+  // every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
+  // apart): per step and unit block one packed product [x_t, h_{t-1}] · [W; R] per gate, written
+  // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
+  // streams with R, each weight read once per step, and the step's rows are written once
+  // instead of projected, read and written back. The LSTM's gates in the lanes fuse the input
+  // whatever its width.
+  const bool b16 = bf16::ProductsFor(s), lanes = r.lanes_bp > 0;
+  const Index Hs = RnnHs(s), KH = RnnK(s) * H;
+  r.fused = r.tlanes ||
+            (!r.unpacked && !r.pipelined && s.P == 0 && !s.has_mask &&
+             s.mode != RnnMode::kGru && !s.preprojected && steps > 1 && ly.in == ly.in_cols &&
+             all_full && ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
+                          RnnFusesInput(ly.in, Hs, KH, b16)));
+  // The packed step's words: x's rows projected in their order (at inference a batch-major x
+  // keeps its order unless the chain is pipelined), or fused, each step's rows of an even
+  // input width as their pair words; W and R packed from their words; y's floats converted
+  // into its words after the layer.
+  r.words = b16 && (r.tlanes || (!r.unpacked && !r.pipelined && !lanes && s.P == 0 &&
+                                 !s.preprojected && !s.training && ly.in > 0 &&
+                                 ly.in == ly.in_cols && (!r.fused || ly.in % 2 == 0)));
   return r;
 }
 
@@ -230,20 +251,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool unpacked = road.unpacked, pipelined = road.pipelined;
   const Index lanes_bp = road.lanes_bp;
   const bool lanes = lanes_bp > 0;
-  // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
-  // every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
-  // apart): per step and unit block one packed product [x_t, h_{t-1}] · [W; R] per gate, written
-  // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
-  // streams with R, each weight read once per step, and the step's rows are written once
-  // instead of projected, read and written back. The LSTM's gates in the lanes (RoadOf) fuse
-  // the input whatever its width.
-  const bool tlanes = road.tlanes;
-  if (ly.x16 != nullptr && !(tlanes && b16)) std::abort();  // Reads16 chose this layer's road
-  const bool fused = tlanes ||
-                     (!unpacked && !pipelined && !proj && !s.has_mask && s.mode != RnnMode::kGru &&
-                      !s.preprojected && steps > 1 && ly.in == ly.in_cols && all_full &&
-                      ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
-                       RnnFusesInput(ly.in, Hs, KH, b16)));
+  const bool tlanes = road.tlanes, fused = road.fused;  // RoadOf
+  if (ly.x16 != nullptr && !road.words) std::abort();  // Reads16 chose this layer's road
   // A batch-major x: at inference (no backward reads the rows) the rows batch-major too, so
   // that the input projection is one product in x's order, unless the chain is pipelined
   // (its chunks of steps are time rows); else time-major rows, the projection per time row.
@@ -286,8 +295,11 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
   // way at wpack, with in rows. Merged: the one block's K·H columns as if one gate.
   // Columns [c0, c0 + n) of M's K·H (W or R, `rows` rows; M stored [KH, rows] or with
-  // weights_xw [rows, KH]) packed for packed::Gemm at dst.
-  auto pack_cols = [&](const A* M, Index rows, Index c0, Index n, A* dst) {
+  // weights_xw [rows, KH]; M16: a bfloat16 op's words of M) packed for packed::Gemm at dst.
+  auto pack_cols = [&](const A* M, const uint16_t* M16, Index rows, Index c0, Index n, A* dst) {
+    if constexpr (std::is_same<A, float>::value) {
+      if (M16 != nullptr) return bf16::Pack<uint16_t>(rows, n, M16 + c0, KH, 1, dst);
+    }
     if (s.weights_xw) {
       packed::PackRowMajor<A>(rows, n, M + c0, KH, dst, 0, 0, b16);
     } else {
@@ -297,8 +309,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (share != nullptr && steps > 0) {
     // Columns [c0, c1) of the product's panels, as the whole pack below would place them.
     share->Run([&](Index c0, Index c1) {
-      if (fused) pack_cols(ly.W, xr, c0, c1 - c0, rpack + c0 * xr);
-      pack_cols(ly.R, Hs, c0, c1 - c0, rpack + xr * KH + c0 * Hs);
+      if (fused) pack_cols(ly.W, ly.W16, xr, c0, c1 - c0, rpack + c0 * xr);
+      pack_cols(ly.R, ly.R16, Hs, c0, c1 - c0, rpack + xr * KH + c0 * Hs);
     });
   } else if (!unpacked && steps > 0 && !proj) {
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
@@ -307,7 +319,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         // The `rows` rows of M (W or R) for gate k's units.
         const Index cols = merged ? KH : len;
         auto pack = [&](const A* M, const uint16_t* M16, Index rows, Index k, A* dst) {
-          if (M16 != nullptr) {  // a bfloat16 op's weights as they are (weights_xw)
+          if (M16 != nullptr && lanes) {  // a bfloat16 op's weights as they are (weights_xw)
             lanes::PackLanesPairs<A, uint16_t>(int(lanes_bp / 16), rows, cols, M16 + k * H + j0,
                                                KH, 1, dst);
           } else if (lanes) {  // B[h, c] = R[k·H + j0 + c, h] (weights_xw: R[h, k·H + j0 + c])
@@ -316,7 +328,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                 int(lanes_bp / 16), rows, cols, src, s.weights_xw ? KH : 1,
                 s.weights_xw ? 1 : rows, dst);
           } else {
-            pack_cols(M, rows, k * H + j0, cols, dst);
+            pack_cols(M, M16, rows, k * H + j0, cols, dst);
           }
         };
         for (Index k = 0; k < KG; ++k) {
@@ -374,7 +386,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   } else if (x_strided && ly.in > 0) {  // training: time-major rows of a batch-major x
     ParallelFor(d, s.T, 2.0 * B * ly.in * KH, [&](Index t0, Index t1) { project(t0, t1); });
   } else if (ly.in > 0 || ly.in_cols == 0) {  // x's rows in gx's order
-    GemmB16<A>(d, b16, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false);
+    if constexpr (std::is_same<A, float>::value) {
+      if (ly.x16 != nullptr) {  // a bfloat16 op's words (weights_xw: W [in, KH])
+        bf16::GemmLarge<uint16_t>(d, false, false, TB, KH, ly.in, ly.x16, ly.W16, ly.gx, false);
+      }
+    }
+    if (ly.x16 == nullptr) {
+      GemmB16<A>(d, b16, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false);
+    }
   } else {
     ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {
@@ -536,7 +555,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
       } else {
         const packed::Rows<A> x =
-            fused ? packed::PrepareRows<A>(B, xr, x_step(tau), xld, b16, 0) : none;
+            !fused               ? none
+            : ly.x16 != nullptr ? packed::WordRows<A>(ly.x16 + x_offset(tau), xld)
+                                 : packed::PrepareRows<A>(B, xr, x_step(tau), xld, b16, 0);
         packed::Rows<A> h;  // converted again only for another operand (h ⊙ mask_k)
         for (Index k = 0; k < KG; ++k) {
           if (reset_before && k == pn) continue;
@@ -599,6 +620,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   }
   std::copy_n(h_cur, B * Hs, a.hn + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(c, B * H, a.cn + pseudo * B * H);
+  if (ly.y16 != nullptr && !tlanes) {  // the packed step's words (one layer and direction)
+    Convert(d, static_cast<const A*>(ylayer), reinterpret_cast<Eigen::bfloat16*>(ly.y16),
+            TB * Hs);
+  }
 }
 
 template <typename A>

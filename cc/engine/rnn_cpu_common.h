@@ -249,6 +249,11 @@ struct FwdRoad {
   bool unpacked = false, pipelined = false;
   Index lanes_bp = 0;  // the batch in the lanes: the padded rows of hᵀ, else 0
   bool tlanes = false;  // the LSTM's gates in the lanes too
+  bool fused = false;   // [x_t, h_{t-1}] · [W; R] per step instead of an input projection
+  // A bfloat16 op's words (Layer::x16, W16, R16, y16) read and written as they are: the
+  // LSTM's gates in the lanes, or the packed step on an input projection of x's rows in
+  // order (RnnForward's Reads16).
+  bool words = false;
 };
 template <typename A>
 FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A>& ly,

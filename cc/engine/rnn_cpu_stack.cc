@@ -190,16 +190,19 @@ Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a
 }
 
 // Whether the forward reads a bfloat16 op's x, W and R and writes its y as their bf16 words
-// (RnnFwdArgs::words16): one layer on the LSTM's road with its gates in the lanes with bf16
-// products (lanes_lstm.h), over the whole batch or in batch blocks of a batch-major x and y.
-// Its packing and transposes make the same pair words from the words as from their floats,
-// and its pointwise pass writes y's words rounded as the op's boundary conversion would, so
-// the results keep their bits while the op's conversions into and out of float drop out
-// (bf16 inference, 2 cores: 50×32×128×512 and 100×64×256×256 about 7 % faster).
+// (RnnFwdArgs::words16): one layer with bf16 products, over the whole batch or in batch
+// blocks of a batch-major x and y, on the LSTM's road with its gates in the lanes
+// (lanes_lstm.h) or on the packed step (RoadOf's words: x's rows projected by bf16::GemmLarge
+// from their words or, fused with R, each step's rows read as pair words; W and R packed from
+// their words; y's floats converted into its words after the layer). Packing and transposes
+// make the same pair words from the words as
+// from their floats, and y's words are rounded as the op's boundary conversion would, so the
+// results keep their bits while the op's conversions into and out of float drop out (bf16
+// inference, 2 cores: 50×32×128×512 and 100×64×256×256 about 7 % faster on the lanes).
 template <typename A>
 bool LayerReads16(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   const Layer<A> ly = FwdLayer(s, a, s, 0, 0, a.reserve);
-  return RoadOf<A>(d, s, 0, ly, StepMap{a.lengths, s.T, s.reverse}).tlanes;
+  return RoadOf<A>(d, s, 0, ly, StepMap{a.lengths, s.T, s.reverse}).words;
 }
 template <typename A>
 bool Reads16(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
