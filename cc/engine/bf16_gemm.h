@@ -151,13 +151,23 @@ TFRNN_BF16_TARGET inline __m512 LoadSource(const uint16_t* p, __mmask16 m) {
 
 // Pair row q of a panel of w columns of a row-major B (sc = 1): rows 2q and 2q+1 (nullptr:
 // zeros) converted and interleaved, 16 columns per 512-bit store; a last partial packet is read
-// and written masked (nothing past column w). S: float or bf16 words (LoadSource).
+// and written masked (nothing past column w). S: float or bf16 words (LoadSource), the words
+// interleaved as they are: a normal value's bits as its widening and rounding give them (a
+// denormal one stays, where rounding would flush it: vdpbf16ps reads it as zero either way).
 template <typename S>
 TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uint32_t* out) {
   // Word j of the result = bf16 of column j of lo (low half) and of hi (high half).
   for (Index j = 0; j < w; j += kLanes) {
     const __mmask16 m =
         w - j >= kLanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (w - j)) - 1);
+    if constexpr (std::is_same<S, uint16_t>::value) {
+      const __m512i l = lo ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo + j))
+                           : _mm512_setzero_si512();
+      const __m512i h = hi ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, hi + j))
+                           : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(out + j, m, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+      continue;
+    }
     const __m512 l = lo ? LoadSource(lo + j, m) : _mm512_setzero_ps();
     const __m512 h = hi ? LoadSource(hi + j, m) : _mm512_setzero_ps();
     _mm512_mask_storeu_epi32(out + j, m, PairWords(l, h));
