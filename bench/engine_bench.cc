@@ -14,6 +14,7 @@
 #include <new>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cc/engine/lstm.h"
@@ -131,7 +132,9 @@ int main(int argc, char** argv) {
     rf.params = params.data(), rf.y = y.data(), rf.hn = hn.data();
     rf.cn = gru ? nullptr : cn.data();
     std::vector<double> ms;
+    const char* gap = std::getenv("BENCH_GAP_US");  // idle time before each call
     for (int r = 0; r < std::max(1, atoi(reps)); ++r) {
+      if (gap != nullptr) std::this_thread::sleep_for(std::chrono::microseconds(atol(gap)));
       const auto t0 = std::chrono::steady_clock::now();
       tfrnn::RnnForward<float>(d, rs, rf, rws.data());
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -

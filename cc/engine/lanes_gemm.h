@@ -34,6 +34,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "cc/engine/bf16_gemm.h"
@@ -367,8 +368,30 @@ inline float* Scratch(Index, int = 0) { std::abort(); }
 // thread) or where the slice of [W; R] a unit block streams per step is over
 // kLanesMinSliceBytes (100×32×256×320: 22.3 against 24.1 ms; below it, 100×32×128×256 took
 // 14.0 against 13.6): docs/PERFORMANCE_STEPS.md, "The LSTM's gates in the lanes".
+//
+// On a core with full 512-bit datapaths (WideCore: AMD Zen 5, twice Zen 4's FMA and vdpbf16ps
+// rate; Zen 4 splits a 512-bit operation in two) the products of the register blocks on a
+// 16-row batch block fall further behind, and the LSTM's gates in the lanes pay from smaller
+// slices of [W; R]: over kLanesLstmWideFloat and kLanesLstmWideBf16 (2 threads, 100×32×128×H,
+// ms, fastest of 80 calls in two rounds: float H = 256 6.5-6.7 against 7.6-9.6, H = 200
+// 6.4-6.8 against 5.1-5.8 (588 KiB, left out); bf16 H = 200 2.9-3.0 against 3.1-3.5, H = 256
+// 4.4-4.8 against 5.0-5.6, H = 128 2.4-2.7 against 1.9-2.0 (131 KiB, left out);
+// docs/PERFORMANCE_BF16.md, "AMD Zen 5").
 constexpr double kLanesMinSliceBytes = 1024.0 * 1024.0;
 constexpr double kLanesMinSliceBytesBf16 = 256.0 * 1024.0;
+constexpr double kLanesLstmWideFloat = 640.0 * 1024.0;
+constexpr double kLanesLstmWideBf16 = 192.0 * 1024.0;
+// Whether the CPU is an AMD core of family 1Ah (Zen 5) or later.
+inline bool WideCore() {
+  static const bool wide = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    const unsigned family = ((a >> 8) & 0xfu) + ((a >> 20) & 0xffu);
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0 && family >= 0x1a;
+  }();
+  return wide;
+}
 template <typename A>
 bool LanesFor(const RnnSpec& s, bool other_road, Index U, bool lstm_layer_ok) {
   const LanesMode m = LanesSetting();
@@ -383,7 +406,10 @@ bool LanesFor(const RnnSpec& s, bool other_road, Index U, bool lstm_layer_ok) {
   const double slice = double(RnnK(s) * U) * double(RnnHs(s)) * elem;
   if (lstm) {
     const double with_w = double(RnnK(s) * U) * double(RnnHs(s) + RnnInWidth(s, 0)) * elem;
-    if (s.B >= 48 || U >= s.H || with_w > kLanesMinSliceBytes) return true;
+    const double min_w = !WideCore() ? kLanesMinSliceBytes
+                         : b16       ? kLanesLstmWideBf16
+                                     : kLanesLstmWideFloat;
+    if (s.B >= 48 || U >= s.H || with_w > min_w) return true;
   }
   return b16 ? !s.training && slice > kLanesMinSliceBytesBf16 : slice > kLanesMinSliceBytes;
 }
