@@ -121,19 +121,18 @@ int main(int argc, char** argv) {
   rs.mode = gru ? tfrnn::RnnMode::kGru : tfrnn::RnnMode::kLstm;
   rs.T = T, rs.B = B, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
+  Buf params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
+      y(T * B * H), hn(B * H), cn(B * H),
+      rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));
+  tfrnn::RnnFwdArgs<float> rf;
+  rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
+  rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
+  if (gru) rf.c0 = nullptr, rf.cn = nullptr;
   if (infer_only) {
-    const char* reps = std::getenv("BENCH_INFER_REPS");
     rs.training = false;
-    Buf params = vec(tfrnn::RnnParamsSize(rs)), y(T * B * H), hn(B * H), cn(B * H),
-        rws(tfrnn::RnnFwdWorkspaceSize(rs)), reserve(tfrnn::RnnReserveSize(rs));
-    tfrnn::RnnFwdArgs<float> rf;
-    rf.reserve = reserve.data();
-    rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = gru ? nullptr : cs0.data();
-    rf.params = params.data(), rf.y = y.data(), rf.hn = hn.data();
-    rf.cn = gru ? nullptr : cn.data();
     std::vector<double> ms;
     const char* gap = std::getenv("BENCH_GAP_US");  // idle time before each call
-    for (int r = 0; r < std::max(1, atoi(reps)); ++r) {
+    for (int r = 0; r < std::max(1, atoi(std::getenv("BENCH_INFER_REPS"))); ++r) {
       if (gap != nullptr) std::this_thread::sleep_for(std::chrono::microseconds(atol(gap)));
       const auto t0 = std::chrono::steady_clock::now();
       tfrnn::RnnForward<float>(d, rs, rf, rws.data());
@@ -146,13 +145,6 @@ int main(int argc, char** argv) {
                 ms.size());
     return 0;
   }
-  Buf params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
-      y(T * B * H), hn(B * H), cn(B * H),
-      rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));
-  tfrnn::RnnFwdArgs<float> rf;
-  rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
-  rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
-  if (gru) rf.c0 = nullptr, rf.cn = nullptr;
   const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
   Buf dparams(params.size()), dhn = vec(B * H), dcn = vec(B * H);
   tfrnn::RnnBwdArgs<float> rb;

@@ -553,8 +553,9 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
 // C[m, n] (+)= op(A) · op(B) as Gemm() of cpu_device.h (dense, ta: A stored [k, m], tb: B
 // stored [n, k]), both operands rounded to bf16, on the pool: A converted to pair words and B
 // packed (each in parallel), then tiles of kTileRows rows × kTileCols columns. S: float, or
-// the bf16 words of a bfloat16 op's tensors (A then not transposed), whose rows of an even k
-// are already A's pair words (word q of a row: elements 2q and 2q + 1, little-endian).
+// the bf16 words of a bfloat16 op's tensors (A then not transposed: ta is read only for
+// floats), whose rows of an even k are already A's pair words (word q of a row: elements 2q
+// and 2q + 1, little-endian).
 constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
 template <typename S>
 void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const S* a,
@@ -574,12 +575,12 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
     uint32_t* out = abuf.get();
     ParallelFor(d, (m + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
       const Index r0 = g0 * 16, r1 = std::min(m, g1 * 16);
-      if constexpr (kWords) {  // an odd k: each row's last pair (a word, 0)
+      if constexpr (kWords) {  // an odd k: each row's last pair (its last word, 0)
         for (Index r = r0; r < r1; ++r) {
+          const S* row = a + r * k;
           for (Index q = 0; q < K2; ++q) {
-            const Index e = ta ? 2 * q * m + r : r * k + 2 * q;
-            const uint32_t hi = 2 * q + 1 < k ? a[ta ? e + m : e + 1] : 0;
-            out[r * K2 + q] = uint32_t(a[e]) | (hi << 16);
+            const uint32_t hi = 2 * q + 1 < k ? row[2 * q + 1] : 0;
+            out[r * K2 + q] = uint32_t(row[2 * q]) | (hi << 16);
           }
         }
       } else if (ta) {

@@ -195,10 +195,10 @@ Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a
 // (lanes_lstm.h) or on the packed step (RoadOf's words: x's rows projected by bf16::GemmLarge
 // from their words or, fused with R, each step's rows read as pair words; W and R packed from
 // their words; y's floats converted into its words after the layer). Packing and transposes
-// make the same pair words from the words as
-// from their floats, and y's words are rounded as the op's boundary conversion would, so the
-// results keep their bits while the op's conversions into and out of float drop out (bf16
-// inference, 2 cores: 50×32×128×512 and 100×64×256×256 about 7 % faster on the lanes).
+// make the same pair words from the words as from their floats, and y's words are rounded as
+// the op's boundary conversion would, so the results keep their bits while the op's
+// conversions into and out of float drop out (bf16 inference, 2 cores: 50×32×128×512 and
+// 100×64×256×256 about 7 % faster on the lanes).
 template <typename A>
 bool LayerReads16(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   const Layer<A> ly = FwdLayer(s, a, s, 0, 0, a.reserve);
