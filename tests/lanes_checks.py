@@ -13,7 +13,8 @@ reversed direction's steps then differ per row: its product goes to the separate
 time-major and batch-major; two bidirectional lstm layers with every sequence full length (the
 lstm's gates in the lanes to the pointwise pass, cc/engine/lanes_lstm.h); 32, 45 and 64 rows
 (two, three and four packets of lanes, 45 with three lanes of padding) and 33 (too much padding:
-packed::Gemm); unit counts that leave a partial register block of units (13, 40, 200); lstm
+packed::Gemm); unit counts that leave a partial register block of units (13, 40, 200; on 2
+and 3 threads 40 and 200 split into unit blocks whose last is the longest, UnitBlocksOf); lstm
 weights too large to fuse with the input (128 + 200 inputs by 800 gates), whose full-length
 steps project the input apart; and full-length lstm steps with small weights, whose input
 product runs in the lanes with R's.

@@ -195,6 +195,28 @@ inline Index UnitBlock(const CpuDevice& d, Index H) {
   return std::max<Index>(1, std::min(std::max<Index>(16, u), H));
 }
 
+// A step's split of H units into n blocks: block b is [Start(b), Start(b) + Len(b)), every
+// block U units but the last, which takes the rest (fewer or more). U is a multiple of 16
+// (blocks start on whole registers and whole bf16 pair words). With one block per thread, a
+// step lasts as long as its largest block: U = UnitBlock rounds H / threads up, which can leave
+// the last block much shorter (H = 200 on 2 threads: 112 and 88 units, the first thread's step
+// 27 % longer than the second's); rounding down to a multiple of 16 and giving the rest to the
+// last block (96 and 104) is chosen where its largest block is smaller.
+struct UnitBlocks {
+  Index U = 1, n = 1, H = 0;
+  Index Start(Index b) const { return b * U; }
+  Index Len(Index b) const { return b + 1 < n ? U : H - b * U; }
+};
+inline UnitBlocks UnitBlocksOf(const CpuDevice& d, Index H, bool one_block = false) {
+  if (one_block || H <= 0) return UnitBlocks{std::max<Index>(1, H), 1, H};
+  const Index threads = std::max(1, d.numThreads());
+  const Index up = UnitBlock(d, H), down = H / threads / 16 * 16;
+  if (threads > 1 && down >= 16 && down < up && H - (threads - 1) * down < up) {
+    return UnitBlocks{down, threads, H};
+  }
+  return UnitBlocks{up, (H + up - 1) / up, H};
+}
+
 }  // namespace tfrnn
 
 #endif  // TF_RNN_OPS_CC_ENGINE_CPU_DEVICE_H_

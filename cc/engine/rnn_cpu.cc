@@ -261,7 +261,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // The B rows of time row tau in gx start at gx_step(tau), gld apart.
   const Index gld = (ly.rows_batch_major ? s.T : 1) * KH;
   auto gx_step = [&](Index tau) { return ly.gx + ly.Row(s.T, B, tau, 0) * KH; };
-  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
+  const UnitBlocks ub = UnitBlocksOf(d, H, pipelined);
+  const Index U = ub.U, blocks = ub.n;
   const Index xr = fused ? ly.in : 0, KR = xr + Hs;  // rows of the packed per-step weights
   // One unit block (the pipelined chain, one thread) whose gates all multiply the same
   // operand: the block's K·H columns are contiguous in the output row, so its gates are one
@@ -315,7 +316,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   } else if (!unpacked && steps > 0 && !proj) {
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, H - j0);
+        const Index j0 = ub.Start(blk), len = ub.Len(blk);
         // The `rows` rows of M (W or R) for gate k's units.
         const Index cols = merged ? KH : len;
         auto pack = [&](const A* M, const uint16_t* M16, Index rows, Index k, A* dst) {
@@ -357,7 +358,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
       const packed::Rows<A> x = packed::PrepareRows<A>(B, ly.in, x_step(t), xld, b16, 0);
       for (Index blk = 0; blk < blocks; ++blk) {
-        const Index j0 = blk * U, len = std::min(U, H - j0), cols = merged ? KH : len;
+        const Index j0 = ub.Start(blk), len = ub.Len(blk), cols = merged ? KH : len;
         for (Index k = 0; k < KG; ++k) {
           packed::Gemm<A>(B, ly.in, cols, x, wpack + (j0 * K + k * len) * ly.in,
                           ly.gx + t * B * KH + k * H + j0, KH, false);
@@ -448,7 +449,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       const int nb = int(B / 16);
       StepLoop(d, steps, blocks, cost, [&](Index st, Index blk) {
         const Index par = st % 2, tau = sm.reverse ? s.T - 1 - st : st;
-        const Index j0 = blk * U, len = std::min(U, H - j0), cols = merged ? KH : len;
+        const Index j0 = ub.Start(blk), len = ub.Len(blk), cols = merged ? KH : len;
         const A* xT = ly.x16 != nullptr
                           ? LanesRows<A>(B, xr, ly.x16 + x_offset(tau), xld, B, true)
                           : LanesRows<A>(B, xr, x_step(tau), xld, B, b16);
@@ -524,7 +525,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       const StepPhase phase = !reset_before ? StepPhase::kWhole
                               : t % 2 == 0 ? StepPhase::kBeforeProduct
                                            : StepPhase::kAfterProduct;
-      const Index j0 = blk * U, len = std::min(U, H - j0);
+      const Index j0 = ub.Start(blk), len = ub.Len(blk);
       // The recurrent operand of gate block k: h, h ⊙ mask, or h ⊙ mask_k.
       auto h_rec = [&](Index k) {
         return s.has_mask ? hm[par] + (GM > 1 ? k : 0) * B * Hs : hb[par];
@@ -597,7 +598,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       Gemm<A>(d, false, true, B, KH, Hs, h_cur, ly.R, hr, false);
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, H - j0);
+          const Index j0 = ub.Start(blk), len = ub.Len(blk);
           FwdBlock<A>(s, sm, ly, st, j0, len, hr, h_cur, h_cur, h_next, c, hh_step, ylayer,
                       peep, StepPhase::kWhole);
         }

@@ -485,7 +485,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
                          !reset_before && !s.preprojected && ly.in > 0 &&
                          ly.in == ly.in_cols &&
                          BwdChainPipelined(steps, B, Hs * KH, b16, d.numThreads());
-  const Index U = pipelined ? H : UnitBlock(d, H), blocks = (H + U - 1) / U;
+  const UnitBlocks ub = UnitBlocksOf(d, H, pipelined);
+  const Index U = ub.U, blocks = ub.n;
   const double cost = (proj ? 0.0 : 2.0 * B * KH * U / 16) + kCostPerElem * B * U * K;
   const Index yst = s.D * Hs;
   const A* h0 = a.h0 + pseudo * B * Hs;
@@ -501,7 +502,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     if (steps > 0) {
       ParallelFor(d, blocks, 2.0 * U * KH, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, H - j0);
+          const Index j0 = ub.Start(blk), len = ub.Len(blk);
           if (per_gate) {  // one packed [H, len] block per gate, at k·H·len
             for (Index k = 0; k < K; ++k) {
               A* dst = w.rpack + j0 * KH + k * H * len;
@@ -534,7 +535,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       auto item = [&](Index t, Index blk) {
         const Index i = t / phases, st = steps - 1 - i;
         const bool second = t % phases == 1;
-        const Index j0 = blk * U, len = std::min(U, H - j0);
+        const Index j0 = ub.Start(blk), len = ub.Len(blk);
         BwdBufs<A> wl = w;
         if (in_dgx) {
           if (st >= 0) wl.dhr_cur = step_rows(st);
@@ -601,7 +602,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       Gemm<A>(d, false, false, B, H, Hs, w.dtot, ly.Pm, w.dhh, false);
       ParallelFor(d, blocks, cost, [&](Index b0, Index b1) {
         for (Index blk = b0; blk < b1; ++blk) {
-          const Index j0 = blk * U, len = std::min(U, H - j0);
+          const Index j0 = ub.Start(blk), len = ub.Len(blk);
           BwdBlock<A>(s, sm, ly, c0p, dyl, st, j0, len, w, peep, a);
         }
       });

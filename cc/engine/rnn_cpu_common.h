@@ -231,9 +231,9 @@ void ForUnitBlocks(const CpuDevice& d, Index H, Index elems, Fn&& fn) {
     fn(Index(0), H);
     return;
   }
-  const Index U = UnitBlock(d, H), blocks = (H + U - 1) / U;
-  ParallelFor(d, blocks, kCostPerElem * double(elems) / double(blocks), [&](Index b0, Index b1) {
-    for (Index blk = b0; blk < b1; ++blk) fn(blk * U, std::min(U, H - blk * U));
+  const UnitBlocks ub = UnitBlocksOf(d, H);
+  ParallelFor(d, ub.n, kCostPerElem * double(elems) / double(ub.n), [&](Index b0, Index b1) {
+    for (Index blk = b0; blk < b1; ++blk) fn(ub.Start(blk), ub.Len(blk));
   });
 }
 
