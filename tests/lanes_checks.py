@@ -2,7 +2,7 @@
 Rᵀ · hᵀ per step on AVX-512 for 32 to 64 rows, float32) against the float64 reference, at
 inference and in training (the forward's outputs, then CudnnRNNBackprop's gradients from the
 reserve it wrote), run by tests/test_lanes.py in a child process per setting: TensorFlow's
-intra-op pool size (LANES_CHECK_THREADS: 1 runs one unit block of all gates, 2 and 3 unit
+intra-op pool size (LANES_CHECK_THREADS: 1 runs one unit block of all gates, 2 to 4 unit
 blocks that write their units of hᵀ for the next step; 2 also batch blocks of 32 rows that take
 the lanes themselves) and TF_RNN_OPS_CPU_LANES (1: the lanes at every size the spec allows; unset:
 only where a unit block's slice of R is over 1 MiB, which LARGE has; 0: the register blocks of
@@ -13,8 +13,8 @@ reversed direction's steps then differ per row: its product goes to the separate
 time-major and batch-major; two bidirectional lstm layers with every sequence full length (the
 lstm's gates in the lanes to the pointwise pass, cc/engine/lanes_lstm.h); 32, 45 and 64 rows
 (two, three and four packets of lanes, 45 with three lanes of padding) and 33 (too much padding:
-packed::Gemm); unit counts that leave a partial register block of units (13, 40, 200; on 2
-and 3 threads 40 and 200 split into unit blocks whose last is the longest, UnitBlocksOf); lstm
+packed::Gemm); unit counts that leave a partial register block of units (13, 40, 200; 40 on 2
+threads and 200 on 2 to 4 split into unit blocks whose last is the longest, UnitBlocksOf); lstm
 weights too large to fuse with the input (128 + 200 inputs by 800 gates), whose full-length
 steps project the input apart; and full-length lstm steps with small weights, whose input
 product runs in the lanes with R's.
