@@ -7,7 +7,8 @@ import pytest
 from child_run import assert_check_passes
 
 
-@pytest.mark.parametrize("lanes,threads", [("1", 1), ("1", 2), ("1", 3), ("1", 4), ("auto", 2), ("0", 2), ("0", 4)])
+@pytest.mark.parametrize("lanes,threads", [("1", 1), ("1", 2), ("1", 3), ("1", 4), ("auto", 2),
+                                           ("0", 2), ("0", 4)])
 def test_lanes_match_reference(lanes, threads):
     env = {"LANES_CHECK_THREADS": str(threads)}
     if lanes != "auto":
