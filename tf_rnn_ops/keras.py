@@ -79,6 +79,7 @@ import warnings
 
 import keras
 import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops
 
 from tf_rnn_ops._loader import has_xla, load_library
 from tf_rnn_ops._tflite import _install_converter_hook, exporting_for_tflite, gru_step
@@ -322,6 +323,19 @@ class _FusedRNNMixin:
         bias = tf.cast(value(cell.bias), dtype) if cell.use_bias else tf.zeros([kn], dtype)
         return kernel, recurrent, bias
 
+    def _kept_weights(self, dtype):
+        """Whether the op may keep its packing of kernel and recurrent_kernel between inference
+        calls (reuse_packed_weights): both read from resource variables of the op's dtype, whose
+        buffers TensorFlow never writes in place while the op holds them (the policy's cast
+        would make new tensors every call anyway)."""
+        cell = self.cell
+        for v in (cell.kernel, cell.recurrent_kernel):
+            raw = _raw_value(v)
+            if not (isinstance(raw, tf.Variable) and raw.dtype == dtype
+                    and resource_variable_ops.is_resource_variable(raw)):
+                return False
+        return True
+
     def _float32_step(self, x, on):
         """Whether a mixed-precision call runs the op in float32 on the float32 variables:
         outside training, for at most _SMALL_MIXED_ROWS rows (steps × batch, a streaming
@@ -386,7 +400,7 @@ class _FusedRNNMixin:
             activation=_ACT_NAMES[cell.activation] if gates else "tanh",
             recurrent_activation=_ACT_NAMES[cell.recurrent_activation] if gates else "sigmoid",
             reset_after=bool(getattr(cell, "reset_after", True)), preprojected=preprojected,
-            is_training=on)
+            is_training=on, reuse_packed_weights=not on and self._kept_weights(op_dtype))
         out, h, c = (tf.cast(t, dtype) for t in (out, h, c))
         states = [h, c] if lstm else [h]
 

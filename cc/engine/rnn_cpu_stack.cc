@@ -120,6 +120,7 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
     Carver<A> cv(ws + RnnBlocksBefore(s, n, i, RnnBlockScratchSize));
     const RnnBlockScratch<A> w = CarveRnnBlock(bs, &cv);
     RnnFwdArgs<A> b = a;
+    b.pack_cache = nullptr;  // the blocks pack once per call (PackShare) or each their own
     b.lengths = a.lengths != nullptr ? a.lengths + b0 : nullptr;
     if (!in_place) b.reserve = a.reserve + RnnBlocksBefore(s, n, i, RnnReserveSize);
     if (a.batch_major) {

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "cc/engine/block_arg_fields.h"
+#include "cc/engine/pack_cache.h"
 #include "cc/engine/rnn_spec_fields.h"
 
 namespace tfrnn {
@@ -370,6 +371,11 @@ struct RnnFwdArgs {
     const uint16_t *x = nullptr, *W = nullptr, *R = nullptr;
     uint16_t* y = nullptr;
   } words16;
+  // At inference of one layer and direction: the packed weights kept between calls while
+  // weights_id (the caller's name for W's and R's buffers, new whenever they may hold other
+  // values) is the same (pack_cache.h); null: packed per call.
+  PackCache* pack_cache = nullptr;
+  uint64_t weights_id = 0;
 };
 
 // Whether a batch-major forward hands x and y to the engine as they are (RnnFwdArgs::

@@ -7,20 +7,24 @@
 #ifndef TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_
 #define TF_RNN_OPS_CC_KERNELS_KERAS_RNN_FACE_H_
 
+#include <memory>
 #include <string>
 
 #include "cc/kernels/keras_rnn_extras.h"
+#include "cc/kernels/kept_weights.h"
 #include "cc/kernels/kernel_util.h"
 #include "cc/kernels/rnn_kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tfrnn {
 
-// The attrs of both ops (is_training: the forward's only).
+// The attrs of both ops (is_training and reuse_packed_weights: the forward's only).
 struct KerasAttrs {
   RnnMode mode = RnnMode::kLstm;
   KerasExtras kx;
   bool training = true;
+  // reuse_packed_weights: the kernel's weights id and kept packing (the CPU's inference).
+  std::shared_ptr<KeptWeights> kept;
 
   absl::Status Read(tensorflow::OpKernelConstruction* c) {
     std::string mode_name;
@@ -28,6 +32,11 @@ struct KerasAttrs {
     mode = ParseRnnMode(mode_name);
     TF_RETURN_IF_ERROR(kx.Read(c));
     if (c->HasAttr("is_training")) TF_RETURN_IF_ERROR(c->GetAttr("is_training", &training));
+    bool reuse = false;
+    if (c->HasAttr("reuse_packed_weights")) {
+      TF_RETURN_IF_ERROR(c->GetAttr("reuse_packed_weights", &reuse));
+    }
+    if (reuse && !training) kept = std::make_shared<KeptWeights>();
     return absl::OkStatus();
   }
 };

@@ -101,6 +101,10 @@ struct CpuKeras {
     }
     a.hn = br.Out(out.hn);
     a.cn = lstm ? br.Out(out.cn) : nullptr;
+    if (attrs.kept != nullptr && !training) {  // reuse_packed_weights
+      a.pack_cache = attrs.kept->cache();
+      a.weights_id = attrs.kept->IdOf(*in.kernel, *in.rkernel);
+    }
     a.reserve = training ? reinterpret_cast<A*>(out.reserve->flat<T>().data()) : nullptr;
     return RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a);
   }

@@ -16,7 +16,12 @@
 // K = 4 (lstm), 3 (gru), 1 (rnn_tanh, rnn_relu). activation / recurrent_activation: the cell
 // input and h's / the gates' (hard_sigmoid is Keras 3's relu6(x + 3) / 6); reset_after = false:
 // the gru candidate is act(x·W_h + b_h + (r ⊙ h)·R_h). is_training = false: reserve_space is
-// empty (the registered gradient recomputes it).
+// empty (the registered gradient recomputes it). reuse_packed_weights (CPU, is_training =
+// false): the kernel may keep kernel and recurrent_kernel packed for the engine's products
+// from one call to the next while they are the same buffers; set it only where those buffers
+// are never written in place while another tensor holds them (resource variables, constants;
+// not reference variables).
+
 #include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -88,6 +93,7 @@ REGISTER_OP("TfRnn>KerasRNN")
     .Output("reserve_space: T")
     TFRNN_KERAS_ATTRS
     .Attr("is_training: bool = true")
+    .Attr("reuse_packed_weights: bool = false")
     .SetShapeFn(KerasForwardShape);
 
 REGISTER_OP("TfRnn>KerasRNNBackprop")
