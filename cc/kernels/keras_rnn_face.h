@@ -18,13 +18,15 @@
 
 namespace tfrnn {
 
-// The attrs of both ops (is_training and reuse_packed_weights: the forward's only).
+// The attrs of both ops (is_training, reuse_packed_weights, bf16_products: the forward's only).
 struct KerasAttrs {
   RnnMode mode = RnnMode::kLstm;
   KerasExtras kx;
   bool training = true;
   // reuse_packed_weights: the kernel's weights id and kept packing (the CPU's inference).
   std::shared_ptr<KeptWeights> kept;
+  // bf16_products: a float32 op's products as a bfloat16 op's (the CPU's, and XLA's on the CPU).
+  bool bf16_products = false;
 
   absl::Status Read(tensorflow::OpKernelConstruction* c) {
     std::string mode_name;
@@ -37,6 +39,9 @@ struct KerasAttrs {
       TF_RETURN_IF_ERROR(c->GetAttr("reuse_packed_weights", &reuse));
     }
     if (reuse && !training) kept = std::make_shared<KeptWeights>();
+    if (c->HasAttr("bf16_products")) {
+      TF_RETURN_IF_ERROR(c->GetAttr("bf16_products", &bf16_products));
+    }
     return absl::OkStatus();
   }
 };

@@ -69,7 +69,8 @@ struct CpuKeras {
   static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
                               const KerasInputs& in) {
     const bool training = attrs.training;
-    const RnnSpec& s = in.spec;
+    RnnSpec s = in.spec;
+    s.bf16 = attrs.bf16_products && !training && std::is_same<T, float>::value;  // else SpecFor's
     const bool lstm = s.mode == RnnMode::kLstm;
     KerasOutputs out;
     TF_RETURN_IF_ERROR(AllocateKerasOutputs(

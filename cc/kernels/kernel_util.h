@@ -225,10 +225,11 @@ struct ComputeType<Eigen::bfloat16> {
 
 // The engine spec (LstmCellSpec or RnnSpec) for an op of type T: a bfloat16 op lets the
 // engine round the operands of its products to bf16 (bf16_gemm.h, where the CPU has
-// AVX512_BF16); every other type computes its products in the compute type.
+// AVX512_BF16), as does a spec that asks for it (the Keras op's bf16_products); every other
+// computes its products in the compute type.
 template <typename T, typename Spec>
 Spec SpecFor(Spec s) {
-  s.bf16 = std::is_same<T, Eigen::bfloat16>::value;
+  s.bf16 = s.bf16 || std::is_same<T, Eigen::bfloat16>::value;
   return s;
 }
 

@@ -20,7 +20,11 @@
 // false): the kernel may keep kernel and recurrent_kernel packed for the engine's products
 // from one call to the next while they are the same buffers; set it only where those buffers
 // are never written in place while another tensor holds them (resource variables, constants;
-// not reference variables).
+// not reference variables). bf16_products (T = float, is_training = false, on the CPU): the
+// products round their
+// operands to bfloat16 and accumulate in float, as a bfloat16 op's do (a mixed-precision
+// layer's inference on its float32 variables); float products where the CPU has no
+// AVX512_BF16, as for a bfloat16 op.
 
 #include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
@@ -94,6 +98,7 @@ REGISTER_OP("TfRnn>KerasRNN")
     TFRNN_KERAS_ATTRS
     .Attr("is_training: bool = true")
     .Attr("reuse_packed_weights: bool = false")
+    .Attr("bf16_products: bool = false")
     .SetShapeFn(KerasForwardShape);
 
 REGISTER_OP("TfRnn>KerasRNNBackprop")

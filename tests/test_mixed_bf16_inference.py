@@ -1,0 +1,117 @@
+"""A mixed_bfloat16 Keras layer's inference on its float32 variables (TfRnn>KerasRNN's
+bf16_products; tf_rnn_ops/keras.py _bf16_products): a float32 op whose products round their
+operands to bfloat16 as a bfloat16 op's do. On operands that bfloat16 holds exactly, its outputs
+rounded to bfloat16 are the bfloat16 op's bits (with or without AVX512_BF16: without it both
+compute float products), through TensorFlow and through XLA; the layers that take it match
+stock Keras under the same policy; the layers choose it only where the weights outweigh the
+sequence (at most gates × units rows), outside training, and keep their weights' packing
+(reuse_packed_weights)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+keras = pytest.importorskip("keras")
+
+import tf_rnn_ops.keras as K  # noqa: E402
+from tf_rnn_ops._loader import has_xla, load_library  # noqa: E402
+
+BF16 = tf.bfloat16
+# (mode, T, B, I, H): the pipelined chain, the unit blocks, batch blocks, the lanes (AVX-512)
+SIZES = [("lstm", 12, 6, 24, 200), ("gru", 12, 12, 24, 200), ("lstm", 10, 32, 16, 64),
+         ("lstm", 4, 48, 80, 840), ("gru", 4, 32, 80, 840)]
+GATES = {"lstm": 4, "gru": 3}
+
+
+def _exact(rng, shape, scale=1.0):
+    """float32 values that bfloat16 holds exactly."""
+    v = tf.constant(rng.normal(size=shape) * scale, tf.float32)
+    return tf.cast(tf.cast(v, BF16), tf.float32)
+
+
+def _operands(rng, mode, T, B, I, H):
+    KH = GATES[mode] * H
+    bias = (2, KH) if mode == "gru" else (KH,)
+    return dict(input=_exact(rng, (B, T, I)), input_h=_exact(rng, (B, H), 0.5),
+                input_c=_exact(rng, (B, H), 0.5) if mode == "lstm" else tf.zeros([0]),
+                kernel=_exact(rng, (I, KH), 0.1), recurrent_kernel=_exact(rng, (H, KH), 0.1),
+                bias=_exact(rng, bias, 0.5), sequence_lengths=tf.zeros([0], tf.int32),
+                recurrent_mask=tf.zeros([0]))
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["tf", "xla"])
+@pytest.mark.parametrize("mode,T,B,I,H", SIZES, ids=[f"{s[0]}-B{s[2]}-H{s[4]}" for s in SIZES])
+def test_float32_op_with_bf16_products_gives_the_bf16_ops_bits(mode, T, B, I, H, jit):
+    if jit and not has_xla():
+        pytest.skip("the XLA kernels are not built")
+    lib = load_library()
+    ops = _operands(np.random.default_rng(3), mode, T, B, I, H)
+    ops16 = {k: (v if v.dtype == tf.int32 else tf.cast(v, BF16)) for k, v in ops.items()}
+
+    @tf.function(jit_compile=jit)
+    def run(reuse):
+        f32 = lib.tf_rnn_keras_rnn(**ops, rnn_mode=mode, is_training=False, bf16_products=True,
+                                   reuse_packed_weights=reuse)[:3]
+        b16 = lib.tf_rnn_keras_rnn(**ops16, rnn_mode=mode, is_training=False)[:3]
+        return [tf.cast(t, BF16) for t in f32], b16
+    for reuse in (False, True, True):
+        got, want = run(reuse)
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g.numpy().astype(np.float32),
+                                          w.numpy().astype(np.float32), err_msg=f"output {k}")
+
+
+@pytest.fixture
+def mixed_policy():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _traced_attrs(fn, x):
+    g = tf.function(fn).get_concrete_function(x).graph
+    return [(op.get_attr("T"), op.get_attr("bf16_products"), op.get_attr("reuse_packed_weights"))
+            for op in g.get_operations() if op.type == "TfRnn>KerasRNN"]
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_the_layer_takes_it_where_the_weights_outweigh_the_sequence(mode, mixed_policy):
+    H = 64  # gates × units: 256 (lstm), 192 (gru)
+    layer = {"lstm": K.LSTM, "gru": K.GRU}[mode](H, return_sequences=True)
+    rng = np.random.default_rng(4)
+
+    def x_of(T, B):
+        return tf.cast(tf.constant(rng.normal(size=(B, T, 8)), tf.float32), BF16)
+    layer(x_of(4, 4))
+    rows_taken = x_of(12, 16)   # 192 rows
+    rows_left = x_of(40, 16)    # 640 rows: the bfloat16 op
+    streaming = x_of(1, 8)      # 8 rows: the float32 step (float products)
+    assert _traced_attrs(lambda x: layer(x, training=False), rows_taken) == [
+        (tf.float32, True, True)]
+    assert _traced_attrs(lambda x: layer(x, training=False), rows_left) == [
+        (tf.bfloat16, False, False)]
+    assert _traced_attrs(lambda x: layer(x, training=False), streaming) == [
+        (tf.float32, False, True)]
+    assert _traced_attrs(lambda x: layer(x, training=True), rows_taken) == [
+        (tf.bfloat16, False, False)]
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_the_layer_matches_stock_keras_and_sees_weight_changes(mode, mixed_policy):
+    H, T, B, I = 96, 10, 24, 16
+    rng = np.random.default_rng(5)
+    x = tf.cast(tf.constant(rng.normal(size=(B, T, I)), tf.float32), BF16)
+    stock = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[mode](H, return_sequences=True)
+    ours = {"lstm": K.LSTM, "gru": K.GRU}[mode](H, return_sequences=True)
+    stock(x)
+    ours(x)
+    ours.set_weights([w + rng.normal(size=w.shape) * 0.05 for w in stock.get_weights()])
+    fn = tf.function(lambda x: ours(x, training=False))
+    assert _traced_attrs(lambda x: ours(x, training=False), x)[0][1]
+    for step in range(3):
+        stock.set_weights(ours.get_weights())
+        want = stock(x, training=False).numpy().astype(np.float32)
+        got = fn(x)
+        assert got.dtype == BF16
+        np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=0, atol=8e-2,
+                                   err_msg=f"step {step}")
+        ours.cell.recurrent_kernel.assign(ours.cell.recurrent_kernel * 0.8)
