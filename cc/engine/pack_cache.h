@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <new>
 
 namespace tfrnn {
 
@@ -34,7 +33,8 @@ class PackCache {
     }
   };
   // A call's buffer of at least the bytes asked for, 64-byte aligned: holding the key's
-  // packing already (ready), or to pack into and then Publish. The call holds it while it runs.
+  // packing already (ready), or to pack into and then Publish; null when memory ran out (the
+  // call packs into its workspace as without a cache). The call holds it while it runs.
   struct Use {
     std::shared_ptr<void> buf;
     bool ready = false;
@@ -50,7 +50,7 @@ class PackCache {
     }
     const size_t n = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, n);
-    if (p == nullptr) throw std::bad_alloc();
+    if (p == nullptr) return {};
     return {std::shared_ptr<void>(p, std::free), false};
   }
   // `use` (from Acquire) now holds the key's packing.

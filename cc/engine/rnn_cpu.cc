@@ -310,10 +310,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // An inference of one layer and direction whose caller keeps the packed weights between
   // calls (pack_cache.h): this call's packing when the weights and the layout are those packed
   // last, else a buffer to pack into and keep.
-  PackCache* const cache = s.L * s.D == 1 && !s.training && share == nullptr && !unpacked &&
-                                   steps > 0 && !proj
-                               ? a.pack_cache
-                               : nullptr;
+  PackCache* cache = s.L * s.D == 1 && !s.training && share == nullptr && !unpacked &&
+                             steps > 0 && !proj
+                         ? a.pack_cache
+                         : nullptr;
   PackCache::Key pack_key;
   PackCache::Use kept;
   const size_t pack_bytes = sizeof(A) * KH * (KR + (wpacked ? ly.in : 0));
@@ -325,8 +325,12 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     static_assert(sizeof(f) / sizeof(f[0]) == PackCache::Key::kFields, "the layout's fields");
     std::copy_n(f, PackCache::Key::kFields, pack_key.f);
     kept = cache->Acquire(pack_key, pack_bytes);
-    rpack = static_cast<A*>(kept.buf.get());
-    wpack = rpack + KH * Hs;
+    if (kept.buf != nullptr) {
+      rpack = static_cast<A*>(kept.buf.get());
+      wpack = rpack + KH * Hs;
+    } else {
+      cache = nullptr;  // no memory for a kept packing: the workspace's, this call only
+    }
   }
   if (share != nullptr && steps > 0) {
     // Columns [c0, c1) of the product's panels, as the whole pack below would place them.
