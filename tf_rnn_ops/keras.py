@@ -349,7 +349,7 @@ class _FusedRNNMixin:
 
     def _bf16_products(self, x, on):
         """Whether a mixed_bfloat16 call outside training runs the op in float32 on the float32
-        variables with a bfloat16 op's products (bf16_products; the same results): no cast of
+        variables with a bfloat16 op's products (bf16_products; the same products): no cast of
         every weight in every call, and the weights' packing kept between calls
         (reuse_packed_weights), against a float32 x and output (a cast each way). That pays
         where the weights outweigh the sequence, at most gates × units rows (steps × batch):

@@ -21,10 +21,9 @@
 // from one call to the next while they are the same buffers; set it only where those buffers
 // are never written in place while another tensor holds them (resource variables, constants;
 // not reference variables). bf16_products (T = float, is_training = false, on the CPU): the
-// products round their
-// operands to bfloat16 and accumulate in float, as a bfloat16 op's do (a mixed-precision
-// layer's inference on its float32 variables); float products where the CPU has no
-// AVX512_BF16, as for a bfloat16 op.
+// products round their operands to bfloat16 and accumulate in float, as a bfloat16 op's do (a
+// mixed-precision layer's inference on its float32 variables); float products where the CPU
+// has no AVX512_BF16, as for a bfloat16 op.
 
 #include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
