@@ -143,6 +143,11 @@ def _raw_value(v):
     return raw if raw is not None else _value(v)
 
 
+def _static_rows(x):
+    """A sequence's rows (batch × steps) where both are known when traced, else None."""
+    return x.shape[0] * x.shape[1] if x.shape[:2].is_fully_defined() else None
+
+
 # A mixed-precision call of at most this many rows (steps × batch) outside training runs the
 # op in float32 on the float32 variables (_FusedRNNMixin._float32_step).
 _SMALL_MIXED_ROWS = 64
@@ -344,7 +349,7 @@ class _FusedRNNMixin:
         which in a streaming step cost more than its products."""
         if on or x.dtype not in (tf.float16, tf.bfloat16) or self.variable_dtype != "float32":
             return False
-        rows = x.shape[0] * x.shape[1] if x.shape[:2].is_fully_defined() else None
+        rows = _static_rows(x)
         return rows is not None and rows <= _SMALL_MIXED_ROWS
 
     def _bf16_products(self, x, on):
@@ -358,7 +363,7 @@ class _FusedRNNMixin:
         CPU only (a GPU host keeps the bfloat16 op's tensor cores)."""
         if on or x.dtype != tf.bfloat16 or self.variable_dtype != "float32" or _gpu_host():
             return False
-        rows = x.shape[0] * x.shape[1] if x.shape[:2].is_fully_defined() else None
+        rows = _static_rows(x)
         return (rows is not None and _SMALL_MIXED_ROWS < rows
                 and rows <= self._GATES * self.cell.units)
 

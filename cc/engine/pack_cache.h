@@ -37,37 +37,37 @@ class PackCache {
   // call packs into its workspace as without a cache). The call holds it while it runs.
   struct Use {
     std::shared_ptr<void> buf;
+    size_t bytes = 0;  // buf's size
     bool ready = false;
   };
 
   Use Acquire(const Key& key, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ready_ && buf_ != nullptr && key == key_ && bytes <= bytes_) return {buf_, true};
-    // The kept buffer when no call reads it (only this object holds it), else a new one.
-    if (buf_ != nullptr && buf_.use_count() == 1 && bytes <= bytes_) {
-      ready_ = false;
-      return {buf_, false};
+    if (kept_.buf != nullptr && bytes <= kept_.bytes) {
+      if (kept_.ready && key == key_) return kept_;
+      // The kept buffer when no call reads it (only this object holds it).
+      if (kept_.buf.use_count() == 1) {
+        kept_.ready = false;
+        return kept_;
+      }
     }
     const size_t n = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, n);
     if (p == nullptr) return {};
-    return {std::shared_ptr<void>(p, std::free), false};
+    return {std::shared_ptr<void>(p, std::free), n, false};
   }
   // `use` (from Acquire) now holds the key's packing.
-  void Publish(const Key& key, const Use& use, size_t bytes) {
+  void Publish(const Key& key, const Use& use) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (use.buf != buf_) bytes_ = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
-    buf_ = use.buf;
+    kept_ = use;
+    kept_.ready = true;
     key_ = key;
-    ready_ = true;
   }
 
  private:
   std::mutex mu_;
-  std::shared_ptr<void> buf_;
-  size_t bytes_ = 0;
+  Use kept_;  // the last packing published (ready) or handed out to be packed into (not)
   Key key_;
-  bool ready_ = false;
 };
 
 }  // namespace tfrnn

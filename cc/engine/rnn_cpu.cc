@@ -290,7 +290,29 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // The input projection of a batch-major x into time-major rows: per time row (project), on
   // W packed per unit block as R is (wpack) when the chain is pipelined (its side work).
   const bool wpacked = x_strided && pipelined;
-  A* wpack = rpack + KH * Hs;  // (rpack: moved below with a kept packing)
+  // The per-layer packing below (not the batch blocks' shared one): at inference of one layer
+  // and direction whose caller keeps the packed weights between calls (pack_cache.h), this
+  // call's packing when the weights and the layout are those packed last, else a buffer to
+  // pack into and keep.
+  const bool packs = share == nullptr && !unpacked && steps > 0 && !proj;
+  PackCache* cache = packs && s.L * s.D == 1 && !s.training ? a.pack_cache : nullptr;
+  PackCache::Key pack_key;
+  PackCache::Use kept;
+  if (cache != nullptr) {
+    pack_key.id = a.weights_id;
+    const int64_t f[] = {K,     H,     Hs,     ly.in,         xr,          U,
+                         blocks, lanes_bp, b16,  merged,        wpacked,     s.weights_xw,
+                         ly.W16 != nullptr, ly.R16 != nullptr, int64_t(sizeof(A)), KR};
+    static_assert(sizeof(f) / sizeof(f[0]) == PackCache::Key::kFields, "the layout's fields");
+    std::copy_n(f, PackCache::Key::kFields, pack_key.f);
+    kept = cache->Acquire(pack_key, sizeof(A) * KH * (KR + (wpacked ? ly.in : 0)));
+    if (kept.buf != nullptr) {
+      rpack = static_cast<A*>(kept.buf.get());
+    } else {
+      cache = nullptr;  // no memory for a kept packing: the workspace's, this call only
+    }
+  }
+  A* const wpack = rpack + KH * Hs;
   // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·H + j0 + c, h] (weights_xw:
   // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
@@ -307,40 +329,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       packed::PackColMajor<A>(rows, n, M + c0 * rows, rows, dst, b16);
     }
   };
-  // An inference of one layer and direction whose caller keeps the packed weights between
-  // calls (pack_cache.h): this call's packing when the weights and the layout are those packed
-  // last, else a buffer to pack into and keep.
-  PackCache* cache = s.L * s.D == 1 && !s.training && share == nullptr && !unpacked &&
-                             steps > 0 && !proj
-                         ? a.pack_cache
-                         : nullptr;
-  PackCache::Key pack_key;
-  PackCache::Use kept;
-  const size_t pack_bytes = sizeof(A) * KH * (KR + (wpacked ? ly.in : 0));
-  if (cache != nullptr) {
-    pack_key.id = a.weights_id;
-    const int64_t f[] = {K,     H,     Hs,     ly.in,         xr,          U,
-                         blocks, lanes_bp, b16,  merged,        wpacked,     s.weights_xw,
-                         ly.W16 != nullptr, ly.R16 != nullptr, int64_t(sizeof(A)), KR};
-    static_assert(sizeof(f) / sizeof(f[0]) == PackCache::Key::kFields, "the layout's fields");
-    std::copy_n(f, PackCache::Key::kFields, pack_key.f);
-    kept = cache->Acquire(pack_key, pack_bytes);
-    if (kept.buf != nullptr) {
-      rpack = static_cast<A*>(kept.buf.get());
-      wpack = rpack + KH * Hs;
-    } else {
-      cache = nullptr;  // no memory for a kept packing: the workspace's, this call only
-    }
-  }
   if (share != nullptr && steps > 0) {
     // Columns [c0, c1) of the product's panels, as the whole pack below would place them.
     share->Run([&](Index c0, Index c1) {
       if (fused) pack_cols(ly.W, ly.W16, xr, c0, c1 - c0, rpack + c0 * xr);
       pack_cols(ly.R, ly.R16, Hs, c0, c1 - c0, rpack + xr * KH + c0 * Hs);
     });
-  } else if (kept.ready) {
-    // packed by an earlier call
-  } else if (!unpacked && steps > 0 && !proj) {
+  } else if (packs && !kept.ready) {  // (ready: packed by an earlier call)
     ParallelFor(d, blocks, 2.0 * U * K * (Hs + ly.in), [&](Index b0, Index b1) {
       for (Index blk = b0; blk < b1; ++blk) {
         const Index j0 = ub.Start(blk), len = ub.Len(blk);
@@ -367,7 +362,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
       }
     });
-    if (cache != nullptr) cache->Publish(pack_key, kept, pack_bytes);
+    if (cache != nullptr) cache->Publish(pack_key, kept);
   }
   // Time-major gx rows of time rows [t0, t1) = the input's rows · W, on the calling thread:
   // one product, or from a batch-major x one per time row.

@@ -23,9 +23,10 @@ struct KerasAttrs {
   RnnMode mode = RnnMode::kLstm;
   KerasExtras kx;
   bool training = true;
-  // reuse_packed_weights: the kernel's weights id and kept packing (the CPU's inference).
+  // reuse_packed_weights at inference: the kernel's weights id and kept packing (the CPU's).
   std::shared_ptr<KeptWeights> kept;
-  // bf16_products: a float32 op's products as a bfloat16 op's (the CPU's, and XLA's on the CPU).
+  // bf16_products at inference: a float32 op's products as a bfloat16 op's (the CPU's, and
+  // XLA's on the CPU).
   bool bf16_products = false;
 
   absl::Status Read(tensorflow::OpKernelConstruction* c) {
@@ -42,6 +43,7 @@ struct KerasAttrs {
     if (c->HasAttr("bf16_products")) {
       TF_RETURN_IF_ERROR(c->GetAttr("bf16_products", &bf16_products));
     }
+    bf16_products = bf16_products && !training;
     return absl::OkStatus();
   }
 };

@@ -70,7 +70,7 @@ struct CpuKeras {
                               const KerasInputs& in) {
     const bool training = attrs.training;
     RnnSpec s = in.spec;
-    s.bf16 = attrs.bf16_products && !training && std::is_same<T, float>::value;  // else SpecFor's
+    s.bf16 = attrs.bf16_products && std::is_same<T, float>::value;  // else SpecFor's
     const bool lstm = s.mode == RnnMode::kLstm;
     KerasOutputs out;
     TF_RETURN_IF_ERROR(AllocateKerasOutputs(
@@ -102,7 +102,7 @@ struct CpuKeras {
     }
     a.hn = br.Out(out.hn);
     a.cn = lstm ? br.Out(out.cn) : nullptr;
-    if (attrs.kept != nullptr && !training) {  // reuse_packed_weights
+    if (attrs.kept != nullptr) {  // reuse_packed_weights (at inference)
       a.pack_cache = attrs.kept->cache();
       a.weights_id = attrs.kept->IdOf(*in.kernel, *in.rkernel);
     }
