@@ -6,7 +6,7 @@
 // Here the same product runs transposed, Cᵀ[cols, B] = Rᵀ · hᵀ: a register block is MR units
 // (rows of Rᵀ, broadcast) times the whole batch (NB packets of 16 lanes of hᵀ), so each weight
 // is read exactly once per step, as one stream, and hᵀ (K · 16·NB floats) stays in L1 in chunks
-// of K. On the 2-core Ice Lake development machine a 32 × 512 × 1024 product streaming its
+// of K (bf16 pair words: in L2, ProductT). On the 2-core Ice Lake development machine a 32 × 512 × 1024 product streaming its
 // 2 MiB slice from L3 ran at 131-144 GF/s a core this way against 113-120 (docs/
 // PERFORMANCE_STEPS.md, "The batch in the lanes").
 //
@@ -157,6 +157,7 @@ TFRNN_BF16_TARGET inline __attribute__((always_inline)) void MicroPairs(
     }
   }
   for (Index q = 0; q < K2; ++q) {
+    _mm_prefetch(reinterpret_cast<const char*>(ap + (q + 64) * MR), _MM_HINT_T0);
     __m512bh bv[NB];
     for (int p = 0; p < NB; ++p) {
       const __m512i x = _mm512_loadu_si512(b + q * BP + 16 * p);
@@ -186,12 +187,17 @@ TFRNN_BF16_TARGET inline __attribute__((always_inline)) void MicroAny(
 
 // ct[cols, 16·NB] (+)= Rᵀ · hᵀ over K panel rows (k's, or with kPairs pair rows of words), the
 // weights packed by PackLanes (PackLanesPairs); K in chunks whose rows of hᵀ take at most
-// 24 KiB of L1.
+// 24 KiB of L1 (float) or 128 KiB of L2 (pair words). A pair row does twice a float row's
+// work per load of hᵀ, so hᵀ's rows can come from L2; one chunk then reads the panels as one
+// stream, which the micro-kernel prefetches ahead across the panels' ends (a 32 × 1024 × 512
+// product streaming its weights from L3 on each of two cores, AMD Zen 5: 488-496 GF/s a core
+// against 442-481 in chunks of 24 KiB without the prefetch; the sums are the same bits, since a
+// chunk's accumulators continue from ct in the same order).
 template <int NB, bool kPairs>
 TFRNN_BF16_TARGET void ProductT(Index K, Index cols, const float* wp, const float* hT,
                                 float* ct, bool acc) {
   constexpr int BP = 16 * NB, MR = UnitsPerBlock(NB);
-  constexpr Index kc = std::max(32, (24 * 1024) / (BP * 4));
+  constexpr Index kc = std::max(32, ((kPairs ? 128 : 24) * 1024) / (BP * 4));
   for (Index k0 = 0; k0 < K; k0 += kc) {
     const Index kl = std::min(kc, K - k0);
     const float* panel = wp;
