@@ -6,9 +6,9 @@
 // Here the same product runs transposed, Cᵀ[cols, B] = Rᵀ · hᵀ: a register block is MR units
 // (rows of Rᵀ, broadcast) times the whole batch (NB packets of 16 lanes of hᵀ), so each weight
 // is read exactly once per step, as one stream, and hᵀ (K · 16·NB floats) stays in L1 in chunks
-// of K (bf16 pair words: in L2, ProductT). On the 2-core Ice Lake development machine a 32 × 512 × 1024 product streaming its
-// 2 MiB slice from L3 ran at 131-144 GF/s a core this way against 113-120 (docs/
-// PERFORMANCE_STEPS.md, "The batch in the lanes").
+// of K (bf16 pair words: in L2, ProductT). On the 2-core Ice Lake development machine a
+// 32 × 512 × 1024 product streaming its 2 MiB slice from L3 ran at 131-144 GF/s a core this way
+// against 113-120 (docs/PERFORMANCE_STEPS.md, "The batch in the lanes").
 //
 // Layouts:
 //   weights: PackLanes stores the units of a product (rows of Rᵀ) in panels of MR units, each
@@ -119,6 +119,11 @@ void PackLanesPairs(int nb, Index K, Index cols, const S* src, Index ldk, Index 
 
 #ifdef __AVX512F__
 
+// Panel rows (k's, or pair rows) ahead of the current one whose weights the micro-kernels
+// prefetch: the rest of this panel's chunk, then (where the chunk is the whole K, ProductT)
+// the next panel's first rows, which follow it in memory.
+constexpr Index kPrefetchRows = 64;
+
 // acc[MR units][NB packets] over K rows of a panel (`ap`, [K][MR]) and of hᵀ (`b`, [K][16·NB]),
 // written to (or, acc_in, added to) ct's MR rows of 16·NB lanes.
 template <int MR, int NB>
@@ -132,7 +137,7 @@ inline __attribute__((always_inline)) void Micro(Index K, const float* ap, const
     }
   }
   for (Index k = 0; k < K; ++k) {
-    _mm_prefetch(reinterpret_cast<const char*>(ap + (k + 64) * MR), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(ap + (k + kPrefetchRows) * MR), _MM_HINT_T0);
     __m512 bv[NB];
     for (int p = 0; p < NB; ++p) bv[p] = _mm512_loadu_ps(b + k * BP + 16 * p);
     for (int r = 0; r < MR; ++r) {
@@ -157,7 +162,7 @@ TFRNN_BF16_TARGET inline __attribute__((always_inline)) void MicroPairs(
     }
   }
   for (Index q = 0; q < K2; ++q) {
-    _mm_prefetch(reinterpret_cast<const char*>(ap + (q + 64) * MR), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(ap + (q + kPrefetchRows) * MR), _MM_HINT_T0);
     __m512bh bv[NB];
     for (int p = 0; p < NB; ++p) {
       const __m512i x = _mm512_loadu_si512(b + q * BP + 16 * p);
