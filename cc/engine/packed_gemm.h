@@ -262,8 +262,8 @@ inline Index ChunkDepth(Index rows) {
 // units waiting on their latency, so the last full block and such a tail run as two blocks
 // of 3-4 rows instead (8 rows: 4 + 4, not 6 + 2; 7: 4 + 3). Every sum adds the same products
 // in the same order either way (same bits). Kernel alone, AVX2 Zen 1, K = 128-256: 8 rows
-// 35.5-36.7 GF/s against 34.8-35.1, 7 rows 37 against 31.5; a tail of 3 rows (6 + 3) measured
-// level with 5 + 4, so it stays. AVX-512's 8 x 3 blocks are left as they were (not measured).
+// 35.5-36.7 GF/s against 34.8-35.1, 7 rows 37 against 31.5; a tail of 3 rows stays 6 + 3 (as
+// 5 + 4 it read no faster). AVX-512's 8 x 3 blocks are left as they were (not measured).
 #ifdef __AVX512F__
 constexpr int kMinTailRows = 1;
 #else
