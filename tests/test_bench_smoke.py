@@ -116,3 +116,26 @@ def test_sweep(tmp_path):
     assert "vs next 64" in proc.stdout and "Lowest GF/s against the next multiple" in proc.stdout
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_turns():
+    """bench_turns.py --vs-h at a tiny size: a row per side with positive times in order
+    (fastest <= p10 <= median <= p90), the GF/s ratio line; bad arguments exit with usage."""
+    script = os.path.join(_REPO, "bench", "bench_turns.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, script, "--size", "4x3x8x16", "--kind", "gru", "--dtype", "bfloat16",
+         "--vs-h", "20", "--rounds", "2", "--calls", "2", "--settle", "0"],
+        cwd=_REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    rows = [ln.split("|")[1:-1] for ln in proc.stdout.splitlines()
+            if ln.startswith("| ours")]
+    assert [r[0].strip() for r in rows] == ["ours", "ours H=20"], proc.stdout
+    for r in rows:
+        ms = [float(v) for v in r[1:5]]
+        assert 0 < ms[0] <= ms[1] <= ms[2] <= ms[3], r
+    assert "ours H=16 / ours H=20 (GF/s): fastest" in proc.stdout
+    assert "round 2/2" in proc.stderr
+    bad = subprocess.run([sys.executable, script, "--size", "4x3x8", "--vs-h", "20"],
+                         cwd=_REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert bad.returncode == 2 and "TxBxIxH" in bad.stderr, bad.stderr[-2000:]

@@ -1,0 +1,146 @@
+"""Our Keras layer's inference in turns with a peer, in one process: the distribution of each
+side's calls, not one median (docs/PERFORMANCE.md, "Zen 4 again").
+
+    .venv/bin/python bench/bench_turns.py --size 200x16x64x128 --kind lstm --dtype bfloat16
+        ours (tf_rnn_ops.keras, in a tf.function, training=False) against PyTorch's nn.LSTM /
+        nn.GRU (batch_first, under no_grad, --threads threads)
+    .venv/bin/python bench/bench_turns.py --size 100x32x128x72 --kind gru --vs-h 128
+        ours at H against ours at another H (GF/s, the sweep's no-cliff check) instead
+
+Each round times --calls calls of one side after --settle seconds of untimed calls of it (a
+peer's spinning OpenMP workers, or the other side's pool threads, settle meanwhile); the
+sides alternate, and the round's order alternates too (ABBA). Prints, per side, the fastest
+call, the 10th, 50th and 90th percentiles (ms) and GF/s at the fastest and median call, then
+the peer / ours ratios of the fastest and median calls (of GF/s for --vs-h). The mixed_bfloat16
+policy for --dtype bfloat16, as bench_rnn.py's Keras benchmarks; x is float32, batch-major.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _size(text):
+    dims = tuple(int(v) for v in text.lower().split("x"))
+    if len(dims) != 4 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"expected TxBxIxH with positive sizes, got {text!r}")
+    return dims
+
+
+def _flops(T, B, I, H, kind):
+    gates = 4 if kind == "lstm" else 3
+    return 2.0 * T * B * gates * H * (I + H)
+
+
+def _ours(x, H, kind, dtype):
+    import tensorflow as tf
+    import tf_rnn_ops.keras as ok
+    policy = "float32" if dtype == "float32" else "mixed_bfloat16"
+    layer = getattr(ok, kind.upper())(H, return_sequences=True, dtype=policy)
+    layer(x[:, :2])
+    return tf.function(lambda: layer(x, training=False))
+
+
+def _torch(x, H, kind, dtype, threads):
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    tdt = torch.float32 if dtype == "float32" else torch.bfloat16
+    mod = getattr(torch.nn, kind.upper())(x.shape[2], H, batch_first=True).to(tdt)
+    xt = torch.from_numpy(x.numpy()).to(tdt)
+
+    def step():
+        with torch.no_grad():
+            return mod(xt)[0]
+    return step
+
+
+def _stats(ms, flops):
+    v = np.asarray(ms)
+    best, med = float(v.min()), float(np.median(v))
+    return {"min": best, "p10": float(np.percentile(v, 10)), "median": med,
+            "p90": float(np.percentile(v, 90)), "gflops_min": flops / best / 1e6,
+            "gflops_median": flops / med / 1e6}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=_size, default=(200, 16, 64, 128), help="TxBxIxH")
+    ap.add_argument("--kind", choices=["lstm", "gru"], default="lstm")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    ap.add_argument("--vs-h", type=int, help="time ours at this H as the peer, not PyTorch")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=10, help="timed calls per round and side")
+    ap.add_argument("--settle", type=float, default=0.03,
+                    help="seconds of untimed calls before each side's timed calls")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="PyTorch's intra-op threads (default: all CPUs, as TensorFlow's pool)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.calls < 1 or args.settle < 0:
+        ap.error("--rounds and --calls must be at least 1, --settle at least 0")
+    if args.vs_h is not None and args.vs_h < 1:
+        ap.error("--vs-h must be at least 1")
+
+    import tensorflow as tf
+    T, B, I, H = args.size
+    x = tf.constant(np.random.default_rng(0).standard_normal((B, T, I)).astype(np.float32))
+    sides = {"ours": (_ours(x, H, args.kind, args.dtype), _flops(T, B, I, H, args.kind))}
+    if args.vs_h is not None:
+        peer = f"ours H={args.vs_h}"
+        sides[peer] = (_ours(x, args.vs_h, args.kind, args.dtype),
+                       _flops(T, B, I, args.vs_h, args.kind))
+    else:
+        peer = "torch"
+        try:
+            sides[peer] = (_torch(x, H, args.kind, args.dtype, args.threads),
+                           _flops(T, B, I, H, args.kind))
+        except ImportError:
+            sys.exit("bench_turns: PyTorch is not installed (pip install torch==2.13.0 beside, "
+                     "or use --vs-h)")
+    for fn, _ in sides.values():  # first calls: tracing, packing, thread start-up
+        for _ in range(3):
+            fn()
+
+    times = {name: [] for name in sides}
+    order = list(sides)
+    start = time.perf_counter()
+    for r in range(args.rounds):
+        for name in (order if r % 2 == 0 else order[::-1]):
+            fn = sides[name][0]
+            settle_end = time.perf_counter() + args.settle
+            while time.perf_counter() < settle_end:
+                fn()
+            for _ in range(args.calls):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - t0) * 1e3)
+        print(f"[bench_turns] round {r + 1}/{args.rounds} "
+              f"({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+
+    T_, B_, I_, _ = args.size
+    print(f"{args.kind.upper()} {args.dtype} inference, T×B×I×H = {T_}×{B_}×{I_}×{H}, "
+          f"{args.rounds} rounds × {args.calls} calls a side")
+    print("| side | fastest ms | p10 | median | p90 | GF/s fastest | GF/s median |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    stats = {}
+    for name, (_, flops) in sides.items():
+        s = stats[name] = _stats(times[name], flops)
+        print(f"| {name} | {s['min']:.3f} | {s['p10']:.3f} | {s['median']:.3f} | "
+              f"{s['p90']:.3f} | {s['gflops_min']:.1f} | {s['gflops_median']:.1f} |")
+    o, p = stats["ours"], stats[peer]
+    if args.vs_h is None:
+        print(f"{peer} / ours (time): fastest {p['min'] / o['min']:.3f}x, "
+              f"median {p['median'] / o['median']:.3f}x")
+    else:
+        print(f"ours H={H} / {peer} (GF/s): fastest {o['gflops_min'] / p['gflops_min']:.3f}, "
+              f"median {o['gflops_median'] / p['gflops_median']:.3f}")
+    return stats
+
+
+if __name__ == "__main__":
+    main()
