@@ -21,27 +21,28 @@ import time
 
 import numpy as np
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bench_util as bu
+from bench_util import tf
+from keras_cases import _policy
 
 
 def _size(text):
-    dims = tuple(int(v) for v in text.lower().split("x"))
-    if len(dims) != 4 or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"expected TxBxIxH with positive sizes, got {text!r}")
-    return dims
+    try:
+        sizes = bu.parse_sizes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+    if len(sizes) != 1 or min(sizes[0]) < 1:
+        raise argparse.ArgumentTypeError(f"expected one TxBxIxH with positive sizes, got {text!r}")
+    return sizes[0]
 
 
 def _flops(T, B, I, H, kind):
-    gates = 4 if kind == "lstm" else 3
-    return 2.0 * T * B * gates * H * (I + H)
+    return bu.lstm_flops(T, B, I, H, 4 if kind == "lstm" else 3)
 
 
 def _ours(x, H, kind, dtype):
-    import tensorflow as tf
     import tf_rnn_ops.keras as ok
-    policy = "float32" if dtype == "float32" else "mixed_bfloat16"
-    layer = getattr(ok, kind.upper())(H, return_sequences=True, dtype=policy)
+    layer = getattr(ok, kind.upper())(H, return_sequences=True, dtype=_policy(dtype))
     layer(x[:, :2])
     return tf.function(lambda: layer(x, training=False))
 
@@ -86,7 +87,6 @@ def main(argv=None):
     if args.vs_h is not None and args.vs_h < 1:
         ap.error("--vs-h must be at least 1")
 
-    import tensorflow as tf
     T, B, I, H = args.size
     x = tf.constant(np.random.default_rng(0).standard_normal((B, T, I)).astype(np.float32))
     sides = {"ours": (_ours(x, H, args.kind, args.dtype), _flops(T, B, I, H, args.kind))}
@@ -122,8 +122,7 @@ def main(argv=None):
         print(f"[bench_turns] round {r + 1}/{args.rounds} "
               f"({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
 
-    T_, B_, I_, _ = args.size
-    print(f"{args.kind.upper()} {args.dtype} inference, T×B×I×H = {T_}×{B_}×{I_}×{H}, "
+    print(f"{args.kind.upper()} {args.dtype} inference, T×B×I×H = {T}×{B}×{I}×{H}, "
           f"{args.rounds} rounds × {args.calls} calls a side")
     print("| side | fastest ms | p10 | median | p90 | GF/s fastest | GF/s median |")
     print("|---|---:|---:|---:|---:|---:|---:|")
