@@ -47,18 +47,8 @@ void SpinUntil(Ready&& ready) {
 // processes from the probe (40 processes; either alone did not). Placement only: what a helper
 // computes does not change.
 struct HelperPlacement {
-  int caller_cpu = -1;
-  std::atomic<int> started{0};
-
-  HelperPlacement() {
-#if defined(__linux__)
-    caller_cpu = sched_getcpu();
-#endif
-  }
-  // The caller, after scheduling its helpers.
-  void AfterScheduling() const {
-    if (started.load(std::memory_order_acquire) == 0) std::this_thread::yield();
-  }
+  int caller_cpu = -1;  // set by ScheduleHelpers
+  std::atomic<bool> started{false};
 };
 
 // A helper's stay off its caller's CPU: nothing where it started elsewhere or may run on that
@@ -66,7 +56,7 @@ struct HelperPlacement {
 class OffCallersCpu {
  public:
   explicit OffCallersCpu(HelperPlacement* where) {
-    where->started.fetch_add(1, std::memory_order_release);
+    where->started.store(true, std::memory_order_release);
 #if defined(__linux__)
     const int cpu = where->caller_cpu;
     if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
@@ -91,6 +81,25 @@ class OffCallersCpu {
 #endif
   bool moved_ = false;
 };
+
+// Schedules `helpers` tasks work(*state, h), h in [0, helpers), on d's pool, each off the
+// caller's CPU (OffCallersCpu; State has a HelperPlacement `where`), then gives up the
+// caller's CPU once if none has started yet.
+template <typename State, typename Work>
+void ScheduleHelpers(const CpuDevice& d, Index helpers, const std::shared_ptr<State>& state,
+                     Work work) {
+  if (helpers <= 0) return;
+#if defined(__linux__)
+  state->where.caller_cpu = sched_getcpu();
+#endif
+  for (Index h = 0; h < helpers; ++h) {
+    d.enqueueNoNotification([state, h, work] {
+      OffCallersCpu off(&state->where);
+      work(*state, h);
+    });
+  }
+  if (!state->where.started.load(std::memory_order_acquire)) std::this_thread::yield();
+}
 
 // Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
 // in parallel, a step only after every block of the previous one has finished.
@@ -157,13 +166,7 @@ void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_blo
   state->next_step.reset(new std::atomic<Index>[blocks]);
   for (Index b = 0; b < blocks; ++b) state->next_step[b].store(0, std::memory_order_relaxed);
   state->fn = &body;
-  for (Index h = 0; h < helpers; ++h) {
-    d.enqueueNoNotification([state, h] {
-      OffCallersCpu off(&state->where);
-      state->Work(h + 1);
-    });
-  }
-  state->where.AfterScheduling();
+  ScheduleHelpers(d, helpers, state, [](StepLoopState& st, Index h) { st.Work(h + 1); });
   state->Work(0);
   state->WaitDone(steps * blocks);  // every item is claimed; wait for the helpers' last ones
 }
@@ -240,13 +243,7 @@ void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers
   state->need = &need_fn;
   state->dep = &dep_fn;
   state->side = &side_fn;
-  for (int h = 0; h < helpers; ++h) {
-    d.enqueueNoNotification([state] {
-      OffCallersCpu off(&state->where);
-      state->Work();
-    });
-  }
-  if (helpers > 0) state->where.AfterScheduling();
+  ScheduleHelpers(d, helpers, state, [](ChainSideState& st, Index) { st.Work(); });
   for (Index s = 0; s < steps; ++s) {
     const Index f = feed(s);
     if (f >= 0 && f < tasks) state->Feed(f);
