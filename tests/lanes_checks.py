@@ -16,8 +16,9 @@ lstm's gates in the lanes to the pointwise pass, cc/engine/lanes_lstm.h); 32, 45
 packed::Gemm); unit counts that leave a partial register block of units (13, 40, 200; 40 on 2
 threads and 200 on 2 to 4 split into unit blocks whose last is the longest, UnitBlocksOf); lstm
 weights too large to fuse with the input (128 + 200 inputs by 800 gates), whose full-length
-steps project the input apart; and full-length lstm steps with small weights, whose input
-product runs in the lanes with R's.
+steps project the input apart; full-length lstm steps with small weights, whose input
+product runs in the lanes with R's; and the lstm's gates in the lanes in training (two
+bidirectional layers, both layouts: the pointwise pass writes the reserve's planes).
 
     LANES_CHECK_THREADS=2 python tests/lanes_checks.py   # a line per case, exit 1 on a mismatch
 """
@@ -68,6 +69,14 @@ def main():
             case = (size, "lstm", 2, "bidirectional", time_major, False, 0, F32)
             named.append(("size={} mode=lstm L=2 bidirectional time_major={}".format(
                 size, time_major), lambda case=case: BB._case(ours, rng, *case)))
+    # The same road in training, its pointwise pass writing the reserve's planes and the
+    # next step's h_prev rows (the reversed direction's in descending time rows), then the
+    # backward from them.
+    for size in (SIZES[0], SIZES[3], (4, 32, 10, 13)):
+        for time_major in (True, False):
+            case = (size, "lstm", 2, "bidirectional", time_major, False, F32)
+            named.append(("training size={} mode=lstm L=2 bidirectional time_major={}".format(
+                size, time_major), lambda case=case: BB._train_case(ours, rng, *case)))
     for size in LARGE:
         for mode in ("lstm", "gru"):
             case = (size, mode, 1, "unidirectional", False, False, 0, F32)

@@ -31,6 +31,19 @@
 namespace tfrnn {
 namespace lanes {
 
+// A training step's rows for the backward (the reserve's; LstmPointwiseT): logical gate q's
+// activation of batch row b and unit j at act[q] + b · ld + j, the new cell state at
+// cs + b · lds + j, and h at hprev + b · ldh + j (the next step's h_prev rows; null at the
+// last step).
+struct StepPlanes {
+  float* act[4] = {};
+  Index ld = 0;
+  float* cs = nullptr;
+  Index lds = 0;
+  float* hprev = nullptr;
+  Index ldh = 0;
+};
+
 #ifdef __AVX512F__
 
 // The pointwise pass of units [j0, j0 + len) of one step of a standard LSTM (σ gates, tanh
@@ -39,15 +52,18 @@ namespace lanes {
 // per unit: the cell state cT ([H][B]) updated in place, h written as hᵀ for the next step
 // (hTn: [H][B] floats, or with `pairs` [ceil(H/2)][B] pair words; null after the last step),
 // as rows b of the layer output (y + b · ldy + unit; with y16, a bfloat16 op's output, its
-// bf16 words there instead, rounded as the op's boundary conversion rounds), and into h's rows
-// (hrows, [B][H]; nullable).
+// bf16 words there instead, rounded as the op's boundary conversion rounds), into h's rows
+// (hrows, [B][H]; nullable) and, in training (planes not null), into the step's planes: each
+// tile of 16 units and 16 lanes transposed once per plane.
 TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, Index j0,
                                              Index len, const float* g, const float* bw,
                                              const float* br, float clip, float* cT,
                                              float* hTn, bool pairs, float* y, uint16_t* y16,
-                                             Index ldy, float* hrows) {
+                                             Index ldy, float* hrows,
+                                             const StepPlanes* planes = nullptr) {
   using Eigen::internal::ptanh;
   alignas(64) float ht[16 * 16];
+  alignas(64) float pt[5][16 * 16];  // training: the tile's i, f, c', o and new c
   const __m512 zero = _mm512_setzero_ps();
   for (Index u0 = j0; u0 < j0 + len; u0 += 16) {
     const Index nu = std::min<Index>(16, j0 + len - u0);
@@ -72,8 +88,26 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
         const __m512 hv = _mm512_mul_ps(ptanh(cn), o);
         _mm512_store_ps(ht + 16 * u, hv);
         if (hTn != nullptr && !pairs) _mm512_storeu_ps(hTn + unit * B + 16 * p, hv);
+        if (planes != nullptr) {
+          _mm512_store_ps(pt[0] + 16 * u, i);
+          _mm512_store_ps(pt[1] + 16 * u, f);
+          _mm512_store_ps(pt[2] + 16 * u, cc);
+          _mm512_store_ps(pt[3] + 16 * u, o);
+          _mm512_store_ps(pt[4] + 16 * u, cn);
+        }
       }
       for (Index u = nu; u < 16; ++u) _mm512_store_ps(ht + 16 * u, zero);
+      // A tile's rows b: its units' values of lane b, at base + (16p + b) · ld + u0.
+      auto tile_rows = [&](const float* tile, float* base, Index ld) {
+        __m512 t[16];
+        for (int u = 0; u < 16; ++u) t[u] = _mm512_load_ps(tile + 16 * u);
+        bf16::Transpose16(t);
+        for (Index b = 0; b < 16; ++b) _mm512_mask_storeu_ps(base + (16 * p + b) * ld + u0, mu, t[b]);
+      };
+      if (planes != nullptr) {
+        for (int q = 0; q < 4; ++q) tile_rows(pt[q], planes->act[q], planes->ld);
+        tile_rows(pt[4], planes->cs, planes->lds);
+      }
 #if TFRNN_BF16_KERNELS
       if (hTn != nullptr && pairs) {  // units 2q and 2q + 1 (a zero past the block's last)
         uint32_t* words = reinterpret_cast<uint32_t*>(hTn);
@@ -96,6 +130,9 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
           _mm512_mask_storeu_ps(y + row * ldy + u0, mu, r[b]);
         }
         if (hrows != nullptr) _mm512_mask_storeu_ps(hrows + row * H + u0, mu, r[b]);
+        if (planes != nullptr && planes->hprev != nullptr) {
+          _mm512_mask_storeu_ps(planes->hprev + row * planes->ldh + u0, mu, r[b]);
+        }
       }
     }
   }
@@ -105,7 +142,7 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
 
 inline void LstmPointwiseT(const int*, Index, Index, Index, Index, const float*, const float*,
                            const float*, float, float*, float*, bool, float*, uint16_t*, Index,
-                           float*) {
+                           float*, const StepPlanes* = nullptr) {
   std::abort();
 }
 

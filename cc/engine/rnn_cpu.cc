@@ -193,8 +193,7 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
   // The layer's part of the LSTM's road with its gates in the lanes (lanes_lstm.h): every
   // step a time row of every sequence, the input's product fused with R's in each step.
   const bool lstm_layer_ok = all_full && steps > 1 && ly.in > 0 && ly.in == ly.in_cols &&
-                             !ly.gx_scratch && ly.row_B == 0 && ly.hprev == nullptr &&
-                             ly.co == nullptr;
+                             !ly.gx_scratch && ly.row_B == 0 && ly.co == nullptr;
   if (LanesFor<A>(s, r.pipelined || r.unpacked, UnitBlock(d, H), lstm_layer_ok)) {
     r.lanes_bp = RnnLanesWidth(s);
     // A standard LSTM at inference in the lanes, its batch whole packets, every step a time
@@ -470,8 +469,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       lanes::TransposeInto(B, H, c, H, cT, B, false);
       const Index yst = s.D * Hs, ldy = (ly.y_batch_major ? s.T : 1) * yst;
       const int nb = int(B / 16);
+      auto tau_of = [&](Index st) { return sm.reverse ? s.T - 1 - st : st; };
+      // Training: h0 as the first step's h_prev rows (each step writes the next one's).
+      if (ly.hprev != nullptr) {
+        std::copy_n(h_cur, B * Hs, ly.hprev + ly.Row(s.T, B, tau_of(0), 0) * Hs);
+      }
       StepLoop(d, steps, blocks, cost, [&](Index st, Index blk) {
-        const Index par = st % 2, tau = sm.reverse ? s.T - 1 - st : st;
+        const Index par = st % 2, tau = tau_of(st);
         const Index j0 = ub.Start(blk), len = ub.Len(blk), cols = merged ? KH : len;
         const A* xT = ly.x16 != nullptr
                           ? LanesRows<A>(B, xr, ly.x16 + x_offset(tau), xld, B, true)
@@ -485,10 +489,21 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
         const bool last = st + 1 == steps;
         const Index y0 = ly.YRow(s.T, B, tau, 0) * yst + ly.dcol;
+        // Training: the step's planes in the reserve's time-major rows (the backward's).
+        lanes::StepPlanes planes;
+        if (s.training) {
+          const Index row0 = ly.Row(s.T, B, tau, 0);
+          for (int q = 0; q < 4; ++q) planes.act[q] = ly.Act(s.gate_pos[q], row0);
+          planes.ld = ly.act_ld;
+          planes.cs = ly.aux + row0 * H;
+          planes.lds = H;
+          if (!last) planes.hprev = ly.hprev + ly.Row(s.T, B, tau_of(st + 1), 0) * Hs;
+          planes.ldh = Hs;
+        }
         lanes::LstmPointwiseT(s.gate_pos, H, B, j0, len, ct, ly.bW, ly.bR, s.cell_clip, cT,
                               last ? nullptr : w.h_lanes[1 - par], b16, ylayer + y0,
                               ly.y16 != nullptr ? ly.y16 + y0 : nullptr, ldy,
-                              last ? h_cur : nullptr);
+                              last ? h_cur : nullptr, s.training ? &planes : nullptr);
       });
       lanes::TransposeInto(H, B, cT, B, c, H, false);
     }

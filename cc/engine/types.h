@@ -475,11 +475,12 @@ inline bool LanesLstmOn() {
   static const bool on = EnvChoice("TF_RNN_OPS_CPU_LANES_LSTM", {"0"}) != 0;
   return on;
 }
-// A standard LSTM's inference with its gates in the lanes (lanes_lstm.h): the spec's part;
-// `layer_ok`: the layer's (rnn_cpu.cc LayerForward: every sequence full length, more than one
-// step, an input of its own). The engine adds the lanes' own conditions (LanesFor).
+// A standard LSTM's forward with its gates in the lanes (lanes_lstm.h; in training its
+// pointwise pass writes the reserve's planes too): the spec's part; `layer_ok`: the layer's
+// (rnn_cpu.cc LayerForward: every sequence full length, more than one step, an input of its
+// own). The engine adds the lanes' own conditions (LanesFor).
 inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
-  return layer_ok && s.mode == RnnMode::kLstm && LstmStandard(s) && !s.training &&
+  return layer_ok && s.mode == RnnMode::kLstm && LstmStandard(s) &&
          !s.preprojected && RnnLanesWidth(s) == s.B && LanesLstmOn();
 }
 // Batch blocks (RnnForward, rnn_cpu_stack.cc). The batch's rows are independent sequences, so the
