@@ -5,8 +5,8 @@
 // BENCH_BF16=1 in the environment: the engines' bf16 products (a bfloat16 op's).
 // BENCH_MODE=gru: the stacked-RNN engine's lines time a GRU (cuDNN's form) instead of an LSTM.
 // BENCH_INFER_REPS=N: only the stacked-RNN engine's inference forward, N calls (for profiling),
-// printing the fastest and the median; with BENCH_TRAIN=1 its training forward (the reserve
-// written) instead.
+// printing the fastest, the median and the 90th percentile; with BENCH_TRAIN=1 its training
+// forward (the reserve written) instead, with BENCH_TRAIN=2 its backward.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -129,31 +129,39 @@ int main(int argc, char** argv) {
   rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
   rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();
   if (gru) rf.c0 = nullptr, rf.cn = nullptr;
-  if (infer_only) {
-    rs.training = std::getenv("BENCH_TRAIN") != nullptr;
-    std::vector<double> ms;
-    const char* gap = std::getenv("BENCH_GAP_US");  // idle time before each call
-    for (int r = 0; r < std::max(1, atoi(std::getenv("BENCH_INFER_REPS"))); ++r) {
-      if (gap != nullptr) std::this_thread::sleep_for(std::chrono::microseconds(atol(gap)));
-      const auto t0 = std::chrono::steady_clock::now();
-      tfrnn::RnnForward<float>(d, rs, rf, rws.data());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             t0).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | rnn engine %s fwd min %.3f median "
-                "%.3f ms (%zu calls)\n", T, B, I, H, threads,
-                rs.training ? "training" : "inference", ms.front(), ms[ms.size() / 2],
-                ms.size());
-    return 0;
-  }
-  const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
   Buf dparams(params.size()), dhn = vec(B * H), dcn = vec(B * H);
   tfrnn::RnnBwdArgs<float> rb;
   rb.x = x.data(), rb.h0 = h0.data(), rb.c0 = cs0.data(), rb.params = params.data();
   rb.reserve = reserve.data(), rb.dy = hg.data(), rb.dhn = dhn.data(), rb.dcn = dcn.data();
   rb.dx = xg.data(), rb.dh0 = hpg.data(), rb.dc0 = cpg.data(), rb.dparams = dparams.data();
   if (gru) rb.c0 = nullptr, rb.dcn = nullptr, rb.dc0 = nullptr;
+  if (infer_only) {
+    const char* train = std::getenv("BENCH_TRAIN");
+    const bool backward = train != nullptr && train[0] == '2';
+    rs.training = train != nullptr;
+    if (backward) tfrnn::RnnForward<float>(d, rs, rf, rws.data());  // the reserve
+    std::vector<double> ms;
+    const char* gap = std::getenv("BENCH_GAP_US");  // idle time before each call
+    for (int r = 0; r < std::max(1, atoi(std::getenv("BENCH_INFER_REPS"))); ++r) {
+      if (gap != nullptr) std::this_thread::sleep_for(std::chrono::microseconds(atol(gap)));
+      const auto t0 = std::chrono::steady_clock::now();
+      if (backward) {
+        tfrnn::RnnBackward<float>(d, rs, rb, rws.data());
+      } else {
+        tfrnn::RnnForward<float>(d, rs, rf, rws.data());
+      }
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             t0).count());
+    }
+    if (std::getenv("BENCH_SEQ")) { for (double v : ms) std::printf("%.1f ", v); std::printf("\n"); }
+    std::sort(ms.begin(), ms.end());
+    std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | rnn engine %s min %.3f median %.3f "
+                "p90 %.3f ms (%zu calls)\n", T, B, I, H, threads,
+                backward ? "backward" : rs.training ? "training fwd" : "inference fwd",
+                ms.front(), ms[ms.size() / 2], ms[ms.size() * 9 / 10], ms.size());
+    return 0;
+  }
+  const double rfwd = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); });
   const double rbwd = MedianMs([&] { tfrnn::RnnBackward<float>(d, rs, rb, rws.data()); });
   rs.training = false;
   const double rinf = MedianMs([&] { tfrnn::RnnForward<float>(d, rs, rf, rws.data()); }, 15);
