@@ -6,7 +6,8 @@
 // BENCH_MODE=gru: the stacked-RNN engine's lines time a GRU (cuDNN's form) instead of an LSTM.
 // BENCH_INFER_REPS=N: only the stacked-RNN engine's inference forward, N calls (for profiling),
 // printing the fastest, the median and the 90th percentile; with BENCH_TRAIN=1 its training
-// forward (the reserve written) instead, with BENCH_TRAIN=2 its backward.
+// forward (the reserve written) instead, with BENCH_TRAIN=2 its backward; BENCH_SEQ=1 also
+// prints every call's time in call order (a machine's phases against a road's).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -153,7 +154,10 @@ int main(int argc, char** argv) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              t0).count());
     }
-    if (std::getenv("BENCH_SEQ")) { for (double v : ms) std::printf("%.1f ", v); std::printf("\n"); }
+    if (std::getenv("BENCH_SEQ") != nullptr) {
+      for (double v : ms) std::printf("%.1f ", v);
+      std::printf("\n");
+    }
     std::sort(ms.begin(), ms.end());
     std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | rnn engine %s min %.3f median %.3f "
                 "p90 %.3f ms (%zu calls)\n", T, B, I, H, threads,

@@ -1,5 +1,5 @@
-// The standard LSTM's inference steps with the batch in the SIMD lanes from the products to
-// the pointwise pass (rnn_cpu.cc LayerForward, `tlanes`).
+// The standard LSTM's forward steps with the batch in the SIMD lanes from the products to
+// the pointwise pass (rnn_cpu.cc LayerForward, `tlanes`), at inference and in training.
 //
 // In the lanes road of lanes_gemm.h a step's product Cᵀ = Rᵀ · hᵀ is transposed into the gate
 // rows C[B, K·H] (added to the input projection's W·x there), the pointwise pass reads those
@@ -10,12 +10,15 @@
 //     width: x_t transposed once per block), in the thread's scratch;
 //   - the pointwise pass runs on 16 lanes of batch per unit, the cell state kept transposed
 //     (cT, [H][B]), and writes hᵀ (float, or the bf16 pair words) for the next step directly;
-//   - the layer output's rows take one 16 × 16 transpose per tile of h.
+//   - the layer output's rows take one 16 × 16 transpose per tile of h;
+//   - in training the reserve's planes (the gates' activations, the cell state, the next
+//     step's h_prev rows) take one more transpose per plane and tile.
 // Float products, or bf16 products on pair words (lanes_gemm.h), on AVX-512, for a batch of
 // whole 16-lane packets (32, 48 or 64 rows). On the 2-core AMD Zen 4 development machine, float
 // inference at 50×32×128×512 took 19.8 instead of 21.4 ms, 100×32×128×600 52.0 instead of
-// 55.0, 50×48×512×512 46.2 instead of 49.1 (docs/PERFORMANCE_STEPS.md, "The LSTM's gates in
-// the lanes").
+// 55.0, 50×48×512×512 46.2 instead of 49.1; a training step (forward and backward through
+// TensorFlow) 0.96x the time before in float32 and 0.85-0.99x in bf16 (docs/PERFORMANCE_STEPS.md,
+// "The LSTM's gates in the lanes").
 #ifndef TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
 #define TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
 

@@ -196,9 +196,10 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
                              !ly.gx_scratch && ly.row_B == 0 && ly.co == nullptr;
   if (LanesFor<A>(s, r.pipelined || r.unpacked, UnitBlock(d, H), lstm_layer_ok)) {
     r.lanes_bp = RnnLanesWidth(s);
-    // A standard LSTM at inference in the lanes, its batch whole packets, every step a time
-    // row of every sequence: the gates stay transposed from the step's products (the input's
-    // fused with R's whatever its width) to the pointwise pass (lanes_lstm.h).
+    // A standard LSTM in the lanes, its batch whole packets, every step a time row of every
+    // sequence: the gates stay transposed from the step's products (the input's fused with
+    // R's whatever its width) to the pointwise pass (lanes_lstm.h), which in training writes
+    // the reserve's planes too.
     r.tlanes = LanesLstmFor(s, lstm_layer_ok);
   }
   // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
