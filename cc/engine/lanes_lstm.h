@@ -17,8 +17,8 @@
 // whole 16-lane packets (32, 48 or 64 rows). On the 2-core AMD Zen 4 development machine, float
 // inference at 50×32×128×512 took 19.8 instead of 21.4 ms, 100×32×128×600 52.0 instead of
 // 55.0, 50×48×512×512 46.2 instead of 49.1; a training step (forward and backward through
-// TensorFlow) 0.96x the time before in float32 and 0.85-0.99x in bf16 (docs/PERFORMANCE_STEPS.md,
-// "The LSTM's gates in the lanes").
+// TensorFlow) 0.96x the time before in float32 and 0.85-0.99x in bf16
+// (docs/PERFORMANCE_STEPS.md, "The LSTM's gates in the lanes").
 #ifndef TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
 #define TF_RNN_OPS_CC_ENGINE_LANES_LSTM_H_
 
@@ -105,7 +105,9 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
         __m512 t[16];
         for (int u = 0; u < 16; ++u) t[u] = _mm512_load_ps(tile + 16 * u);
         bf16::Transpose16(t);
-        for (Index b = 0; b < 16; ++b) _mm512_mask_storeu_ps(base + (16 * p + b) * ld + u0, mu, t[b]);
+        for (Index b = 0; b < 16; ++b) {
+          _mm512_mask_storeu_ps(base + (16 * p + b) * ld + u0, mu, t[b]);
+        }
       };
       if (planes != nullptr) {
         for (int q = 0; q < 4; ++q) tile_rows(pt[q], planes->act[q], planes->ld);
