@@ -498,7 +498,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           planes.ld = ly.act_ld;
           planes.cs = ly.aux + row0 * H;
           planes.lds = H;
-          if (!last) planes.hprev = ly.hprev + ly.Row(s.T, B, tau_of(st + 1), 0) * Hs;
+          if (!last && ly.hprev != nullptr) {
+            planes.hprev = ly.hprev + ly.Row(s.T, B, tau_of(st + 1), 0) * Hs;
+          }
           planes.ldh = Hs;
         }
         lanes::LstmPointwiseT(s.gate_pos, H, B, j0, len, ct, ly.bW, ly.bR, s.cell_clip, cT,
