@@ -470,13 +470,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       lanes::TransposeInto(B, H, c, H, cT, B, false);
       const Index yst = s.D * Hs, ldy = (ly.y_batch_major ? s.T : 1) * yst;
       const int nb = int(B / 16);
-      auto tau_of = [&](Index st) { return sm.reverse ? s.T - 1 - st : st; };
-      // Training: h0 as the first step's h_prev rows (each step writes the next one's).
+      // Every sequence has full length on this road: step st is time row sm.Tau(0, st) of
+      // every row. Training: h0 as the first step's h_prev rows (each step writes the next
+      // one's).
       if (ly.hprev != nullptr) {
-        std::copy_n(h_cur, B * Hs, ly.hprev + ly.Row(s.T, B, tau_of(0), 0) * Hs);
+        std::copy_n(h_cur, B * Hs, ly.hprev + ly.Row(s.T, B, sm.Tau(0, 0), 0) * Hs);
       }
       StepLoop(d, steps, blocks, cost, [&](Index st, Index blk) {
-        const Index par = st % 2, tau = tau_of(st);
+        const Index par = st % 2, tau = sm.Tau(0, st);
         const Index j0 = ub.Start(blk), len = ub.Len(blk), cols = merged ? KH : len;
         const A* xT = ly.x16 != nullptr
                           ? LanesRows<A>(B, xr, ly.x16 + x_offset(tau), xld, B, true)
@@ -499,7 +500,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
           planes.cs = ly.aux + row0 * H;
           planes.lds = H;
           if (!last && ly.hprev != nullptr) {
-            planes.hprev = ly.hprev + ly.Row(s.T, B, tau_of(st + 1), 0) * Hs;
+            planes.hprev = ly.hprev + ly.Row(s.T, B, sm.Tau(0, st + 1), 0) * Hs;
           }
           planes.ldh = Hs;
         }
