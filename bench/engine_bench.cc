@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
   for (auto& a : acts) a.resize(T * B * H);
   // BENCH_BF16=1: the products of a bfloat16 op (bf16_gemm.h, where the CPU has AVX512_BF16).
   const bool bf16 = std::getenv("BENCH_BF16") != nullptr && std::getenv("BENCH_BF16")[0] == '1';
-  Buf ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, B, H),
-                                  tfrnn::LstmFwdWorkspaceSize(T, B, I, H, bf16)));
+  Buf ws(std::max(tfrnn::LstmBwdWorkspaceSize(T, B, I, H),
+                  tfrnn::LstmFwdWorkspaceSize(T, B, I, H, bf16)));
   tfrnn::LstmCellSpec spec;
   spec.order = tfrnn::kIfco;
   spec.bf16 = bf16;

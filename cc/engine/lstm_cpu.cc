@@ -42,7 +42,7 @@ struct CpuLstmBlock {
   }
   LstmBwdScratch<A> CarveBwd(const RnnSpec& s) const {
     Carver<A> cv(workspace);
-    return CarveLstmBwd(s.T, s.B, s.H, &cv);
+    return CarveLstmBwd(s.T, s.B, s.I, s.H, &cv);
   }
 
   Status LayerForward(const RnnSpec& s, Layer ly, RnnFwdArgs<A> ra, const LstmFwdScratch<A>& w,

@@ -6,7 +6,6 @@
 #include "cc/engine/rnn_cpu_common.h"
 
 #include <cstdint>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -371,19 +370,20 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   const Index B = s.B, Hs = RnnHs(s), KH = RnnK(s) * s.H, in = ly.in, T = s.T;
   const bool b16 = bf16::ProductsFor(s), xw = s.weights_xw;
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
-  // With bf16 products, W is packed once for the din rows of every chunk (GemmB16Serial
-  // would pack it per chunk).
-  std::unique_ptr<A[]> wpack;  // uninitialised: the packing writes every word read
-  if (b16 && in > 0) {
-    wpack.reset(new A[KH * in]);
+  // W is packed once for the din rows of every chunk (Eigen's product would pack it per chunk
+  // and read the gate gradients' rows through its own packing: docs/PERFORMANCE.md, "The
+  // backward's input gradient").
+  if (in > 0) {
     if (xw) {
-      packed::PackColMajor<A>(KH, in, ly.W, KH, wpack.get(), true);
+      packed::PackColMajor<A>(KH, in, ly.W, KH, w.wpack, b16);
     } else {
-      packed::PackRowMajor<A>(KH, in, ly.W, in, wpack.get(), 0, 0, true);
+      packed::PackRowMajor<A>(KH, in, ly.W, in, w.wpack, 0, 0, b16);
     }
   }
-  // The bias gradients' column sums, over all chunks, rounded to A at the end (SumAcc).
-  SumAcc sum_w = SumAcc::Zero(KH), sum_r = SumAcc::Zero(ly.dbR != nullptr ? KH : 0);
+  // The bias gradients' column sums, over all chunks, rounded to A at the end (SumAcc); the
+  // lstm's dbR (dhr is dgx) is dbW.
+  const bool sum_r_own = ly.dbR != nullptr && w.dhr != w.dgx;
+  SumAcc sum_w = SumAcc::Zero(KH), sum_r = SumAcc::Zero(sum_r_own ? KH : 0);
   ChainWithChunkGrads(
       d, steps, B, KH,
       SideHelpers(d, double(steps) * B * KH * (in + Hs), double(2 * in + Hs) / Hs), chain,
@@ -406,20 +406,16 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
           }
         };
         column_sums(sum_w, w.dgx);
-        if (ly.dbR != nullptr) column_sums(sum_r, w.dhr);
+        if (sum_r_own) column_sums(sum_r, w.dhr);
       },
       [&](Index s0, Index s1) {
+        if (in == 0) return;
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
-        if (wpack != nullptr) {
-          packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, wpack.get(), din + r0 * in, in,
-                          accumulate_din, true);
-          return;
-        }
-        GemmB16Serial<A>(b16, false, xw, rows, in, KH, w.dgx + r0 * KH, KH, ly.W, xw ? KH : in,
-                         din + r0 * in, in, accumulate_din);
+        packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, w.wpack, din + r0 * in, in,
+                        accumulate_din, b16);
       });
   Vec<A>(ly.dbW, KH) = sum_w.template cast<A>();
-  if (ly.dbR != nullptr) Vec<A>(ly.dbR, KH) = sum_r.template cast<A>();
+  if (ly.dbR != nullptr) Vec<A>(ly.dbR, KH) = (sum_r_own ? sum_r : sum_w).template cast<A>();
 }
 
 // Peephole gradients: dp[gate] = Σ over steps dpre[gate] ⊙ c_prev (peephole_o_new: o's with
@@ -665,7 +661,11 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   }
   if (proj) Gemm<A>(d, true, false, s.P, H, TB, w.dhtot, ly.hh, ly.dP, false);
   ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
-  if (ly.dbR != nullptr) ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
+  if (ly.dbR != nullptr && w.dhr == w.dgx) {
+    std::copy_n(ly.dbW, KH, ly.dbR);  // the lstm's dhr is dgx
+  } else if (ly.dbR != nullptr) {
+    ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
+  }
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
     ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {

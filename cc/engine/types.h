@@ -252,6 +252,10 @@ inline Index MaskCol(const RnnSpec& s, Index dcol, Index k) {
 inline Index RnnInWidth(const RnnSpec& s, Index l) {
   return l == 0 ? (s.skip_input || s.preprojected ? 0 : s.I) : s.D * RnnHs(s);
 }
+// The widest of the layers' input matrices.
+inline Index RnnMaxInWidth(const RnnSpec& s) {
+  return std::max(RnnInWidth(s, 0), s.L > 1 ? RnnInWidth(s, 1) : Index(0));
+}
 // Width of layer l's input tensor.
 inline Index RnnInCols(const RnnSpec& s, Index l) { return l == 0 ? s.I : s.D * RnnHs(s); }
 
@@ -533,8 +537,8 @@ inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16) {
 inline Index RnnBatchBlocksMax(const RnnSpec& s) {
   if (s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
   if (s.training && !RnnTrainBatchBlocks(s, s.bf16)) return 1;
-  const Index in = std::max(RnnInWidth(s, 0), s.L > 1 ? RnnInWidth(s, 1) : Index(0));
-  const double weights = double(RnnK(s) * s.H) * double(in + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
+  const double weights =
+      double(RnnK(s) * s.H) * double(RnnMaxInWidth(s) + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
   if (weights > kBatchBlockMaxWeights) return 1;
   return std::max<Index>(1, std::min<Index>(s.B / kBatchBlockRows, kBatchBlockMaxThreads));
 }

@@ -185,6 +185,7 @@ struct BwdBufs {
   A* hrec;                // [TB, Hs] h_prev ⊙ mask of every row (mask)
   A* gather;              // [TB, H] (reset-before gru; per-gate masks)
   A* rpack;               // [KH, Hs] R packed per unit block (LayerBackward)
+  A* wpack;               // [KH, in] W packed for the input gradient's rows (PipelinedGrads)
 };
 template <typename A>
 BwdBufs<A> CarveLayerBwd(const RnnSpec& s, Carver<A>* cv) {
@@ -203,6 +204,7 @@ BwdBufs<A> CarveLayerBwd(const RnnSpec& s, Carver<A>* cv) {
   w.hrec = cv->Take(s.has_mask ? TB * Hs : 0);
   w.gather = cv->Take(RnnBwdGathers(s) ? TB * H : 0);
   w.rpack = cv->Take(KH * Hs);
+  w.wpack = cv->Take(KH * RnnMaxInWidth(s));
   return w;
 }
 
@@ -273,16 +275,16 @@ struct LstmBwdScratch {
   A *peep, *dpeep, *zeros;
 };
 template <typename A>
-LstmBwdScratch<A> CarveLstmBwd(Index seq_len_max, Index B, Index H, Carver<A>* cv) {
+LstmBwdScratch<A> CarveLstmBwd(Index seq_len_max, Index B, Index I, Index H, Carver<A>* cv) {
   LstmBwdScratch<A> w;
-  w.layer = CarveLayerBwd(LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, B, 0, H), cv);
+  w.layer = CarveLayerBwd(LstmBlockRnnSpec(LstmCellSpec(), seq_len_max, B, I, H), cv);
   w.peep = cv->Take(4 * H);
   w.dpeep = cv->Take(4 * H);
   w.zeros = cv->Take(2 * B * H);
   return w;
 }
-inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index B, Index H) {
-  return CountedSize([&](Carver<float>* cv) { CarveLstmBwd(seq_len_max, B, H, cv); });
+inline Index LstmBwdWorkspaceSize(Index seq_len_max, Index B, Index I, Index H) {
+  return CountedSize([&](Carver<float>* cv) { CarveLstmBwd(seq_len_max, B, I, H, cv); });
 }
 
 // ---- the GRU block cell (gru_cpu.cc) ---------------------------------------------------------

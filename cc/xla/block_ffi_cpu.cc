@@ -131,7 +131,7 @@ ffi::Error RunBlock(HostPool& pool, const XlaBlockCall& call, ffi::RemainingArgs
           });
     case XlaBlockKind::kLstmBackward:
       return BlockCall<A, LstmBwdArgs<A>>(
-          call, args, rets, [&](Index steps) { return LstmBwdWorkspaceSize(steps, B, H); },
+          call, args, rets, [&](Index steps) { return LstmBwdWorkspaceSize(steps, B, I, H); },
           [&](const EngineApi& e, LstmBwdArgs<A>& a, A* ws) {
             a.exact_clip_grad = call.exact_clip_grad;
             EngineFns<A>::Backward(e)(pool, cell, a, ws);
