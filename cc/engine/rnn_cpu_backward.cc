@@ -661,10 +661,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   }
   if (proj) Gemm<A>(d, true, false, s.P, H, TB, w.dhtot, ly.hh, ly.dP, false);
   ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
-  if (ly.dbR != nullptr && w.dhr == w.dgx) {
-    std::copy_n(ly.dbW, KH, ly.dbR);  // the lstm's dhr is dgx
-  } else if (ly.dbR != nullptr) {
-    ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
+  if (ly.dbR != nullptr) {
+    if (w.dhr == w.dgx) {
+      std::copy_n(ly.dbW, KH, ly.dbR);  // the lstm's dhr is dgx
+    } else {
+      ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
+    }
   }
   // Gradient of the layer input.
   if (s.preprojected && pseudo < s.D) {
