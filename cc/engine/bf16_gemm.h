@@ -295,6 +295,22 @@ void PackPanel(Index K, const S* src, Index sk, Index sc, Index w, uint32_t* p, 
 template <typename S>
 void PackRange(Index K, Index cols, const S* src, Index sk, Index sc, float* out, Index zk0,
                Index zk1, Index c0, Index c1) {
+#if TFRNN_BF16_KERNELS
+  if (sc == 1) {  // pair row by pair row across the panels: src's rows read once, in order
+    uint32_t* o = reinterpret_cast<uint32_t*>(out);
+    for (Index q = 0; q < Pairs(K); ++q) {
+      const Index k = 2 * q;
+      const S* lo = k >= zk0 && k < zk1 ? nullptr : src + k * sk;
+      const S* hi = k + 1 >= K || (k + 1 >= zk0 && k + 1 < zk1) ? nullptr : src + (k + 1) * sk;
+      for (Index c = c0, w; c < c1; c += w) {
+        w = PanelWidth(c, cols);
+        PackPairRow(lo != nullptr ? lo + c : nullptr, hi != nullptr ? hi + c : nullptr, w,
+                    o + c * K + q * w);
+      }
+    }
+    return;
+  }
+#endif
   for (Index c = c0; c < c1;) {
     const Index w = PanelWidth(c, cols);
     PackPanel(K, src + c * sc, sk, sc, w, reinterpret_cast<uint32_t*>(out + c * K), zk0, zk1);

@@ -142,19 +142,25 @@ void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zer
   if constexpr (std::is_same<A, float>::value) {
     if (use_bf16) return bf16::Pack(K, cols, src, ld, 1, out, zero_k0, zero_k1);
   }
-  Index c = 0;
-  auto panel = [&](Index w) {
-    for (Index k = 0; k < K; ++k) {
-      if (k >= zero_k0 && k < zero_k1) {
-        std::memset(out + k * w, 0, w * sizeof(A));
-      } else {
-        std::memcpy(out + k * w, src + k * ld + c, w * sizeof(A));
+  // Row by row across the panels (the panel starting at column c at out + K·c): each row of
+  // src is read once, in order. Panel by panel, rows ld apart, ran 2.5x slower from memory.
+  for (Index k = 0; k < K; ++k) {
+    const bool zero = k >= zero_k0 && k < zero_k1;
+    for (Index c = 0, w; c < cols; c += w) {
+      w = PanelWidth<A>(cols - c);
+      A* dst = out + K * c + k * w;
+      const A* row = src + k * ld + c;
+      Index j = 0;
+      for (; j + kP<A> <= w; j += kP<A>) {
+        Eigen::internal::pstoreu(dst + j, zero ? Eigen::internal::pset1<Packet<A>>(A(0))
+                                               : Eigen::internal::ploadu<Packet<A>>(row + j));
+      }
+      if (j < w) {
+        StoreN(dst + j, zero ? Eigen::internal::pset1<Packet<A>>(A(0)) : LoadN(row + j, w - j),
+               w - j);
       }
     }
-    out += K * w;
-    c += w;
-  };
-  while (c < cols) panel(PanelWidth<A>(cols - c));
+  }
 }
 
 // Packs B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed row-major block).
