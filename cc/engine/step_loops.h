@@ -278,16 +278,20 @@ void ChainWithChunksAhead(const CpuDevice& d, Index steps, Index phases, Index b
 template <typename Chain, typename Panel, typename Rows>
 void ChainWithChunkGrads(const CpuDevice& d, Index steps, Index batch, Index cols, int helpers,
                          Chain&& chain, Panel&& panel, Rows&& rows) {
-  const Index C = ChainChunkSteps(batch), chunks = (steps + C - 1) / C;
+  // The first chunk is the chain's first step alone, so that the helpers start after one
+  // step instead of C; chunk k ends after bound(k + 1) chain steps.
+  const Index C = ChainChunkSteps(batch);
+  auto bound = [&](Index k) { return k == 0 ? Index(0) : std::min(steps, 1 + (k - 1) * C); };
+  const Index chunks = steps <= 1 ? steps : 1 + (steps - 1 + C - 1) / C;
   const Index width = ((cols + helpers) / (helpers + 1) + 15) / 16 * 16;  // whole packets
   const Index P = (cols + width - 1) / width;
   ChainWithSideWork(
       d, steps + 1, chunks * (P + 1), helpers, chain, [](Index) { return Index(-1); },
-      [&](Index i) { return std::min(steps, (i / (P + 1) + 1) * C); },
+      [&](Index i) { return bound(i / (P + 1) + 1); },
       [&](Index i) { return i % (P + 1) < P && i >= P + 1 ? i - (P + 1) : Index(-1); },
       [&](Index i) {
         const Index k = i / (P + 1), j = i % (P + 1);
-        const Index s0 = std::max<Index>(0, steps - (k + 1) * C), s1 = steps - k * C;
+        const Index s0 = steps - bound(k + 1), s1 = steps - bound(k);
         if (j == P) {
           rows(s0, s1);
         } else {
