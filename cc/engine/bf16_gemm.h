@@ -258,26 +258,25 @@ TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const S
 
 #endif
 
+// Whether row k of a packed B of K rows is packed as zeros (past K, or in [zk0, zk1)).
+inline bool PackedZero(Index k, Index K, Index zk0, Index zk1) {
+  return k >= K || (k >= zk0 && k < zk1);
+}
+
 // One panel of w columns of B (element (k, c) at src[k · sk + c · sc], c < w) as ceil(K/2)
 // pair rows of w words, word (q, c) at p[q · w + c]; rows [zk0, zk1) as zeros. Vectorised
-// where B's columns are contiguous (sc = 1: pair rows by PackPairRow) or its k's are (sk = 1:
-// the columns' pair words transposed by TransposePairsInto). The panels of PackRange below and
-// of lanes_gemm.h's PackLanesPairs. S: float or bf16 words.
+// where B's k's are contiguous (sk = 1: the columns' pair words transposed by
+// TransposePairsInto). The panels of PackRange below and of lanes_gemm.h's PackLanesPairs,
+// which pack a B of contiguous columns (sc = 1) themselves, pair row by pair row across all
+// the panels (PackPairRow). S: float or bf16 words.
 inline float SourceValue(float v) { return v; }
 inline float SourceValue(uint16_t v) { return Widen(v); }
 template <typename S>
 void PackPanel(Index K, const S* src, Index sk, Index sc, Index w, uint32_t* p, Index zk0 = 0,
                Index zk1 = 0) {
   const Index K2 = Pairs(K);
-  auto zero = [&](Index k) { return k >= K || (k >= zk0 && k < zk1); };
+  auto zero = [&](Index k) { return PackedZero(k, K, zk0, zk1); };
 #if TFRNN_BF16_KERNELS
-  if (sc == 1) {
-    for (Index q = 0; q < K2; ++q) {
-      PackPairRow(zero(2 * q) ? nullptr : src + 2 * q * sk,
-                  zero(2 * q + 1) ? nullptr : src + (2 * q + 1) * sk, w, p + q * w);
-    }
-    return;
-  }
   if (sk == 1 && zk0 >= zk1) {
     TransposePairsInto(w, K, src, sc, reinterpret_cast<float*>(p), w);
     return;
@@ -300,8 +299,8 @@ void PackRange(Index K, Index cols, const S* src, Index sk, Index sc, float* out
     uint32_t* o = reinterpret_cast<uint32_t*>(out);
     for (Index q = 0; q < Pairs(K); ++q) {
       const Index k = 2 * q;
-      const S* lo = k >= zk0 && k < zk1 ? nullptr : src + k * sk;
-      const S* hi = k + 1 >= K || (k + 1 >= zk0 && k + 1 < zk1) ? nullptr : src + (k + 1) * sk;
+      const S* lo = PackedZero(k, K, zk0, zk1) ? nullptr : src + k * sk;
+      const S* hi = PackedZero(k + 1, K, zk0, zk1) ? nullptr : src + (k + 1) * sk;
       for (Index c = c0, w; c < c1; c += w) {
         w = PanelWidth(c, cols);
         PackPairRow(lo != nullptr ? lo + c : nullptr, hi != nullptr ? hi + c : nullptr, w,
