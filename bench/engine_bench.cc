@@ -6,8 +6,10 @@
 // BENCH_MODE=gru: the stacked-RNN engine's lines time a GRU (cuDNN's form) instead of an LSTM.
 // BENCH_INFER_REPS=N: only the stacked-RNN engine's inference forward, N calls (for profiling),
 // printing the fastest, the median and the 90th percentile; with BENCH_TRAIN=1 its training
-// forward (the reserve written) instead, with BENCH_TRAIN=2 its backward; BENCH_SEQ=1 also
-// prints every call's time in call order (a machine's phases against a road's).
+// forward (the reserve written) instead, with BENCH_TRAIN=2 its backward, with BENCH_TRAIN=3
+// both in turn per call (a training step: the backward reads the reserve just written);
+// BENCH_SEQ=1 also prints every call's time in call order (a machine's phases against a
+// road's).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -139,9 +141,10 @@ int main(int argc, char** argv) {
   if (infer_only) {
     const char* train = std::getenv("BENCH_TRAIN");
     const bool backward = train != nullptr && train[0] == '2';
+    const bool step = train != nullptr && train[0] == '3';  // forward, then backward
     rs.training = train != nullptr;
     if (backward) tfrnn::RnnForward<float>(d, rs, rf, rws.data());  // the reserve
-    std::vector<double> ms;
+    std::vector<double> ms, fwd_ms;
     const char* gap = std::getenv("BENCH_GAP_US");  // idle time before each call
     for (int r = 0; r < std::max(1, atoi(std::getenv("BENCH_INFER_REPS"))); ++r) {
       if (gap != nullptr) std::this_thread::sleep_for(std::chrono::microseconds(atol(gap)));
@@ -151,8 +154,18 @@ int main(int argc, char** argv) {
       } else {
         tfrnn::RnnForward<float>(d, rs, rf, rws.data());
       }
+      if (step) {
+        fwd_ms.push_back(std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - t0).count());
+        tfrnn::RnnBackward<float>(d, rs, rb, rws.data());
+      }
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              t0).count());
+    }
+    if (step) {
+      std::sort(fwd_ms.begin(), fwd_ms.end());
+      std::printf("training fwd (of the steps) min %.3f median %.3f ms\n", fwd_ms.front(),
+                  fwd_ms[fwd_ms.size() / 2]);
     }
     if (std::getenv("BENCH_SEQ") != nullptr) {
       for (double v : ms) std::printf("%.1f ", v);
@@ -161,7 +174,8 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     std::printf("T=%ld B=%ld I=%ld H=%ld threads=%d | rnn engine %s min %.3f median %.3f "
                 "p90 %.3f ms (%zu calls)\n", T, B, I, H, threads,
-                backward ? "backward" : rs.training ? "training fwd" : "inference fwd",
+                backward ? "backward" : step ? "training step (fwd + bwd)"
+                                   : rs.training ? "training fwd" : "inference fwd",
                 ms.front(), ms[ms.size() / 2], ms[ms.size() * 9 / 10], ms.size());
     return 0;
   }
