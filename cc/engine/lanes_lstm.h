@@ -12,7 +12,8 @@
 //     (cT, [H][B]), and writes hᵀ (float, or the bf16 pair words) for the next step directly;
 //   - the layer output's rows take one 16 × 16 transpose per tile of h;
 //   - in training the reserve's planes (the gates' activations, the cell state, the next
-//     step's h_prev rows) take one more transpose per plane and tile.
+//     step's h_prev rows) take one more transpose per plane and tile, and go to memory in
+//     streaming stores (StreamRow).
 // Float products, or bf16 products on pair words (lanes_gemm.h), on AVX-512, for a batch of
 // whole 16-lane packets (32, 48 or 64 rows). On the 2-core AMD Zen 4 development machine, float
 // inference at 50×32×128×512 took 19.8 instead of 21.4 ms, 100×32×128×600 52.0 instead of
@@ -48,6 +49,18 @@ struct StepPlanes {
 };
 
 #ifdef __AVX512F__
+
+// The first n (1 <= n <= 16) lanes of v to p: a whole aligned line as a streaming store (a
+// training step's planes are read by the backward only, after the whole forward: stored
+// through the caches, each line was first read from memory and the planes of a step evicted
+// what the next step reads), else masked.
+EIGEN_ALWAYS_INLINE void StreamRow(float* p, Index n, __m512 v) {
+  if (n == 16 && (reinterpret_cast<uintptr_t>(p) & 63) == 0) {
+    _mm512_stream_ps(p, v);
+  } else {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+}
 
 // The pointwise pass of units [j0, j0 + len) of one step of a standard LSTM (σ gates, tanh
 // cell input and cell, no peephole) on the block's Cᵀ g ([K·len][B], W·x + R·h_prev without
@@ -100,14 +113,13 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
         }
       }
       for (Index u = nu; u < 16; ++u) _mm512_store_ps(ht + 16 * u, zero);
-      // A tile's rows b: its units' values of lane b, at base + (16p + b) · ld + u0.
+      // A tile's rows b: its units' values of lane b, at base + (16p + b) · ld + u0; whole
+      // 64-byte lines stream past the caches (StreamRow).
       auto tile_rows = [&](const float* tile, float* base, Index ld) {
         __m512 t[16];
         for (int u = 0; u < 16; ++u) t[u] = _mm512_load_ps(tile + 16 * u);
         bf16::Transpose16(t);
-        for (Index b = 0; b < 16; ++b) {
-          _mm512_mask_storeu_ps(base + (16 * p + b) * ld + u0, mu, t[b]);
-        }
+        for (Index b = 0; b < 16; ++b) StreamRow(base + (16 * p + b) * ld + u0, nu, t[b]);
       };
       if (planes != nullptr) {
         for (int q = 0; q < 4; ++q) tile_rows(pt[q], planes->act[q], planes->ld);
@@ -136,11 +148,14 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
         }
         if (hrows != nullptr) _mm512_mask_storeu_ps(hrows + row * H + u0, mu, r[b]);
         if (planes != nullptr && planes->hprev != nullptr) {
-          _mm512_mask_storeu_ps(planes->hprev + row * planes->ldh + u0, mu, r[b]);
+          StreamRow(planes->hprev + row * planes->ldh + u0, nu, r[b]);
         }
       }
     }
   }
+  // The streamed lines are visible to other threads (the backward's) once the caller's step
+  // loop hands the step on.
+  if (planes != nullptr) _mm_sfence();
 }
 
 #else
