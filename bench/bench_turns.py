@@ -1,5 +1,5 @@
 """Our Keras layer's inference in turns with a peer, in one process: the distribution of each
-side's calls, not one median (docs/PERFORMANCE.md, "Zen 4 again").
+side's calls, not one median (bench/results/cpu_history_2.md, "Zen 4 again").
 
     .venv/bin/python bench/bench_turns.py --size 200x16x64x128 --kind lstm --dtype bfloat16
         ours (tf_rnn_ops.keras, in a tf.function, training=False) against PyTorch's nn.LSTM /
