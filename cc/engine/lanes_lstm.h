@@ -50,10 +50,10 @@ struct StepPlanes {
 
 #ifdef __AVX512F__
 
-// The first n (1 <= n <= 16) lanes of v to p: a whole aligned line as a streaming store (a
-// training step's planes are read by the backward only, after the whole forward: stored
-// through the caches, each line was first read from memory and the planes of a step evicted
-// what the next step reads), else masked.
+// The first n (1 <= n <= 16) lanes of v to p: a whole aligned line as a streaming store, else
+// masked. A training step's planes are read by the backward only, after the forward has
+// returned: stored through the caches, each fresh line was first read from memory and then
+// took cache space from what the next steps read.
 EIGEN_ALWAYS_INLINE void StreamRow(float* p, Index n, __m512 v) {
   if (n == 16 && (reinterpret_cast<uintptr_t>(p) & 63) == 0) {
     _mm512_stream_ps(p, v);
