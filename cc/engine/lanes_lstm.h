@@ -50,15 +50,15 @@ struct StepPlanes {
 
 #ifdef __AVX512F__
 
-// The first n (1 <= n <= 16) lanes of v to p: a whole aligned line as a streaming store, else
-// masked. A training step's planes are read by the backward only, after the forward has
-// returned: stored through the caches, each fresh line was first read from memory and then
-// took cache space from what the next steps read.
-EIGEN_ALWAYS_INLINE void StreamRow(float* p, Index n, __m512 v) {
-  if (n == 16 && (reinterpret_cast<uintptr_t>(p) & 63) == 0) {
+// The lanes of v in mask m to p: a whole aligned line as a streaming store, else masked. A
+// training step's planes are read by the backward only, after the forward has returned:
+// stored through the caches, each fresh line was first read from memory and then took cache
+// space from what the next steps read.
+EIGEN_ALWAYS_INLINE void StreamRow(float* p, __mmask16 m, __m512 v) {
+  if (m == 0xFFFF && (reinterpret_cast<uintptr_t>(p) & 63) == 0) {
     _mm512_stream_ps(p, v);
   } else {
-    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+    _mm512_mask_storeu_ps(p, m, v);
   }
 }
 
@@ -119,7 +119,7 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
         __m512 t[16];
         for (int u = 0; u < 16; ++u) t[u] = _mm512_load_ps(tile + 16 * u);
         bf16::Transpose16(t);
-        for (Index b = 0; b < 16; ++b) StreamRow(base + (16 * p + b) * ld + u0, nu, t[b]);
+        for (Index b = 0; b < 16; ++b) StreamRow(base + (16 * p + b) * ld + u0, mu, t[b]);
       };
       if (planes != nullptr) {
         for (int q = 0; q < 4; ++q) tile_rows(pt[q], planes->act[q], planes->ld);
@@ -148,7 +148,7 @@ TFRNN_BF16_TARGET inline void LstmPointwiseT(const int* pos, Index H, Index B, I
         }
         if (hrows != nullptr) _mm512_mask_storeu_ps(hrows + row * H + u0, mu, r[b]);
         if (planes != nullptr && planes->hprev != nullptr) {
-          StreamRow(planes->hprev + row * planes->ldh + u0, nu, r[b]);
+          StreamRow(planes->hprev + row * planes->ldh + u0, mu, r[b]);
         }
       }
     }
