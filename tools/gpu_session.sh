@@ -29,7 +29,7 @@
 #             parity_cluster parity_fused memcheck memcheck_cluster memcheck_parity
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
-#             cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
+#             ncu_mma cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
 #     (default: build mma checks checks_mma checks_steps checks_pbwd checks_cluster parity
 #      parity_cluster xla_ffi memcheck memcheck_cluster memcheck_parity racecheck
 #      racecheck_cluster)
@@ -166,6 +166,14 @@ for s in "${STAGES[@]}"; do
                 bench/gpu_profile_step.py --dtype float16 --T 100 --B 16 --H 256 --cudnn ;;
     ncu_half64) stage ncu_half64 200 "${NCU_VS_CUDNN[@]}" "$PY" bench/gpu_profile_step.py \
                   --dtype float16 --T 4 --B 64 --H 256 --cudnn ;;
+    # What limits the tensor-core persistent kernels (lstm half, B = 64, H = 256): one forward
+    # and one backward launch.
+    ncu_mma) stage ncu_mma 150 env TFRNN_CUDA_MMA=1 ncu --clock-control none \
+               --kernel-name regex:PersistentMma --launch-count 2 --section SpeedOfLight \
+               --section Occupancy --section WarpStateStats --section SchedulerStats \
+               --section ComputeWorkloadAnalysis "$PY" bench/gpu_bench.py --modes lstm \
+               --dtypes float16 --batches 64 --hiddens 256 --iters 1 --repeats 1 --warmup 1 \
+               --variants mma ;;
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM and GRU.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
                    --modes lstm,gru --threads "1,2,4,8,$(nproc)" ;;
