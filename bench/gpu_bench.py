@@ -15,6 +15,7 @@ For cuDNN and for each of our engine's paths (--variants, chosen by environment 
   clusterC the cluster kernels with clusters of C blocks (TFRNN_CUDA_CLUSTER_SIZE=C)
   mma      the tensor-core persistent kernels where they fit, half and bfloat16
            (TFRNN_CUDA_MMA=1; rnn_gpu_persistent_mma.cu)
+  nomma    the defaults without any tensor-core kernel (TFRNN_CUDA_MMA=0)
 it prints the forward, backward (forward+backward minus forward) and forward+backward times in
 ms, the forward's time per step in µs, which kernel ran each direction (TFRNN_CUDA_TRACE), and
 cuDNN / ours (above 1: ours is faster). Then, per variant:
@@ -51,6 +52,7 @@ VARIANTS = {
     "cluster": {"TFRNN_CUDA_CLUSTER": "1"},
     "fused": {"TFRNN_CUDA_PERSISTENT": "0", "TF_RNN_OPS_CUDA_FUSED_STEP": "1"},
     "mma": {"TFRNN_CUDA_MMA": "1"},
+    "nomma": {"TFRNN_CUDA_MMA": "0"},
 }
 ENV_KEYS = ("TFRNN_CUDA_PERSISTENT", "TFRNN_CUDA_PERSISTENT_BWD", "TFRNN_CUDA_CLUSTER",
             "TFRNN_CUDA_CLUSTER_SIZE", "TFRNN_CUDA_TRACE", "TF_RNN_OPS_CUDA_FUSED_STEP",

@@ -138,12 +138,30 @@ def test_gpu_checks(emulated_engine, path):
     if path == "mma":
         for d in ("forward", "backward"):
             ran = re.findall(rf"tfrnn_cuda {d} B=\d+ H=(\d+): persistent-mma ", out)
-            assert {"16", "32", "80"} <= set(ran), (d, ran)  # lstm, rnn_tanh, gru
+            assert {"16", "32", "80", "144"} <= set(ran), (d, ran)  # lstm, rnn_tanh, gru
     else:
         _check_ran(path, out)
     assert counts["PASS"] >= 100, out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIP")]
     assert all("needs a real GPU" in ln for ln in skipped), "\n".join(skipped)
+
+
+def test_tensor_core_defaults(emulated_engine):
+    """Without TFRNN_CUDA_MMA the engine takes the tensor-core kernels only where they measured
+    faster: the forward at H = 144 with B = 9 and 20, the backward only with B = 20; never at
+    H = 16 (below 129 units) or in float32."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
+    env = dict(TFRNN_CUDA_TRACE="1")
+    _, out = _run_checks("run_gpu_checks.py", emulated_engine, "-H=144-", "B=20-H=16-",
+                         env_extra=env)
+    ran = {(d, int(b), int(h)): k for d, b, h, k in re.findall(
+        r"tfrnn_cuda (forward|backward) B=(\d+) H=(\d+): (\S+) ", out)}
+    assert ran[("forward", 9, 144)] == "persistent-mma", ran
+    assert ran[("forward", 20, 144)] == "persistent-mma", ran
+    assert ran[("backward", 20, 144)] == "persistent-mma", ran
+    assert ran[("backward", 9, 144)] != "persistent-mma", ran
+    assert all(k != "persistent-mma" for (d, b, h), k in ran.items() if h == 16), ran
 
 
 def test_tensor_core_product(emulated_engine):

@@ -62,7 +62,8 @@ GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, Fwd
 
 // The persistent forward on tensor cores (rnn_gpu_persistent_mma.cu; T = __half or
 // __nv_bfloat16): the same steps with the product on mma.sync and about 16 blocks. A plan
-// only with TFRNN_CUDA_MMA=1 and where it fits; PlanPersistentFwd asks for one first,
+// where it fits and is wanted (by default at the sizes where it measured faster;
+// TFRNN_CUDA_MMA=1 everywhere, =0 nowhere); PlanPersistentFwd asks for one first,
 // PersistentFwd launches it.
 template <typename T>
 SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s);

@@ -1,5 +1,6 @@
-// The persistent forward and backward on tensor cores (half and bfloat16; opt-in:
-// TFRNN_CUDA_MMA=1).
+// The persistent forward and backward on tensor cores (half and bfloat16; by default where they
+// measured faster, MmaFwdByDefault and MmaBwdByDefault; TFRNN_CUDA_MMA=1 everywhere they fit,
+// =0 nowhere).
 //
 // The persistent forward (rnn_gpu_persistent.cu) spreads a layer's units over one block per
 // multiprocessor (U = 2 units a block at H = 256 on an H200), because its CUDA-core dot
@@ -20,9 +21,9 @@
 // The backward (PersistentMmaBwdKernel) mirrors it as the persistent backward mirrors the
 // forward: a block keeps R's columns of its units and adds dhr_{t+1} · R[:, its units] to their
 // carries on mma.sync, for the layers the step-chain backward kernels take, K·H a multiple of
-// 16, where Rᵀ's rows and dhr fit. No atomics: every run gives the same bits. Not yet measured
-// on a GPU; the emulation checks both against the float64 reference and the CUDA-core kernels
-// (tests/test_cuda_emulated.py, path "mma").
+// 16, where Rᵀ's rows and dhr fit. No atomics: every run gives the same bits. Checked on an H200
+// and on the emulation against the float64 reference and the CUDA-core kernels
+// (tests/gpu/run_gpu_checks.py; tests/test_cuda_emulated.py, path "mma").
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 
 #include <cooperative_groups.h>
@@ -205,14 +206,32 @@ inline I64 MmaUnits(I64 H, int sms, I64 u_fit) {
   return U > u_fit ? 0 : U;
 }
 
-// The plan of a tensor-core kernel fn, only with TFRNN_CUDA_MMA=1 (opt-in until a GPU measures
-// the kernels): each block keeps rows_per_unit rows of ld elements of T per unit, and the batch
-// (MmaBatchRows) of ld elements, in shared memory. Any failing CUDA query, or too little shared
-// memory, means no plan.
+// Whether a tensor-core kernel is wanted: TFRNN_CUDA_MMA=1 wherever it fits, =0 nowhere;
+// otherwise where it measured faster than the CUDA-core kernels (docs/GPU.md), `by_default`.
+inline bool MmaWanted(bool by_default) {
+  if (EnvIs("TFRNN_CUDA_MMA", "1")) return true;
+  if (EnvIs("TFRNN_CUDA_MMA", "0")) return false;
+  return by_default;
+}
+
+// The defaults, from forward+backward times on an H200 (2026-12-04, T = 100, LSTM and GRU, half
+// and bfloat16, B = 1 to 64, H = 256 and 512; docs/GPU_BENCHMARK.md): at H = 256 the forward
+// on tensor cores won from B = 2 to 32 (within 2 % at B = 8) and the backward from B = 24 to
+// 32; at B = 1, B = 64 and H = 512 the CUDA-core kernels and the per-step path won. H of 129 to
+// 256 plan the same 16 blocks or fewer (MmaUnits); H <= 128 was not measured.
+inline bool MmaFwdByDefault(const RnnSpec& s) {
+  return s.H > 128 && s.H <= 256 && s.B >= 2 && s.B <= 32;
+}
+inline bool MmaBwdByDefault(const RnnSpec& s) {
+  return s.H > 128 && s.H <= 256 && s.B >= 17 && s.B <= 32;
+}
+
+// The plan of a tensor-core kernel fn: each block keeps rows_per_unit rows of ld elements of T
+// per unit, and the batch (MmaBatchRows) of ld elements, in shared memory. Any failing CUDA
+// query, or too little shared memory, means no plan.
 template <typename T>
 SequenceKernelPlan MmaPlan(const RnnSpec& s, I64 ld, I64 rows_per_unit, const void* fn) {
   SequenceKernelPlan pl;
-  if (!EnvIs("TFRNN_CUDA_MMA", "1")) return pl;
   int dev = 0;
   const CoopDevice d = CurrentCoopDevice(&dev);
   if (!d.ok) return pl;
@@ -235,7 +254,7 @@ template <typename T>
 SequenceKernelPlan PlanPersistentMmaFwd(const RnnSpec& s) {
   const I64 Hs = RnnHs(s);
   if (!OneProductPerStep(s) || s.has_mask || Hs % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch ||
-      s.H < 1) {
+      s.H < 1 || !MmaWanted(MmaFwdByDefault(s))) {
     return SequenceKernelPlan();
   }
   return MmaPlan<T>(s, Hs + kMmaPad, RnnK(s),
@@ -252,7 +271,8 @@ GpuStatus PersistentMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, 
 template <typename T>
 SequenceKernelPlan PlanPersistentMmaBwd(const RnnSpec& s) {
   const I64 KH = RnnK(s) * s.H;
-  if (!StepChainBwdShape(s) || KH % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch || s.H < 1) {
+  if (!StepChainBwdShape(s) || KH % 16 != 0 || s.B < 1 || s.B > kMmaMaxBatch || s.H < 1 ||
+      !MmaWanted(MmaBwdByDefault(s))) {
     return SequenceKernelPlan();
   }
   return MmaPlan<T>(s, KH + kMmaPad, 1,

@@ -215,6 +215,10 @@ for _dt in ("float16", "bfloat16"):
     REF_CASES += [dict(mode="lstm", B=20, H=16, lengths="var", dtype=_dt, mma=True),
                   dict(mode="gru", D=2, H=80, dtype=_dt, mma=True),
                   dict(mode="rnn_tanh", B=3, H=32, L=2, dtype=_dt, mma=True)]
+# Sizes where the engine takes those kernels by default (MmaFwdByDefault, MmaBwdByDefault): the
+# forward at B = 9, forward and backward at B = 20 (H = 144: 129 to 256).
+REF_CASES += [dict(mode="gru", B=9, H=144, T=3, dtype="bfloat16", mma=True),
+              dict(mode="lstm", B=20, H=144, T=3, lengths="var", dtype="float16", mma=True)]
 
 
 # Tensor-core kernels against the CUDA-core kernels on the same inputs: the same products
