@@ -119,9 +119,9 @@ def test_cpu_engine_parity(emulated_engine, path):
     assert counts["PASS"] >= 24, out  # 10 cases x 2 dtypes + 4 dropout-mask checks
 
 
-# The check list's paths: two of PATHS, and the tensor-core persistent kernels
-# (rnn_gpu_persistent_mma.cu, opt-in), which its half and bfloat16 cases with a hidden size
-# that is a multiple of 16 run both ways (and compare with the CUDA-core kernels).
+# The check list's paths: two of PATHS, and the tensor-core persistent kernels wherever they fit
+# (rnn_gpu_persistent_mma.cu, TFRNN_CUDA_MMA=1), which its half and bfloat16 cases with a hidden
+# size that is a multiple of 16 run both ways (and compare with the CUDA-core kernels).
 GPU_CHECK_PATHS = {
     "persistent": PATHS["persistent"],
     "cluster2": PATHS["cluster2"],
