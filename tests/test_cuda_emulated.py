@@ -149,7 +149,7 @@ def test_gpu_checks(emulated_engine, path):
 def test_tensor_core_defaults(emulated_engine):
     """Without TFRNN_CUDA_MMA the engine takes the tensor-core kernels only where they measured
     faster: the forward at H = 144 with B = 9 and 20, the backward only with B = 20; never at
-    H = 16 (below 129 units) or in float32."""
+    H = 16 (below 129 units)."""
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
     env = dict(TFRNN_CUDA_TRACE="1")

@@ -222,9 +222,7 @@ inline bool MmaWanted(bool by_default) {
 inline bool MmaFwdByDefault(const RnnSpec& s) {
   return s.H > 128 && s.H <= 256 && s.B >= 2 && s.B <= 32;
 }
-inline bool MmaBwdByDefault(const RnnSpec& s) {
-  return s.H > 128 && s.H <= 256 && s.B >= 17 && s.B <= 32;
-}
+inline bool MmaBwdByDefault(const RnnSpec& s) { return MmaFwdByDefault(s) && s.B >= 17; }
 
 // The plan of a tensor-core kernel fn: each block keeps rows_per_unit rows of ld elements of T
 // per unit, and the batch (MmaBatchRows) of ld elements, in shared memory. Any failing CUDA
