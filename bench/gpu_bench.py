@@ -16,6 +16,9 @@ For cuDNN and for each of our engine's paths (--variants, chosen by environment 
   mma      the tensor-core persistent kernels where they fit, half and bfloat16
            (TFRNN_CUDA_MMA=1; rnn_gpu_persistent_mma.cu)
   nomma    the defaults without any tensor-core kernel (TFRNN_CUDA_MMA=0)
+  cmma     the tensor-core cluster kernels where they fit, half and bfloat16
+           (TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1; rnn_gpu_cluster_mma.cu); cmmaC with
+           clusters of C blocks
 it prints the forward, backward (forward+backward minus forward) and forward+backward times in
 ms, the forward's time per step in µs, which kernel ran each direction (TFRNN_CUDA_TRACE), and
 cuDNN / ours (above 1: ours is faster). Then, per variant:
@@ -53,6 +56,7 @@ VARIANTS = {
     "fused": {"TFRNN_CUDA_PERSISTENT": "0", "TF_RNN_OPS_CUDA_FUSED_STEP": "1"},
     "mma": {"TFRNN_CUDA_MMA": "1"},
     "nomma": {"TFRNN_CUDA_MMA": "0"},
+    "cmma": {"TFRNN_CUDA_CLUSTER": "1", "TFRNN_CUDA_MMA": "1"},
 }
 ENV_KEYS = ("TFRNN_CUDA_PERSISTENT", "TFRNN_CUDA_PERSISTENT_BWD", "TFRNN_CUDA_CLUSTER",
             "TFRNN_CUDA_CLUSTER_SIZE", "TFRNN_CUDA_TRACE", "TF_RNN_OPS_CUDA_FUSED_STEP",
@@ -62,6 +66,8 @@ ENV_KEYS = ("TFRNN_CUDA_PERSISTENT", "TFRNN_CUDA_PERSISTENT_BWD", "TFRNN_CUDA_CL
 def variant_env(name):
     if name.startswith("cluster") and name[7:].isdigit():
         return {"TFRNN_CUDA_CLUSTER": "1", "TFRNN_CUDA_CLUSTER_SIZE": name[7:]}
+    if name.startswith("cmma") and name[4:].isdigit():
+        return dict(VARIANTS["cmma"], TFRNN_CUDA_CLUSTER_SIZE=name[4:])
     if name not in VARIANTS:
         raise SystemExit(f"gpu_bench: unknown variant {name!r}")
     return VARIANTS[name]
@@ -97,10 +103,10 @@ def kernel_names(lines):
     for ln in lines:
         d = "fwd" if " forward " in ln else "bwd"
         kind = ln.split(": ", 1)[1].split()[0]
-        if kind in ("cluster", "fused-step"):
+        if kind in ("cluster", "cluster-mma", "fused-step"):
             f = dict(kv.split("=") for kv in ln.split(": ", 1)[1].split()[1:])
-            kind = (f"cluster/C{f['cluster']}/G{f['group']}" if kind == "cluster" else
-                    f"fused-step/G{f['group']}/U{f['units']}")
+            kind = (f"fused-step/G{f['group']}/U{f['units']}" if kind == "fused-step" else
+                    f"{kind}/C{f['cluster']}/G{f['group']}")
         out[d] = kind
     return " ".join(f"{d}={out.get(d, '?')}" for d in ("fwd", "bwd"))
 

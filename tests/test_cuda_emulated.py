@@ -119,14 +119,26 @@ def test_cpu_engine_parity(emulated_engine, path):
     assert counts["PASS"] >= 24, out  # 10 cases x 2 dtypes + 4 dropout-mask checks
 
 
-# The check list's paths: two of PATHS, and the tensor-core persistent kernels wherever they fit
-# (rnn_gpu_persistent_mma.cu, TFRNN_CUDA_MMA=1), which its half and bfloat16 cases with a hidden
-# size that is a multiple of 16 run both ways (and compare with the CUDA-core kernels).
+# The check list's paths: two of PATHS, the tensor-core persistent kernels wherever they fit
+# (rnn_gpu_persistent_mma.cu, TFRNN_CUDA_MMA=1), and the tensor-core cluster kernels
+# (rnn_gpu_cluster_mma.cu, with TFRNN_CUDA_CLUSTER=1; clusters of 2, so that B = 20 spans two
+# clusters), which its half and bfloat16 cases with a hidden size that is a multiple of 16 run
+# both ways (and compare with the CUDA-core kernels of the same path).
 GPU_CHECK_PATHS = {
     "persistent": PATHS["persistent"],
     "cluster2": PATHS["cluster2"],
     "mma": dict(TFRNN_CUDA_MMA="1", TFRNN_CUDA_TRACE="1"),
+    "cluster_mma": dict(PATHS["cluster2"], TFRNN_CUDA_MMA="1"),
 }
+# The check list's tensor-core cases (hidden sizes 16, 32, 80 and 144).
+MMA_CASES = ("-H=16-", "-H=32-", "-H=80-", "-H=144-")
+
+
+def _check_mma_ran(out, kernel):
+    """Every tensor-core case ran on `kernel` both ways (lstm, rnn_tanh, gru)."""
+    for d in ("forward", "backward"):
+        ran = re.findall(rf"tfrnn_cuda {d} B=\d+ H=(\d+): {kernel} ", out)
+        assert {"16", "32", "80", "144"} <= set(ran), (d, kernel, ran)
 
 
 @pytest.mark.parametrize("path", list(GPU_CHECK_PATHS))
@@ -136,9 +148,9 @@ def test_gpu_checks(emulated_engine, path):
     counts, out = _run_checks("run_gpu_checks.py", emulated_engine,
                               env_extra=GPU_CHECK_PATHS[path])
     if path == "mma":
-        for d in ("forward", "backward"):
-            ran = re.findall(rf"tfrnn_cuda {d} B=\d+ H=(\d+): persistent-mma ", out)
-            assert {"16", "32", "80", "144"} <= set(ran), (d, ran)  # lstm, rnn_tanh, gru
+        _check_mma_ran(out, "persistent-mma")
+    elif path == "cluster_mma":
+        _check_mma_ran(out, "cluster-mma")
     else:
         _check_ran(path, out)
     assert counts["PASS"] >= 100, out
@@ -162,6 +174,19 @@ def test_tensor_core_defaults(emulated_engine):
     assert ran[("backward", 20, 144)] == "persistent-mma", ran
     assert ran[("backward", 9, 144)] != "persistent-mma", ran
     assert all(k != "persistent-mma" for (d, b, h), k in ran.items() if h == 16), ran
+
+
+def test_tensor_core_clusters_of_four(emulated_engine):
+    """The tensor-core cluster kernels with clusters of 4 blocks on the tensor-core cases: U
+    rounded up to 8 units leaves the last block fewer units (H = 80, 144) or none (H = 16), and
+    one cluster takes B = 20 in two 16-row tiles."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
+    env = dict(PATHS["cluster4"], TFRNN_CUDA_MMA="1")
+    counts, out = _run_checks("run_gpu_checks.py", emulated_engine, *MMA_CASES, env_extra=env)
+    _check_mma_ran(out, "cluster-mma")
+    assert re.search(r"tfrnn_cuda forward B=20 H=16: cluster-mma .*group=20 units=8 ", out), out
+    assert counts["PASS"] == 8, out
 
 
 def test_tensor_core_product(emulated_engine):

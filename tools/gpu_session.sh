@@ -17,7 +17,9 @@
 # the warp tensor-core product of cc/gpu/mma.cuh (mma.sync m16n8k16, half and bfloat16, its
 # fragment layout) against numpy (tests/gpu/mma_checks.py); the *_mma stages run the
 # tensor-core persistent kernels (TFRNN_CUDA_MMA=1, half and bfloat16) through the checks, the
-# sanitizers and the benchmark (bench_mma: against cuDNN and the defaults).
+# sanitizers and the benchmark (bench_mma: against cuDNN and the defaults), the *_cmma stages
+# the tensor-core cluster kernels (TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1) the same way
+# (bench_cmma: half lstm, the sizes where cuDNN's persistent fp16 kernel beats the others).
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
@@ -30,6 +32,7 @@
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
 #             ncu_mma cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
+#             checks_cmma memcheck_cmma racecheck_cmma bench_cmma ncu_cmma
 #     (default: build mma checks checks_mma checks_steps checks_pbwd checks_cluster parity
 #      parity_cluster xla_ffi memcheck memcheck_cluster memcheck_parity racecheck
 #      racecheck_cluster)
@@ -139,6 +142,17 @@ for s in "${STAGES[@]}"; do
                      "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
     bench_mma) stage bench_mma 300 "$PY" bench/gpu_bench.py --iters 10 --batches 1,16,64 \
                  --hiddens 256,512 --dtypes float16,bfloat16 --variants auto,mma ;;
+    # The tensor-core cluster kernels (TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1): the same.
+    checks_cmma) stage checks_cmma 300 env TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1 \
+                   TFRNN_CUDA_TRACE=1 "$PY" tests/gpu/run_gpu_checks.py ;;
+    memcheck_cmma) stage memcheck_cmma 240 env TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1 \
+                     compute-sanitizer --tool memcheck --leak-check no \
+                     "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
+    racecheck_cmma) stage racecheck_cmma 200 env TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1 \
+                      compute-sanitizer --tool racecheck \
+                      "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
+    bench_cmma) stage bench_cmma 300 "$PY" bench/gpu_bench.py --iters 10 --batches 1,8,16,32,64 \
+                  --hiddens 256,512 --modes lstm --dtypes float16 --variants auto,mma,cmma ;;
     # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.
     bench_keras) stage bench_keras 200 "$PY" bench/gpu_bench_keras.py ;;
     # What limits the persistent forward kernel: Nsight Compute on one launch (lstm, float32,
@@ -174,6 +188,13 @@ for s in "${STAGES[@]}"; do
                --section ComputeWorkloadAnalysis "$PY" bench/gpu_bench.py --modes lstm \
                --dtypes float16 --batches 64 --hiddens 256 --iters 1 --repeats 1 --warmup 1 \
                --variants mma ;;
+    # The same for the tensor-core cluster kernels (lstm half, B = 16, H = 256).
+    ncu_cmma) stage ncu_cmma 150 env TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1 ncu \
+                --clock-control none --kernel-name regex:ClusterMma --launch-count 2 \
+                --section SpeedOfLight --section Occupancy --section WarpStateStats \
+                --section SchedulerStats --section ComputeWorkloadAnalysis "$PY" \
+                bench/gpu_bench.py --modes lstm --dtypes float16 --batches 16 --hiddens 256 \
+                --iters 1 --repeats 1 --warmup 1 --variants cmma ;;
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM and GRU.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
                    --modes lstm,gru --threads "1,2,4,8,$(nproc)" ;;

@@ -24,6 +24,7 @@ struct BwdStep {
   T* dgx;            // [TB, KH]
   T* dhr;            // [TB, KH] (gru)
   T* dhr_cur;        // [B, KH]
+  I64 dhr_ld = 0;    // > 0: the rows of dhr_cur are dhr_ld apart instead of KH
   A* dh;             // [B, Hs]
   A* dc = nullptr;             // [B, H]
   const A* dhh = nullptr;      // [B, H] (projection)
@@ -49,7 +50,7 @@ __device__ __forceinline__ void BwdPoint(const BwdStep<T>& p, I64 b, I64 j) {
   using A = AccOf<T>;
   const I64 H = p.H, KH = p.K * p.H;
   const I64 tau = p.sm.Tau(b, p.step);
-  T* dr = p.dhr_cur + b * KH + j;
+  T* dr = p.dhr_cur + b * (p.dhr_ld > 0 ? p.dhr_ld : KH) + j;
   if (tau < 0) {
     for (I64 k = 0; k < p.K; ++k) St(dr + k * H, A(0));
     if (p.dpn != nullptr) St(p.dpn + b * H + j, A(0));

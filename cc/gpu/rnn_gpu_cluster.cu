@@ -21,36 +21,15 @@
 // No atomics; the result is the same every run.
 #include <cooperative_groups.h>
 
+#include "cc/gpu/rnn_gpu_cluster.cuh"
 #include "cc/gpu/rnn_gpu_persistent.cuh"
 #include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
-
-// Cluster barriers and distributed shared memory need sm_90; the sm_80 build gets empty kernel
-// bodies, which the plans never launch (they require compute capability 9).
-#if defined(TFRNN_CUDA_EMULATE) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-#define TFRNN_CLUSTER_BODY 1
-#else
-#define TFRNN_CLUSTER_BODY 0
-#endif
 
 namespace tfrnn {
 namespace gpu {
 namespace {
 
-struct ClusterArgs {
-  const void* R;     // [K·H, Hs]
-  const void* mask;  // recurrent mask (forward) or null
-  bool mask_per_step;
-  I64 steps, units, group;
-  const void* v_in;  // forward: h entering step 0 [B, Hs]
-  void* v_out;       // the last step's vector: forward h [B, Hs], backward dhr [B, K·H]
-};
-
-// Shared memory of one block, in this order: the slice of R, the two step vectors, then (the
-// forward) hr and the masked h.
-struct ClusterSmem {
-  size_t r, vec, hr, hm;
-  __host__ __device__ size_t Bytes() const { return r + 2 * vec + hr + hm; }
-};
+// Shared memory of one block (ClusterSmem): the forward's masked h only with a recurrent mask.
 template <typename T>
 __host__ __device__ ClusterSmem FwdSmem(I64 K, I64 U, I64 Hs, I64 G, bool mask) {
   return {Align16(sizeof(T) * K * U * Hs), Align16(sizeof(T) * G * Hs),
@@ -60,35 +39,6 @@ template <typename T>
 __host__ __device__ ClusterSmem BwdSmem(I64 K, I64 U, I64 H, I64 G) {
   return {Align16(sizeof(T) * U * K * H), Align16(sizeof(T) * G * K * H), 0, 0};
 }
-
-#if TFRNN_CLUSTER_BODY
-// Stores this block's value `v` at `local` (an address in its shared memory) into every other
-// block of the cluster.
-template <typename T>
-__device__ __forceinline__ void Broadcast(const cg::cluster_group& cluster, T* local, T v) {
-  const unsigned C = cluster.num_blocks(), rank = cluster.block_rank();
-  for (unsigned q = 0; q < C; ++q) {
-    if (q != rank) *cluster.map_shared_rank(local, q) = v;
-  }
-}
-
-// This block's part of the work: units [j0, j0 + un) (un may be 0) of batch rows
-// [b0, b0 + bg) of the cluster's group.
-struct ClusterPart {
-  I64 C, rank, j0, un, b0, bg;
-};
-__device__ __forceinline__ ClusterPart PartOf(const cg::cluster_group& cluster, I64 H, I64 B,
-                                              I64 U, I64 G) {
-  ClusterPart w;
-  w.C = cluster.num_blocks();
-  w.rank = cluster.block_rank();
-  w.j0 = w.rank * U;
-  w.un = w.j0 >= H ? 0 : (H - w.j0 < U ? H - w.j0 : U);
-  w.b0 = static_cast<I64>(blockIdx.x) / w.C * G;
-  w.bg = B - w.b0 < G ? B - w.b0 : G;
-  return w;
-}
-#endif
 
 template <typename T, int RB, int CB>
 __global__ void __launch_bounds__(kPThreads) ClusterFwdKernel(FwdStep<T> p, ClusterArgs ca) {

@@ -22,6 +22,7 @@ struct FwdStep {
   const T* h_cur;   // [B, Hs] h entering the step
   const T* h_rec;   // [B, Hs] h entering the recurrent product (h_cur, or h_cur ⊙ mask)
   T* h_next;        // [B, Hs] (without projection)
+  I64 h_ld = 0;     // > 0: the rows of h_cur, h_rec and h_next are h_ld apart instead of Hs
   A* c;             // [B, H] cell state carry (lstm)
   T* hh_step;       // [B, H] unprojected h of the step (projection)
   T* y;             // [T, B, D·Hs] layer output
@@ -46,8 +47,9 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   using A = AccOf<T>;
   const I64 H = p.H, KH = p.K * p.H;
   const I64 tau = p.sm.Tau(b, p.step);
+  const I64 hb = b * (p.h_ld > 0 ? p.h_ld : p.Hs) + j;  // (b, j) in h_cur, h_rec, h_next
   if (tau < 0) {  // past this sequence's end: h passes through (projection: ProjPostKernel)
-    if (!p.proj) p.h_next[b * p.Hs + j] = p.h_cur[b * p.Hs + j];
+    if (!p.proj) p.h_next[hb] = p.h_cur[hb];
     if (p.phase == StepPhase::kBeforeProduct) St(p.hh_step + b * H + j, A(0));
     return;
   }
@@ -63,7 +65,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
   auto pre = [&](I64 k) { return wx(k) + r[k * hks] + Ld(bw + k * H) + Ld(br + k * H); };
   // The reserve keeps h_prev before any recurrent mask (as rnn_cpu.cc).
   if (!p.proj && p.phase != StepPhase::kAfterProduct && p.ly.hprev != nullptr) {
-    p.ly.hprev[row * p.Hs + j] = p.h_cur[b * p.Hs + j];
+    p.ly.hprev[row * p.Hs + j] = p.h_cur[hb];
   }
   A h;
   switch (p.mode) {
@@ -115,7 +117,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
       const bool before = p.phase == StepPhase::kBeforeProduct;
       const A nwx = before ? A(0) : wx(pn) + Ld(bw + pn * H);
       const A nr = p.phase == StepPhase::kWhole ? r[pn * hks] + Ld(br + pn * H) : A(0);
-      const A hp = before ? A(0) : Ld(p.h_cur + b * p.Hs + j);
+      const A hp = before ? A(0) : Ld(p.h_cur + hb);
       if (p.phase != StepPhase::kAfterProduct) {
         rg = Act(p.gate_act[0], pre(pr));
         z = Act(p.gate_act[1], pre(pz));
@@ -126,7 +128,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
         z = Ld(act(pz));
       }
       if (before) {
-        const A rh = rg * Ld(p.h_rec + b * p.Hs + j);
+        const A rh = rg * Ld(p.h_rec + hb);
         St(p.ly.aux + row * H + j, rh);
         St(p.hh_step + b * H + j, rh);
         return;  // h in kAfterProduct
@@ -156,7 +158,7 @@ __device__ __forceinline__ void FwdPoint(const FwdStep<T>& p, I64 b, I64 j) {
     }
   }
   if (!p.proj) {
-    St(p.h_next + b * p.Hs + j, h);
+    St(p.h_next + hb, h);
     St(p.y + row * p.yst + p.ly.dcol + j, h);
   }
 }

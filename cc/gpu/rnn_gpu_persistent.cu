@@ -74,6 +74,12 @@ SequenceKernelPlan ChooseFwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return SequenceKernelPlan();
   if (!OneProductPerStep(s)) return SequenceKernelPlan();
   if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
+    if constexpr (sizeof(T) == 2) {
+      if (EnvIs("TFRNN_CUDA_MMA", "1")) {
+        const SequenceKernelPlan m = PlanClusterMmaFwd<T>(s);
+        if (m.ok) return m;
+      }
+    }
     const SequenceKernelPlan c = PlanClusterFwd<T>(s);
     if (c.ok) return c;
   }
@@ -99,6 +105,9 @@ GpuStatus PersistentFwd(const GpuContext& g, const SequenceKernelPlan& plan, Fwd
                         const T* R, const T* mask, bool mask_per_step, I64 steps, T* h_cur,
                         T* h_next, AccOf<T>* hr) {
   if (plan.cluster > 0) {
+    if constexpr (sizeof(T) == 2) {
+      if (plan.mma) return ClusterMmaFwd<T>(g, plan, p, R, steps, h_cur, h_next);
+    }
     return ClusterFwd<T>(g, plan, p, R, mask, mask_per_step, steps, h_cur, h_next);
   }
   if constexpr (sizeof(T) == 2) {

@@ -140,6 +140,21 @@ template <typename T>
 GpuStatus ClusterBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p, const T* R,
                      I64 steps, T* d_last);
 
+// The cluster kernels on tensor cores (rnn_gpu_cluster_mma.cu; T = __half or __nv_bfloat16):
+// the same split, with the step's product on mma.sync; for the layers the persistent
+// tensor-core kernels take. TFRNN_CUDA_CLUSTER=1 together with TFRNN_CUDA_MMA=1 asks for them
+// first (not yet measured on a GPU: never by default); their plans have cluster > 0 and mma.
+template <typename T>
+SequenceKernelPlan PlanClusterMmaFwd(const RnnSpec& s);
+template <typename T>
+SequenceKernelPlan PlanClusterMmaBwd(const RnnSpec& s);
+template <typename T>
+GpuStatus ClusterMmaFwd(const GpuContext& g, const SequenceKernelPlan& plan, FwdStep<T> p,
+                        const T* R, I64 steps, T* h_cur, T* h_next);
+template <typename T>
+GpuStatus ClusterMmaBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
+                        const T* R, I64 steps, T* d_last);
+
 }  // namespace gpu
 }  // namespace tfrnn
 

@@ -68,13 +68,18 @@ BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
 template <typename T>
 SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || !StepChainBwdShape(s)) return SequenceKernelPlan();
+  // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
+  // cluster first; with TFRNN_CUDA_MMA=1 the tensor-core cluster kernel before all); =0 keeps
+  // the default (DefaultBwd) off it.
+  const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");
   if constexpr (sizeof(T) == 2) {
+    if (force_cluster && EnvIs("TFRNN_CUDA_MMA", "1")) {
+      const SequenceKernelPlan c = PlanClusterMmaBwd<T>(s);
+      if (c.ok) return c;
+    }
     const SequenceKernelPlan m = PlanPersistentMmaBwd<T>(s);
     if (m.ok) return m;
   }
-  // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
-  // cluster first); =0 keeps the default (DefaultBwd) off it.
-  const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");
   const bool force_persistent = EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1");
   const BwdDefault def = DefaultBwd(s);
   const bool cluster = force_cluster || (def == BwdDefault::kCluster && !force_persistent &&
@@ -101,7 +106,13 @@ template <typename T>
 GpuStatus PersistentBwd(const GpuContext& g, const SequenceKernelPlan& plan, BwdStep<T> p,
                         const T* R, I64 steps, T* d0, T* d1) {
   // Step 0's dhr goes where the grid kernel leaves it: d0 when steps is odd, else d1.
-  if (plan.cluster > 0) return ClusterBwd<T>(g, plan, p, R, steps, (steps - 1) % 2 ? d1 : d0);
+  if (plan.cluster > 0) {
+    T* d_last = (steps - 1) % 2 ? d1 : d0;
+    if constexpr (sizeof(T) == 2) {
+      if (plan.mma) return ClusterMmaBwd<T>(g, plan, p, R, steps, d_last);
+    }
+    return ClusterBwd<T>(g, plan, p, R, steps, d_last);
+  }
   if constexpr (sizeof(T) == 2) {
     if (plan.mma) return PersistentMmaBwd<T>(g, plan, p, R, steps, d0, d1);
   }

@@ -178,10 +178,11 @@ inline SequenceKernelPlan Traced(const char* dir, const RnnSpec& s, const Sequen
                  "tfrnn_cuda %s B=%lld H=%lld: %s blocks=%d cluster=%d group=%lld units=%lld "
                  "smem=%zu\n",
                  dir, static_cast<long long>(s.B), static_cast<long long>(s.H),
-                 p.fused_step   ? "fused-step"
-                 : p.cluster > 0 ? "cluster"
-                 : p.mma         ? "persistent-mma"
-                                 : "persistent",
+                 p.fused_step              ? "fused-step"
+                 : p.cluster > 0 && p.mma ? "cluster-mma"
+                 : p.cluster > 0          ? "cluster"
+                 : p.mma                  ? "persistent-mma"
+                                          : "persistent",
                  p.blocks,
                  p.cluster,
                  static_cast<long long>(p.group), static_cast<long long>(p.units), p.smem);

@@ -28,27 +28,15 @@
 
 #include <cooperative_groups.h>
 
-#include "cc/gpu/mma.cuh"
+#include "cc/gpu/mma_block.cuh"
 #include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
 
 namespace tfrnn {
 namespace gpu {
 namespace {
 
-constexpr I64 kMmaPad = 8;             // elements of padding per shared-memory row
 constexpr I64 kMmaTargetBlocks = 16;   // blocks the plan aims at
 constexpr I64 kMmaMaxBatch = 64;
-
-// Rows of the batch operand in shared memory: B rounded up to whole 16-row tiles.
-__host__ __device__ inline I64 MmaBatchRows(I64 B) { return (B + 15) / 16 * 16; }
-
-// T's zero, converted from 0.f as every store of a T is (St).
-template <typename T>
-__device__ __forceinline__ T ZeroOf() {
-  T z;
-  St(&z, 0.f);
-  return z;
-}
 
 // Rows [B, Bp) of a [Bp, ld] shared-memory operand of `cols` columns set to zero (the product
 // reads whole 16-row tiles; rows past B must add nothing).
@@ -73,32 +61,6 @@ __device__ __forceinline__ void StageRows16(T* dst, I64 ld, const T* src, I64 ro
     *reinterpret_cast<uint4*>(dst + r * ld + c) =
         __ldcg(reinterpret_cast<const uint4*>(src + r * cols + c));
 #endif
-  }
-}
-
-// emit(b, c, v) for every b < B, c < cols of the block's product C[Bp, cols] = S · Wᵀ over K:
-// S [Bp, K] and W [cols rounded up to 8, K] in shared memory, rows ld apart, rows past B and
-// cols zeros. A (16 rows, 8 columns) tile per warp at a time over all of K (a warp-uniform
-// loop: every lane of a warp takes part in its products).
-template <typename T, typename Emit>
-__device__ __forceinline__ void BlockProduct(const T* S, const T* W, I64 ld, I64 Bp, I64 B,
-                                             I64 cols, I64 K, Emit emit) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const I64 mtiles = Bp / 16, ntiles = (cols + 7) / 8;
-  for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
-    const I64 m = item / ntiles, n = item % ntiles;
-    float d[4] = {0.f, 0.f, 0.f, 0.f};
-    for (I64 k0 = 0; k0 < K; k0 += 16) {
-      uint32_t ra[4], rb[2];
-      mma::LoadA(S + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
-      mma::LoadB(W + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
-      mma::Mma16816<T>(d, ra, rb);
-    }
-    for (int j = 0; j < 4; ++j) {
-      const I64 b = m * 16 + g + 8 * (j >> 1), c = n * 8 + 2 * t + (j & 1);
-      if (b < B && c < cols) emit(b, c, d[j]);
-    }
   }
 }
 
@@ -204,14 +166,6 @@ inline I64 MmaUnits(I64 H, int sms, I64 u_fit) {
   const I64 min_u = (H + sms - 1) / sms;
   if (U < min_u) U = (min_u + 7) / 8 * 8;
   return U > u_fit ? 0 : U;
-}
-
-// Whether a tensor-core kernel is wanted: TFRNN_CUDA_MMA=1 wherever it fits, =0 nowhere;
-// otherwise where it measured faster than the CUDA-core kernels (docs/GPU.md), `by_default`.
-inline bool MmaWanted(bool by_default) {
-  if (EnvIs("TFRNN_CUDA_MMA", "1")) return true;
-  if (EnvIs("TFRNN_CUDA_MMA", "0")) return false;
-  return by_default;
 }
 
 // The defaults, from forward+backward times on an H200 (2026-12-04, T = 100, LSTM and GRU, half
