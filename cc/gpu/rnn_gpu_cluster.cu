@@ -179,13 +179,12 @@ ClusterBwdFn<T> ClusterBwdOf(int rb, int cb) {
 template <typename Bytes, typename FnOf>
 SequenceKernelPlan PlanClusters(const RnnSpec& s, I64 rows_per_unit, Bytes bytes, FnOf fn_of) {
   SequenceKernelPlan best;
-  int dev = 0;
-  const CoopDevice d = CurrentCoopDevice(&dev);
-  if (!d.ok || d.major < 9 || s.B < 1 || s.H < 1) return best;
-  const char* forced = std::getenv("TFRNN_CUDA_CLUSTER_SIZE");
-  const int only = forced != nullptr ? std::atoi(forced) : 0;
+  const ClusterDevice cd = ClusterDeviceFor(s);
+  if (!cd.ok) return best;
+  const int dev = cd.dev;
+  const CoopDevice& d = cd.d;
   for (int C : {2, 4, 8, 16}) {
-    if ((only > 0 && C != only) || C > s.H) continue;
+    if (!cd.Tries(C, s.H)) continue;
     const I64 U = (s.H + C - 1) / C;
     const int rb = RowsPerWarp(rows_per_unit * U);
     if (bytes(U, 1) > static_cast<size_t>(d.optin)) continue;

@@ -7,6 +7,7 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "cc/gpu/rnn_gpu_persistent_kernels.cuh"
@@ -38,6 +39,24 @@ struct ClusterSmem {
   size_t r, vec, hr, hm;
   __host__ __device__ size_t Bytes() const { return r + 2 * vec + hr + hm; }
 };
+
+// What a cluster plan needs of the current device, and the cluster sizes it may try: 2, 4, 8
+// and 16 blocks, or only TFRNN_CUDA_CLUSTER_SIZE; none below compute capability 9, or for an
+// empty layer (ok false).
+struct ClusterDevice {
+  bool ok = false;
+  int dev = 0, only = 0;
+  CoopDevice d;
+  bool Tries(int C, I64 H) const { return (only <= 0 || C == only) && C <= H; }
+};
+inline ClusterDevice ClusterDeviceFor(const RnnSpec& s) {
+  ClusterDevice c;
+  c.d = CurrentCoopDevice(&c.dev);
+  c.ok = c.d.ok && c.d.major >= 9 && s.B >= 1 && s.H >= 1;
+  const char* forced = std::getenv("TFRNN_CUDA_CLUSTER_SIZE");
+  c.only = forced != nullptr ? std::atoi(forced) : 0;
+  return c;
+}
 
 #if TFRNN_CLUSTER_BODY
 // Stores this block's value `v` at `local` (an address in its shared memory) into every other

@@ -24,7 +24,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "cc/gpu/mma_block.cuh"
 #include "cc/gpu/rnn_gpu_cluster.cuh"
@@ -183,14 +182,13 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaBwdKernel(BwdStep<T> p, C
 template <typename Bytes, typename Fn>
 SequenceKernelPlan PlanClusterMma(const RnnSpec& s, Bytes bytes, Fn* fn) {
   SequenceKernelPlan best;
-  int dev = 0;
-  const CoopDevice d = CurrentCoopDevice(&dev);
-  if (!d.ok || d.major < 9 || s.B < 1 || s.H < 1) return best;
-  const char* forced = std::getenv("TFRNN_CUDA_CLUSTER_SIZE");
-  const int only = forced != nullptr ? std::atoi(forced) : 0;
+  const ClusterDevice cd = ClusterDeviceFor(s);
+  if (!cd.ok) return best;
+  const int dev = cd.dev;
+  const CoopDevice& d = cd.d;
   I64 best_work = 0;
   for (int C : {2, 4, 8, 16}) {
-    if ((only > 0 && C != only) || C > s.H) continue;
+    if (!cd.Tries(C, s.H)) continue;
     const I64 U = ((s.H + C - 1) / C + 7) / 8 * 8;
     const size_t one_tile = bytes(U, 16);
     if (one_tile > static_cast<size_t>(d.optin)) continue;
