@@ -34,10 +34,10 @@ struct ClusterArgs {
 };
 
 // Shared memory of one block, in this order: the slice of R, the two step vectors, then (the
-// forward) hr and the masked h.
+// forward) hr and the masked h, then (the tensor-core kernels) the split product's partial sums.
 struct ClusterSmem {
-  size_t r, vec, hr, hm;
-  __host__ __device__ size_t Bytes() const { return r + 2 * vec + hr + hm; }
+  size_t r, vec, hr, hm, part = 0;
+  __host__ __device__ size_t Bytes() const { return r + 2 * vec + hr + hm + part; }
 };
 
 // What a cluster plan needs of the current device, and the cluster sizes it may try: 2, 4, 8

@@ -10,8 +10,9 @@
 // step's vector (forward h_{t-1}, backward dhr_{t+1}) of the group's rows lives in every block's
 // shared memory, in rows of the same padded width (rows G..Gp-1, Gp = G rounded up to 16, stay
 // zero), double-buffered. Per step a block
-//   1. multiplies the vector by its rows ((16 batch rows, 8 rows) tiles, a warp each at a time),
-//      into hr in shared memory (forward) or into its units' carries dL/dh (backward),
+//   1. multiplies the vector by its rows ((16 batch rows, 8 rows) tiles, a warp each at a time;
+//      with fewer tiles than warps, K split between warps: BlockProductSplit), into hr in
+//      shared memory (forward) or into its units' carries dL/dh (backward),
 //   2. runs FwdPoint / BwdPoint for its units, which write the next vector's entries of its
 //      units into its own shared memory (h_ld / dhr_ld: the padded rows),
 //   3. stores those entries into every other block of the cluster (HandOff: 16 bytes a store
@@ -34,18 +35,21 @@ namespace tfrnn {
 namespace gpu {
 namespace {
 
-// Shared memory of one block (ClusterSmem): R's rows [K·U, ld], two vectors [Gp, ld], and
-// (forward) hr [G, K·U] in float; ld = Hs + kMmaPad forward, K·H + kMmaPad backward.
+// Shared memory of one block (ClusterSmem): R's rows [K·U, ld], two vectors [Gp, ld],
+// (forward) hr [G, K·U] in float, and BlockProductSplit's partial sums; ld = Hs + kMmaPad
+// forward, K·H + kMmaPad backward.
+constexpr size_t kPartBytes = sizeof(float) * kMmaSplitFloats;
 template <typename T>
 __host__ __device__ ClusterSmem MmaFwdSmem(I64 K, I64 U, I64 Hs, I64 G) {
   const I64 ld = Hs + kMmaPad;
   return {Align16(sizeof(T) * K * U * ld), Align16(sizeof(T) * MmaBatchRows(G) * ld),
-          Align16(sizeof(float) * G * K * U), 0};
+          Align16(sizeof(float) * G * K * U), 0, kPartBytes};
 }
 template <typename T>
 __host__ __device__ ClusterSmem MmaBwdSmem(I64 K, I64 U, I64 H, I64 G) {
   const I64 ld = K * H + kMmaPad;
-  return {Align16(sizeof(T) * U * ld), Align16(sizeof(T) * MmaBatchRows(G) * ld), 0, 0};
+  return {Align16(sizeof(T) * U * ld), Align16(sizeof(T) * MmaBatchRows(G) * ld), 0, 0,
+          kPartBytes};
 }
 
 template <typename T>
@@ -62,6 +66,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaFwdKernel(FwdStep<T> p, C
   T* hb[2] = {reinterpret_cast<T*>(smem + sz.r),                            // [Gp, ld] each
               reinterpret_cast<T*>(smem + sz.r + sz.vec)};
   float* hr = reinterpret_cast<float*>(smem + sz.r + 2 * sz.vec);           // [G, K, U]
+  float* part = reinterpret_cast<float*>(smem + sz.r + 2 * sz.vec + sz.hr);
   const T* R = static_cast<const T*>(ca.R);
   const T* h_in = static_cast<const T*>(ca.v_in);
   const T zero = ZeroOf<T>();
@@ -86,7 +91,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaFwdKernel(FwdStep<T> p, C
     T* hn = hb[(st + 1) & 1];
     const bool last = st + 1 == ca.steps;
     // (1) hr[b, k, u] = R[k·H + j0 + u, :] · h_{t-1}[b, :] for this block's gate rows.
-    BlockProduct(hc, rs, ld, Gp, bg, rows, Hs, [&](I64 b, I64 r, float v) {
+    BlockProductSplit(hc, rs, ld, Gp, bg, rows, Hs, part, [&](I64 b, I64 r, float v) {
       hr[b * K * U + (r / un) * U + r % un] = v;
     });
     __syncthreads();  // hr of this block's units is complete
@@ -126,6 +131,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaBwdKernel(BwdStep<T> p, C
   T* rt = reinterpret_cast<T*>(smem);                                       // [U, ld]
   T* db[2] = {reinterpret_cast<T*>(smem + sz.r),                            // [Gp, ld] each
               reinterpret_cast<T*>(smem + sz.r + sz.vec)};
+  float* part = reinterpret_cast<float*>(smem + sz.r + 2 * sz.vec);
   const T* R = static_cast<const T*>(ca.R);
   const T zero = ZeroOf<T>();
   for (I64 i = threadIdx.x; i < U * KH; i += blockDim.x) {
@@ -146,7 +152,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaBwdKernel(BwdStep<T> p, C
     const bool last = it + 1 == ca.steps;
     if (it > 0) {
       // (1) dh[b, j0 + u] += Σ_k dhr_later[b, k] · R[k, j0 + u]
-      BlockProduct(later, rt, ld, Gp, bg, un, KH, [&](I64 b, I64 u, float v) {
+      BlockProductSplit(later, rt, ld, Gp, bg, un, KH, part, [&](I64 b, I64 u, float v) {
         p.dh[(b0 + b) * Hs + j0 + u] += A(v);
       });
       __syncthreads();  // the carries of this block's units are complete
