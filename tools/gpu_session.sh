@@ -33,7 +33,7 @@
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
 #             ncu_mma cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
 #             checks_cmma memcheck_cmma racecheck_cmma bench_cmma ncu_cmma
-#     (default: build mma checks checks_mma checks_steps checks_pbwd checks_cluster parity
+#     (default: build mma checks checks_mma checks_cmma checks_steps checks_pbwd checks_cluster parity
 #      parity_cluster xla_ffi memcheck memcheck_cluster memcheck_parity racecheck
 #      racecheck_cluster)
 set -uo pipefail
@@ -44,7 +44,8 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(build mma checks checks_mma checks_steps checks_pbwd checks_cluster parity
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build mma checks checks_mma checks_cmma checks_steps checks_pbwd
+                                   checks_cluster parity
                                    parity_cluster xla_ffi memcheck memcheck_cluster
                                    memcheck_parity racecheck racecheck_cluster)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
