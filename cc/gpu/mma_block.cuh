@@ -28,6 +28,25 @@ __device__ __forceinline__ T ZeroOf() {
   return z;
 }
 
+// One warp's (16 rows, 8 columns) tile m, n of S · Wᵀ over K in [k0, k1) (steps of 16), added
+// to its fragment d (mma.cuh's C layout).
+template <typename T>
+__device__ __forceinline__ void TileProduct(const T* S, const T* W, I64 ld, I64 m, I64 n, I64 k0,
+                                            I64 k1, int lane, float (&d)[4]) {
+  for (I64 k = k0; k < k1; k += 16) {
+    uint32_t ra[4], rb[2];
+    mma::LoadA(S + m * 16 * ld + k, static_cast<int>(ld), lane, ra);
+    mma::LoadB(W + n * 8 * ld + k, static_cast<int>(ld), lane, rb);
+    mma::Mma16816<T>(d, ra, rb);
+  }
+}
+
+// The row b and column c of element j (0-3) of lane `lane`'s fragment of tile m, n.
+__device__ __forceinline__ void FragmentAt(I64 m, I64 n, int lane, int j, I64* b, I64* c) {
+  *b = m * 16 + (lane >> 2) + 8 * (j >> 1);
+  *c = n * 8 + 2 * (lane & 3) + (j & 1);
+}
+
 // emit(b, c, v) for every b < B, c < cols of the block's product C[Bp, cols] = S · Wᵀ over K:
 // S [Bp, K] and W [cols rounded up to 8, K] in shared memory, rows ld apart, rows past B and
 // cols zeros. A (16 rows, 8 columns) tile per warp at a time over all of K (a warp-uniform
@@ -36,19 +55,14 @@ template <typename T, typename Emit>
 __device__ __forceinline__ void BlockProduct(const T* S, const T* W, I64 ld, I64 Bp, I64 B,
                                              I64 cols, I64 K, Emit emit) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, t = lane & 3;
   const I64 mtiles = Bp / 16, ntiles = (cols + 7) / 8;
   for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
     const I64 m = item / ntiles, n = item % ntiles;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
-    for (I64 k0 = 0; k0 < K; k0 += 16) {
-      uint32_t ra[4], rb[2];
-      mma::LoadA(S + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
-      mma::LoadB(W + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
-      mma::Mma16816<T>(d, ra, rb);
-    }
+    TileProduct(S, W, ld, m, n, 0, K, lane, d);
     for (int j = 0; j < 4; ++j) {
-      const I64 b = m * 16 + g + 8 * (j >> 1), c = n * 8 + 2 * t + (j & 1);
+      I64 b, c;
+      FragmentAt(m, n, lane, j, &b, &c);
       if (b < B && c < cols) emit(b, c, d[j]);
     }
   }
@@ -78,24 +92,19 @@ __device__ __forceinline__ void BlockProductSplit(const T* S, const T* W, I64 ld
   const I64 per = (ksteps + split - 1) / split * 16;  // K per slice
   for (I64 item = warp; item < tiles * split; item += kWarps) {
     const I64 tile = item / split, sl = item % split;
-    const I64 m = tile / ntiles, n = tile % ntiles;
     const I64 k1 = (sl + 1) * per < K ? (sl + 1) * per : K;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
-    for (I64 k0 = sl * per; k0 < k1; k0 += 16) {
-      uint32_t ra[4], rb[2];
-      mma::LoadA(S + m * 16 * ld + k0, static_cast<int>(ld), lane, ra);
-      mma::LoadB(W + n * 8 * ld + k0, static_cast<int>(ld), lane, rb);
-      mma::Mma16816<T>(d, ra, rb);
-    }
+    TileProduct(S, W, ld, tile / ntiles, tile % ntiles, sl * per, k1, lane, d);
     for (int j = 0; j < 4; ++j) part[item * 128 + lane * 4 + j] = d[j];
   }
   __syncthreads();  // every slice's partial tile is written
   for (I64 i = threadIdx.x; i < tiles * 128; i += blockDim.x) {
-    const I64 tile = i / 128, e = i % 128, m = tile / ntiles, n = tile % ntiles;
-    const int ln = static_cast<int>(e / 4), j = static_cast<int>(e % 4);
+    const I64 tile = i / 128, e = i % 128;
     float v = 0.f;
     for (I64 sl = 0; sl < split; ++sl) v += part[(tile * split + sl) * 128 + e];
-    const I64 b = m * 16 + (ln >> 2) + 8 * (j >> 1), c = n * 8 + 2 * (ln & 3) + (j & 1);
+    I64 b, c;
+    FragmentAt(tile / ntiles, tile % ntiles, static_cast<int>(e / 4), static_cast<int>(e % 4), &b,
+               &c);
     if (b < B && c < cols) emit(b, c, v);
   }
 }

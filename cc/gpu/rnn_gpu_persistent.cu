@@ -73,13 +73,13 @@ template <typename T>
 SequenceKernelPlan ChooseFwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0")) return SequenceKernelPlan();
   if (!OneProductPerStep(s)) return SequenceKernelPlan();
-  if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
-    if constexpr (sizeof(T) == 2) {
-      if (EnvIs("TFRNN_CUDA_MMA", "1")) {
-        const SequenceKernelPlan m = PlanClusterMmaFwd<T>(s);
-        if (m.ok) return m;
-      }
+  if constexpr (sizeof(T) == 2) {
+    if (ClusterMmaWanted()) {
+      const SequenceKernelPlan m = PlanClusterMmaFwd<T>(s);
+      if (m.ok) return m;
     }
+  }
+  if (EnvIs("TFRNN_CUDA_CLUSTER", "1")) {
     const SequenceKernelPlan c = PlanClusterFwd<T>(s);
     if (c.ok) return c;
   }

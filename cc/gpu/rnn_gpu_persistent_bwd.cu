@@ -68,18 +68,17 @@ BwdKernelFn<T> BwdKernelOf(int rb, int cb) {
 template <typename T>
 SequenceKernelPlan ChooseBwdPlan(const RnnSpec& s) {
   if (EnvIs("TFRNN_CUDA_PERSISTENT", "0") || !StepChainBwdShape(s)) return SequenceKernelPlan();
-  // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
-  // cluster first; with TFRNN_CUDA_MMA=1 the tensor-core cluster kernel before all); =0 keeps
-  // the default (DefaultBwd) off it.
-  const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");
   if constexpr (sizeof(T) == 2) {
-    if (force_cluster && EnvIs("TFRNN_CUDA_MMA", "1")) {
+    if (ClusterMmaWanted()) {
       const SequenceKernelPlan c = PlanClusterMmaBwd<T>(s);
       if (c.ok) return c;
     }
     const SequenceKernelPlan m = PlanPersistentMmaBwd<T>(s);
     if (m.ok) return m;
   }
+  // TFRNN_CUDA_CLUSTER=1 / TFRNN_CUDA_PERSISTENT_BWD=1 force a kernel where it can run (the
+  // cluster first); =0 keeps the default (DefaultBwd) off it.
+  const bool force_cluster = EnvIs("TFRNN_CUDA_CLUSTER", "1");
   const bool force_persistent = EnvIs("TFRNN_CUDA_PERSISTENT_BWD", "1");
   const BwdDefault def = DefaultBwd(s);
   const bool cluster = force_cluster || (def == BwdDefault::kCluster && !force_persistent &&

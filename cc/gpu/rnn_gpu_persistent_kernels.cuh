@@ -215,6 +215,12 @@ inline BwdDefault DefaultBwd(const RnnSpec& s) {
   return BwdDefault::kPerStep;
 }
 
+// Whether a layer asks for the tensor-core cluster kernels (rnn_gpu_cluster_mma.cu; half and
+// bfloat16): only with TFRNN_CUDA_CLUSTER=1 and TFRNN_CUDA_MMA=1 together, never by default.
+inline bool ClusterMmaWanted() {
+  return EnvIs("TFRNN_CUDA_CLUSTER", "1") && EnvIs("TFRNN_CUDA_MMA", "1");
+}
+
 // Whether the forward's per-step path runs the fused step kernel (rnn_gpu_fused_step.cu):
 // TF_RNN_OPS_CUDA_FUSED_STEP=1 turns it on, anything else leaves it off.
 inline bool FusedStepWanted(const RnnSpec&) { return EnvIs("TF_RNN_OPS_CUDA_FUSED_STEP", "1"); }
