@@ -1,11 +1,19 @@
-"""Our Keras layer's inference in turns with a peer, in one process: the distribution of each
-side's calls, not one median (bench/results/cpu_history_2.md, "Zen 4 again").
+"""Our Keras layer's inference (or training step) in turns with a peer, in one process: the
+distribution of each side's calls, not one median (bench/results/cpu_history_2.md, "Zen 4 again").
 
     .venv/bin/python bench/bench_turns.py --size 200x16x64x128 --kind lstm --dtype bfloat16
         ours (tf_rnn_ops.keras, in a tf.function, training=False) against PyTorch's nn.LSTM /
         nn.GRU (batch_first, under no_grad, --threads threads)
     .venv/bin/python bench/bench_turns.py --size 100x32x128x72 --kind gru --vs-h 128
         ours at H against ours at another H (GF/s, the sweep's no-cliff check) instead
+    .venv/bin/python bench/bench_turns.py --size 20x128x512x1024 --train --vs-gemm
+        ours against the GEMM rate of the same turns: tf.matmul and torch.matmul of the RNN's
+        input-projection shape [T·B, I+H]·[I+H, gates·H] and tf.matmul of a --square GEMM;
+        prints our GF/s as a share of the fastest of them (the CPU issue's %GEMM target)
+
+--train times a training step instead of inference: ours the layer's forward and the gradients
+of sum(y) with respect to x and the weights (a GradientTape in the tf.function), PyTorch's
+forward and backward of the same sum (x requiring its gradient); FLOPs 3x the forward's.
 
 Each round times --calls calls of one side after --settle seconds of untimed calls of it (a
 peer's spinning OpenMP workers, or the other side's pool threads, settle meanwhile); the
@@ -40,25 +48,68 @@ def _flops(T, B, I, H, kind):
     return bu.lstm_flops(T, B, I, H, 4 if kind == "lstm" else 3)
 
 
-def _ours(x, H, kind, dtype):
+def _ours(x, H, kind, dtype, train=False):
     import tf_rnn_ops.keras as ok
     layer = getattr(ok, kind.upper())(H, return_sequences=True, dtype=_policy(dtype))
     layer(x[:, :2])
-    return tf.function(lambda: layer(x, training=False))
+    if not train:
+        return tf.function(lambda: layer(x, training=False))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.cast(layer(x, training=True), tf.float32))
+        return tape.gradient(loss, [x] + layer.trainable_variables)
+    return step
 
 
-def _torch(x, H, kind, dtype, threads):
+def _torch(x, H, kind, dtype, threads, train=False):
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     tdt = torch.float32 if dtype == "float32" else torch.bfloat16
     mod = getattr(torch.nn, kind.upper())(x.shape[2], H, batch_first=True).to(tdt)
     xt = torch.from_numpy(x.numpy()).to(tdt)
+    if train:
+        xt.requires_grad_(True)
+
+        def train_step():
+            mod.zero_grad(set_to_none=True)
+            xt.grad = None
+            mod(xt)[0].float().sum().backward()
+        return train_step
 
     def step():
         with torch.no_grad():
             return mod(xt)[0]
     return step
+
+
+def _gemms(T, B, I, H, kind, dtype, threads, square):
+    """The GEMM sides of --vs-gemm: name -> (call, FLOPs)."""
+    rng = np.random.default_rng(1)
+    m, k, n = T * B, I + H, (4 if kind == "lstm" else 3) * H
+    tdt = tf.float32 if dtype == "float32" else tf.bfloat16
+
+    def tf_mm(m, k, n):
+        a = tf.constant(rng.standard_normal((m, k)).astype(np.float32), dtype=tdt)
+        b = tf.constant(rng.standard_normal((k, n)).astype(np.float32), dtype=tdt)
+        return tf.function(lambda: tf.matmul(a, b)), 2.0 * m * k * n
+
+    sides = {f"tf.matmul {m}x{k}x{n}": tf_mm(m, k, n)}
+    if square > 0:
+        sides[f"tf.matmul {square}³"] = tf_mm(square, square, square)
+    try:
+        import torch
+    except ImportError:
+        return sides
+    torch.set_num_threads(threads)
+    pdt = torch.float32 if dtype == "float32" else torch.bfloat16
+    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(pdt)
+    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float32)).to(pdt)
+    sides[f"torch.matmul {m}x{k}x{n}"] = (lambda: torch.matmul(a, b), 2.0 * m * k * n)
+    return sides
 
 
 def _stats(ms, flops):
@@ -74,7 +125,14 @@ def main(argv=None):
     ap.add_argument("--size", type=_size, default=(200, 16, 64, 128), help="TxBxIxH")
     ap.add_argument("--kind", choices=["lstm", "gru"], default="lstm")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    ap.add_argument("--train", action="store_true",
+                    help="a training step (forward and gradients) instead of inference")
     ap.add_argument("--vs-h", type=int, help="time ours at this H as the peer, not PyTorch")
+    ap.add_argument("--vs-gemm", action="store_true",
+                    help="time GEMMs as the peers (our GF/s as a share of the fastest), "
+                         "not PyTorch's RNN")
+    ap.add_argument("--square", type=int, default=2048,
+                    help="side of --vs-gemm's square tf.matmul (0: none)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=10, help="timed calls per round and side")
     ap.add_argument("--settle", type=float, default=0.03,
@@ -86,19 +144,28 @@ def main(argv=None):
         ap.error("--rounds and --calls must be at least 1, --settle at least 0")
     if args.vs_h is not None and args.vs_h < 1:
         ap.error("--vs-h must be at least 1")
+    if args.vs_h is not None and args.vs_gemm:
+        ap.error("--vs-h and --vs-gemm are two different peers: choose one")
+    if args.square < 0:
+        ap.error("--square must be at least 0")
 
     T, B, I, H = args.size
     x = tf.constant(np.random.default_rng(0).standard_normal((B, T, I)).astype(np.float32))
-    sides = {"ours": (_ours(x, H, args.kind, args.dtype), _flops(T, B, I, H, args.kind))}
+    scale = 3 if args.train else 1  # forward, then the backward's two products per forward one
+    sides = {"ours": (_ours(x, H, args.kind, args.dtype, args.train),
+                      scale * _flops(T, B, I, H, args.kind))}
     if args.vs_h is not None:
         peer = f"ours H={args.vs_h}"
-        sides[peer] = (_ours(x, args.vs_h, args.kind, args.dtype),
-                       _flops(T, B, I, args.vs_h, args.kind))
+        sides[peer] = (_ours(x, args.vs_h, args.kind, args.dtype, args.train),
+                       scale * _flops(T, B, I, args.vs_h, args.kind))
+    elif args.vs_gemm:
+        peer = None
+        sides.update(_gemms(T, B, I, H, args.kind, args.dtype, args.threads, args.square))
     else:
         peer = "torch"
         try:
-            sides[peer] = (_torch(x, H, args.kind, args.dtype, args.threads),
-                           _flops(T, B, I, H, args.kind))
+            sides[peer] = (_torch(x, H, args.kind, args.dtype, args.threads, args.train),
+                           scale * _flops(T, B, I, H, args.kind))
         except ImportError:
             sys.exit("bench_turns: PyTorch is not installed (pip install torch==2.13.0 beside, "
                      "or use --vs-h)")
@@ -122,7 +189,8 @@ def main(argv=None):
         print(f"[bench_turns] round {r + 1}/{args.rounds} "
               f"({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
 
-    print(f"{args.kind.upper()} {args.dtype} inference, T×B×I×H = {T}×{B}×{I}×{H}, "
+    what = "training step" if args.train else "inference"
+    print(f"{args.kind.upper()} {args.dtype} {what}, T×B×I×H = {T}×{B}×{I}×{H}, "
           f"{args.rounds} rounds × {args.calls} calls a side")
     print("| side | fastest ms | p10 | median | p90 | GF/s fastest | GF/s median |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -131,7 +199,14 @@ def main(argv=None):
         s = stats[name] = _stats(times[name], flops)
         print(f"| {name} | {s['min']:.3f} | {s['p10']:.3f} | {s['median']:.3f} | "
               f"{s['p90']:.3f} | {s['gflops_min']:.1f} | {s['gflops_median']:.1f} |")
-    o, p = stats["ours"], stats[peer]
+    o = stats["ours"]
+    if peer is None:
+        for q in ("min", "median"):
+            best = max((n for n in stats if n != "ours"), key=lambda n: stats[n]["gflops_" + q])
+            print(f"ours / the fastest GEMM ({'fastest' if q == 'min' else 'median'} calls, "
+                  f"{best}): {o['gflops_' + q] / stats[best]['gflops_' + q]:.3f}")
+        return stats
+    p = stats[peer]
     if args.vs_h is None:
         print(f"{peer} / ours (time): fastest {p['min'] / o['min']:.3f}x, "
               f"median {p['median'] / o['median']:.3f}x")

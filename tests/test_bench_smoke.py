@@ -139,3 +139,31 @@ def test_turns():
     bad = subprocess.run([sys.executable, script, "--size", "4x3x8", "--vs-h", "20"],
                          cwd=_REPO, capture_output=True, text=True, timeout=600, env=env)
     assert bad.returncode == 2 and "TxBxIxH" in bad.stderr, bad.stderr[-2000:]
+
+
+def test_turns_training_against_gemms():
+    """bench_turns.py --train --vs-gemm at a tiny size: our training step and the GEMM sides
+    (tf.matmul of the input-projection shape and of the square; torch.matmul where PyTorch is
+    installed) with positive times in order, and the share of the fastest GEMM for the fastest
+    and the median calls; --vs-gemm with --vs-h exits with usage."""
+    script = os.path.join(_REPO, "bench", "bench_turns.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, script, "--size", "4x3x8x16", "--kind", "lstm", "--train",
+         "--vs-gemm", "--square", "32", "--rounds", "2", "--calls", "2", "--settle", "0"],
+        cwd=_REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "LSTM float32 training step, T×B×I×H = 4×3×8×16" in proc.stdout, proc.stdout
+    rows = {ln.split("|")[1].strip(): ln.split("|")[2:-1] for ln in proc.stdout.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| side")}
+    names = set(rows)
+    assert {"ours", "tf.matmul 12x24x64", "tf.matmul 32³"} <= names, names
+    assert names - {"ours", "tf.matmul 12x24x64", "tf.matmul 32³"} <= {"torch.matmul 12x24x64"}
+    for r in rows.values():
+        ms = [float(v) for v in r[:4]]
+        assert 0 < ms[0] <= ms[1] <= ms[2] <= ms[3], r
+    shares = [ln for ln in proc.stdout.splitlines() if ln.startswith("ours / the fastest GEMM")]
+    assert len(shares) == 2 and float(shares[0].rsplit(":", 1)[1]) > 0, proc.stdout
+    bad = subprocess.run([sys.executable, script, "--vs-gemm", "--vs-h", "20"],
+                         cwd=_REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert bad.returncode == 2 and "choose one" in bad.stderr, bad.stderr[-2000:]
