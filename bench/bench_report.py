@@ -75,13 +75,17 @@ def print_tables(meta, gemm, results, comps, tgts, backward):
              else "PyTorch not installed")
     print(f"\n### RNN CPU benchmark: {meta['cpus']} CPUs, TensorFlow {meta['tensorflow']}, "
           f"{torch}, median of {meta['reps']} reps\n")
-    print("GEMM rates (tf.matmul, same run): the RNN input GEMM [T·B, I+H]·[I+H, 4H] and a "
-          f"square {meta['square']}³ GEMM; %GEMM below is relative to the larger.\n")
-    print("| dtype | T×B×I×H | RNN-shape GEMM GF/s | square GEMM GF/s | peak GF/s |")
-    print("|---|---|---:|---:|---:|")
+    print("GEMM rates (same run): tf.matmul of the RNN input GEMM [T·B, I+H]·[I+H, 4H] and of a "
+          f"square {meta['square']}³, torch.matmul of the RNN input GEMM (where PyTorch is "
+          "installed); %GEMM below is relative to the fastest.\n")
+    print("| dtype | T×B×I×H | RNN-shape tf.matmul GF/s | square tf.matmul GF/s | "
+          "RNN-shape torch.matmul GF/s | peak GF/s |")
+    print("|---|---|---:|---:|---:|---:|")
     for g in gemm:
+        t = g.get("torch_gemm_rnn_gflops")
         print(f"| {g['dtype']} | {bu.size_str(g['size'])} | {g['gemm_rnn_gflops']:.1f} | "
-              f"{g['gemm_square_gflops']:.1f} | {g['peak_gflops']:.1f} |")
+              f"{g['gemm_square_gflops']:.1f} | {'n/a' if t is None else f'{t:.1f}'} | "
+              f"{g['peak_gflops']:.1f} |")
     print(f"\nPeak memory (MiB, backward benchmarks only): {meta['memory_method']}.")
     print("speed-up = peer ms / ours ms (> 1: ours faster).\n")
     by = {(r["bench"], r["impl"], tuple(r["size"]), r["dtype"]): r for r in results}

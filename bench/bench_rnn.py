@@ -41,8 +41,10 @@ streaming step at least five) then one timed call of each, in an order shuffled 
 that machine drift hits both sides while no side is timed in the wake of another (PyTorch's
 OpenMP workers keep spinning after a call returns) more often than the others are.
 GF/s use FLOPs of forward 8·T·B·H·(I+H) for LSTM (6· for GRU), backward twice that, fwd+bwd three
-times. "%GEMM" is the share of the larger of two tf.matmul rates measured in the same run and
-dtype: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square GEMM (2048, 256 with --quick).
+times. "%GEMM" is the share of the fastest GEMM rate measured in the same run and dtype:
+tf.matmul of the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and of a square (2048, 256 with
+--quick), and torch.matmul of the input GEMM where PyTorch is installed (on an AVX2 Zen 3 it ran
+1.8x tf.matmul's rate there). bench_turns.py --vs-gemm measures the share in turns.
 Peak memory of the backward benchmarks is measured in a separate process (see
 bench_util.MEM_METHOD).
 bfloat16: stock BlockLSTM/LSTMBlockCell take half and float only and stock GRUBlockCell float
@@ -425,10 +427,12 @@ def run_timings(args):
     for dt in args.dtypes:
         for size in args.sizes:
             rnn_rate, sq_rate = bu.gemm_rates(*size, bu.DTYPES[dt], args.reps, args.square)
-            peak = max(rnn_rate, sq_rate)
+            torch_rate = (bu.torch_gemm_rate(torch, *size, bu.DTYPES[dt], args.reps)
+                          if torch is not None else None)
+            peak = max(rnn_rate, sq_rate, torch_rate or 0.0)
             gemm.append(dict(size=list(size), dtype=dt, gemm_rnn_gflops=rnn_rate,
                              gemm_square_gflops=sq_rate, square_n=args.square,
-                             peak_gflops=peak))
+                             torch_gemm_rnn_gflops=torch_rate, peak_gflops=peak))
             case = Case(size, dt)
             for bench in args.only:
                 try:

@@ -110,6 +110,17 @@ def gemm_rates(T, B, I, H, dtype, reps, square=2048):
     return rate(T * B, I + H, 4 * H), _square_cache[key]
 
 
+def torch_gemm_rate(torch, T, B, I, H, dtype, reps):
+    """GF/s of torch.matmul (PyTorch's threads as set) on the RNN's input GEMM shape, in
+    `dtype` (a tf.DType: float32 or bfloat16)."""
+    rng = np.random.default_rng(1)
+    m, k, n = T * B, I + H, 4 * H
+    tdt = torch.float32 if dtype == tf.float32 else torch.bfloat16
+    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(tdt)
+    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float32)).to(tdt)
+    return 2.0 * m * k * n / median_ms(lambda: torch.matmul(a, b), reps) / 1e6
+
+
 # --- peak memory -----------------------------------------------------------------------------
 #
 # On CPU tf.config.experimental.get_memory_info('CPU:0') fails in TF 2.21 ("Allocator stats not

@@ -50,7 +50,11 @@ def test_meta_and_gemm(quick_run):
     assert len(data["gemm"]) == len(meta["sizes"]) * len(meta["dtypes"])
     for g in data["gemm"]:
         assert g["gemm_rnn_gflops"] > 0 and g["gemm_square_gflops"] > 0
-        assert g["peak_gflops"] == max(g["gemm_rnn_gflops"], g["gemm_square_gflops"])
+        torch_rate = g["torch_gemm_rnn_gflops"]
+        assert (torch_rate is None) == (not meta["torch"]), (g, meta["torch"])
+        assert torch_rate is None or torch_rate > 0, g
+        assert g["peak_gflops"] == max(g["gemm_rnn_gflops"], g["gemm_square_gflops"],
+                                       torch_rate or 0.0)
 
 
 def test_results(quick_run):
