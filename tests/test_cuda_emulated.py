@@ -190,6 +190,21 @@ def test_tensor_core_clusters_of_four(emulated_engine):
     assert counts["PASS"] == 8, out
 
 
+def test_tensor_core_clusters_of_eight_rows(emulated_engine):
+    """Where a block with 16-row vectors does not fit the device's shared memory (the half LSTM
+    backward at H = 512 on an H100), the tensor-core cluster kernels take groups of at most 8
+    batch rows, in half tiles: an emulated device with 90000 bytes a block, where the gru case
+    at B = 9, H = 144 needs 93312 (forward) and 95616 (backward) with 16 rows, 78944 and 81536
+    with 8, runs it in two clusters of 5 and 4 rows both ways."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed (the check list builds its operands with it)")
+    env = dict(PATHS["cluster2"], TFRNN_CUDA_MMA="1", TFRNN_EMU_SMEM_OPTIN="90000")
+    counts, out = _run_checks("run_gpu_checks.py", emulated_engine, "-H=144-", env_extra=env)
+    for d in ("forward", "backward"):
+        assert re.search(rf"tfrnn_cuda {d} B=9 H=144: cluster-mma .*cluster=2 group=5 ", out), out
+    assert counts["PASS"] == 2, out
+
+
 def test_tensor_core_product(emulated_engine):
     counts, _ = _run_checks("mma_checks.py", emulated_engine)
     assert counts["PASS"] == 13  # 4 shapes x 2 dtypes + 5 refusals

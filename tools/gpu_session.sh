@@ -18,8 +18,9 @@
 # fragment layout) against numpy (tests/gpu/mma_checks.py); the *_mma stages run the
 # tensor-core persistent kernels (TFRNN_CUDA_MMA=1, half and bfloat16) through the checks, the
 # sanitizers and the benchmark (bench_mma: against cuDNN and the defaults), the *_cmma stages
-# the tensor-core cluster kernels (TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1) the same way
-# (bench_cmma: half lstm, the sizes where cuDNN's persistent fp16 kernel beats the others).
+# the tensor-core cluster kernels (TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1) the same way (the
+# sanitizers also on the half lstm at H = 512, whose backward runs in 8-row groups; bench_cmma:
+# half lstm, the sizes where cuDNN's persistent fp16 kernel beats the others).
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
@@ -148,10 +149,10 @@ for s in "${STAGES[@]}"; do
                    TFRNN_CUDA_TRACE=1 "$PY" tests/gpu/run_gpu_checks.py ;;
     memcheck_cmma) stage memcheck_cmma 240 env TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1 \
                      compute-sanitizer --tool memcheck --leak-check no \
-                     "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
+                     "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- -H=512- ;;
     racecheck_cmma) stage racecheck_cmma 200 env TFRNN_CUDA_CLUSTER=1 TFRNN_CUDA_MMA=1 \
                       compute-sanitizer --tool racecheck \
-                      "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- ;;
+                      "$PY" tests/gpu/run_gpu_checks.py -H=16- -H=32- -H=80- -H=512- ;;
     bench_cmma) stage bench_cmma 300 "$PY" bench/gpu_bench.py --iters 10 --batches 1,8,16,32,64 \
                   --hiddens 256,512 --modes lstm --dtypes float16 --variants auto,mma,cmma ;;
     # The Keras layers' GPU path: per-gate masks vs a PyTorch loop with the same masks.

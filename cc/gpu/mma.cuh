@@ -64,11 +64,16 @@ __device__ __forceinline__ uint32_t Load2(const T* p) {
 }
 
 // A's fragment of the 16 x 16 tile at a (row-major, leading dimension lda, even; a 4-byte
-// aligned).
+// aligned) whose first `rows` rows are stored (1 to 16): the rows past them read as zeros,
+// nothing of them is loaded.
 template <typename T>
-__device__ __forceinline__ void LoadA(const T* a, int lda, int lane, uint32_t (&r)[4]) {
+__device__ __forceinline__ void LoadA(const T* a, int lda, int lane, uint32_t (&r)[4],
+                                      int rows = 16) {
   const int g = lane >> 2, t = lane & 3;
-  for (int j = 0; j < 4; ++j) r[j] = Load2(a + (g + 8 * (j & 1)) * lda + 2 * t + 8 * (j >> 1));
+  for (int j = 0; j < 4; ++j) {
+    const int row = g + 8 * (j & 1);
+    r[j] = row < rows ? Load2(a + row * lda + 2 * t + 8 * (j >> 1)) : 0u;
+  }
 }
 
 // B's fragment of the 16 x 8 tile whose column n holds B[k][n] at b[n · ldb + k] (each column

@@ -4,7 +4,9 @@
 //   C[Bp, cols] = S[Bp, K] · Wᵀ   (S: the batch's vector, W: rows of R or of Rᵀ)
 // one (16 batch rows, 8 columns) tile of mma.cuh's m16n8k16 product per warp at a time.
 // Shared-memory rows are padded by kMmaPad elements, so that the eight rows a fragment load
-// reads fall in different banks; the batch is rounded up to whole 16-row tiles, zeros below.
+// reads fall in different banks; the batch is rounded up to whole 16-row tiles, zeros below
+// (MmaBatchRows), or for a batch of at most 8 rows to one 8-row half tile (MmaVecRows), the
+// tile's other 8 rows read as zeros without being stored.
 #ifndef TF_RNN_OPS_CC_GPU_MMA_BLOCK_CUH_
 #define TF_RNN_OPS_CC_GPU_MMA_BLOCK_CUH_
 
@@ -19,6 +21,9 @@ constexpr I64 kMmaPad = 8;  // elements of padding per shared-memory row
 
 // Rows of the batch operand in shared memory: B rounded up to whole 16-row tiles.
 __host__ __device__ inline I64 MmaBatchRows(I64 B) { return (B + 15) / 16 * 16; }
+// The same, except that a batch of at most 8 rows takes 8 (half a tile: a vector of a cluster
+// kernel's group, where shared memory is short).
+__host__ __device__ inline I64 MmaVecRows(I64 B) { return B <= 8 ? 8 : MmaBatchRows(B); }
 
 // T's zero, converted from 0.f as every store of a T is (St).
 template <typename T>
@@ -29,13 +34,15 @@ __device__ __forceinline__ T ZeroOf() {
 }
 
 // One warp's (16 rows, 8 columns) tile m, n of S · Wᵀ over K in [k0, k1) (steps of 16), added
-// to its fragment d (mma.cuh's C layout).
+// to its fragment d (mma.cuh's C layout); S has Bp rows (a multiple of 8), so the last tile may
+// have 8 of its rows stored.
 template <typename T>
-__device__ __forceinline__ void TileProduct(const T* S, const T* W, I64 ld, I64 m, I64 n, I64 k0,
-                                            I64 k1, int lane, float (&d)[4]) {
+__device__ __forceinline__ void TileProduct(const T* S, const T* W, I64 ld, I64 Bp, I64 m, I64 n,
+                                            I64 k0, I64 k1, int lane, float (&d)[4]) {
+  const int rows = Bp - m * 16 < 16 ? static_cast<int>(Bp - m * 16) : 16;
   for (I64 k = k0; k < k1; k += 16) {
     uint32_t ra[4], rb[2];
-    mma::LoadA(S + m * 16 * ld + k, static_cast<int>(ld), lane, ra);
+    mma::LoadA(S + m * 16 * ld + k, static_cast<int>(ld), lane, ra, rows);
     mma::LoadB(W + n * 8 * ld + k, static_cast<int>(ld), lane, rb);
     mma::Mma16816<T>(d, ra, rb);
   }
@@ -48,18 +55,18 @@ __device__ __forceinline__ void FragmentAt(I64 m, I64 n, int lane, int j, I64* b
 }
 
 // emit(b, c, v) for every b < B, c < cols of the block's product C[Bp, cols] = S · Wᵀ over K:
-// S [Bp, K] and W [cols rounded up to 8, K] in shared memory, rows ld apart, rows past B and
-// cols zeros. A (16 rows, 8 columns) tile per warp at a time over all of K (a warp-uniform
+// S [Bp, K] (Bp: MmaBatchRows or MmaVecRows of B) and W [cols rounded up to 8, K] in shared
+// memory, rows ld apart, rows past B and cols zeros. A (16 rows, 8 columns) tile per warp at a time over all of K (a warp-uniform
 // loop: every lane of a warp takes part in its products).
 template <typename T, typename Emit>
 __device__ __forceinline__ void BlockProduct(const T* S, const T* W, I64 ld, I64 Bp, I64 B,
                                              I64 cols, I64 K, Emit emit) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const I64 mtiles = Bp / 16, ntiles = (cols + 7) / 8;
+  const I64 mtiles = (Bp + 15) / 16, ntiles = (cols + 7) / 8;
   for (I64 item = warp; item < mtiles * ntiles; item += kWarps) {
     const I64 m = item / ntiles, n = item % ntiles;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
-    TileProduct(S, W, ld, m, n, 0, K, lane, d);
+    TileProduct(S, W, ld, Bp, m, n, 0, K, lane, d);
     for (int j = 0; j < 4; ++j) {
       I64 b, c;
       FragmentAt(m, n, lane, j, &b, &c);
@@ -81,7 +88,7 @@ constexpr I64 kMmaSplitFloats = kWarps * 128;
 template <typename T, typename Emit>
 __device__ __forceinline__ void BlockProductSplit(const T* S, const T* W, I64 ld, I64 Bp, I64 B,
                                                   I64 cols, I64 K, float* part, Emit emit) {
-  const I64 ntiles = (cols + 7) / 8, tiles = Bp / 16 * ntiles, ksteps = K / 16;
+  const I64 ntiles = (cols + 7) / 8, tiles = (Bp + 15) / 16 * ntiles, ksteps = K / 16;
   const I64 most = tiles == 0 ? 1 : kWarps / tiles;  // slices that keep every warp busy
   const I64 split = most < ksteps ? most : ksteps;
   if (split <= 1) {
@@ -94,7 +101,7 @@ __device__ __forceinline__ void BlockProductSplit(const T* S, const T* W, I64 ld
     const I64 tile = item / split, sl = item % split;
     const I64 k1 = (sl + 1) * per < K ? (sl + 1) * per : K;
     float d[4] = {0.f, 0.f, 0.f, 0.f};
-    TileProduct(S, W, ld, tile / ntiles, tile % ntiles, sl * per, k1, lane, d);
+    TileProduct(S, W, ld, Bp, tile / ntiles, tile % ntiles, sl * per, k1, lane, d);
     for (int j = 0; j < 4; ++j) part[item * 128 + lane * 4 + j] = d[j];
   }
   __syncthreads();  // every slice's partial tile is written

@@ -8,8 +8,8 @@
 // multiple of 8: whole 8-row tiles of the product) and keeps their rows of R (forward) or of Rᵀ
 // (backward) in shared memory for the whole sequence, rows padded by kMmaPad elements. The
 // step's vector (forward h_{t-1}, backward dhr_{t+1}) of the group's rows lives in every block's
-// shared memory, in rows of the same padded width (rows G..Gp-1, Gp = G rounded up to 16, stay
-// zero), double-buffered. Per step a block
+// shared memory, in rows of the same padded width (rows G..Gp-1 stay zero; Gp = G rounded up to
+// 16, or 8 for a group of at most 8 rows: MmaVecRows), double-buffered. Per step a block
 //   1. multiplies the vector by its rows ((16 batch rows, 8 rows) tiles, a warp each at a time;
 //      with fewer tiles than warps, K split between warps: BlockProductSplit), into hr in
 //      shared memory (forward) or into its units' carries dL/dh (backward),
@@ -42,13 +42,13 @@ constexpr size_t kPartBytes = sizeof(float) * kMmaSplitFloats;
 template <typename T>
 __host__ __device__ ClusterSmem MmaFwdSmem(I64 K, I64 U, I64 Hs, I64 G) {
   const I64 ld = Hs + kMmaPad;
-  return {Align16(sizeof(T) * K * U * ld), Align16(sizeof(T) * MmaBatchRows(G) * ld),
+  return {Align16(sizeof(T) * K * U * ld), Align16(sizeof(T) * MmaVecRows(G) * ld),
           Align16(sizeof(float) * G * K * U), 0, kPartBytes};
 }
 template <typename T>
 __host__ __device__ ClusterSmem MmaBwdSmem(I64 K, I64 U, I64 H, I64 G) {
   const I64 ld = K * H + kMmaPad;
-  return {Align16(sizeof(T) * U * ld), Align16(sizeof(T) * MmaBatchRows(G) * ld), 0, 0,
+  return {Align16(sizeof(T) * U * ld), Align16(sizeof(T) * MmaVecRows(G) * ld), 0, 0,
           kPartBytes};
 }
 
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaFwdKernel(FwdStep<T> p, C
   cg::cluster_group cluster = cg::this_cluster();
   const I64 H = p.H, Hs = p.Hs, K = p.K, U = ca.units, G = ca.group, ld = Hs + kMmaPad;
   const ClusterPart w = PartOf(cluster, H, p.B, U, G);
-  const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg, Gp = MmaBatchRows(G);
+  const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg, Gp = MmaVecRows(G);
   const I64 rows = K * un;  // gate rows of this block: gate (r / un), unit j0 + r % un
   const ClusterSmem sz = MmaFwdSmem<T>(K, U, Hs, G);
   unsigned char* smem = DynamicSmem();
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaBwdKernel(BwdStep<T> p, C
   cg::cluster_group cluster = cg::this_cluster();
   const I64 H = p.H, Hs = p.Hs, KH = p.K * p.H, U = ca.units, G = ca.group, ld = KH + kMmaPad;
   const ClusterPart w = PartOf(cluster, H, p.B, U, G);
-  const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg, Gp = MmaBatchRows(G);
+  const I64 j0 = w.j0, un = w.un, b0 = w.b0, bg = w.bg, Gp = MmaVecRows(G);
   const ClusterSmem sz = MmaBwdSmem<T>(p.K, U, H, G);
   unsigned char* smem = DynamicSmem();
   T* rt = reinterpret_cast<T*>(smem);                                       // [U, ld]
@@ -182,9 +182,12 @@ __global__ void __launch_bounds__(kPThreads) ClusterMmaBwdKernel(BwdStep<T> p, C
 
 // The plan of a tensor-core cluster kernel fn on the current device. For each cluster size C
 // (2 to 16, or TFRNN_CUDA_CLUSTER_SIZE): U = ⌈H/C⌉ rounded up to 8 units per block; clusters of
-// at most 16 batch rows each (one row tile) where the device holds that many clusters at once,
-// else as many as it holds; if a block's shared memory (bytes(U, G)) fits. Of those, the least
-// work per block and step (U · the group's rows rounded up to 16), the smaller C on a tie.
+// at most 16 batch rows each (one row tile), or of at most 8 (half a tile: the vectors take
+// half the shared memory) where a block with 16 does not fit, as many as the batch needs where
+// the device holds them at once, else as many as it holds; if a block's shared memory
+// (bytes(U, G)) fits. Of those, the least work per block and step (U · the group's rows rounded
+// up to 16: a half tile costs the tensor cores a whole one), the smaller C and the larger
+// groups on a tie.
 template <typename Bytes, typename Fn>
 SequenceKernelPlan PlanClusterMma(const RnnSpec& s, Bytes bytes, Fn* fn) {
   SequenceKernelPlan best;
@@ -196,21 +199,25 @@ SequenceKernelPlan PlanClusterMma(const RnnSpec& s, Bytes bytes, Fn* fn) {
   for (int C : {2, 4, 8, 16}) {
     if (!cd.Tries(C, s.H)) continue;
     const I64 U = ((s.H + C - 1) / C + 7) / 8 * 8;
-    const size_t one_tile = bytes(U, 16);
-    if (one_tile > static_cast<size_t>(d.optin)) continue;
-    const int active = ActiveClusters(dev, fn, C, one_tile);
-    if (active < 1) continue;
-    I64 clusters = std::min<I64>(active, (s.B + 15) / 16);
-    const I64 G = (s.B + clusters - 1) / clusters;
-    clusters = (s.B + G - 1) / G;
-    const size_t smem = bytes(U, G);
-    if (smem > static_cast<size_t>(d.optin)) continue;
-    if (ActiveClusters(dev, fn, C, smem) < clusters) continue;
-    const I64 work = U * MmaBatchRows(G);
-    if (best.ok && work >= best_work) continue;
-    best = MakePlan(clusters * C, U, 1, 1, smem, C, G);
-    best.mma = true;
-    best_work = work;
+    for (I64 most : {16, 8}) {
+      const size_t one_group = bytes(U, most);
+      if (one_group > static_cast<size_t>(d.optin)) continue;
+      const int active = ActiveClusters(dev, fn, C, one_group);
+      if (active < 1) continue;
+      I64 clusters = std::min<I64>(active, (s.B + most - 1) / most);
+      const I64 G = (s.B + clusters - 1) / clusters;
+      clusters = (s.B + G - 1) / G;
+      const size_t smem = bytes(U, G);
+      if (smem > static_cast<size_t>(d.optin)) continue;
+      if (ActiveClusters(dev, fn, C, smem) < clusters) continue;
+      const I64 work = U * MmaBatchRows(G);
+      if (!best.ok || work < best_work) {
+        best = MakePlan(clusters * C, U, 1, 1, smem, C, G);
+        best.mma = true;
+        best_work = work;
+      }
+      break;  // groups of 16 rows fit: no need for 8
+    }
   }
   return best;
 }

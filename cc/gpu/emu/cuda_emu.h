@@ -106,7 +106,17 @@ using cudaDataType = cudaDataType_t;
 
 namespace tfrnn {
 namespace emu {
-constexpr size_t kSmemOptin = 227 * 1024;  // dynamic shared memory per block, opted in
+// Dynamic shared memory per block, opted in: an H100's or H200's 227 KiB, or
+// TFRNN_EMU_SMEM_OPTIN bytes (tests: a device with less, so that a plan takes the road it
+// takes on a GPU for a layer too large to emulate).
+inline size_t SmemOptin() {
+  static const size_t bytes = [] {
+    const char* e = std::getenv("TFRNN_EMU_SMEM_OPTIN");
+    const long long v = e != nullptr ? std::atoll(e) : 0;
+    return v > 0 ? static_cast<size_t>(v) : static_cast<size_t>(227) * 1024;
+  }();
+  return bytes;
+}
 
 // The error a launch left for cudaGetLastError (a bad configuration), cleared when read.
 inline thread_local cudaError_t last_error = cudaSuccess;
@@ -180,7 +190,9 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
     case cudaDevAttrCooperativeLaunch: *v = 1; break;
     case cudaDevAttrComputeCapabilityMajor: *v = 9; break;  // thread-block clusters
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = tfrnn::emu::kSmemOptin; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *v = static_cast<int>(tfrnn::emu::SmemOptin());
+      break;
     default: return cudaErrorInvalidValue;
   }
   return cudaSuccess;

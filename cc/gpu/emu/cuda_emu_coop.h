@@ -164,6 +164,7 @@ cudaError_t LaunchFibers(F f, dim3 grid, dim3 block, size_t smem_bytes, unsigned
   if (cluster == 0 || cluster > kMaxCluster || grid.y * grid.z != 1 || grid.x % cluster != 0) {
     return cudaErrorInvalidConfiguration;
   }
+  if (smem_bytes > SmemOptin()) return cudaErrorInvalidValue;  // as a GPU refuses it
   if (coop != nullptr) Fail("nested cooperative launch");
   constexpr size_t kStack = 256 * 1024;
   CoopRun run;
@@ -328,7 +329,7 @@ template <typename F>
 cudaError_t cudaOccupancyMaxActiveClusters(int* n, F, const cudaLaunchConfig_t* cfg) {
   const unsigned cluster = tfrnn::emu::ClusterOf(cfg);
   if (cluster == 0) return cudaErrorInvalidValue;
-  *n = cfg->dynamicSmemBytes <= tfrnn::emu::kSmemOptin && cluster <= tfrnn::emu::kMaxCluster
+  *n = cfg->dynamicSmemBytes <= tfrnn::emu::SmemOptin() && cluster <= tfrnn::emu::kMaxCluster
            ? static_cast<int>(tfrnn::emu::kMaxCluster / cluster)
            : 0;
   return cudaSuccess;
