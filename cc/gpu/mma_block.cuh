@@ -56,8 +56,8 @@ __device__ __forceinline__ void FragmentAt(I64 m, I64 n, int lane, int j, I64* b
 
 // emit(b, c, v) for every b < B, c < cols of the block's product C[Bp, cols] = S · Wᵀ over K:
 // S [Bp, K] (Bp: MmaBatchRows or MmaVecRows of B) and W [cols rounded up to 8, K] in shared
-// memory, rows ld apart, rows past B and cols zeros. A (16 rows, 8 columns) tile per warp at a time over all of K (a warp-uniform
-// loop: every lane of a warp takes part in its products).
+// memory, rows ld apart, rows past B and cols zeros. A (16 rows, 8 columns) tile per warp at a
+// time over all of K (a warp-uniform loop: every lane of a warp takes part in its products).
 template <typename T, typename Emit>
 __device__ __forceinline__ void BlockProduct(const T* S, const T* W, I64 ld, I64 Bp, I64 B,
                                              I64 cols, I64 K, Emit emit) {
