@@ -90,25 +90,16 @@ def _gemms(T, B, I, H, kind, dtype, threads, square):
     """The GEMM sides of --vs-gemm: name -> (call, FLOPs)."""
     rng = np.random.default_rng(1)
     m, k, n = T * B, I + H, (4 if kind == "lstm" else 3) * H
-    tdt = tf.float32 if dtype == "float32" else tf.bfloat16
-
-    def tf_mm(m, k, n):
-        a = tf.constant(rng.standard_normal((m, k)).astype(np.float32), dtype=tdt)
-        b = tf.constant(rng.standard_normal((k, n)).astype(np.float32), dtype=tdt)
-        return tf.function(lambda: tf.matmul(a, b)), 2.0 * m * k * n
-
-    sides = {f"tf.matmul {m}x{k}x{n}": tf_mm(m, k, n)}
+    tdt = bu.DTYPES[dtype]
+    sides = {f"tf.matmul {m}x{k}x{n}": bu.matmul_call(m, k, n, tdt, rng)}
     if square > 0:
-        sides[f"tf.matmul {square}³"] = tf_mm(square, square, square)
+        sides[f"tf.matmul {square}³"] = bu.matmul_call(square, square, square, tdt, rng)
     try:
         import torch
     except ImportError:
         return sides
     torch.set_num_threads(threads)
-    pdt = torch.float32 if dtype == "float32" else torch.bfloat16
-    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(pdt)
-    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float32)).to(pdt)
-    sides[f"torch.matmul {m}x{k}x{n}"] = (lambda: torch.matmul(a, b), 2.0 * m * k * n)
+    sides[f"torch.matmul {m}x{k}x{n}"] = bu.matmul_call(m, k, n, tdt, rng, torch)
     return sides
 
 

@@ -91,34 +91,41 @@ def lstm_flops(T, B, I, H, gates=4):
 _square_cache = {}
 
 
+def matmul_call(m, k, n, dtype, rng, torch=None):
+    """A call of [m, k]·[k, n] on random operands in `dtype` (a tf.DType: float32 or bfloat16):
+    tf.matmul in a tf.function, or torch.matmul with `torch` (PyTorch's threads as set).
+    Returns (call, FLOPs)."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    if torch is not None:
+        tdt = torch.float32 if dtype == tf.float32 else torch.bfloat16
+        ta, tb = torch.from_numpy(a).to(tdt), torch.from_numpy(b).to(tdt)
+        return (lambda: torch.matmul(ta, tb)), 2.0 * m * k * n
+    ta, tb = tf.constant(a, dtype=dtype), tf.constant(b, dtype=dtype)
+    return tf.function(lambda: tf.matmul(ta, tb)), 2.0 * m * k * n
+
+
+def _rate(call_flops, reps):
+    call, flops = call_flops
+    return flops / median_ms(call, reps) / 1e6
+
+
 def gemm_rates(T, B, I, H, dtype, reps, square=2048):
     """GF/s of tf.matmul in this run: the RNN's input GEMM [T·B, I+H]·[I+H, 4H] and a square
     GEMM of side `square` (measured once per dtype and side, then reused).
     Returns (rnn_shape_gflops, square_gflops)."""
     rng = np.random.default_rng(1)
-
-    def rate(m, k, n):
-        a = tf.constant(rng.standard_normal((m, k)).astype(np.float32), dtype=dtype)
-        b = tf.constant(rng.standard_normal((k, n)).astype(np.float32), dtype=dtype)
-        mm = tf.function(lambda: tf.matmul(a, b))
-        ms = median_ms(mm, reps)
-        return 2.0 * m * k * n / ms / 1e6
-
     key = (dtype.name, square)
     if key not in _square_cache:
-        _square_cache[key] = rate(square, square, square)
-    return rate(T * B, I + H, 4 * H), _square_cache[key]
+        _square_cache[key] = _rate(matmul_call(square, square, square, dtype, rng), reps)
+    return _rate(matmul_call(T * B, I + H, 4 * H, dtype, rng), reps), _square_cache[key]
 
 
 def torch_gemm_rate(torch, T, B, I, H, dtype, reps):
     """GF/s of torch.matmul (PyTorch's threads as set) on the RNN's input GEMM shape, in
     `dtype` (a tf.DType: float32 or bfloat16)."""
     rng = np.random.default_rng(1)
-    m, k, n = T * B, I + H, 4 * H
-    tdt = torch.float32 if dtype == tf.float32 else torch.bfloat16
-    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(tdt)
-    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float32)).to(tdt)
-    return 2.0 * m * k * n / median_ms(lambda: torch.matmul(a, b), reps) / 1e6
+    return _rate(matmul_call(T * B, I + H, 4 * H, dtype, rng, torch), reps)
 
 
 # --- peak memory -----------------------------------------------------------------------------
