@@ -44,8 +44,11 @@ def _size(text):
     return sizes[0]
 
 
+_GATES = {"lstm": 4, "gru": 3}
+
+
 def _flops(T, B, I, H, kind):
-    return bu.lstm_flops(T, B, I, H, 4 if kind == "lstm" else 3)
+    return bu.lstm_flops(T, B, I, H, _GATES[kind])
 
 
 def _ours(x, H, kind, dtype, train=False):
@@ -89,7 +92,7 @@ def _torch(x, H, kind, dtype, threads, train=False):
 def _gemms(T, B, I, H, kind, dtype, threads, square):
     """The GEMM sides of --vs-gemm: name -> (call, FLOPs)."""
     rng = np.random.default_rng(1)
-    m, k, n = T * B, I + H, (4 if kind == "lstm" else 3) * H
+    m, k, n = T * B, I + H, _GATES[kind] * H
     tdt = bu.DTYPES[dtype]
     sides = {f"tf.matmul {m}x{k}x{n}": bu.matmul_call(m, k, n, tdt, rng)}
     if square > 0:
