@@ -4,17 +4,20 @@ reference, at inference and in training (the forward's outputs and then CudnnRNN
 gradients, which read the reserve the blocks wrote), run by tests/test_batch_blocks.py in a
 child process per setting:
 TensorFlow's intra-op pool size (BATCH_CHECK_THREADS, set before the first op: 2 threads make
-two blocks, 3 three, 4 up to four) and TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
-whole batch; read once per process).
+two blocks, 3 three, 4 up to four), TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
+whole batch; read once per process) and TF_RNN_OPS_CPU_FUSE_WIDE (0: the AVX2 engine fuses the
+input with R for small weights only, as the other engines do).
 
 Cases: every mode, one and two layers and directions (the states gathered per block), time-major
 x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T,
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
 and 14), and batches below two blocks (15 rows: no split), in float64 and float32. Training
 cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its step's
-product (small weights) and every sequence is full length; gru, per-sequence lengths, the
-larger weights of TRAIN_SIZES[2] and T = 4 (a streaming call's steps at 8 rows) keep the roads
-over the whole batch, and check that the choice is made right.
+product and every sequence is full length (small weights; on the AVX2 engine weights up to
+8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,
+per-sequence lengths, the larger weights of TRAIN_SIZES[2] elsewhere and T = 4 (a streaming
+call's steps at 8 rows) keep the roads over the whole batch, and check that the choice is made
+right.
 
     BATCH_CHECK_THREADS=4 python tests/batch_block_checks.py   # a line per case, exit 1 on a mismatch
 """
@@ -37,8 +40,9 @@ import test_cudnn_rnn_grads as G  # noqa: E402
 F32, F64 = tf.float32, tf.float64
 
 # (T, B, I, H): sizes that take the fused input product inside a block (small weights), the
-# separate input projection (larger weights), and the batch splits above.
-SIZES = [(6, 19, 5, 12), (5, 40, 30, 70), (4, 15, 6, 10), (3, 64, 8, 16)]
+# batch splits above, and an lstm whose weights are past the L2 rule ((128 + 200) x 800 floats:
+# fused on the AVX2 engine unless TF_RNN_OPS_CPU_FUSE_WIDE=0, projected apart elsewhere).
+SIZES = [(6, 19, 5, 12), (5, 40, 30, 70), (4, 15, 6, 10), (3, 64, 8, 16), (4, 24, 128, 200)]
 
 
 def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dtype):
@@ -55,7 +59,8 @@ def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dt
 
 
 # (T, B, I, H) of the training cases: 19 rows (two blocks of 9 and 10), 40 rows (up to four
-# blocks), lstm weights too large to fuse ((160 + 300) x 1200), and too few steps (T = 4).
+# blocks), lstm weights past the L2 rule ((160 + 300) x 1200: blocks on the AVX2 engine unless
+# TF_RNN_OPS_CPU_FUSE_WIDE=0, the whole batch elsewhere), and too few steps (T = 4).
 TRAIN_SIZES = [(6, 19, 5, 12), (7, 40, 16, 24), (6, 16, 160, 300), (4, 24, 6, 10)]
 
 
@@ -101,8 +106,9 @@ def main():
     named += [("training size={} mode={} L={} {} time_major={} lengths={} {}".format(
                    *case[:-1], case[-1].name),
                lambda case=case: _train_case(ours, rng, *case)) for case in train]
-    return run_cases(named, "BATCH_BLOCKS " +
-                     os.environ.get("TF_RNN_OPS_CPU_BATCH_BLOCKS", "auto"))
+    return run_cases(named, "BATCH_BLOCKS {} FUSE_WIDE {}".format(
+        os.environ.get("TF_RNN_OPS_CPU_BATCH_BLOCKS", "auto"),
+        os.environ.get("TF_RNN_OPS_CPU_FUSE_WIDE", "auto")))
 
 
 if __name__ == "__main__":

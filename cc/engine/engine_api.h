@@ -24,7 +24,7 @@ class HostPool {
 };
 
 // Bump when the table, any struct in types.h or the workspace a spec needs (workspace.h) changes.
-constexpr int kEngineApiVersion = 14;
+constexpr int kEngineApiVersion = 15;
 
 struct EngineApi {
   int version;

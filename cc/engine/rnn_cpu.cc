@@ -215,7 +215,7 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
             (!r.unpacked && !r.pipelined && s.P == 0 && !s.has_mask &&
              s.mode != RnnMode::kGru && !s.preprojected && steps > 1 && ly.in == ly.in_cols &&
              all_full && ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
-                          RnnFusesInput(ly.in, Hs, KH, b16)));
+                          RnnFusesInput(ly.in, Hs, KH, b16, FuseWide())));
   // The packed step's words: x's rows projected in their order (at inference a batch-major x
   // keeps its order unless the chain is pipelined), or fused, each step's rows of an even
   // input width as their pair words; W and R packed from their words; y's floats converted

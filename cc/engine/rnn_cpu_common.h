@@ -237,11 +237,26 @@ void ForUnitBlocks(const CpuDevice& d, Index H, Index elems, Fn&& fn) {
   });
 }
 
+// Whether this engine's forward fuses the input's product with R's for weights past the L2
+// rule too (types.h RnnFusesInput's `wide`): the AVX2 engine, which has no lanes road, unless
+// TF_RNN_OPS_CPU_FUSE_WIDE=0 (read once per process). The AVX-512 engine keeps the L2 rule
+// beside its lanes (there the input fuses in the lanes by its own rule, RnnLanesFuseInput);
+// the AVX engine is not measured.
+inline bool FuseWide() {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  static const bool on = EnvChoice("TF_RNN_OPS_CPU_FUSE_WIDE", {"0"}) != 0;
+  return on;
+#else
+  return false;
+#endif
+}
+
 // The batch blocks of a forward whose rows a block writes in place (training, the LSTM block
 // ops): RnnBatchBlocks where RnnTrainBatchBlocks holds with this CPU's products, else 1.
 inline Index TrainBatchBlocks(const CpuDevice& d, const RnnSpec& s) {
-  return RnnTrainBatchBlocks(s, bf16::ProductsFor(s)) ? RnnBatchBlocks(s, d.numThreads())
-                                                              : 1;
+  return RnnTrainBatchBlocks(s, bf16::ProductsFor(s), FuseWide())
+             ? RnnBatchBlocks(s, d.numThreads())
+             : 1;
 }
 
 // The roads of a forward layer (LayerForward), from the spec, the layer and its steps.

@@ -435,8 +435,21 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 // stay in its core's L2. With bf16 products (a bfloat16 op: the spec's bf16; the engine passes
 // whether its products take it) the packed weights are pairs of bf16, half the bytes, so twice
 // the elements fit.
-inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false) {
-  return in > 0 && (in + Hs) * KH <= (Index(1) << (bf16 ? 19 : 18));
+// `wide`: also larger weights, up to kFusedWeightsMax bytes of [W; R] packed, where the engine
+// has no road with the batch in the lanes (rnn_cpu_common.h FuseWide: the AVX2 engine). There
+// a step's R streams from L3 either way; the fused product streams W with it (I/H more bytes a
+// step, at the same products per byte) and saves the projection's rows written, zeroed and
+// read back and Eigen's packing, which measured more:
+// AVX2 Zen 3, 2 threads, LSTM 50x32x128x512 inference 5-9 % faster, its training step 10-15 %
+// (its forward then runs in batch blocks, RnnTrainBatchBlocks), 100x64x256x256 3-10 %
+// (docs/PERFORMANCE.md, "An AVX2 machine"). The workspace sizes (workspace.h) take wide = true,
+// room for either road.
+constexpr double kFusedWeightsMax = 8.0 * 1024 * 1024;
+inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false, bool wide = false) {
+  if (in <= 0) return false;
+  const double elems = double(in + Hs) * double(KH);
+  return elems <= double(Index(1) << (bf16 ? 19 : 18)) ||
+         (wide && elems * (bf16 ? 2 : 4) <= kFusedWeightsMax);
 }
 // The batch in the SIMD lanes (lanes_gemm.h): where the forward's per-step recurrent product
 // runs as Rᵀ · hᵀ, each weight read once per step, on a CPU with AVX-512 (float products, or
@@ -519,16 +532,16 @@ inline bool BatchBlocksOff() {
 // The spec's part of whether training runs in batch blocks: every layer's input fuses into
 // its step's product (with bf16 products: `bf16`, whether the CPU has them), no dropout,
 // projection or preprojected or skipped input, not gru; and more steps than a streaming call
-// has, also for a block of kBatchBlockRows rows. The forward adds that every sequence is full
-// length (the fused road's condition).
-inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16) {
+// has, also for a block of kBatchBlockRows rows (`wide`: RnnFusesInput's). The forward adds
+// that every sequence is full length (the fused road's condition).
+inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16, bool wide) {
   if (RnnHasMask(s) || s.P > 0 || s.preprojected || s.skip_input || s.mode == RnnMode::kGru ||
       RnnStepsUnpacked(s.T, kBatchBlockRows) || s.T < 2) {
     return false;
   }
   const Index Hs = RnnHs(s), KH = RnnK(s) * s.H;
   for (Index l = 0; l < std::min<Index>(s.L, 2); ++l) {
-    if (!RnnFusesInput(RnnInWidth(s, l), Hs, KH, bf16)) return false;
+    if (!RnnFusesInput(RnnInWidth(s, l), Hs, KH, bf16, wide)) return false;
   }
   return true;
 }
@@ -536,7 +549,7 @@ inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16) {
 // each count up to it): 1 = none.
 inline Index RnnBatchBlocksMax(const RnnSpec& s) {
   if (s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
-  if (s.training && !RnnTrainBatchBlocks(s, s.bf16)) return 1;
+  if (s.training && !RnnTrainBatchBlocks(s, s.bf16, true)) return 1;
   const double weights =
       double(RnnK(s) * s.H) * double(RnnMaxInWidth(s) + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
   if (weights > kBatchBlockMaxWeights) return 1;

@@ -71,7 +71,7 @@ RnnFwdScratch<A> CarveRnnFwd(const RnnSpec& s, Carver<A>* cv) {
                    // for a first layer whose chain may be pipelined (a batch-major x: its input
                    // projected per time row)
     for (Index in : {RnnInWidth(s, 0), s.L > 1 ? s.D * Hs : Index(0)}) {
-      const bool fuses = RnnFusesInput(in, Hs, KH, s.bf16) ||
+      const bool fuses = RnnFusesInput(in, Hs, KH, s.bf16, true) ||
                          (RnnLanesWidth(s) > 0 && RnnLanesFuseInput(in, Hs));
       if (fuses && KH * in > wx) wx = KH * in;
     }
@@ -151,7 +151,7 @@ Index RnnBlocksWorkspaceSize(const RnnSpec& s, Index whole, Index max_n, Size si
 inline Index RnnBlocksPackSize(const RnnSpec& s) {
   if (s.L * s.D != 1) return 0;
   const Index Hs = RnnHs(s), KH = RnnK(s) * s.H, in = RnnInWidth(s, 0);
-  return AlignUp(KH * (Hs + (RnnFusesInput(in, Hs, KH, s.bf16) ? in : 0)));
+  return AlignUp(KH * (Hs + (RnnFusesInput(in, Hs, KH, s.bf16, true) ? in : 0)));
 }
 // The workspace of RnnForward: the layers' over the whole batch, or the batch blocks' (with
 // their shared pack) for any block count the spec allows, whichever is larger; a multiple of
@@ -167,7 +167,7 @@ inline Index RnnFwdWorkspaceSize(const RnnSpec& s) {
 // the op's [T, B, ·] tensors in place, with its own layer workspace (RnnBlockLayersSize, one
 // after the other: RnnBlocksBefore).
 inline Index LstmBlockBatchBlocksMax(const RnnSpec& s) {
-  return RnnTrainBatchBlocks(s, s.bf16) ? RnnBatchBlocksMax(s) : 1;
+  return RnnTrainBatchBlocks(s, s.bf16, true) ? RnnBatchBlocksMax(s) : 1;
 }
 inline Index LstmBlockLayersWorkspaceSize(const RnnSpec& s) {
   return RnnBlocksWorkspaceSize(s, RnnFwdLayersWorkspaceSize(s), LstmBlockBatchBlocksMax(s),
