@@ -9,7 +9,9 @@ whole batch; read once per process) and TF_RNN_OPS_CPU_FUSE_WIDE (0: the AVX2 en
 input with R for small weights only, as the other engines do).
 
 Cases: every mode, one and two layers and directions (the states gathered per block), time-major
-x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T,
+x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T
+(one layer: the first half of the rows full length, so that the first block's road fuses the
+input and the others' do not, each packing its own weights),
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
 and 14), and batches below two blocks (15 rows: no split), in float64 and float32. Training
 cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its step's
@@ -50,6 +52,8 @@ def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dt
     kw = C.model_kw(mode, L, H, I, "linear_input", direction, num_proj=num_proj)
     x, h0, c0, params = C.make_inputs(rng, kw, T, B, time_major=time_major)
     lens = C._lengths(rng, B, T) if lengths else None
+    if lengths and L == 1:  # the first half full length: blocks on different roads
+        lens = np.concatenate([np.full(B // 2, T, np.int32), C._lengths(rng, B - B // 2, T)])
     outs = C.call_fwd(ours, "V3", x, h0, c0, params, kw, dtype, seq_lengths=lens,
                       time_major=time_major, is_training=False)
     ref = C.ref_fwd(x, h0, c0, params, kw, dtype, seq_lengths=lens, time_major=time_major)
@@ -87,6 +91,7 @@ def main():
     for size in SIZES:
         for mode in C.MODES:
             for L, direction, lengths in ((1, "unidirectional", False),
+                                          (1, "unidirectional", True),
                                           (2, "bidirectional", True)):
                 for time_major in (True, False):
                     cases.append((size, mode, L, direction, time_major, lengths, 0, F64))

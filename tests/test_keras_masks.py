@@ -155,3 +155,23 @@ def test_simple_rnn_to_stock():
     assert type(stock.layers[0]) is keras.layers.SimpleRNN
     np.testing.assert_allclose(stock(_x(34)).numpy(), model(_x(34)).numpy(), rtol=2e-5,
                                atol=2e-5)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_right_padded_mask_inference_in_batch_blocks(kind, fused_calls):
+    # 32 rows at inference run in batch blocks of 8-16 rows on 2-4 intra-op threads
+    # (cc/engine/rnn_cpu_stack.cc ForwardBatchBlocks). The first half of the rows full length:
+    # the first block fuses the input into its step's product and the others, with shorter
+    # rows, project it apart; their packed weights must not be shared.
+    batch, steps, width, units = 32, 6, 8, 16
+    rng = _np_rng(35)
+    lengths = np.concatenate([np.full(batch // 2, steps), rng.integers(0, steps + 1, batch // 2)])
+    lengths[-1] = 2
+    mask = tf.constant(np.arange(steps)[None, :] < lengths[:, None])
+    stock, ours = _pair(kind, units=units, input_shape=(batch, steps, width),
+                        return_sequences=True)
+    x = rng.normal(size=(batch, steps, width)).astype(np.float32)
+    got = ours(x, mask=mask, training=False).numpy()
+    want = stock(x, mask=mask, training=False).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    assert fused_calls == [KINDS[kind][3]]

@@ -109,11 +109,16 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   const bool lstm = s.mode == RnnMode::kLstm, in_place = s.training;
   const CpuDevice one(d.getPool(), 1);
   const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
-  // One layer: the blocks pack its weights once, together, after their pieces (PackShare).
+  // One layer: the blocks pack its weights once, together, after their pieces (PackShare),
+  // where every sequence is full length. Per-sequence lengths can put blocks on different
+  // roads (a block of full-length rows fuses the input into its step's product, one with a
+  // shorter row projects it apart: rnn_cpu.cc RoadOf), whose packings differ; then each block
+  // packs its own in its workspace.
   PackShare shared;
   shared.dst = ws + RnnBlocksBefore(s, n, n, RnnBlockScratchSize);
   shared.cols = RnnK(s) * H;
-  PackShare* const share = RnnBlocksPackSize(s) > 0 ? &shared : nullptr;
+  PackShare* const share =
+      RnnBlocksPackSize(s) > 0 && StepMap{a.lengths, T, false}.AllFull(B) ? &shared : nullptr;
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
     const RnnSpec bs = RnnBlockSpec(s, n, i);
     const Index b0 = RnnBatchBlockRow(B, n, i);
