@@ -6,10 +6,10 @@ with a stock Keras layer given the same weights. Also: batch sizes that change t
 road (and the packing's layout) between calls, Python threads calling one layer at once (the
 same bits as a lone call), and the raw op with the attr against the op without it.
 
-The sizes reach the roads that pack per layer on 1-2 threads (batch blocks, which small
-weights take at inference from 16 rows on, pack per call): the pipelined chain (6 rows), the
-unit blocks (12 rows), and weights over the batch blocks' 8 MiB (80 + 840 inputs by 3360 or
-2520 gates) on 32 and 48 rows (on AVX-512 the batch in the lanes)."""
+The sizes reach the roads that pack on 1-2 threads: the pipelined chain (6 rows), the unit
+blocks (12 rows), weights over the batch blocks' 8 MiB (80 + 840 inputs by 3360 or 2520 gates)
+on 32 and 48 rows (on AVX-512 the batch in the lanes), and batch blocks, whose one shared
+packing is kept too (32 rows of the small weights on 2 or more threads: two blocks of 16)."""
 import threading
 
 import numpy as np
@@ -26,7 +26,7 @@ OURS = {"lstm": K.LSTM, "gru": K.GRU}
 TOL = {"float32": 2e-5, "float64": 1e-10}
 T, I, H = 12, 24, 200
 # (B, I, H) on the packed roads (module docstring)
-SIZES = [(6, 24, 200), (12, 24, 200), (32, 80, 840), (48, 80, 840)]
+SIZES = [(6, 24, 200), (12, 24, 200), (32, 80, 840), (48, 80, 840), (32, 24, 200)]
 
 
 def _pair(mode, dtype, rng, B, I=I, units=H):
@@ -106,10 +106,11 @@ def test_optimizer_steps_between_calls(mode):
                                    atol=TOL["float32"] * 8, err_msg=f"predict after fit {step}")
 
 
+@pytest.mark.parametrize("size", [2, 4])
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
-def test_batch_sizes_change_the_road_between_calls(mode):
+def test_batch_sizes_change_the_road_between_calls(mode, size):
     rng = np.random.default_rng(9)
-    _, I, H = SIZES[2]
+    _, I, H = SIZES[size]
     stock, ours = _pair(mode, "float32", rng, 32, I, H)
     fn = tf.function(lambda x: ours(x, training=False), reduce_retracing=True)
     for B in (32, 16, 48, 6, 32, 1, 48, 12):
@@ -117,9 +118,10 @@ def test_batch_sizes_change_the_road_between_calls(mode):
         _check(stock, ours, fn, x, "float32", f"batch {B}")
 
 
-def test_threads_get_the_bits_of_a_lone_call():
+@pytest.mark.parametrize("size", [3, 4])
+def test_threads_get_the_bits_of_a_lone_call(size):
     rng = np.random.default_rng(10)
-    _, I, H = SIZES[3]
+    _, I, H = SIZES[size]
     stock, ours = _pair("lstm", "float32", rng, 48, I, H)
     xs = [tf.constant(rng.normal(size=(B, T, I)), "float32") for B in (48, 32, 48, 6)]
     fn = tf.function(lambda x: ours(x, training=False), reduce_retracing=True)

@@ -271,10 +271,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   const bool merged = blocks == 1 && !reset_before && GM <= 1;
   const Index KG = merged ? 1 : K;  // products per unit block and operand
   // A batch block of a one-layer call (ForwardBatchBlocks) on that one product, packed, not
-  // in the lanes: its pieces of the weights every such block reads (PackShare).
-  PackShare* const share =
+  // in the lanes: its pieces of the weights every such block of the same layout reads
+  // (PackShare; set below).
+  PackShare* share =
       merged && !lanes && !pipelined && !unpacked && !proj ? ly.pack_share : nullptr;
-  if (share != nullptr) rpack = static_cast<A*>(share->dst);
   const double cost = (proj ? 0.0 : 2.0 * B * KR * U * K / 16) + kCostPerElem * B * U * K;
   // The B rows of time row tau in the layer input start at x_step(tau), xld apart (time-major
   // or batch-major: Layer::x_batch_major), in a bfloat16 op's x as it is (Reads16) at
@@ -290,6 +290,19 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // The input projection of a batch-major x into time-major rows: per time row (project), on
   // W packed per unit block as R is (wpack) when the chain is pipelined (its side work).
   const bool wpacked = x_strided && pipelined;
+  // The packing's layout (PackCache::Key's fields).
+  const int64_t layout[] = {K,     H,     Hs,     ly.in,         xr,          U,
+                            blocks, lanes_bp, b16,  merged,        wpacked,     s.weights_xw,
+                            ly.W16 != nullptr, ly.R16 != nullptr, int64_t(sizeof(A)), KR};
+  static_assert(sizeof(layout) / sizeof(layout[0]) == PackCache::Key::kFields, "the fields");
+  if (share != nullptr) {  // the share's packing where it has this layout, else our own
+    void* p = share->Begin(layout, sizeof(A) * KH * KR);
+    if (p != nullptr) {
+      rpack = static_cast<A*>(p);
+    } else {
+      share = nullptr;
+    }
+  }
   // The per-layer packing below (not the batch blocks' shared one): at inference of one layer
   // and direction whose caller keeps the packed weights between calls (pack_cache.h), this
   // call's packing when the weights and the layout are those packed last, else a buffer to
@@ -300,11 +313,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   PackCache::Use kept;
   if (cache != nullptr) {
     pack_key.id = a.weights_id;
-    const int64_t f[] = {K,     H,     Hs,     ly.in,         xr,          U,
-                         blocks, lanes_bp, b16,  merged,        wpacked,     s.weights_xw,
-                         ly.W16 != nullptr, ly.R16 != nullptr, int64_t(sizeof(A)), KR};
-    static_assert(sizeof(f) / sizeof(f[0]) == PackCache::Key::kFields, "the layout's fields");
-    std::copy_n(f, PackCache::Key::kFields, pack_key.f);
+    std::copy_n(layout, PackCache::Key::kFields, pack_key.f);
     kept = cache->Acquire(pack_key, sizeof(A) * KH * (KR + (wpacked ? ly.in : 0)));
     if (kept.buf != nullptr) {
       rpack = static_cast<A*>(kept.buf.get());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <tuple>
 
 #include "cc/engine/activations.h"
@@ -62,16 +63,44 @@ inline Index SeqRow(bool batch_major, Index T, Index B, Index tau, Index b) {
 // is a multiple of every ISA build's panel width (packed_gemm.h: 48, 24, 16 or 8 columns;
 // bf16_gemm.h: 32 pair columns) and at least kPieceCols columns before the end, so each
 // piece's panels are those of the whole pack (PackRowMajor, PackColMajor).
+// A block first names its packing's layout (Begin): the first block's is the share's, and a
+// block whose layout differs packs its own instead. With `cache` (an inference call whose
+// caller keeps packings, pack_cache.h) the share packs into the kept buffer, or reads it
+// where the weights and the layout are those packed last; Finish keeps it for the next call.
 struct PackShare {
   static constexpr Index kPieceCols = 96;
   void* dst = nullptr;  // RnnBlocksPackSize elements (workspace.h)
   Index cols = 0;       // K·H
+  PackCache* cache = nullptr;
+  uint64_t weights_id = 0;
   std::atomic<Index> next{0}, done{0};
 
+  // The buffer to read the packing from (and pack into with Run) for a block whose layout is
+  // `layout` (PackCache::Key's fields) of `bytes`, or null if the share holds another layout.
+  void* Begin(const int64_t (&layout)[PackCache::Key::kFields], size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (begun_) {
+      return std::equal(layout, layout + PackCache::Key::kFields, key_.f) ? dst : nullptr;
+    }
+    begun_ = true;
+    std::copy_n(layout, PackCache::Key::kFields, key_.f);
+    key_.id = weights_id;
+    if (cache != nullptr) {
+      use_ = cache->Acquire(key_, bytes);
+      if (use_.buf != nullptr) {
+        dst = use_.buf.get();
+        if (use_.ready) {  // packed by an earlier call: no piece left to pack
+          next.store(Pieces(), std::memory_order_relaxed);
+          done.store(Pieces(), std::memory_order_relaxed);
+        }
+      }
+    }
+    return dst;
+  }
   // fn(c0, c1) packs columns [c0, c1).
   template <typename Fn>
   void Run(Fn&& fn) {
-    const Index n = std::max<Index>(1, cols / kPieceCols);
+    const Index n = Pieces();
     for (Index i = next.fetch_add(1, std::memory_order_relaxed); i < n;
          i = next.fetch_add(1, std::memory_order_relaxed)) {
       fn(i * kPieceCols, i + 1 == n ? cols : (i + 1) * kPieceCols);
@@ -79,6 +108,20 @@ struct PackShare {
     }
     SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
   }
+  // After every block has finished: a packing made into the kept buffer is kept.
+  void Finish() {
+    if (use_.buf != nullptr && !use_.ready &&
+        done.load(std::memory_order_acquire) >= Pieces()) {
+      cache->Publish(key_, use_);
+    }
+  }
+
+ private:
+  Index Pieces() const { return std::max<Index>(1, cols / kPieceCols); }
+  std::mutex mu_;
+  bool begun_ = false;
+  PackCache::Key key_;
+  PackCache::Use use_;
 };
 
 // Pointers of one (layer, direction). SetRnnLayer (types.h) points them into the params,

@@ -113,10 +113,15 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   // where every sequence is full length. Per-sequence lengths can put blocks on different
   // roads (a block of full-length rows fuses the input into its step's product, one with a
   // shorter row projects it apart: rnn_cpu.cc RoadOf), whose packings differ; then each block
-  // packs its own in its workspace.
+  // packs its own in its workspace. At inference with the caller's kept packings
+  // (pack_cache.h) the share's is kept from call to call.
   PackShare shared;
   shared.dst = ws + RnnBlocksBefore(s, n, n, RnnBlockScratchSize);
   shared.cols = RnnK(s) * H;
+  if (!s.training) {
+    shared.cache = a.pack_cache;
+    shared.weights_id = a.weights_id;
+  }
   PackShare* const share =
       RnnBlocksPackSize(s) > 0 && StepMap{a.lengths, T, false}.AllFull(B) ? &shared : nullptr;
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
@@ -170,6 +175,7 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
       if (lstm) CopySlabs(w.cn, bs.B * H, a.cn + b0 * H, B * H, LD, bs.B * H);
     }
   });
+  shared.Finish();
 }
 
 // The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
