@@ -53,10 +53,10 @@ inline Index SeqRow(bool batch_major, Index T, Index B, Index tau, Index b) {
   return batch_major ? b * T + tau : tau * B + b;
 }
 
-// The weights of a one-layer call's batch blocks (rnn_cpu_stack.cc ForwardBatchBlocks; every
-// sequence full length, so every block's road packs the same layout), packed once for all of
-// them instead of once per block: every block whose road packs the one product of
-// all K·H columns (no lanes, no separate gate products) claims pieces of kPieceCols columns
+// The weights of a one-layer call's batch blocks (rnn_cpu_stack.cc ForwardBatchBlocks), packed
+// once for all of them instead of once per block: every block whose road packs the one
+// product of all K·H columns (no lanes, no separate gate products) claims pieces of kPieceCols
+// columns
 // (the last piece takes the rest, at least kPieceCols) and packs them into `dst`, then waits
 // until every piece is done. Pieces are claimed only by running blocks, so a block that finds
 // none left waits only for pieces being packed; a lone block packs them all. A piece boundary

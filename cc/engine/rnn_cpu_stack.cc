@@ -109,12 +109,12 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   const bool lstm = s.mode == RnnMode::kLstm, in_place = s.training;
   const CpuDevice one(d.getPool(), 1);
   const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
-  // One layer: the blocks pack its weights once, together, after their pieces (PackShare),
-  // where every sequence is full length. Per-sequence lengths can put blocks on different
-  // roads (a block of full-length rows fuses the input into its step's product, one with a
-  // shorter row projects it apart: rnn_cpu.cc RoadOf), whose packings differ; then each block
-  // packs its own in its workspace. At inference with the caller's kept packings
-  // (pack_cache.h) the share's is kept from call to call.
+  // One layer: the blocks pack its weights once, together, after their pieces (PackShare).
+  // Per-sequence lengths can put blocks on different roads (a block of full-length rows fuses
+  // the input into its step's product, one with a shorter row projects it apart: rnn_cpu.cc
+  // RoadOf), whose packings differ: a block whose layout is not the share's packs its own in
+  // its workspace. At inference with the caller's kept packings (pack_cache.h) the share's is
+  // kept from call to call.
   PackShare shared;
   shared.dst = ws + RnnBlocksBefore(s, n, n, RnnBlockScratchSize);
   shared.cols = RnnK(s) * H;
@@ -122,8 +122,7 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
     shared.cache = a.pack_cache;
     shared.weights_id = a.weights_id;
   }
-  PackShare* const share =
-      RnnBlocksPackSize(s) > 0 && StepMap{a.lengths, T, false}.AllFull(B) ? &shared : nullptr;
+  PackShare* const share = RnnBlocksPackSize(s) > 0 ? &shared : nullptr;
   StepLoop(d, 1, n, cost, [&](Index, Index i) {
     const RnnSpec bs = RnnBlockSpec(s, n, i);
     const Index b0 = RnnBatchBlockRow(B, n, i);
