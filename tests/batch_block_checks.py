@@ -11,7 +11,7 @@ input with R for small weights only, as the other engines do).
 Cases: every mode, one and two layers and directions (the states gathered per block), time-major
 x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T
 (one layer: the first half of the rows full length, so that the first block's road fuses the
-input and the others' do not, each packing its own weights),
+input and the others' do not: a block whose packing's layout is not the share's packs its own),
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
 and 14), and batches below two blocks (15 rows: no split), in float64 and float32. Training
 cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its step's
