@@ -71,6 +71,17 @@ def test_recurrent_dropout_in_training(kind, opts, fused_calls):
                            first(ours(_x(41), training=False)))
 
 
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_dropout_many_rows(kind, fused_calls):
+    # 8 x 48 = 384 time rows: each gate's recurrent-weight gradient multiplies more rows than
+    # one K chunk of the engine's kernels (320 floats on AVX and AVX2), so its sum spans chunks.
+    shape = (8, 48, 3)
+    stock, ours = _pair(kind, units=20, input_shape=shape, recurrent_dropout=0.4, seed=13,
+                        return_sequences=True)
+    _compare(stock, ours, _x(44, shape), training=True)
+    assert fused_calls == [KINDS[kind][2]]
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("mask_name", ["left", "holes", "mixed"])
 def test_recurrent_dropout_with_masks(kind, mask_name, fused_calls):

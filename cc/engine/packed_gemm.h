@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include <immintrin.h>
 
@@ -191,8 +192,9 @@ constexpr Index kPrefetchRows = 32;
 // b + k · bs (bs = the panel width when packed, B's leading dimension when not). kTail: the
 // last packet holds only `tail` (1 <= tail <= kP) columns, read and written masked. kPf:
 // prefetch B kPrefetchRows rows ahead (past the panel's end: the next panel, or nothing that
-// faults, prefetches never do).
-template <typename A, int R, int NP, bool kTail = false, bool kPf = false>
+// faults, prefetches never do). kAK: A is k-major, A[r, k] at a[k · lda + r] (PackTN's groups)
+// instead of a[r · lda + k].
+template <typename A, int R, int NP, bool kTail = false, bool kPf = false, bool kAK = false>
 EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index bs, A* c,
                                Index ldc, bool accumulate, Index tail = 0) {
   using P = Packet<A>;
@@ -215,7 +217,7 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index
     P bv[NP];
     for (int j = 0; j < NP; ++j) bv[j] = load(b + k * bs + j * kP<A>, j);
     for (int r = 0; r < R; ++r) {
-      const P av = Eigen::internal::pset1<P>(a[r * lda + k]);
+      const P av = Eigen::internal::pset1<P>(kAK ? a[k * lda + r] : a[r * lda + k]);
       for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pmadd(av, bv[j], acc[r][j]);
     }
   }
@@ -402,6 +404,106 @@ void Gemm(Index rows, Index K, Index cols, const A* a, Index lda, const A* bp, A
     if (use_bf16) return bf16::GemmPacked(rows, K, cols, a, lda, bp, c, ldc, accumulate);
   }
   GemmPanels<A>(rows, K, cols, a, lda, bp, /*packed=*/true, 0, c, ldc, accumulate);
+}
+
+// Packs Aᵀ for GemmTN from A [K, m] (row stride lda): the columns of A (rows of Aᵀ) in groups
+// of kRows, group g k-major at out + g · K · kRows (element (r, k) of the group at k · kRows +
+// r; the last group's missing columns are left unwritten and never read). Each k copies kRows
+// contiguous elements of a row of A: no transposition.
+template <typename A>
+void PackTN(Index K, Index m, const A* a, Index lda, A* out) {
+  for (Index r0 = 0; r0 < m; r0 += kRows) {
+    const Index w = std::min<Index>(kRows, m - r0);
+    A* o = out + r0 * K;
+    if (w == kRows) {  // a fixed-size copy the compiler unrolls (copy_n of w calls memmove)
+      for (Index k = 0; k < K; ++k) {
+        const A* src = a + k * lda + r0;
+        for (int r = 0; r < kRows; ++r) o[k * kRows + r] = src[r];
+      }
+    } else {
+      for (Index k = 0; k < K; ++k) {
+        for (Index r = 0; r < w; ++r) o[k * kRows + r] = a[k * lda + r0 + r];
+      }
+    }
+  }
+}
+
+// C[m, n] (+)= Aᵀ · B for A [K, m] and B [K, n] (row strides lda, ldb; C row stride ldc) on
+// the calling thread: the weight gradients' panels beside the backward's step chain (K: a
+// chunk of the chain's rows), where Eigen's product packs both operands per call and read
+// 64-85 GF/s a core against this kernel's 80-90 (docs/PERFORMANCE.md). Aᵀ is packed by PackTN
+// and B by PackRowMajor into this thread's buffers; `reuse` kReuseA (kReuseB) keeps A's (B's)
+// packing from this thread's previous GemmTN call, for the same operand with the same shape
+// (dW and dR of one gate panel multiply the same gate gradients). Every element of C is one
+// sum in k order over chunks of ChunkDepth: the same bits whichever thread runs it.
+template <typename A>
+void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index ldb, A* c,
+            Index ldc, bool accumulate, bf16::Reuse reuse = bf16::kReuseNone) {
+  if (m <= 0 || n <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) {
+      for (Index r = 0; r < m; ++r) std::fill_n(c + r * ldc, n, A(0));
+    }
+    return;
+  }
+  thread_local std::vector<A> abuf, bbuf;
+  const Index groups = (m + kRows - 1) / kRows;
+  if (reuse != bf16::kReuseA) {
+    if (abuf.size() < static_cast<size_t>(groups * kRows * K)) abuf.resize(groups * kRows * K);
+    PackTN<A>(K, m, a, lda, abuf.data());
+  }
+  if (reuse != bf16::kReuseB) {
+    if (bbuf.size() < static_cast<size_t>(K * n)) bbuf.resize(K * n);
+    PackRowMajor<A>(K, n, b, ldb, bbuf.data());
+  }
+  const A* bp = bbuf.data();
+  const Index kc = ChunkDepth<A>(m);
+  for (Index col = 0; col < n;) {
+    const Index w = PanelWidth<A>(n - col);
+    const Index np = (w + kP<A> - 1) / kP<A>, tail = w - (np - 1) * kP<A>;
+    // Every group of kRows rows over one K chunk of this panel, the chunk in L1 for all.
+    auto run = [&](auto npc, auto tc) {
+      constexpr int NP = decltype(npc)::value;
+      constexpr bool kT = decltype(tc)::value;
+      for (Index k0 = 0; k0 < K; k0 += kc) {
+        const Index kk = std::min(kc, K - k0);
+        const bool acc = accumulate || k0 > 0;
+        for (Index r0 = 0; r0 < m; r0 += kRows) {
+          const A* ag = abuf.data() + r0 * K + k0 * kRows;
+          A* cg = c + r0 * ldc + col;
+          const A* bg = bp + k0 * w;
+          if (m - r0 >= kRows) {
+            if (r0 == 0) {
+              Micro<A, kRows, NP, kT, true, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
+            } else {
+              Micro<A, kRows, NP, kT, false, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
+            }
+          } else {
+            WithTailRows(m - r0, [&](auto rt) {
+              constexpr int RT = decltype(rt)::value;
+              Micro<A, RT, NP, kT, false, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
+            });
+          }
+        }
+      }
+    };
+    auto with_tail = [&](auto npc) {
+      if (tail == kP<A>) {
+        run(npc, std::false_type());
+      } else {
+        run(npc, std::true_type());
+      }
+    };
+    if (np == 1) {
+      with_tail(std::integral_constant<int, 1>());
+    } else if (np == 2) {
+      with_tail(std::integral_constant<int, 2>());
+    } else {
+      with_tail(std::integral_constant<int, kNP>());
+    }
+    col += w;
+    bp += K * w;
+  }
 }
 
 // The A operand of several packed::Gemm products (the gate blocks of one work item of a step):

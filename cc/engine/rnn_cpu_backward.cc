@@ -314,12 +314,30 @@ void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Ind
 // (row stride KH): dM (+)= dgᵀ·X with M stored [KH, m], or with weights_xw dM (+)= Xᵀ·dg with M
 // stored [m, KH]. WeightGradPanel: gate columns [c0, c0 + len) on the calling thread (dg points
 // at column c0); WeightGrad: all KH columns on the pool.
-// same_dg: dg is the panel of this thread's previous WeightGradPanel call (with bf16 products
-// its conversion is reused).
+// same_dg: dg is the panel of this thread's previous WeightGradPanel call (its packing or bf16
+// conversion is reused). Without bf16 products the panels run on the packed kernels
+// (packed::GemmTN), faster than Eigen's product on AVX2 (Zen 3, 2 threads: the pipelined
+// backward 3-7 % at 50x32x128x512; docs/PERFORMANCE_AVX2.md); the AVX-512 build keeps Eigen's
+// product, not measured against them.
+#ifdef __AVX512F__
+constexpr bool kPanelGradsPacked = false;
+#else
+constexpr bool kPanelGradsPacked = true;
+#endif
 template <typename A>
 void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
                      const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
   const Index KH = RnnK(s) * s.H;
+  if (kPanelGradsPacked && !b16) {
+    if (s.weights_xw) {
+      packed::GemmTN<A>(m, len, n, X, m, dg, KH, dM + c0, KH, acc,
+                        same_dg ? bf16::kReuseB : bf16::kReuseNone);
+    } else {
+      packed::GemmTN<A>(len, m, n, dg, KH, X, m, dM + c0 * m, m, acc,
+                        same_dg ? bf16::kReuseA : bf16::kReuseNone);
+    }
+    return;
+  }
   if (s.weights_xw) {
     GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KH, dM + c0, KH, acc,
                      same_dg ? bf16::kReuseB : bf16::kReuseNone);

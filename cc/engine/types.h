@@ -442,7 +442,7 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 // read back and Eigen's packing, which measured more:
 // AVX2 Zen 3, 2 threads, LSTM 50x32x128x512 inference 5-9 % faster, its training step 10-15 %
 // (its forward then runs in batch blocks, RnnTrainBatchBlocks), 100x64x256x256 3-10 %
-// (docs/PERFORMANCE.md, "An AVX2 machine"). The workspace sizes (workspace.h) take wide = true,
+// (docs/PERFORMANCE_AVX2.md). The workspace sizes (workspace.h) take wide = true,
 // room for either road.
 constexpr double kFusedWeightsMax = 8.0 * 1024 * 1024;
 inline bool RnnFusesInput(Index in, Index Hs, Index KH, bool bf16 = false, bool wide = false) {
