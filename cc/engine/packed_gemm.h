@@ -430,12 +430,16 @@ void PackTN(Index K, Index m, const A* a, Index lda, A* out) {
 
 // C[m, n] (+)= Aᵀ · B for A [K, m] and B [K, n] (row strides lda, ldb; C row stride ldc) on
 // the calling thread: the weight gradients' panels beside the backward's step chain (K: a
-// chunk of the chain's rows), where Eigen's product packs both operands per call and read
-// 64-85 GF/s a core against this kernel's 80-90 (docs/PERFORMANCE.md). Aᵀ is packed by PackTN
-// and B by PackRowMajor into this thread's buffers; `reuse` kReuseA (kReuseB) keeps A's (B's)
-// packing from this thread's previous GemmTN call, for the same operand with the same shape
-// (dW and dR of one gate panel multiply the same gate gradients). Every element of C is one
-// sum in k order over chunks of ChunkDepth: the same bits whichever thread runs it.
+// chunk of the chain's rows), where Eigen's product, which packs both operands per call, read
+// 72-88 GF/s a core against 79-91 here (AVX2 Zen 3; docs/PERFORMANCE_AVX2.md). Aᵀ is packed
+// by PackTN and B by PackRowMajor into this thread's buffers; `reuse` kReuseA (kReuseB) keeps
+// A's (B's) packing from this thread's previous GemmTN call, for the same operand with the
+// same shape (dW and dR of one gate panel multiply the same gate gradients). Every element of
+// C is one sum in k order over chunks of ChunkDepth: the same bits whichever thread runs it.
+// The buffers hold at most kTNSlabElems elements (or one K chunk's): a longer K runs in slabs
+// of whole K chunks, each packed on its own (the same sums in the same order), and a reuse
+// of such a call's operands packs them again.
+constexpr Index kTNSlabElems = Index(1) << 18;
 template <typename A>
 void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index ldb, A* c,
             Index ldc, bool accumulate, bf16::Reuse reuse = bf16::kReuseNone) {
@@ -446,8 +450,16 @@ void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index 
     }
     return;
   }
+  const Index groups = (m + kRows - 1) / kRows, kc = ChunkDepth<A>(m);
+  const Index slab = std::max(kc, kTNSlabElems / (groups * kRows + n) / kc * kc);
+  if (K > slab) {
+    for (Index k0 = 0; k0 < K; k0 += slab) {
+      GemmTN<A>(m, n, std::min(slab, K - k0), a + k0 * lda, lda, b + k0 * ldb, ldb, c, ldc,
+                accumulate || k0 > 0);
+    }
+    return;
+  }
   thread_local std::vector<A> abuf, bbuf;
-  const Index groups = (m + kRows - 1) / kRows;
   if (reuse != bf16::kReuseA) {
     if (abuf.size() < static_cast<size_t>(groups * kRows * K)) abuf.resize(groups * kRows * K);
     PackTN<A>(K, m, a, lda, abuf.data());
@@ -457,7 +469,6 @@ void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index 
     PackRowMajor<A>(K, n, b, ldb, bbuf.data());
   }
   const A* bp = bbuf.data();
-  const Index kc = ChunkDepth<A>(m);
   for (Index col = 0; col < n;) {
     const Index w = PanelWidth<A>(n - col);
     const Index np = (w + kP<A> - 1) / kP<A>, tail = w - (np - 1) * kP<A>;
