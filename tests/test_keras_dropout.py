@@ -77,8 +77,9 @@ def test_recurrent_dropout_many_rows(kind, batch, steps, units, fused_calls):
     # 8 x 48 = 384 time rows: each gate's recurrent-weight gradient multiplies more rows than
     # one K chunk of the engine's kernels (320 floats on AVX and AVX2), so its sum spans chunks;
     # 256 x 6 = 1536 at 128 units: more than one slab of packed::GemmTN's bounded buffers too.
-    # (Few steps: at 128-256 units with recurrent dropout the float32 rounding differences from
-    # stock grow by up to 1.4x a step, past the tolerance after 10-20 steps.)
+    # (Few steps: with these weights at 256 units the layer is chaotic, stock's own outputs
+    # moving by 7e-4 at step 20 and 1.8 at step 96 when x moves by 1e-6, so ours and stock part
+    # past the tolerance after 10-20 steps.)
     shape = (batch, steps, 3)
     stock, ours = _pair(kind, units=units, input_shape=shape, recurrent_dropout=0.4, seed=13,
                         return_sequences=True)
