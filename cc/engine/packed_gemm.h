@@ -331,35 +331,43 @@ void PanelRows(Index rows, Index K, const A* a, Index lda, const A* b, Index bs,
 //     k-major right after the previous one, row k at k · w;
 //   unpacked (row-major, leading dimension ldb): the panel at column col starts at b + col,
 //     row k at k · ldb.
+// Walks the column panels of B's `cols` columns in PanelWidth's widths: fn(col, w, tail, npc,
+// tc) per panel at column col of width w, npc its packets as a std::integral_constant<int>
+// (1, 2 or kNP), tc std::true_type where the last packet holds only `tail` (< kP) columns
+// (read and written masked), else std::false_type (tail = kP). The packed layouts put the
+// panel at column col at K · col.
+template <typename A, typename Fn>
+void ForEachPanel(Index cols, Fn&& fn) {
+  for (Index col = 0; col < cols;) {
+    const Index w = PanelWidth<A>(cols - col);
+    const Index np = (w + kP<A> - 1) / kP<A>, tail = w - (np - 1) * kP<A>;
+    auto with_tail = [&](auto npc) {
+      if (tail == kP<A>) {
+        fn(col, w, tail, npc, std::false_type());
+      } else {
+        fn(col, w, tail, npc, std::true_type());
+      }
+    };
+    if (np == 1) {
+      with_tail(std::integral_constant<int, 1>());
+    } else if (np == 2) {
+      with_tail(std::integral_constant<int, 2>());
+    } else {
+      with_tail(std::integral_constant<int, kNP>());  // np == 3 == kNP (AVX-512)
+    }
+    col += w;
+  }
+}
+
 template <typename A>
 void GemmPanels(Index rows, Index K, Index cols, const A* a, Index lda, const A* b, bool packed,
                 Index ldb, A* c, Index ldc, bool accumulate) {
   if (rows <= 0 || cols <= 0) return;
-  // Row stride of a panel of width w, and the distance to the next panel.
-  auto stride = [&](Index w) { return packed ? w : ldb; };
-  auto next = [&](Index w) { return packed ? K * w : w; };
-  for (Index col = 0; col < cols;) {
-    const Index w = PanelWidth<A>(cols - col), bs = stride(w);
-    const Index np = (w + kP<A> - 1) / kP<A>, tail = w - (np - 1) * kP<A>;
-    // A panel of NP packets, the last masked unless whole.
-    auto run = [&](auto npc) {
-      constexpr int NP = decltype(npc)::value;
-      if (tail == kP<A>) {
-        PanelRows<A, NP>(rows, K, a, lda, b, bs, c + col, ldc, accumulate);
-      } else {
-        PanelRows<A, NP, true>(rows, K, a, lda, b, bs, c + col, ldc, accumulate, tail);
-      }
-    };
-    if (np == 1) {
-      run(std::integral_constant<int, 1>());
-    } else if (np == 2) {
-      run(std::integral_constant<int, 2>());
-    } else {
-      run(std::integral_constant<int, kNP>());  // np == 3 == kNP (AVX-512)
-    }
-    col += w;
-    b += next(w);
-  }
+  ForEachPanel<A>(cols, [&](Index col, Index w, Index tail, auto npc, auto tc) {
+    PanelRows<A, decltype(npc)::value, decltype(tc)::value>(
+        rows, K, a, lda, packed ? b + K * col : b + col, packed ? w : ldb, c + col, ldc,
+        accumulate, tail);
+  });
 }
 
 // Accumulator registers WideRows gives a block of fewer than kRows rows: 2 · kRows (16 of
@@ -468,53 +476,33 @@ void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index 
     if (bbuf.size() < static_cast<size_t>(K * n)) bbuf.resize(K * n);
     PackRowMajor<A>(K, n, b, ldb, bbuf.data());
   }
-  const A* bp = bbuf.data();
-  for (Index col = 0; col < n;) {
-    const Index w = PanelWidth<A>(n - col);
-    const Index np = (w + kP<A> - 1) / kP<A>, tail = w - (np - 1) * kP<A>;
-    // Every group of kRows rows over one K chunk of this panel, the chunk in L1 for all.
-    auto run = [&](auto npc, auto tc) {
-      constexpr int NP = decltype(npc)::value;
-      constexpr bool kT = decltype(tc)::value;
-      for (Index k0 = 0; k0 < K; k0 += kc) {
-        const Index kk = std::min(kc, K - k0);
-        const bool acc = accumulate || k0 > 0;
-        for (Index r0 = 0; r0 < m; r0 += kRows) {
-          const A* ag = abuf.data() + r0 * K + k0 * kRows;
-          A* cg = c + r0 * ldc + col;
-          const A* bg = bp + k0 * w;
-          if (m - r0 >= kRows) {
-            if (r0 == 0) {
-              Micro<A, kRows, NP, kT, true, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
-            } else {
-              Micro<A, kRows, NP, kT, false, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
-            }
+  // Per panel, every group of kRows rows over one K chunk of it, the chunk in L1 for all.
+  ForEachPanel<A>(n, [&](Index col, Index w, Index tail, auto npc, auto tc) {
+    constexpr int NP = decltype(npc)::value;
+    constexpr bool kT = decltype(tc)::value;
+    const A* bp = bbuf.data() + K * col;
+    for (Index k0 = 0; k0 < K; k0 += kc) {
+      const Index kk = std::min(kc, K - k0);
+      const bool acc = accumulate || k0 > 0;
+      for (Index r0 = 0; r0 < m; r0 += kRows) {
+        const A* ag = abuf.data() + r0 * K + k0 * kRows;
+        A* cg = c + r0 * ldc + col;
+        const A* bg = bp + k0 * w;
+        if (m - r0 >= kRows) {
+          if (r0 == 0) {
+            Micro<A, kRows, NP, kT, true, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
           } else {
-            WithTailRows(m - r0, [&](auto rt) {
-              constexpr int RT = decltype(rt)::value;
-              Micro<A, RT, NP, kT, false, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
-            });
+            Micro<A, kRows, NP, kT, false, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
           }
+        } else {
+          WithTailRows(m - r0, [&](auto rt) {
+            constexpr int RT = decltype(rt)::value;
+            Micro<A, RT, NP, kT, false, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
+          });
         }
       }
-    };
-    auto with_tail = [&](auto npc) {
-      if (tail == kP<A>) {
-        run(npc, std::false_type());
-      } else {
-        run(npc, std::true_type());
-      }
-    };
-    if (np == 1) {
-      with_tail(std::integral_constant<int, 1>());
-    } else if (np == 2) {
-      with_tail(std::integral_constant<int, 2>());
-    } else {
-      with_tail(std::integral_constant<int, kNP>());
     }
-    col += w;
-    bp += K * w;
-  }
+  });
 }
 
 // The A operand of several packed::Gemm products (the gate blocks of one work item of a step):

@@ -328,22 +328,21 @@ template <typename A>
 void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
                      const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
   const Index KH = RnnK(s) * s.H;
-  if (kPanelGradsPacked && !b16) {
-    if (s.weights_xw) {
-      packed::GemmTN<A>(m, len, n, X, m, dg, KH, dM + c0, KH, acc,
-                        same_dg ? bf16::kReuseB : bf16::kReuseNone);
+  // dM [m, KH] = Xᵀ · dg (weights_xw) or dM [KH, m] = dgᵀ · X: either C = Aᵀ · B over n rows.
+  const bf16::Reuse reuse =
+      !same_dg ? bf16::kReuseNone : s.weights_xw ? bf16::kReuseB : bf16::kReuseA;
+  auto product = [&](Index rows, Index cols, const A* a, Index lda, const A* b, Index ldb,
+                     A* out, Index ldc) {
+    if (kPanelGradsPacked && !b16) {
+      packed::GemmTN<A>(rows, cols, n, a, lda, b, ldb, out, ldc, acc, reuse);
     } else {
-      packed::GemmTN<A>(len, m, n, dg, KH, X, m, dM + c0 * m, m, acc,
-                        same_dg ? bf16::kReuseA : bf16::kReuseNone);
+      GemmB16Serial<A>(b16, true, false, rows, cols, n, a, lda, b, ldb, out, ldc, acc, reuse);
     }
-    return;
-  }
+  };
   if (s.weights_xw) {
-    GemmB16Serial<A>(b16, true, false, m, len, n, X, m, dg, KH, dM + c0, KH, acc,
-                     same_dg ? bf16::kReuseB : bf16::kReuseNone);
+    product(m, len, X, m, dg, KH, dM + c0, KH);
   } else {
-    GemmB16Serial<A>(b16, true, false, len, m, n, dg, KH, X, m, dM + c0 * m, m, acc,
-                     same_dg ? bf16::kReuseA : bf16::kReuseNone);
+    product(len, m, dg, KH, X, m, dM + c0 * m, m);
   }
 }
 template <typename A>
