@@ -327,16 +327,16 @@ class CudnnRnnOpBase : public AttrsOpKernel<CudnnAttrs> {
   absl::Status AllocateForward(OpKernelContext* ctx, const FwdInputs& in, int64_t reserve,
                                Tensor** output, Tensor** output_h, Tensor** output_c,
                                Tensor** reserve_space) const {
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.out_shape, output));
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.input_h->shape(), output_h));
-    TF_RETURN_IF_ERROR(ctx->allocate_output(2, in.c_shape, output_c));
-    TF_RETURN_IF_ERROR(ctx->allocate_output(
-        3, in.spec.training ? TensorShape({reserve}) : TensorShape({}), reserve_space));
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, 0, in.out_shape, output));
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, 1, in.input_h->shape(), output_h));
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, 2, in.c_shape, output_c));
+    TF_RETURN_IF_ERROR(AllocateOutput(
+        ctx, 3, in.spec.training ? TensorShape({reserve}) : TensorShape({}), reserve_space));
     if (version_ >= 2) {
       Tensor* host_reserved;
       const bool pair = version_ == 2 && in.spec.training;
-      TF_RETURN_IF_ERROR(ctx->allocate_output(4, pair ? TensorShape({2}) : TensorShape({}),
-                                              &host_reserved));
+      TF_RETURN_IF_ERROR(AllocateOutput(ctx, 4, pair ? TensorShape({2}) : TensorShape({}),
+                                        &host_reserved));
       host_reserved->flat<int8_t>().setZero();
     }
     return absl::OkStatus();
@@ -345,10 +345,10 @@ class CudnnRnnOpBase : public AttrsOpKernel<CudnnAttrs> {
   // The backprop's outputs: the gradients of input, input_h, input_c and params.
   static absl::Status AllocateBackward(OpKernelContext* ctx, const FwdInputs& in, Tensor** dx,
                                        Tensor** dh0, Tensor** dc0, Tensor** dparams) {
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.input->shape(), dx));
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.input_h->shape(), dh0));
-    TF_RETURN_IF_ERROR(ctx->allocate_output(2, in.input_c->shape(), dc0));
-    return ctx->allocate_output(3, in.params->shape(), dparams);
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, 0, in.input->shape(), dx));
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, 1, in.input_h->shape(), dh0));
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, 2, in.input_c->shape(), dc0));
+    return AllocateOutput(ctx, 3, in.params->shape(), dparams);
   }
 
  protected:
@@ -407,7 +407,7 @@ class CudnnRnnParamsSizeOp : public AttrsOpKernel<CudnnAttrs> {
                 absl::InvalidArgumentError(absl::StrCat(type_string(), ": params size ", size,
                                                         " does not fit in S; use S=int64")));
     Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({1}), &out));
+    OP_REQUIRES_OK(ctx, AllocateOutput(ctx, 0, TensorShape({1}), &out));
     out->flat<S>()(0) = static_cast<S>(size);
   }
 };
@@ -577,7 +577,7 @@ class CanonicalToParamsOp : public AttrsOpKernel<CanonicalAttrs> {
     OP_REQUIRES_OK(ctx, dev.Init(ctx));
     Tensor* params;
     OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(0, TensorShape({RnnParamsCount(s).value()}), &params));
+                   AllocateOutput(ctx, 0, TensorShape({RnnParamsCount(s).value()}), &params));
     T* dst = params->flat<T>().data();
     for (size_t k = 0; k < w.size(); ++k) {
       OP_REQUIRES_OK(ctx, dev.Copy(dst + w[k].offset, weights[k].flat<T>().data(),

@@ -212,11 +212,11 @@ inline absl::Status AllocateKerasOutputs(tensorflow::OpKernelContext* ctx, const
                                          bool training, int64_t reserve_elems,
                                          KerasOutputs* out) {
   const RnnSpec& s = in.spec;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(0, TensorShape({s.B, s.T, s.H}), &out->y));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.h0->shape(), &out->hn));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(
-      2, s.mode == RnnMode::kLstm ? in.h0->shape() : TensorShape({0}), &out->cn));
-  return ctx->allocate_output(3, TensorShape({training ? reserve_elems : 0}), &out->reserve);
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 0, TensorShape({s.B, s.T, s.H}), &out->y));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 1, in.h0->shape(), &out->hn));
+  TF_RETURN_IF_ERROR(AllocateOutput(
+      ctx, 2, s.mode == RnnMode::kLstm ? in.h0->shape() : TensorShape({0}), &out->cn));
+  return AllocateOutput(ctx, 3, TensorShape({training ? reserve_elems : 0}), &out->reserve);
 }
 
 // The backprop op's gradient inputs (checked against the forward's outputs and a reserve of
@@ -239,7 +239,9 @@ inline absl::Status KerasGradsOf(tensorflow::OpKernelContext* ctx, const KerasIn
   const tensorflow::Tensor* like[6] = {in.x, in.h0, in.c0, in.kernel, in.rkernel, in.bias};
   tensorflow::Tensor** outs[6] = {&g->dx, &g->dh0, &g->dc0, &g->dkernel, &g->drkernel,
                                   &g->dbias};
-  for (int k = 0; k < 6; ++k) TF_RETURN_IF_ERROR(ctx->allocate_output(k, like[k]->shape(), outs[k]));
+  for (int k = 0; k < 6; ++k) {
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, k, like[k]->shape(), outs[k]));
+  }
   return absl::OkStatus();
 }
 

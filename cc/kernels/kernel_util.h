@@ -21,6 +21,7 @@
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
 #include "cc/kernels/engine_loader.h"
+#include "cc/kernels/host_output_allocator.h"
 #include "cc/kernels/scratch_cache.h"
 #include "cc/kernels/tf_compat.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -118,12 +119,37 @@ class AttrsOpKernel : public OpKernel {
   A attrs_;
 };
 
+// Buffers of at least this size come from ScratchCache (kept between calls), smaller ones
+// from TF: ComputeBridge's temporaries and the CPU kernels' outputs. A fresh allocation of a
+// few MB is fresh pages on many calls, and faulting them in cost as much as converting into
+// them (a bf16 LSTM 50x32x128x512: R's 4 MB of floats 0.44-1.58 ms fresh, 0.24-0.31 ms warm).
+constexpr size_t kCachedScratchBytes = size_t(256) << 10;
+
+// ctx->allocate_output, except that on the CPU an output of kCachedScratchBytes or more comes
+// from HostOutputAllocator (ScratchCache's kept blocks).
+inline absl::Status AllocateOutput(OpKernelContext* ctx, int index, const TensorShape& shape,
+                                   Tensor** out) {
+  const tensorflow::DataType dtype = ctx->expected_output_dtype(index);
+  const int64_t size = tensorflow::DataTypeSize(dtype), n = shape.num_elements();
+  if (size > 0 && n >= static_cast<int64_t>(kCachedScratchBytes) / size &&
+      n <= (int64_t{1} << 58) / size && tensorflow::DataTypeCanUseMemcpy(dtype) &&
+      ctx->device()->device_type() == DEVICE_CPU) {
+    Tensor t(HostOutputAllocator::Get(), dtype, shape);
+    if (t.IsInitialized()) {
+      ctx->set_output(index, std::move(t));
+      *out = ctx->mutable_output(index);
+      return absl::OkStatus();
+    }
+  }
+  return ctx->allocate_output(index, shape, out);
+}
+
 // Allocates outputs 0, 1, ... with the given shapes into outs[0], outs[1], ...
 inline absl::Status AllocateOutputs(OpKernelContext* ctx,
                                     std::initializer_list<TensorShape> shapes, Tensor** outs) {
   int k = 0;
   for (const TensorShape& shape : shapes) {
-    TF_RETURN_IF_ERROR(ctx->allocate_output(k, shape, &outs[k]));
+    TF_RETURN_IF_ERROR(AllocateOutput(ctx, k, shape, &outs[k]));
     ++k;
   }
   return absl::OkStatus();
@@ -232,13 +258,6 @@ Spec SpecFor(Spec s) {
   s.bf16 = s.bf16 || std::is_same<T, Eigen::bfloat16>::value;
   return s;
 }
-
-// ComputeBridge's temporaries of at least this size come from ScratchCache (kept between
-// calls), smaller ones from TF: a fresh allocation of a few MB is fresh pages on every call
-// (glibc returns freed heap tops and mmap chunks to the kernel), and faulting them in cost as
-// much as converting into them (a bf16 LSTM 50x32x128x512: R's 4 MB of floats 0.44-1.58 ms
-// fresh, 0.24-0.31 ms warm).
-constexpr size_t kCachedScratchBytes = size_t(256) << 10;
 
 // Hands out engine pointers of the compute type A for the op's tensors of type T. When T is
 // A they are the tensors' own buffers; otherwise inputs are converted into temporaries

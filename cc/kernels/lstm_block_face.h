@@ -236,7 +236,7 @@ class LstmForwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ValidateLstmBlock(ctx, kSeq ? Face::kSeq : Face::kCell, &in));
     const TensorShape shape = kSeq ? TensorShape({in.T, in.B, in.H}) : TensorShape({in.B, in.H});
     Tensor* outs[7];
-    for (int k = 0; k < 7; ++k) OP_REQUIRES_OK(ctx, ctx->allocate_output(k, shape, &outs[k]));
+    for (int k = 0; k < 7; ++k) OP_REQUIRES_OK(ctx, AllocateOutput(ctx, k, shape, &outs[k]));
     if (in.empty()) return;  // the outputs have no elements
     const LstmCellSpec spec = MakeSpec(kV2, forget_bias_, cell_clip_, use_peephole_);
     OP_REQUIRES_OK(ctx, Dev<T>::Forward(ctx, in, spec, outs));

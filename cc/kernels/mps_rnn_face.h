@@ -294,8 +294,8 @@ struct MpsGradOutputs {
 
 inline absl::Status AllocateMpsGrad(OpKernelContext* ctx, const MpsOperands& in,
                                     MpsGradOutputs* o) {
-  TF_RETURN_IF_ERROR(ctx->allocate_output(0, in.source->shape(), &o->d_source));
-  TF_RETURN_IF_ERROR(ctx->allocate_output(1, in.R->shape(), &o->d_R));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 0, in.source->shape(), &o->d_source));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, 1, in.R->shape(), &o->d_R));
   const bool lstm = in.spec.mode == RnnMode::kLstm;
   struct Grad {
     const char* list;
@@ -441,14 +441,14 @@ absl::Status AllocateMpsForward(OpKernelContext* ctx, const Desc& desc, const Rn
                                 Tensor** state, Tensor** cell, Tensor** z) {
   const int64_t T = s.T, B = s.B, DH = s.D * s.H;
   int out = 0;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(out++, TensorShape({T, B, DH}), state));
+  TF_RETURN_IF_ERROR(AllocateOutput(ctx, out++, TensorShape({T, B, DH}), state));
   *cell = nullptr;
   if (Desc::kGates == 4) {
-    TF_RETURN_IF_ERROR(ctx->allocate_output(
-        out++, desc.produce_cell ? TensorShape({T, B, DH}) : TensorShape({0}), cell));
+    TF_RETURN_IF_ERROR(AllocateOutput(
+        ctx, out++, desc.produce_cell ? TensorShape({T, B, DH}) : TensorShape({0}), cell));
   }
-  return ctx->allocate_output(
-      out, desc.training ? TensorShape({T, B, Desc::kGates * DH}) : TensorShape({0}), z);
+  return AllocateOutput(
+      ctx, out, desc.training ? TensorShape({T, B, Desc::kGates * DH}) : TensorShape({0}), z);
 }
 
 // The backward arguments that restate the forward's (operands, params, reserve, mask), for
