@@ -18,12 +18,15 @@ forward and backward of the same sum (x requiring its gradient); FLOPs 3x the fo
 Each round times --calls calls of one side after --settle seconds of untimed calls of it (a
 peer's spinning OpenMP workers, or the other side's pool threads, settle meanwhile); the
 sides alternate, and the round's order alternates too (ABBA). Prints, per side, the fastest
-call, the 10th, 50th and 90th percentiles (ms) and GF/s at the fastest and median call, then
+call, the 10th, 50th and 90th percentiles (ms), GF/s at the fastest and median call and the
+process's minor page faults a call (mean over the timed calls: fresh pages a side's buffers
+fault in, docs/PERFORMANCE_AVX2.md "Fresh output pages"), then
 the peer / ours ratios of the fastest and median calls (of GF/s for --vs-h). The mixed_bfloat16
 policy for --dtype bfloat16, as bench_rnn.py's Keras benchmarks; x is float32, batch-major.
 """
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -168,6 +171,7 @@ def main(argv=None):
             fn()
 
     times = {name: [] for name in sides}
+    faults = {name: [] for name in sides}
     order = list(sides)
     start = time.perf_counter()
     for r in range(args.rounds):
@@ -177,22 +181,27 @@ def main(argv=None):
             while time.perf_counter() < settle_end:
                 fn()
             for _ in range(args.calls):
+                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 t0 = time.perf_counter()
                 fn()
                 times[name].append((time.perf_counter() - t0) * 1e3)
+                faults[name].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
         print(f"[bench_turns] round {r + 1}/{args.rounds} "
               f"({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
 
     what = "training step" if args.train else "inference"
     print(f"{args.kind.upper()} {args.dtype} {what}, T×B×I×H = {T}×{B}×{I}×{H}, "
           f"{args.rounds} rounds × {args.calls} calls a side")
-    print("| side | fastest ms | p10 | median | p90 | GF/s fastest | GF/s median |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| side | fastest ms | p10 | median | p90 | GF/s fastest | GF/s median "
+          "| faults a call |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     stats = {}
     for name, (_, flops) in sides.items():
         s = stats[name] = _stats(times[name], flops)
+        s["faults"] = float(np.mean(faults[name]))
         print(f"| {name} | {s['min']:.3f} | {s['p10']:.3f} | {s['median']:.3f} | "
-              f"{s['p90']:.3f} | {s['gflops_min']:.1f} | {s['gflops_median']:.1f} |")
+              f"{s['p90']:.3f} | {s['gflops_min']:.1f} | {s['gflops_median']:.1f} | "
+              f"{s['faults']:.0f} |")
     o = stats["ours"]
     if peer is None:
         for q in ("min", "median"):

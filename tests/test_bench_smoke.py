@@ -124,7 +124,8 @@ def test_sweep(tmp_path):
 
 def test_turns():
     """bench_turns.py --vs-h at a tiny size: a row per side with positive times in order
-    (fastest <= p10 <= median <= p90), the GF/s ratio line; bad arguments exit with usage."""
+    (fastest <= p10 <= median <= p90) and a count of page faults a call (>= 0), the GF/s ratio
+    line; bad arguments exit with usage."""
     script = os.path.join(_REPO, "bench", "bench_turns.py")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(
@@ -138,6 +139,7 @@ def test_turns():
     for r in rows:
         ms = [float(v) for v in r[1:5]]
         assert 0 < ms[0] <= ms[1] <= ms[2] <= ms[3], r
+        assert len(r) == 8 and float(r[7]) >= 0, r
     assert "ours H=16 / ours H=20 (GF/s): fastest" in proc.stdout
     assert "round 2/2" in proc.stderr
     bad = subprocess.run([sys.executable, script, "--size", "4x3x8", "--vs-h", "20"],
