@@ -31,7 +31,7 @@ def activate(name, x):
     if name == "tanh":
         return tf.tanh(x)
     if name == "sigmoid":
-        return 1.0 / (1.0 + tf.exp(-x))
+        return tf.math.sigmoid(x)  # exact where exp(-x) overflows, and so is its gradient
     if name == "hard_sigmoid":
         return tf.minimum(tf.maximum(0.2 * x + 0.5, tf.zeros_like(x)), tf.ones_like(x))
     raise ValueError(f"unknown activation {name!r}")

@@ -120,6 +120,22 @@ def check_activations(ref):
     np.testing.assert_allclose(hs, [0.0, 0.0, 0.3, 0.5, 0.64, 1.0, 1.0], atol=1e-15)
     np.testing.assert_allclose(ref.activate("relu", x).numpy(), np.maximum(x.numpy(), 0))
     np.testing.assert_allclose(ref.activate("none", x).numpy(), x.numpy())
+    # sigmoid and tanh, and their tape gradients, stay finite where exp(|x|) overflows float64
+    # (a cell far past ±709 feeds them in a deep or unbounded LSTM)
+    big = tf.constant([-1e4, -800.0, -3.0, 0.0, 2.0, 800.0, 1e4], tf.float64)
+    def sig(v):
+        e = np.exp(-np.abs(v))
+        return np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+
+    for name, f, df in (("sigmoid", sig, lambda v: sig(v) * sig(-v)),
+                        ("tanh", np.tanh, lambda v: 1 / np.cosh(v) ** 2)):
+        with tf.GradientTape() as tape:
+            tape.watch(big)
+            y = ref.activate(name, big)
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(y.numpy(), f(big.numpy()), rtol=1e-14, atol=1e-300)
+            np.testing.assert_allclose(tape.gradient(y, big).numpy(), df(big.numpy()),
+                                       rtol=1e-12, atol=1e-300, err_msg=f"d {name}")
 
 
 # ---------------------------------------------------------------------------------------------

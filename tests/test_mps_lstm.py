@@ -27,7 +27,7 @@ from lstm_util import Tol
 from mps_test_util import (B0, BF16, F16, F32, F64, H0, T0, MpsOp, assert_close,
                            check_activations, keras_case,
                            mps, rng,  # noqa: F401 (fixtures)
-                           run_keras, run_keras_bidirectional, shared_tests, to_t)
+                           round_to, run_keras, run_keras_bidirectional, shared_tests, to_t)
 
 ACT_FIELDS = ("input_gate_activation", "forget_gate_activation", "cell_gate_activation",
               "output_gate_activation", "activation")
@@ -222,3 +222,29 @@ def test_registered_gradient_cell_only_and_unused_z_state(mps, rng, use_function
     expected, _ = ref.reference_vjp(ops, desc, cell_cot=wc)
     for g, e, n in zip(grads, expected, names):
         assert_close(g.numpy(), e, OP.grad_tol[F64], "d_" + n)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_gradients_at_a_saturated_cell(mps, rng, dtype):
+    """A cell far past ±709 (init_cell ±900, sigmoid cell activation): sigmoid(c) is 0 or 1
+    and its derivative vanishes; every gradient is finite and matches the reference (whose
+    float64 activations and their tape gradients stay finite there too). float32 to 1e-3:
+    the peephole terms (p · 900) saturate gates whose derivatives float32 can only form from
+    the rounded gate (1 - z², z · (1 - z)), then multiplied by the cell."""
+    case = OP.full_case((3, 4, 3, 5), False, activation="sigmoid", cell_gradient=True)
+    ops = OP.make_operands(rng, case)
+    B, H = case["size"][1], case["size"][3]
+    ops["init_cell"] = np.where(rng.uniform(size=(B, H)) < 0.5, -900.0, 900.0) + rng.normal(
+        size=(B, H))
+    cots = OP.cotangents(rng, case)
+    desc = OP.desc_of(case, **OP.outputs)
+    ops_t = {k: to_t(v, dtype) for k, v in ops.items()}
+    grads = OP.gradients_of(mps, ops_t, desc, OP.call(mps, ops_t, desc), cots, dtype)
+    r = lambda a: round_to(a, dtype)  # noqa: E731
+    expected, names = ref.reference_vjp({k: r(v) for k, v in ops.items()}, desc,
+                                        **{k: r(v) for k, v in cots.items()})
+    assert len(grads) == len(names)
+    for g, e, n in zip(grads, expected, names):
+        g = tf.cast(g, tf.float64).numpy()
+        assert np.isfinite(g).all() and np.isfinite(e).all(), n
+        assert_close(g, e, OP.grad_tol[dtype] if dtype == F64 else Tol(1e-3, 1e-3), "d_" + n)
