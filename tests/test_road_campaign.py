@@ -1,0 +1,60 @@
+"""tools/road_campaign.py, a small budget: a few random mid-size cases of every family agree
+with their references (stock ops and layers, the float64 references), and the campaign reports
+an op that computes a wrong gradient (so that a long campaign's "0 failed" means something)."""
+import importlib.util
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    spec = importlib.util.spec_from_file_location(
+        "road_campaign", os.path.join(REPO, "tools", "road_campaign.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(campaign, monkeypatch, capsys, *argv):
+    monkeypatch.setattr("sys.argv", ["road_campaign.py", *argv])
+    status = campaign.main()
+    return status, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("family", ["keras", "mixed", "block", "cell", "cudnn", "mps"])
+def test_cases_agree(campaign, monkeypatch, capsys, family):
+    status, out = run(campaign, monkeypatch, capsys, "--cases", "6", "--seed", "3",
+                      "--families", family)
+    assert status == 0, out
+    assert "6 cases" in out and "0 failed" in out, out
+
+
+def test_a_wrong_gradient_fails(campaign, monkeypatch, capsys):
+    import tensorflow as tf
+
+    from tf_rnn_ops import raw_ops
+
+    def off_by_a_little(real):
+        def op(**kw):  # x's gradient 1e-3 of its largest value off
+            out = list(real(**kw))
+            out[0] = out[0] + tf.reduce_max(tf.abs(out[0])) * 1e-3
+            return tuple(out)
+        return op
+
+    for name in ("BlockLSTMGrad", "BlockLSTMGradV2"):
+        monkeypatch.setattr(raw_ops, name, off_by_a_little(getattr(raw_ops, name)))
+    status, out = run(campaign, monkeypatch, capsys, "--cases", "6", "--seed", "3",
+                      "--families", "block")
+    assert status == 1, out
+    assert "FAILED BlockLSTM" in out and "6 failed" in out, out
+
+
+def test_only_reruns_one_case(campaign, monkeypatch, capsys):
+    status, out = run(campaign, monkeypatch, capsys, "--cases", "40", "--seed", "3",
+                      "--families", "block", "--only", "7")
+    assert status == 0, out
+    assert "1 cases" in out and "[8/40" in out, out
+    assert "BlockLSTM" in out, out

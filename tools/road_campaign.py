@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Random differential campaign at the sizes where the CPU engine changes roads.
+
+tools/fuzz_campaign.py draws tiny sizes (B <= 3, H <= 4) to hunt crashes and bad-input
+handling; the tests' reference comparisons run fixed sizes, each chosen for one road. This
+campaign draws T, B, I and H at random up to a few hundred (a tenth of the cases up to twice
+that, or up to about a thousand with --scale big), so that the batch blocks, the input fused
+with R, the unit splits, K chunks and masked tails meet in combinations no test names, and
+compares every output and gradient with an independent reference:
+
+  keras    tf_rnn_ops.keras LSTM / GRU (return_sequences / go_backwards / a mask drawn; a
+           quarter of them compiled with XLA) against the stock Keras layers with the same
+           weights: outputs, states, and the gradients for x and every weight, training and
+           inference;
+  mixed    the same under mixed_float16 / mixed_bfloat16;
+  block    BlockLSTM(V2) and BlockLSTMGrad(V2) against stock tf.raw_ops (seq_len_max drawn);
+  cell     LSTMBlockCell(+Grad) and GRUBlockCell(+Grad) against stock; float16 cells against
+           stock's float32 on the same rounded inputs, held to 1.5x stock's own float16 error;
+  cudnn    CudnnRNN / V2 / V3 and their backprop (lstm, gru, rnn_tanh, rnn_relu; layers,
+           directions, input modes, num_proj, lengths, batch-major) against tape autodiff of the
+           float64 reference (tests/cudnn_reference.py), float64, float32, float16, bfloat16;
+  mps      the MPSGraph-style lstm / gru and their gradients (every descriptor option, from the
+           tests' pairwise cases) against tape autodiff of their float64 references.
+
+    .venv/bin/python tools/road_campaign.py                          # 600 cases, all families
+    .venv/bin/python tools/road_campaign.py --cases 3000 --seed 7 --families cudnn mps
+    .venv/bin/python tools/road_campaign.py --seed 7 --only 412      # one case again
+    TF_NUM_INTRAOP_THREADS=3 .venv/bin/python tools/road_campaign.py # other thread counts
+
+Every case draws from its own generator (seed, index), so --only reruns a failure alone. Cases
+whose float64 reference leaves the dtype's range (unbounded activations blowing the state up)
+are counted as skipped, not compared. Exit status 1 if any case failed.
+"""
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+FAMILIES = ("keras", "mixed", "block", "cell", "cudnn", "mps")
+
+
+class Skip(Exception):
+    """The case's reference leaves the dtype's range: nothing to compare."""
+
+
+class Draw:
+    """One case's sizes and choices, from the case's own generator."""
+
+    def __init__(self, rng, big):
+        self.rng, self.big = rng, big
+
+    def dim(self, hi):
+        """1..hi, a third of the time at most 20, a tenth up to 2·hi (5·hi with --scale big)."""
+        r = self.rng.random()
+        if r < 0.3:
+            return int(self.rng.integers(1, min(hi, 20) + 1))
+        if r > 0.9 and hi >= 64:
+            hi *= 5 if self.big else 2
+        return int(self.rng.integers(1, hi + 1))
+
+    def pick(self, xs):
+        return xs[int(self.rng.integers(len(xs)))]
+
+    def flip(self, p=0.5):
+        return bool(self.rng.random() < p)
+
+
+def rel_err(got, want):
+    """max |got - want| / max(1, max |want|); inf on a shape or non-finite mismatch."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    if not want.size:
+        return 0.0
+    if not np.isfinite(want).all():
+        raise Skip("the reference is not finite")
+    return float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
+
+
+def worst(got, want):
+    return max(rel_err(g, w) for g, w in zip(got, want))
+
+
+# --- the families: each returns (description, error, tolerance) --------------------------------
+
+def case_keras(d, tf, keras, mixed=False):
+    import tf_rnn_ops.keras as K
+    kind = d.pick(["lstm", "gru"])
+    T, B, I, H = d.dim(9), d.dim(80), d.dim(300), d.dim(300)
+    policy = d.pick(["mixed_float16", "mixed_bfloat16"]) if mixed else "float32"
+    kw = dict(return_sequences=d.flip(), return_state=not mixed, go_backwards=d.flip(0.25))
+    masked = not mixed and d.flip(0.25)
+    jit = d.flip(0.25)  # ours inside tf.function(jit_compile=True): the XLA custom calls
+    desc = f"keras {kind} {policy} T{T} B{B} I{I} H{H} {kw} mask={masked} xla={jit}"
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        layers = [({"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[kind])(H, **kw),
+                  ({"lstm": K.LSTM, "gru": K.GRU}[kind])(H, **kw)]
+        x = tf.constant(d.rng.standard_normal((B, T, I)).astype(np.float32))
+        mask = None
+        if masked:
+            mask = tf.constant(np.arange(T)[None, :] < d.rng.integers(1, T + 1, size=B)[:, None])
+        outs0 = layers[0](x, mask=mask)
+        layers[1](x, mask=mask)
+        weights = [w * (0.5 if w.ndim == 2 else 1.0) for w in layers[0].get_weights()]
+        outs0 = outs0 if isinstance(outs0, (list, tuple)) else [outs0]
+        cots = [d.rng.standard_normal(o.shape).astype(np.float32) for o in outs0]
+        def compute(layer):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                outs = layer(x, mask=mask, training=True)
+                outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                loss = sum(tf.reduce_sum(tf.cast(o, tf.float32) * c) for o, c in zip(outs, cots))
+            grads = tape.gradient(loss, [x] + layer.trainable_weights)
+            infer = layer(x, mask=mask, training=False)
+            infer = infer if isinstance(infer, (list, tuple)) else [infer]
+            return [tf.cast(t, tf.float32) for t in list(outs) + grads + list(infer)]
+
+        res = []
+        for layer in layers:
+            layer.set_weights(weights)
+            fn = (lambda: compute(layer)) if layer is layers[0] or not jit else tf.function(
+                lambda: compute(layer), jit_compile=True)
+            res.append([t.numpy() for t in fn()])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    tol = {"float32": 2e-4, "mixed_float16": 2e-2, "mixed_bfloat16": 1.5e-1}[policy]
+    return desc, worst(res[1], res[0]), tol * max(1.0, np.sqrt(T))
+
+
+def case_block(d, tf, ours):
+    T, B, I, H = d.dim(8), d.dim(80), d.dim(300), d.dim(300)
+    v2, pe = d.flip(), d.flip()
+    clip, fb = d.pick([-1.0, 3.0, 0.5]), d.pick([0.0, 1.0])
+    slm = int(d.rng.integers(0, T + 1)) if d.flip(1 / 3) else T
+    a = lambda *s, sc=1.0: tf.constant((d.rng.standard_normal(s) * sc).astype(np.float32))  # noqa
+    args = dict(seq_len_max=tf.constant(slm, tf.int64), x=a(T, B, I), cs_prev=a(B, H),
+                h_prev=a(B, H), w=a(I + H, 4 * H, sc=1 / np.sqrt(I + H)), wci=a(H), wcf=a(H),
+                wco=a(H), b=a(4 * H))
+    attrs = dict(cell_clip=clip, use_peephole=pe)
+    if not v2:
+        attrs["forget_bias"] = fb
+    cs_grad, h_grad = a(T, B, H), a(T, B, H)
+    fwd, grad = ("BlockLSTMV2", "BlockLSTMGradV2") if v2 else ("BlockLSTM", "BlockLSTMGrad")
+    res = []
+    for mod in (tf.raw_ops, ours):
+        o = getattr(mod, fwd)(**args, **attrs)
+        g = getattr(mod, grad)(**args, i=o[0], cs=o[1], f=o[2], o=o[3], ci=o[4], co=o[5], h=o[6],
+                               cs_grad=cs_grad, h_grad=h_grad, use_peephole=pe)
+        # rows past seq_len_max are unspecified in stock's forward outputs
+        res.append([t.numpy()[:slm] for t in o] + [t.numpy() for t in g])
+    desc = f"{fwd} T{T} B{B} I{I} H{H} seq_len_max={slm} peephole={pe} clip={clip} fb={fb}"
+    return desc, worst(res[1], res[0]), 1e-4 * max(1.0, np.sqrt(T))
+
+
+def case_cell(d, tf, ours):
+    B, I, H = d.dim(200), d.dim(300), d.dim(300)
+    gru = d.flip()
+    dt = np.float32 if gru or d.flip(2 / 3) else np.float16
+    a = lambda *s, sc=1.0: tf.constant((d.rng.standard_normal(s) * sc).astype(dt))  # noqa
+    if gru:
+        args = dict(x=a(B, I), h_prev=a(B, H), w_ru=a(I + H, 2 * H, sc=1 / np.sqrt(I + H)),
+                    w_c=a(I + H, H, sc=1 / np.sqrt(I + H)), b_ru=a(2 * H), b_c=a(H))
+        d_h = a(B, H)
+
+        def run(mod, kw, d_h):
+            o = mod.GRUBlockCell(**kw)
+            g = mod.GRUBlockCellGrad(**kw, r=o[0], u=o[1], c=o[2], d_h=d_h)
+            return [t.numpy() for t in list(o) + list(g)]
+        extra, desc = (d_h,), f"GRUBlockCell B{B} I{I} H{H}"
+    else:
+        pe, clip, fb = d.flip(), d.pick([-1.0, 3.0, 0.5]), d.pick([0.0, 1.0])
+        args = dict(x=a(B, I), cs_prev=a(B, H), h_prev=a(B, H),
+                    w=a(I + H, 4 * H, sc=1 / np.sqrt(I + H)), wci=a(H), wcf=a(H), wco=a(H),
+                    b=a(4 * H))
+        cg_hg = (a(B, H), a(B, H))
+
+        def run(mod, kw, cs_grad, h_grad):
+            o = mod.LSTMBlockCell(**kw, forget_bias=fb, cell_clip=clip, use_peephole=pe)
+            g = mod.LSTMBlockCellGrad(**kw, i=o[0], cs=o[1], f=o[2], o=o[3], ci=o[4], co=o[5],
+                                      cs_grad=cs_grad, h_grad=h_grad, use_peephole=pe)
+            return [t.numpy() for t in list(o) + list(g)]
+        extra = cg_hg
+        desc = f"LSTMBlockCell B{B} I{I} H{H} peephole={pe} clip={clip} fb={fb}"
+    stock, got = run(tf.raw_ops, args, *extra), run(ours, args, *extra)
+    if dt == np.float32:
+        return desc + " float32", worst(got, stock), 1e-4
+    f32 = lambda t: tf.cast(t, tf.float32)  # noqa: E731
+    ref = run(tf.raw_ops, {k: f32(v) for k, v in args.items()}, *map(f32, extra))
+    stock_err = worst(stock, ref)
+    return (f"{desc} float16 (stock's error {stock_err:.1e})", worst(got, ref),
+            max(1.5 * stock_err, 5e-3))
+
+
+def case_cudnn(d, tf, ours):
+    import test_cudnn_rnn as C
+    import test_cudnn_rnn_grads as G
+    mode = d.pick(["lstm", "gru", "rnn_tanh", "rnn_relu"])
+    dt = d.pick([tf.float64, tf.float32, tf.float32, tf.float16, tf.bfloat16])
+    T, B, I, H = d.dim(6), d.dim(70), d.dim(160), d.dim(160)
+    L, direction = int(d.rng.integers(1, 4)), d.pick(["unidirectional", "bidirectional"])
+    input_mode = d.pick(["linear_input", "linear_input", "skip_input", "auto_select"])
+    if input_mode == "skip_input":
+        I = H
+    P = int(d.rng.integers(1, H)) if mode == "lstm" and H > 1 and d.flip(0.25) else 0
+    version = "V3" if P else d.pick(["", "V2", "V3"])
+    time_major = d.flip() if version == "V3" else True
+    lens = None
+    if version == "V3" and d.flip():
+        lens = d.rng.integers(0, T + 1, size=B).astype(np.int32)
+    kw = C.model_kw(mode, L, H, I, input_mode=input_mode, direction=direction, num_proj=P)
+    tol = G.GRAD_TOL[dt] * (max(1.0, np.sqrt(T * L)) if dt == tf.float32 else 1.0)
+    desc = (f"CudnnRNN{version} {mode} L{L} {direction} {input_mode} T{T} B{B} I{I} H{H} P{P} "
+            f"time_major={time_major} lengths={lens is not None} {dt.name}")
+    try:
+        G.run_case(ours, d.rng, version, kw, T, B, dt, seq_lengths=lens, time_major=time_major,
+                   tol=tol)
+    except AssertionError as e:
+        return desc + " | " + " ".join(str(e).split())[:300], float("inf"), tol
+    return desc, 0.0, tol
+
+
+def case_mps(d, tf, mps):
+    import mps_test_util as M
+    import test_mps_gru
+    import test_mps_lstm
+    op = d.pick([test_mps_lstm.OP, test_mps_gru.OP])
+    grad = d.flip()
+    cases = op.grad_cases if grad else op.fwd_cases
+    case = dict(cases[int(d.rng.integers(len(cases)))])
+    case["size"] = (d.dim(6), d.dim(70), d.dim(200), d.dim(200))
+    desc = f"mps {op.name}{'_gradients' if grad else ''} {case}"
+    if grad:
+        ops, cots, desc_, _, _, got = op.run_gradients(mps, d.rng, case, tf.float32)
+        r = lambda v: M.round_to(v, tf.float32)  # noqa: E731
+        want, _ = op.ref.reference_vjp({k: r(v) for k, v in ops.items()}, desc_,
+                                       **{k: r(v) for k, v in cots.items()})
+    else:
+        ops = op.make_operands(d.rng, case)
+        desc_ = op.desc_of(case)
+        got = op.call(mps, {k: M.to_t(v, tf.float32) for k, v in ops.items()}, desc_)
+        want = op.ref.forward_outputs({k: M.round_to(v, tf.float32) for k, v in ops.items()},
+                                      desc_)
+    want = [np.asarray(w) for w in want]
+    if any(np.abs(w[np.isfinite(w)]).max(initial=0) > 1e30 or not np.isfinite(w).all()
+           for w in want):
+        raise Skip("the reference leaves float32's range")
+    return desc, worst([M.np64(g) for g in got], want), 1e-5 * max(1.0, np.sqrt(case["size"][0]))
+
+
+# --- driver -----------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=600, help="cases in all (default 600)")
+    ap.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    ap.add_argument("--families", nargs="*", choices=FAMILIES, default=list(FAMILIES))
+    ap.add_argument("--scale", choices=["mid", "big"], default="mid",
+                    help="big: a tenth of the cases up to 5x the usual sizes (slower)")
+    ap.add_argument("--only", type=int, help="run case ONLY (its index in the campaign) alone")
+    args = ap.parse_args()
+
+    import keras
+    import tensorflow as tf
+
+    from tf_rnn_ops import mps
+    from tf_rnn_ops import raw_ops as ours
+
+    run = {"keras": lambda d: case_keras(d, tf, keras),
+           "mixed": lambda d: case_keras(d, tf, keras, mixed=True),
+           "block": lambda d: case_block(d, tf, ours), "cell": lambda d: case_cell(d, tf, ours),
+           "cudnn": lambda d: case_cudnn(d, tf, ours), "mps": lambda d: case_mps(d, tf, mps)}
+    counts = dict(ok=0, skipped=0, failed=0)
+    failures, t0 = [], time.time()
+    for i in range(args.cases):
+        if args.only is not None and i != args.only:
+            continue
+        rng = np.random.default_rng([args.seed, i])
+        family = args.families[int(rng.integers(len(args.families)))]
+        d = Draw(rng, args.scale == "big")
+        try:
+            desc, err, tol = run[family](d)
+            status = "ok" if err <= tol else "FAILED"
+            line = f"{desc}: error {err:.2e} (tolerance {tol:.1e})"
+        except Skip as e:
+            status, line = "skipped", f"{family}: {e}"
+        except Exception as e:  # a raise where the reference ran is a failure too
+            status, line = "FAILED", f"{family} raised {type(e).__name__}: {str(e)[:300]}"
+        counts["failed" if status == "FAILED" else status] += 1
+        if status == "FAILED":
+            failures.append(f"case {i}: {line}")
+        if status != "ok" or args.only is not None or (i + 1) % 50 == 0:
+            print(f"[{i + 1}/{args.cases} {time.time() - t0:.0f} s] {status} {line}"
+                  if status != "ok" or args.only is not None else
+                  f"[{i + 1}/{args.cases} {time.time() - t0:.0f} s] {counts}", flush=True)
+    print(f"\n{sum(counts.values())} cases in {time.time() - t0:.0f} s: {counts['ok']} agree, "
+          f"{counts['skipped']} skipped (reference out of range), {counts['failed']} failed "
+          f"(seed {args.seed}; rerun one with --seed {args.seed} --only N)")
+    for f in failures:
+        print(f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
