@@ -24,7 +24,7 @@ def run(campaign, monkeypatch, capsys, *argv):
     return status, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("family", ["keras", "mixed", "block", "cell", "cudnn", "mps"])
+@pytest.mark.parametrize("family", ["keras", "mixed", "stream", "block", "cell", "cudnn", "mps"])
 def test_cases_agree(campaign, monkeypatch, capsys, family):
     status, out = run(campaign, monkeypatch, capsys, "--cases", "6", "--seed", "3",
                       "--families", family)

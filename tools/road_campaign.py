@@ -8,11 +8,12 @@ that, or up to about a thousand with --scale big), so that the batch blocks, the
 with R, the unit splits, K chunks and masked tails meet in combinations no test names, and
 compares every output and gradient with an independent reference:
 
-  keras    tf_rnn_ops.keras LSTM / GRU (return_sequences / go_backwards / a mask drawn; a
-           quarter of them compiled with XLA) against the stock Keras layers with the same
-           weights: outputs, states, and the gradients for x and every weight, training and
-           inference;
+  keras    tf_rnn_ops.keras LSTM / GRU (reset after or before) / SimpleRNN (return_sequences
+           / go_backwards / a mask drawn; a quarter of them compiled with XLA) against the stock
+           Keras layers with the same weights: outputs, states, and the gradients for x and
+           every weight, training and inference;
   mixed    the same under mixed_float16 / mixed_bfloat16;
+  stream   a stateful layer called on 2-4 pieces of a sequence in turn, against stock's;
   block    BlockLSTM(V2) and BlockLSTMGrad(V2) against stock tf.raw_ops (seq_len_max drawn);
   cell     LSTMBlockCell(+Grad) and GRUBlockCell(+Grad) against stock; float16 cells against
            stock's float32 on the same rounded inputs, held to 1.5x stock's own float16 error;
@@ -43,7 +44,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-FAMILIES = ("keras", "mixed", "block", "cell", "cudnn", "mps")
+FAMILIES = ("keras", "mixed", "stream", "block", "cell", "cudnn", "mps")
 
 
 class Skip(Exception):
@@ -91,8 +92,7 @@ def worst(got, want):
 # --- the families: each returns (description, error, tolerance) --------------------------------
 
 def case_keras(d, tf, keras, mixed=False):
-    import tf_rnn_ops.keras as K
-    kind = d.pick(["lstm", "gru"])
+    kind = d.pick(["lstm", "gru", "lstm", "gru", "gru_reset_before", "simple"])
     T, B, I, H = d.dim(9), d.dim(80), d.dim(300), d.dim(300)
     policy = d.pick(["mixed_float16", "mixed_bfloat16"]) if mixed else "float32"
     kw = dict(return_sequences=d.flip(), return_state=not mixed, go_backwards=d.flip(0.25))
@@ -101,8 +101,7 @@ def case_keras(d, tf, keras, mixed=False):
     desc = f"keras {kind} {policy} T{T} B{B} I{I} H{H} {kw} mask={masked} xla={jit}"
     keras.mixed_precision.set_global_policy(policy)
     try:
-        layers = [({"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[kind])(H, **kw),
-                  ({"lstm": K.LSTM, "gru": K.GRU}[kind])(H, **kw)]
+        layers = layer_pair(keras, kind, H, **kw)
         x = tf.constant(d.rng.standard_normal((B, T, I)).astype(np.float32))
         mask = None
         if masked:
@@ -133,6 +132,37 @@ def case_keras(d, tf, keras, mixed=False):
         keras.mixed_precision.set_global_policy("float32")
     tol = {"float32": 2e-4, "mixed_float16": 2e-2, "mixed_bfloat16": 1.5e-1}[policy]
     return desc, worst(res[1], res[0]), tol * max(1.0, np.sqrt(T))
+
+
+def layer_pair(keras, kind, units, **kw):
+    """(stock layer, ours) of a kind: lstm, gru, gru_reset_before, simple."""
+    import tf_rnn_ops.keras as K
+    if kind == "gru_reset_before":
+        kw["reset_after"] = False
+    stock, mine = {"lstm": (keras.layers.LSTM, K.LSTM), "gru": (keras.layers.GRU, K.GRU),
+                   "gru_reset_before": (keras.layers.GRU, K.GRU),
+                   "simple": (keras.layers.SimpleRNN, K.SimpleRNN)}[kind]
+    return [stock(units, **kw), mine(units, **kw)]
+
+
+def case_stream(d, tf, keras):
+    """A stateful layer called on 2-4 pieces of a sequence in turn (a served model's streaming
+    calls), inference: every piece's outputs."""
+    kind = d.pick(["lstm", "gru", "gru_reset_before", "simple"])
+    B, I, H = d.dim(80), d.dim(300), d.dim(300)
+    pieces = [int(d.rng.integers(1, 6)) for _ in range(int(d.rng.integers(2, 5)))]
+    layers = layer_pair(keras, kind, H, return_sequences=True, stateful=True)
+    xs = [tf.constant(d.rng.standard_normal((B, t, I)).astype(np.float32)) for t in pieces]
+    for layer in layers:
+        layer(xs[0])
+    weights = [w * (0.5 if w.ndim == 2 else 1.0) for w in layers[0].get_weights()]
+    res = []
+    for layer in layers:
+        layer.set_weights(weights)
+        layer.reset_states()
+        res.append([layer(x, training=False).numpy() for x in xs])
+    desc = f"stateful {kind} B{B} I{I} H{H} pieces {pieces}"
+    return desc, worst(res[1], res[0]), 2e-4 * max(1.0, np.sqrt(sum(pieces)))
 
 
 def case_block(d, tf, ours):
@@ -275,6 +305,7 @@ def main():
 
     run = {"keras": lambda d: case_keras(d, tf, keras),
            "mixed": lambda d: case_keras(d, tf, keras, mixed=True),
+           "stream": lambda d: case_stream(d, tf, keras),
            "block": lambda d: case_block(d, tf, ours), "cell": lambda d: case_cell(d, tf, ours),
            "cudnn": lambda d: case_cudnn(d, tf, ours), "mps": lambda d: case_mps(d, tf, mps)}
     counts = dict(ok=0, skipped=0, failed=0)
