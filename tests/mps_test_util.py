@@ -123,6 +123,7 @@ def check_activations(ref):
     # sigmoid and tanh, and their tape gradients, stay finite where exp(|x|) overflows float64
     # (a cell far past ±709 feeds them in a deep or unbounded LSTM)
     big = tf.constant([-1e4, -800.0, -3.0, 0.0, 2.0, 800.0, 1e4], tf.float64)
+
     def sig(v):
         e = np.exp(-np.abs(v))
         return np.where(v >= 0, 1 / (1 + e), e / (1 + e))
