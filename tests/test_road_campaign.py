@@ -58,3 +58,20 @@ def test_only_reruns_one_case(campaign, monkeypatch, capsys):
     assert status == 0, out
     assert "1 cases" in out and "[8/40" in out, out
     assert "BlockLSTM" in out, out
+
+
+def test_a_layer_on_the_stock_loop_fails(campaign, monkeypatch, capsys):
+    """A 'layer of ours' that runs stock Keras's loop matches stock exactly, and must still
+    fail: the campaign checks that our layers called the fused op."""
+    def stock_twice(keras, kind, units, **kw):
+        if kind == "gru_reset_before":
+            kw["reset_after"] = False
+        cls = {"lstm": keras.layers.LSTM, "simple": keras.layers.SimpleRNN}.get(
+            kind, keras.layers.GRU)
+        return [cls(units, **kw), cls(units, **kw)]
+
+    monkeypatch.setattr(campaign, "layer_pair", stock_twice)
+    status, out = run(campaign, monkeypatch, capsys, "--cases", "4", "--seed", "3",
+                      "--families", "keras", "stream")
+    assert status == 1, out
+    assert "4 failed" in out and "did not call the fused op" in out, out

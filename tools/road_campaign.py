@@ -14,6 +14,7 @@ compares every output and gradient with an independent reference:
            every weight, training and inference;
   mixed    the same under mixed_float16 / mixed_bfloat16;
   stream   a stateful layer called on 2-4 pieces of a sequence in turn, against stock's;
+           (in both, a layer of ours that did not call the fused op is a failure)
   block    BlockLSTM(V2) and BlockLSTMGrad(V2) against stock tf.raw_ops (seq_len_max drawn);
   cell     LSTMBlockCell(+Grad) and GRUBlockCell(+Grad) against stock; float16 cells against
            stock's float32 on the same rounded inputs, held to 1.5x stock's own float16 error;
@@ -89,6 +90,26 @@ def worst(got, want):
     return max(rel_err(g, w) for g, w in zip(got, want))
 
 
+FUSED_CALLS = [0]  # calls of TfRnn>KerasRNN made by our layers (eager and at trace time)
+
+
+def count_fused_calls():
+    """Wraps tf_rnn_ops.keras._keras_rnn (the one place our layers call the fused op) with a
+    counter, so that a layer that quietly ran the stock loop is a failure, not a match."""
+    import tf_rnn_ops.keras as K
+    real = K._keras_rnn
+
+    def counting(**kw):
+        FUSED_CALLS[0] += 1
+        return real(**kw)
+    K._keras_rnn = counting
+
+
+def ours_fused(before):
+    if FUSED_CALLS[0] == before:
+        raise AssertionError("our layer did not call the fused op (it ran the stock loop)")
+
+
 # --- the families: each returns (description, error, tolerance) --------------------------------
 
 def case_keras(d, tf, keras, mixed=False):
@@ -127,7 +148,9 @@ def case_keras(d, tf, keras, mixed=False):
             layer.set_weights(weights)
             fn = (lambda: compute(layer)) if layer is layers[0] or not jit else tf.function(
                 lambda: compute(layer), jit_compile=True)
+            before = FUSED_CALLS[0]
             res.append([t.numpy() for t in fn()])
+        ours_fused(before)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     tol = {"float32": 2e-4, "mixed_float16": 2e-2, "mixed_bfloat16": 1.5e-1}[policy]
@@ -160,7 +183,9 @@ def case_stream(d, tf, keras):
     for layer in layers:
         layer.set_weights(weights)
         layer.reset_states()
+        before = FUSED_CALLS[0]
         res.append([layer(x, training=False).numpy() for x in xs])
+    ours_fused(before)
     desc = f"stateful {kind} B{B} I{I} H{H} pieces {pieces}"
     return desc, worst(res[1], res[0]), 2e-4 * max(1.0, np.sqrt(sum(pieces)))
 
@@ -302,6 +327,7 @@ def main():
 
     from tf_rnn_ops import mps
     from tf_rnn_ops import raw_ops as ours
+    count_fused_calls()
 
     run = {"keras": lambda d: case_keras(d, tf, keras),
            "mixed": lambda d: case_keras(d, tf, keras, mixed=True),
