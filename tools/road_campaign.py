@@ -16,6 +16,7 @@ compares every output and gradient with an independent reference:
   stream   a stateful layer called on 2-4 pieces of a sequence in turn, against stock's;
            (in both, a layer of ours that did not call the fused op is a failure)
   block    BlockLSTM(V2) and BlockLSTMGrad(V2) against stock tf.raw_ops (seq_len_max drawn);
+           float16 as the cells below;
   cell     LSTMBlockCell(+Grad) and GRUBlockCell(+Grad) against stock; float16 cells against
            stock's float32 on the same rounded inputs, held to 1.5x stock's own float16 error;
   cudnn    CudnnRNN / V2 / V3 and their backprop (lstm, gru, rnn_tanh, rnn_relu; layers,
@@ -195,7 +196,8 @@ def case_block(d, tf, ours):
     v2, pe = d.flip(), d.flip()
     clip, fb = d.pick([-1.0, 3.0, 0.5]), d.pick([0.0, 1.0])
     slm = int(d.rng.integers(0, T + 1)) if d.flip(1 / 3) else T
-    a = lambda *s, sc=1.0: tf.constant((d.rng.standard_normal(s) * sc).astype(np.float32))  # noqa
+    dt = np.float16 if d.flip(0.25) else np.float32
+    a = lambda *s, sc=1.0: tf.constant((d.rng.standard_normal(s) * sc).astype(dt))  # noqa
     args = dict(seq_len_max=tf.constant(slm, tf.int64), x=a(T, B, I), cs_prev=a(B, H),
                 h_prev=a(B, H), w=a(I + H, 4 * H, sc=1 / np.sqrt(I + H)), wci=a(H), wcf=a(H),
                 wco=a(H), b=a(4 * H))
@@ -204,15 +206,22 @@ def case_block(d, tf, ours):
         attrs["forget_bias"] = fb
     cs_grad, h_grad = a(T, B, H), a(T, B, H)
     fwd, grad = ("BlockLSTMV2", "BlockLSTMGradV2") if v2 else ("BlockLSTM", "BlockLSTMGrad")
-    res = []
-    for mod in (tf.raw_ops, ours):
+
+    def run(mod, args, cs_grad, h_grad):
         o = getattr(mod, fwd)(**args, **attrs)
         g = getattr(mod, grad)(**args, i=o[0], cs=o[1], f=o[2], o=o[3], ci=o[4], co=o[5], h=o[6],
                                cs_grad=cs_grad, h_grad=h_grad, use_peephole=pe)
         # rows past seq_len_max are unspecified in stock's forward outputs
-        res.append([t.numpy()[:slm] for t in o] + [t.numpy() for t in g])
+        return [t.numpy()[:slm] for t in o] + [t.numpy() for t in g]
+    stock, got = run(tf.raw_ops, args, cs_grad, h_grad), run(ours, args, cs_grad, h_grad)
     desc = f"{fwd} T{T} B{B} I{I} H{H} seq_len_max={slm} peephole={pe} clip={clip} fb={fb}"
-    return desc, worst(res[1], res[0]), 1e-4 * max(1.0, np.sqrt(T))
+    if dt == np.float32:
+        return desc + " float32", worst(got, stock), 1e-4 * max(1.0, np.sqrt(T))
+    f32 = lambda t: tf.cast(t, tf.float32) if t.dtype == tf.float16 else t  # noqa: E731
+    ref = run(tf.raw_ops, {k: f32(v) for k, v in args.items()}, f32(cs_grad), f32(h_grad))
+    stock_err = worst(stock, ref)
+    return (f"{desc} float16 (stock's error {stock_err:.1e})", worst(got, ref),
+            max(1.5 * stock_err, 5e-3 * max(1.0, np.sqrt(T))))
 
 
 def case_cell(d, tf, ours):
