@@ -76,7 +76,8 @@ class Draw:
 
 
 def rel_err(got, want):
-    """max |got - want| / max(1, max |want|); inf on a shape or non-finite mismatch."""
+    """max |got - want| / max(1, max |want|): inf on a shape mismatch, NaN (a failure) where
+    only ours is not finite; Skip where the reference is not finite."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     if got.shape != want.shape:
         return float("inf")
