@@ -134,6 +134,7 @@ def case_keras(d, tf, keras, mixed=False):
         weights = [w * (0.5 if w.ndim == 2 else 1.0) for w in layers[0].get_weights()]
         outs0 = outs0 if isinstance(outs0, (list, tuple)) else [outs0]
         cots = [d.rng.standard_normal(o.shape).astype(np.float32) for o in outs0]
+
         def compute(layer):
             with tf.GradientTape() as tape:
                 tape.watch(x)
