@@ -150,7 +150,7 @@ def case_keras(d, tf, keras, mixed=False):
         for layer in layers:
             layer.set_weights(weights)
             fn = (lambda: compute(layer)) if layer is layers[0] or not jit else tf.function(
-                lambda: compute(layer), jit_compile=True)
+                lambda: compute(layer), jit_compile=True, autograph=False)
             before = FUSED_CALLS[0]
             res.append([t.numpy() for t in fn()])
         ours_fused(before)
