@@ -19,7 +19,10 @@ def campaign():
 
 
 def run(campaign, monkeypatch, capsys, *argv):
+    import tf_rnn_ops.keras as K
     monkeypatch.setattr("sys.argv", ["road_campaign.py", *argv])
+    # main() wraps the layers' op with its call counter: the test ends with the op as it was
+    monkeypatch.setattr(K, "_keras_rnn", K._keras_rnn)
     status = campaign.main()
     return status, capsys.readouterr().out
 
