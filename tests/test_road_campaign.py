@@ -1,6 +1,7 @@
 """tools/road_campaign.py, a small budget: a few random mid-size cases of every family agree
 with their references (stock ops and layers, the float64 references), and the campaign reports
-an op that computes a wrong gradient (so that a long campaign's "0 failed" means something)."""
+an op that computes a wrong gradient and a layer that ran stock's loop (so that a long
+campaign's "0 failed" means something)."""
 import importlib.util
 import os
 
