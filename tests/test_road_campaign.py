@@ -79,3 +79,25 @@ def test_a_layer_on_the_stock_loop_fails(campaign, monkeypatch, capsys):
                       "--families", "keras", "stream")
     assert status == 1, out
     assert "4 failed" in out and "did not call the fused op" in out, out
+
+
+def test_a_wrong_mps_gradient_fails(campaign, monkeypatch, capsys):
+    """The kink rule (an MPS gradient case that agrees once its source is nudged is skipped)
+    does not hide a wrong gradient: it is wrong after the nudge too."""
+    import tensorflow as tf
+
+    from tf_rnn_ops import mps
+
+    def off_by_a_little(real):
+        def op(*args, **kw):  # the source's gradient 1e-3 of its largest value off
+            out = list(real(*args, **kw))
+            out[0] = out[0] + tf.reduce_max(tf.abs(out[0])) * 1e-3
+            return tuple(out)
+        return op
+
+    for name in ("lstm_gradients", "gru_gradients"):
+        monkeypatch.setattr(mps, name, off_by_a_little(getattr(mps, name)))
+    status, out = run(campaign, monkeypatch, capsys, "--cases", "12", "--seed", "3",
+                      "--families", "mps")
+    assert status == 1, out
+    assert "FAILED mps " in out and "_gradients" in out and "0 skipped" in out, out

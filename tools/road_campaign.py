@@ -32,7 +32,9 @@ compares every output and gradient with an independent reference:
 
 Every case draws from its own generator (seed, index), so --only reruns a failure alone. Cases
 whose float64 reference leaves the dtype's range (unbounded activations blowing the state up)
-are counted as skipped, not compared. Exit status 1 if any case failed.
+are counted as skipped, not compared, and so are MPS gradient cases with relu / hard_sigmoid
+gates that fail but agree once the source is nudged by 1e-5 (a pre-activation within float32
+rounding of a kink: the two sides' derivatives differ). Exit status 1 if any case failed.
 """
 import argparse
 import os
@@ -296,6 +298,9 @@ def case_cudnn(d, tf, ours):
     return desc, 0.0, tol
 
 
+KINKED = ("relu", "hard_sigmoid")
+
+
 def case_mps(d, tf, mps):
     import mps_test_util as M
     import test_mps_gru
@@ -306,22 +311,38 @@ def case_mps(d, tf, mps):
     case = dict(cases[int(d.rng.integers(len(cases)))])
     case["size"] = (d.dim(6), d.dim(70), d.dim(200), d.dim(200))
     desc = f"mps {op.name}{'_gradients' if grad else ''} {case}"
-    if grad:
-        ops, cots, desc_, _, _, got = op.run_gradients(mps, d.rng, case, tf.float32)
-        r = lambda v: M.round_to(v, tf.float32)  # noqa: E731
-        want, _ = op.ref.reference_vjp({k: r(v) for k, v in ops.items()}, desc_,
-                                       **{k: r(v) for k, v in cots.items()})
-    else:
-        ops = op.make_operands(d.rng, case)
-        desc_ = op.desc_of(case)
-        got = op.call(mps, {k: M.to_t(v, tf.float32) for k, v in ops.items()}, desc_)
-        want = op.ref.forward_outputs({k: M.round_to(v, tf.float32) for k, v in ops.items()},
-                                      desc_)
-    want = [np.asarray(w) for w in want]
-    if any(np.abs(w[np.isfinite(w)]).max(initial=0) > 1e30 or not np.isfinite(w).all()
-           for w in want):
-        raise Skip("the reference leaves float32's range")
-    return desc, worst([M.np64(g) for g in got], want), 1e-5 * max(1.0, np.sqrt(case["size"][0]))
+    f32, r = tf.float32, (lambda v: M.round_to(v, tf.float32))  # noqa: E731
+    ops = op.make_operands(d.rng, case)
+    cots = op.cotangents(d.rng, case) if grad else None
+
+    def error(ops):
+        ops_t = {k: M.to_t(v, f32) for k, v in ops.items()}
+        if grad:
+            desc_ = op.desc_of(case, **op.outputs)
+            got = op.gradients_of(mps, ops_t, desc_, op.call(mps, ops_t, desc_), cots, f32)
+            want, _ = op.ref.reference_vjp({k: r(v) for k, v in ops.items()}, desc_,
+                                           **{k: r(v) for k, v in cots.items()})
+        else:
+            desc_ = op.desc_of(case)
+            got = op.call(mps, ops_t, desc_)
+            want = op.ref.forward_outputs({k: r(v) for k, v in ops.items()}, desc_)
+        want = [np.asarray(w) for w in want]
+        if any(np.abs(w[np.isfinite(w)]).max(initial=0) > 1e30 or not np.isfinite(w).all()
+               for w in want):
+            raise Skip("the reference leaves float32's range")
+        return worst([M.np64(g) for g in got], want)
+
+    tol = 1e-5 * max(1.0, np.sqrt(case["size"][0]))
+    err = error(ops)
+    if err > tol and grad and any(case[f] in KINKED for f in op.act_fields):
+        # A gradient through relu / hard_sigmoid jumps where a pre-activation crosses a kink:
+        # one that float32 rounding puts on the other side than float64 changes a whole
+        # sequence's gradients. Such a case agrees once the source is nudged by 1e-5; a wrong
+        # gradient does not.
+        nudged = dict(ops, source=ops["source"] * (1 + 1e-5))
+        if error(nudged) <= tol:
+            raise Skip("a pre-activation at a relu / hard_sigmoid kink (agrees once nudged)")
+    return desc, err, tol
 
 
 # --- driver -----------------------------------------------------------------------------------
@@ -372,7 +393,8 @@ def main():
                   if status != "ok" or args.only is not None else
                   f"[{i + 1}/{args.cases} {time.time() - t0:.0f} s] {counts}", flush=True)
     print(f"\n{sum(counts.values())} cases in {time.time() - t0:.0f} s: {counts['ok']} agree, "
-          f"{counts['skipped']} skipped (reference out of range), {counts['failed']} failed "
+          f"{counts['skipped']} skipped (reference out of range, or at a kink), "
+          f"{counts['failed']} failed "
           f"(seed {args.seed}; rerun one with --seed {args.seed} --only N)")
     for f in failures:
         print(f)
