@@ -355,11 +355,12 @@ class MpsOp:
                                **{self.fwd_output: outs[self.fwd_index]},
                                **{inputs[k]: to_t(v, dtype) for k, v in cots.items()})
 
-    def run_gradients(self, mps, rng, case, dtype):
-        """A gradients case run: its operands and cotangents, the descriptor with every
-        output, the operands as dtype tensors, the forward's outputs and the gradients."""
-        ops = self.make_operands(rng, case)
-        cots = self.cotangents(rng, case)
+    def run_gradients(self, mps, rng, case, dtype, ops=None, cots=None):
+        """A gradients case run: its operands and cotangents (drawn, unless given), the
+        descriptor with every output, the operands as dtype tensors, the forward's outputs
+        and the gradients."""
+        ops = self.make_operands(rng, case) if ops is None else ops
+        cots = self.cotangents(rng, case) if cots is None else cots
         desc = self.desc_of(case, **self.outputs)
         ops_t = {k: to_t(v, dtype) for k, v in ops.items()}
         outs = self.call(mps, ops_t, desc)

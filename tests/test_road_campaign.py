@@ -19,6 +19,17 @@ def campaign():
     return module
 
 
+def first_output_off(real):
+    """real, with its first output moved by 1e-3 of that output's largest magnitude."""
+    import tensorflow as tf
+
+    def op(*args, **kw):
+        out = list(real(*args, **kw))
+        out[0] = out[0] + tf.reduce_max(tf.abs(out[0])) * 1e-3
+        return tuple(out)
+    return op
+
+
 def run(campaign, monkeypatch, capsys, *argv):
     import tf_rnn_ops.keras as K
     monkeypatch.setattr("sys.argv", ["road_campaign.py", *argv])
@@ -37,19 +48,10 @@ def test_cases_agree(campaign, monkeypatch, capsys, family):
 
 
 def test_a_wrong_gradient_fails(campaign, monkeypatch, capsys):
-    import tensorflow as tf
-
     from tf_rnn_ops import raw_ops
 
-    def off_by_a_little(real):
-        def op(**kw):  # x's gradient 1e-3 of its largest value off
-            out = list(real(**kw))
-            out[0] = out[0] + tf.reduce_max(tf.abs(out[0])) * 1e-3
-            return tuple(out)
-        return op
-
-    for name in ("BlockLSTMGrad", "BlockLSTMGradV2"):
-        monkeypatch.setattr(raw_ops, name, off_by_a_little(getattr(raw_ops, name)))
+    for name in ("BlockLSTMGrad", "BlockLSTMGradV2"):  # x's gradient off
+        monkeypatch.setattr(raw_ops, name, first_output_off(getattr(raw_ops, name)))
     status, out = run(campaign, monkeypatch, capsys, "--cases", "6", "--seed", "3",
                       "--families", "block")
     assert status == 1, out
@@ -84,19 +86,10 @@ def test_a_layer_on_the_stock_loop_fails(campaign, monkeypatch, capsys):
 def test_a_wrong_mps_gradient_fails(campaign, monkeypatch, capsys):
     """The kink rule (an MPS gradient case that agrees once its source is nudged is skipped)
     does not hide a wrong gradient: it is wrong after the nudge too."""
-    import tensorflow as tf
-
     from tf_rnn_ops import mps
 
-    def off_by_a_little(real):
-        def op(*args, **kw):  # the source's gradient 1e-3 of its largest value off
-            out = list(real(*args, **kw))
-            out[0] = out[0] + tf.reduce_max(tf.abs(out[0])) * 1e-3
-            return tuple(out)
-        return op
-
-    for name in ("lstm_gradients", "gru_gradients"):
-        monkeypatch.setattr(mps, name, off_by_a_little(getattr(mps, name)))
+    for name in ("lstm_gradients", "gru_gradients"):  # the source's gradient off
+        monkeypatch.setattr(mps, name, first_output_off(getattr(mps, name)))
     status, out = run(campaign, monkeypatch, capsys, "--cases", "12", "--seed", "3",
                       "--families", "mps")
     assert status == 1, out

@@ -76,6 +76,10 @@ class Draw:
     def flip(self, p=0.5):
         return bool(self.rng.random() < p)
 
+    def normal(self, tf, dtype, *shape, scale=1.0):
+        """A tensor of dtype with standard normal values times scale."""
+        return tf.constant((self.rng.standard_normal(shape) * scale).astype(dtype))
+
 
 def rel_err(got, want):
     """max |got - want| / max(1, max |want|): inf on a shape mismatch, NaN (a failure) where
@@ -204,7 +208,7 @@ def case_block(d, tf, ours):
     clip, fb = d.pick([-1.0, 3.0, 0.5]), d.pick([0.0, 1.0])
     slm = int(d.rng.integers(0, T + 1)) if d.flip(1 / 3) else T
     dt = np.float16 if d.flip(0.25) else np.float32
-    a = lambda *s, sc=1.0: tf.constant((d.rng.standard_normal(s) * sc).astype(dt))  # noqa
+    a = lambda *s, sc=1.0: d.normal(tf, dt, *s, scale=sc)  # noqa: E731
     args = dict(seq_len_max=tf.constant(slm, tf.int64), x=a(T, B, I), cs_prev=a(B, H),
                 h_prev=a(B, H), w=a(I + H, 4 * H, sc=1 / np.sqrt(I + H)), wci=a(H), wcf=a(H),
                 wco=a(H), b=a(4 * H))
@@ -220,22 +224,29 @@ def case_block(d, tf, ours):
                                cs_grad=cs_grad, h_grad=h_grad, use_peephole=pe)
         # rows past seq_len_max are unspecified in stock's forward outputs
         return [t.numpy()[:slm] for t in o] + [t.numpy() for t in g]
-    stock, got = run(tf.raw_ops, args, cs_grad, h_grad), run(ours, args, cs_grad, h_grad)
     desc = f"{fwd} T{T} B{B} I{I} H{H} seq_len_max={slm} peephole={pe} clip={clip} fb={fb}"
-    if dt == np.float32:
-        return desc + " float32", worst(got, stock), 1e-4 * max(1.0, np.sqrt(T))
+    return against_stock(tf, ours, run, args, (cs_grad, h_grad), desc, max(1.0, np.sqrt(T)))
+
+
+def against_stock(tf, ours, run, args, extra, desc, scale):
+    """(description, error, tolerance) of run(module, args, *extra) (lists of arrays) for ours
+    against stock: float32 directly (1e-4 · scale); float16 against stock's float32 run on the
+    same rounded operands, held to 1.5x stock's own float16 error (at least 5e-3 · scale)."""
+    stock, got = run(tf.raw_ops, args, *extra), run(ours, args, *extra)
+    if args["x"].dtype == tf.float32:
+        return desc + " float32", worst(got, stock), 1e-4 * scale
     f32 = lambda t: tf.cast(t, tf.float32) if t.dtype == tf.float16 else t  # noqa: E731
-    ref = run(tf.raw_ops, {k: f32(v) for k, v in args.items()}, f32(cs_grad), f32(h_grad))
+    ref = run(tf.raw_ops, {k: f32(v) for k, v in args.items()}, *map(f32, extra))
     stock_err = worst(stock, ref)
     return (f"{desc} float16 (stock's error {stock_err:.1e})", worst(got, ref),
-            max(1.5 * stock_err, 5e-3 * max(1.0, np.sqrt(T))))
+            max(1.5 * stock_err, 5e-3 * scale))
 
 
 def case_cell(d, tf, ours):
     B, I, H = d.dim(200), d.dim(300), d.dim(300)
     gru = d.flip()
     dt = np.float32 if gru or d.flip(2 / 3) else np.float16
-    a = lambda *s, sc=1.0: tf.constant((d.rng.standard_normal(s) * sc).astype(dt))  # noqa
+    a = lambda *s, sc=1.0: d.normal(tf, dt, *s, scale=sc)  # noqa: E731
     if gru:
         args = dict(x=a(B, I), h_prev=a(B, H), w_ru=a(I + H, 2 * H, sc=1 / np.sqrt(I + H)),
                     w_c=a(I + H, H, sc=1 / np.sqrt(I + H)), b_ru=a(2 * H), b_c=a(H))
@@ -260,14 +271,7 @@ def case_cell(d, tf, ours):
             return [t.numpy() for t in list(o) + list(g)]
         extra = cg_hg
         desc = f"LSTMBlockCell B{B} I{I} H{H} peephole={pe} clip={clip} fb={fb}"
-    stock, got = run(tf.raw_ops, args, *extra), run(ours, args, *extra)
-    if dt == np.float32:
-        return desc + " float32", worst(got, stock), 1e-4
-    f32 = lambda t: tf.cast(t, tf.float32)  # noqa: E731
-    ref = run(tf.raw_ops, {k: f32(v) for k, v in args.items()}, *map(f32, extra))
-    stock_err = worst(stock, ref)
-    return (f"{desc} float16 (stock's error {stock_err:.1e})", worst(got, ref),
-            max(1.5 * stock_err, 5e-3))
+    return against_stock(tf, ours, run, args, extra, desc, 1.0)
 
 
 def case_cudnn(d, tf, ours):
@@ -316,15 +320,13 @@ def case_mps(d, tf, mps):
     cots = op.cotangents(d.rng, case) if grad else None
 
     def error(ops):
-        ops_t = {k: M.to_t(v, f32) for k, v in ops.items()}
         if grad:
-            desc_ = op.desc_of(case, **op.outputs)
-            got = op.gradients_of(mps, ops_t, desc_, op.call(mps, ops_t, desc_), cots, f32)
+            _, _, desc_, _, _, got = op.run_gradients(mps, None, case, f32, ops=ops, cots=cots)
             want, _ = op.ref.reference_vjp({k: r(v) for k, v in ops.items()}, desc_,
                                            **{k: r(v) for k, v in cots.items()})
         else:
             desc_ = op.desc_of(case)
-            got = op.call(mps, ops_t, desc_)
+            got = op.call(mps, {k: M.to_t(v, f32) for k, v in ops.items()}, desc_)
             want = op.ref.forward_outputs({k: r(v) for k, v in ops.items()}, desc_)
         want = [np.asarray(w) for w in want]
         if any(np.abs(w[np.isfinite(w)]).max(initial=0) > 1e30 or not np.isfinite(w).all()
