@@ -125,9 +125,14 @@ int main(int argc, char** argv) {
   rs.mode = gru ? tfrnn::RnnMode::kGru : tfrnn::RnnMode::kLstm;
   rs.T = T, rs.B = B, rs.I = I, rs.H = H;
   rs.bf16 = bf16;
+  // The workspace for the training forward, the backward and the inference forward: the
+  // spec's training flag changes the roads (batch blocks at inference) and so the size.
+  tfrnn::RnnSpec infer_spec = rs;
+  infer_spec.training = false;
   Buf params = vec(tfrnn::RnnParamsSize(rs)), reserve(tfrnn::RnnReserveSize(rs)),
       y(T * B * H), hn(B * H), cn(B * H),
-      rws(std::max(tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs)));
+      rws(std::max({tfrnn::RnnFwdWorkspaceSize(rs), tfrnn::RnnBwdWorkspaceSize(rs),
+                    tfrnn::RnnFwdWorkspaceSize(infer_spec)}));
   tfrnn::RnnFwdArgs<float> rf;
   rf.x = x.data(), rf.h0 = h0.data(), rf.c0 = cs0.data(), rf.params = params.data();
   rf.y = y.data(), rf.hn = hn.data(), rf.cn = cn.data(), rf.reserve = reserve.data();

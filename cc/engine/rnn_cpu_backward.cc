@@ -316,14 +316,10 @@ void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Ind
 // at column c0); WeightGrad: all KH columns on the pool.
 // same_dg: dg is the panel of this thread's previous WeightGradPanel call (its packing or bf16
 // conversion is reused). Without bf16 products the panels run on the packed kernels
-// (packed::GemmTN), faster than Eigen's product on AVX2 (Zen 3, 2 threads: the pipelined
-// backward 3-7 % at 50x32x128x512; docs/PERFORMANCE_AVX2.md); the AVX-512 build keeps Eigen's
-// product, not measured against them.
-#ifdef __AVX512F__
-constexpr bool kPanelGradsPacked = false;
-#else
-constexpr bool kPanelGradsPacked = true;
-#endif
+// (packed::GemmTN), faster than Eigen's product (2 threads, the pipelined backward: AVX2 Zen 3
+// 3-7 % at 50x32x128x512; AVX-512 Zen 5 2-4 % at 50x32x128x512, 200x16x64x128 and
+// 100x64x256x256, level at H = 300, 500 and 600; docs/PERFORMANCE_AVX2.md,
+// bench/results/cpu_history_2.md).
 template <typename A>
 void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
                      const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
@@ -333,7 +329,7 @@ void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, co
       !same_dg ? bf16::kReuseNone : s.weights_xw ? bf16::kReuseB : bf16::kReuseA;
   auto product = [&](Index rows, Index cols, const A* a, Index lda, const A* b, Index ldb,
                      A* out, Index ldc) {
-    if (kPanelGradsPacked && !b16) {
+    if (!b16) {
       packed::GemmTN<A>(rows, cols, n, a, lda, b, ldb, out, ldc, acc, reuse);
     } else {
       GemmB16Serial<A>(b16, true, false, rows, cols, n, a, lda, b, ldb, out, ldc, acc, reuse);
