@@ -101,3 +101,36 @@ def test_a_wrong_mps_gradient_fails(campaign, monkeypatch, capsys):
                       "--families", "mps")
     assert status == 1, out
     assert "FAILED mps " in out and "_gradients" in out and "0 skipped" in out, out
+
+
+def test_a_relu_kink_under_bf16_products(campaign, monkeypatch, capsys):
+    """Seed 65 case 579, a bfloat16 rnn_relu CudnnRNN gradient case: where the bf16 products
+    (AVX512_BF16) put a pre-activation across relu's kink, it is skipped because it agrees with
+    the reference that rounds the products' operands as they do; without that reference, or
+    with an input gradient 1.5x off, it fails."""
+    import contextlib
+
+    import tensorflow as tf
+    from tf_rnn_ops import raw_ops
+
+    argv = ("--seed", "65", "--only", "579")
+    status, out = run(campaign, monkeypatch, capsys, *argv)
+    assert status == 0 and "0 failed" in out, out
+    if "1 skipped" not in out:
+        pytest.skip("no relu kink on this CPU (float products, or other sums)")
+    assert "relu kink under bf16 products" in out, out
+
+    with monkeypatch.context() as m:
+        m.setattr(campaign, "bf16_product_operands", contextlib.nullcontext)
+        status, out = run(campaign, monkeypatch, capsys, *argv)
+    assert status == 1 and "1 failed" in out, out
+
+    real = raw_ops.CudnnRNNBackprop
+
+    def dx_off(*args, **kw):
+        out = list(real(*args, **kw))
+        out[0] = out[0] * tf.constant(1.5, out[0].dtype)
+        return tuple(out)
+    monkeypatch.setattr(raw_ops, "CudnnRNNBackprop", dx_off)
+    status, out = run(campaign, monkeypatch, capsys, *argv)
+    assert status == 1 and "1 failed" in out, out

@@ -37,6 +37,8 @@ gates that fail but agree once the source is nudged by 1e-5 (a pre-activation wi
 rounding of a kink: the two sides' derivatives differ). Exit status 1 if any case failed.
 """
 import argparse
+import contextlib
+import copy
 import os
 import sys
 import time
@@ -294,12 +296,50 @@ def case_cudnn(d, tf, ours):
     tol = G.GRAD_TOL[dt] * (max(1.0, np.sqrt(T * L)) if dt == tf.float32 else 1.0)
     desc = (f"CudnnRNN{version} {mode} L{L} {direction} {input_mode} T{T} B{B} I{I} H{H} P{P} "
             f"time_major={time_major} lengths={lens is not None} {dt.name}")
-    try:
-        G.run_case(ours, d.rng, version, kw, T, B, dt, seq_lengths=lens, time_major=time_major,
+    state = copy.deepcopy(d.rng.bit_generator.state)  # the case's draws, for a second run
+
+    def run(rng):
+        G.run_case(ours, rng, version, kw, T, B, dt, seq_lengths=lens, time_major=time_major,
                    tol=tol)
+    try:
+        run(d.rng)
     except AssertionError as e:
+        if mode == "rnn_relu" and dt == tf.bfloat16:
+            # The bf16 products (AVX512_BF16) round each product's left operand to bfloat16, which
+            # moves a pre-activation by up to about 2^-8 of its terms: one near 0 then falls on
+            # the other side of relu's kink than in the float64 reference, and its sequence's
+            # gradients jump (seed 65 case 579, seed 66 cases 388 and 954; none with float
+            # products). Such a case agrees with the reference rounding those operands too; a
+            # wrong gradient does not.
+            again = np.random.default_rng()
+            again.bit_generator.state = state
+            try:
+                with bf16_product_operands():
+                    run(again)
+                raise Skip("a relu kink under bf16 products (agrees with the reference rounding "
+                           "the products' operands to bf16)")
+            except AssertionError:
+                pass
         return desc + " | " + " ".join(str(e).split())[:300], float("inf"), tol
     return desc, 0.0, tol
+
+
+@contextlib.contextmanager
+def bf16_product_operands():
+    """The CudnnRNN reference with each product's left operand (x_t or a layer's input, h_{t-1})
+    rounded to bfloat16 in the forward, as the bf16 products round them; gradients pass
+    straight through the rounding."""
+    import cudnn_reference as R
+    import tensorflow as tf
+    real = R._mm_t
+
+    def rounded(a, m):
+        return real(a + tf.stop_gradient(tf.cast(tf.cast(a, tf.bfloat16), a.dtype) - a), m)
+    R._mm_t = rounded
+    try:
+        yield
+    finally:
+        R._mm_t = real
 
 
 KINKED = ("relu", "hard_sigmoid")
