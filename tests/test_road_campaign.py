@@ -134,3 +134,14 @@ def test_a_relu_kink_under_bf16_products(campaign, monkeypatch, capsys):
     monkeypatch.setattr(raw_ops, "CudnnRNNBackprop", dx_off)
     status, out = run(campaign, monkeypatch, capsys, *argv)
     assert status == 1 and "1 failed" in out, out
+
+
+@pytest.mark.parametrize("case", ["841", "1463"])
+def test_wide_input_weight_gradients(campaign, monkeypatch, capsys, case):
+    """Seed 68 cases 841 (a Keras LSTM under XLA, I = 1428, H = 68) and 1463 (BlockLSTMV2,
+    I = 1300, H = 15) at --scale big: on AVX-512 the pipelined backward's dW of so wide an input
+    runs in K slabs (packed::GemmTN), and the dR after it reused that call's last slab of the
+    gate gradients' packing as if it were all of it (errors of 1e20-1e34)."""
+    status, out = run(campaign, monkeypatch, capsys, "--cases", "1500", "--seed", "68",
+                      "--scale", "big", "--only", case)
+    assert status == 0 and "1 agree" in out, out

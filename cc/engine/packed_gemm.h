@@ -445,8 +445,8 @@ void PackTN(Index K, Index m, const A* a, Index lda, A* out) {
 // same shape (dW and dR of one gate panel multiply the same gate gradients). Every element of
 // C is one sum in k order over chunks of ChunkDepth: the same bits whichever thread runs it.
 // The buffers hold at most kTNSlabElems elements (or one K chunk's): a longer K runs in slabs
-// of whole K chunks, each packed on its own (the same sums in the same order), and a reuse
-// of such a call's operands packs them again.
+// of whole K chunks, each packed on its own (the same sums in the same order); a reuse asked
+// of such a call, or of the call after it, packs the operand again.
 constexpr Index kTNSlabElems = Index(1) << 18;
 template <typename A>
 void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index ldb, A* c,
@@ -460,22 +460,28 @@ void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index 
   }
   const Index groups = (m + kRows - 1) / kRows, kc = ChunkDepth<A>(m);
   const Index slab = std::max(kc, kTNSlabElems / (groups * kRows + n) / kc * kc);
+  thread_local std::vector<A> abuf, bbuf;
+  // Whether abuf / bbuf hold the whole packing of this thread's previous call: after a call in
+  // slabs they hold its last slab's only, and a reuse packs again (a product of another m can
+  // take slabs where the call before it did not, or the other way round).
+  thread_local bool a_whole = false, b_whole = false;
   if (K > slab) {
     for (Index k0 = 0; k0 < K; k0 += slab) {
       GemmTN<A>(m, n, std::min(slab, K - k0), a + k0 * lda, lda, b + k0 * ldb, ldb, c, ldc,
                 accumulate || k0 > 0);
     }
+    a_whole = b_whole = false;
     return;
   }
-  thread_local std::vector<A> abuf, bbuf;
-  if (reuse != bf16::kReuseA) {
+  if (reuse != bf16::kReuseA || !a_whole) {
     if (abuf.size() < static_cast<size_t>(groups * kRows * K)) abuf.resize(groups * kRows * K);
     PackTN<A>(K, m, a, lda, abuf.data());
   }
-  if (reuse != bf16::kReuseB) {
+  if (reuse != bf16::kReuseB || !b_whole) {
     if (bbuf.size() < static_cast<size_t>(K * n)) bbuf.resize(K * n);
     PackRowMajor<A>(K, n, b, ldb, bbuf.data());
   }
+  a_whole = b_whole = true;
   // Per panel, every group of kRows rows over one K chunk of it, the chunk in L1 for all.
   ForEachPanel<A>(n, [&](Index col, Index w, Index tail, auto npc, auto tc) {
     constexpr int NP = decltype(npc)::value;
