@@ -30,6 +30,7 @@ SIZES = [(6, 24, 200), (12, 24, 200), (32, 80, 840), (48, 80, 840), (32, 24, 200
 
 
 def _pair(mode, dtype, rng, B, I=I, units=H):
+    keras.utils.set_random_seed(int(rng.integers(2**31)))  # the initial weights too
     x = tf.constant(rng.normal(size=(B, T, I)), dtype)
     stock = STOCK[mode](units, return_sequences=True, return_state=True, dtype=dtype)
     ours = OURS[mode](units, return_sequences=True, return_state=True, dtype=dtype)
@@ -41,11 +42,13 @@ def _pair(mode, dtype, rng, B, I=I, units=H):
 
 def _check(stock, ours, fn, x, dtype, what):
     """ours' inference (fn) against stock given ours' current weights (float32 sums over
-    900 terms differ more: a wider tolerance there; a stale packing differs by far more)."""
+    900 terms differ more: a wider tolerance there, for the largest difference over 12 steps
+    of random initial weights, 1e-6 to 9e-5 of the outputs; a stale packing differs by far
+    more)."""
     stock.set_weights(ours.get_weights())
     want = stock(x, training=False)
     got = fn(x)
-    tol = TOL[dtype] * (4 if ours.cell.units > 500 else 1)
+    tol = TOL[dtype] * (16 if ours.cell.units > 500 else 1)
     for k, (g, w) in enumerate(zip(got, want)):
         w = w.numpy()
         np.testing.assert_allclose(g.numpy(), w, rtol=0, atol=tol * max(1, np.abs(w).max()),
