@@ -266,18 +266,17 @@ inline Index ChunkDepth(Index rows) {
 #endif
 }
 
-// Rows a register block keeps at the least where the rows allow (AVX and AVX2): a block of r
-// rows holds 2r independent sums, and a block of 1 or 2 rows (2 or 4 sums) leaves the FMA
-// units waiting on their latency, so the last full block and such a tail run as two blocks
-// of 3-4 rows instead (8 rows: 4 + 4, not 6 + 2; 7: 4 + 3). Every sum adds the same products
-// in the same order either way (same bits). Kernel alone, AVX2 Zen 1, K = 128-256: 8 rows
-// 35.5-36.7 GF/s against 34.8-35.1, 7 rows 37 against 31.5; a tail of 3 rows stays 6 + 3 (as
-// 5 + 4 it read no faster). AVX-512's 8 x 3 blocks are left as they were (not measured).
-#ifdef __AVX512F__
-constexpr int kMinTailRows = 1;
-#else
+// Rows a register block keeps at the least where the rows allow: a block of r rows holds
+// NP·r independent sums, and a block of 1 or 2 rows leaves the FMA units waiting on their
+// latency, so the last full block and such a tail run as two blocks of 3 or more rows instead
+// (8 rows of AVX2's 6-row blocks: 4 + 4, not 6 + 2; 7: 4 + 3; AVX-512's 8-row blocks: 10 rows
+// 5 + 5, 9: 5 + 4). Every sum adds the same products in the same order either way (same
+// bits). Kernel alone, one thread: AVX2 Zen 1, K = 128-256, 8 rows 35.5-36.7 GF/s against
+// 34.8-35.1, 7 rows 37 against 31.5 (a tail of 3 rows stays 6 + 3: as 5 + 4 it read no
+// faster); AVX-512 Zen 5 (bench/results/cpu_history_2.md), K = 192-640: 9 rows 211-243 against
+// 191-208, 10 rows 225-240 against 177-188, 18 rows 225-248 against 199-217, 50 rows 245-250
+// against 230-232.
 constexpr int kMinTailRows = 3;
-#endif
 static_assert(kMinTailRows < kRows, "a balanced pair of blocks stays within kRows");
 
 // A panel of NP packets times `rows` rows of A; row k of the panel starts at b + k · bs.
