@@ -84,6 +84,13 @@ KERAS_CASES = [("LSTM", 4, 64, 24, 250),   # narrow input fused with R
                ("LSTM", 10, 8, 301, 600),
                ("GRU", 12, 8, 33, 530),
                ("LSTM", 12, 16, 64, 128)]
+# The Keras LSTM in training (mixed_bfloat16: the op in bfloat16 on Keras's [in, 4·units]
+# weights) against stock Keras in float64 at the bf16-rounded weights: its outputs and the
+# gradients of x and the weights. T·B = 4096 rows and 4·520 gate columns: the pool products
+# (bf16::GemmLarge) in slabs, the weight gradients' packing of the gate gradients in columns
+# 1024, 1024 and 32 (a partial tile), the input gradient's conversion of them in rows 4032 and
+# 64 (on 2 threads).
+KERAS_TRAIN_CASES = [("LSTM", 32, 128, 24, 520)]
 # BlockLSTMV2 + its registered gradient: (T, B, I, H)
 BLOCK_CASES = [(10, 4, 6, 37),      # fused input, pipelined chain
                (6, 80, 33, 80),     # pool GEMMs (not pipelined), odd I
@@ -152,6 +159,33 @@ def keras_infer_case(rng, kind, T, B, I, H):
     return max(errs), checksum(got), bits
 
 
+def keras_train_case(rng, kind, T, B, I, H):
+    import keras
+    import tf_rnn_ops.keras as ok
+    x = U.round_to(rng.normal(size=(B, T, I)), BF16)
+    up = rng.normal(size=(B, T, H))
+    mine = getattr(ok, kind)(H, return_sequences=True, dtype="mixed_bfloat16")
+    stock = getattr(keras.layers, kind)(H, return_sequences=True, dtype="float64")
+    mine.build((B, T, I))
+    stock.build((B, T, I))
+    w = [U.round_to(0.1 * rng.normal(size=v.shape), BF16) for v in mine.get_weights()]
+    mine.set_weights(w)
+    stock.set_weights(w)
+
+    def grads(layer, dtype):
+        xt = tf.constant(x, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            y = layer(xt, training=True)
+            loss = tf.reduce_sum(tf.cast(y, dtype) * tf.constant(up, dtype))
+        return [y] + tape.gradient(loss, [xt] + layer.trainable_variables)
+
+    got = grads(mine, tf.float32)
+    want = grads(stock, F64)
+    errs = [rel_err(g, U.to_numpy(v)) for g, v in zip(got, want)]
+    return max(errs), checksum(got)
+
+
 def block_case(rng, T, B, I, H):
     p = {k: U.round_to(v, BF16) for k, v in U.make_params(rng, T, B, I, H).items()}
     names = ["x", "cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b"]
@@ -185,7 +219,7 @@ def block_case(rng, T, B, I, H):
 def main():
     rng = np.random.default_rng(20261123)
     if os.environ.get("BF16_CHECKS_ONLY") == "keras":  # the bits check of the Keras cases
-        RNN_CASES[:] = LANES_CASES[:] = BLOCK_CASES[:] = []
+        RNN_CASES[:] = LANES_CASES[:] = KERAS_TRAIN_CASES[:] = BLOCK_CASES[:] = []
     for case in RNN_CASES:
         err, cs = rnn_case(rng, *case)
         print(json.dumps({"case": "CudnnRNNV3 " + " ".join(map(str, case)), "err": err,
@@ -199,6 +233,10 @@ def main():
         err, cs, bits = keras_infer_case(np.random.default_rng([20261130, i]), *case)
         print(json.dumps({"case": "Keras " + " ".join(map(str, case)), "err": err,
                           "checksum": cs, "bits": bits}), flush=True)
+    for i, case in enumerate(KERAS_TRAIN_CASES):
+        err, cs = keras_train_case(np.random.default_rng([20261206, i]), *case)
+        print(json.dumps({"case": "Keras training " + " ".join(map(str, case)), "err": err,
+                          "checksum": cs}), flush=True)
     for case in BLOCK_CASES:
         err, cs = block_case(rng, *case)
         print(json.dumps({"case": "BlockLSTMV2 " + "x".join(map(str, case)), "err": err,

@@ -566,61 +566,103 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
 }
 
 // C[m, n] (+)= op(A) · op(B) as Gemm() of cpu_device.h (dense, ta: A stored [k, m], tb: B
-// stored [n, k]), both operands rounded to bf16, on the pool: A converted to pair words and B
-// packed (each in parallel), then tiles of kTileRows rows × kTileCols columns. S: float, or
-// the bf16 words of a bfloat16 op's tensors (A then not transposed: ta is read only for
+// stored [n, k]), both operands rounded to bf16, on the pool, in slabs: per slab of A's rows,
+// the rows converted to pair words (in parallel), then per slab of B's columns the columns
+// packed (in parallel) and multiplied in tiles of kTileRows rows × kTileCols columns. S: float,
+// or the bf16 words of a bfloat16 op's tensors (A then not transposed: ta is read only for
 // floats), whose rows of an even k are already A's pair words (word q of a row: elements 2q
 // and 2q + 1, little-endian).
+//
+// Why slabs: a whole operand's conversion can pass glibc's largest reused block (32 MB), and
+// then comes from fresh pages at every call (a fault and a zeroed page each 4 KiB). A Keras
+// bf16 LSTM at 20×128×512×1024 packs 42 MB of gate gradients for each weight gradient: 10,500
+// page faults a training step, the step 10-15 % slower. A slab of either operand takes at
+// most kSlabBytes (at least one tile of rows or columns, and enough tiles for twice the
+// threads); B is packed once where its columns are one slab, else again for each slab of
+// rows. Each C element's sum is the same (the same K chunks, in the same order).
 constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
+constexpr Index kSlabBytes = Index(16) << 20;
+// Slab length (rows or columns, in tiles of `tile` of them, capped at `len`) of an operand
+// whose one row or column takes `line_bytes` of its buffer, beside `other_tiles` tiles the
+// other way.
+inline Index SlabLength(Index len, Index tile, Index line_bytes, Index other_tiles,
+                        int threads) {
+  const Index want = 2 * Index(std::max(1, threads));
+  const Index tiles = std::max(kSlabBytes / std::max<Index>(1, tile * line_bytes),
+                               (want + other_tiles - 1) / std::max<Index>(1, other_tiles));
+  const Index l = std::max<Index>(1, tiles) * tile;
+  return l < len ? l : len;
+}
 template <typename S>
 void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const S* a,
                const S* b, float* c, bool accumulate) {
   constexpr bool kWords = std::is_same<S, uint16_t>::value;
   const Index K2 = Pairs(k);
+  const int threads = d.numThreads();
+  const bool words = kWords && !ta && k % 2 == 0;  // A's rows are its pair words
+  // A row of abuf: K2 words; a column of bbuf: k floats (a panel at column c starts at c · k).
+  const Index col_slab = SlabLength(n, kTileCols, k * Index(sizeof(float)),
+                                    (m + kTileRows - 1) / kTileRows, threads);
+  const Index row_slab =
+      words ? m
+            : SlabLength(m, kTileRows, K2 * Index(sizeof(uint32_t)),
+                         (col_slab + kTileCols - 1) / kTileCols, threads);
   // Uninitialised (every word is written before it is read): zeroing them cost as much as
   // packing B (10 MB a call at 20x128x512x1024).
-  std::unique_ptr<uint32_t[]> abuf;
-  std::unique_ptr<float[]> bbuf(new float[n * k]);
-  const uint32_t* ap = nullptr;
+  std::unique_ptr<uint32_t[]> abuf(words ? nullptr : new uint32_t[row_slab * K2]);
+  std::unique_ptr<float[]> bbuf(new float[col_slab * k]);
   const double row_cost = 2.0 * k;
-  if (kWords && !ta && k % 2 == 0) {
-    ap = reinterpret_cast<const uint32_t*>(a);
-  } else {
-    abuf.reset(new uint32_t[m * K2]);
-    uint32_t* out = abuf.get();
-    ParallelFor(d, (m + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
-      const Index r0 = g0 * 16, r1 = std::min(m, g1 * 16);
-      if constexpr (kWords) {  // an odd k: each row's last pair (its last word, 0)
-        for (Index r = r0; r < r1; ++r) {
-          const S* row = a + r * k;
-          for (Index q = 0; q < K2; ++q) {
-            const uint32_t hi = 2 * q + 1 < k ? row[2 * q + 1] : 0;
-            out[r * K2 + q] = uint32_t(row[2 * q]) | (hi << 16);
-          }
-        }
-      } else if (ta) {
-        ConvertColumns(r0, r1, k, a, m, out);
-      } else {
-        ConvertRows(r0, r1, k, a, k, out);
-      }
-    });
-    ap = out;
-  }
-  const Index full = n / kWide;  // full panels, packed in parallel; the rest on this thread
   const Index sk = tb ? 1 : n, sc = tb ? k : 1;
-  ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
-    PackRange(k, n, b, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide);
-  });
-  PackRange(k, n, b, sk, sc, bbuf.get(), 0, 0, full * kWide, n);
-  const Index tr = (m + kTileRows - 1) / kTileRows, tcn = (n + kTileCols - 1) / kTileCols;
-  ParallelFor(d, tr * tcn, double(kTileRows) * kTileCols * k / 16, [&](Index t0, Index t1) {
-    for (Index t = t0; t < t1; ++t) {
-      const Index r0 = (t / tcn) * kTileRows, c0 = (t % tcn) * kTileCols;
-      const Index rows = std::min(kTileRows, m - r0), c1 = std::min(n, c0 + kTileCols);
-      GemmConverted(rows, k, n, c0, c1, ap + r0 * K2, K2, bbuf.get(), c + r0 * n, n,
-                    accumulate);
+  // Columns [s0, s0 + sn) of B packed into bbuf, as a B of n - s0 columns from s0 (s0 a
+  // multiple of kTileCols: the same panels).
+  auto pack = [&](Index s0, Index sn) {
+    const S* bs = b + s0 * sc;
+    const Index full = sn / kWide;  // full panels, packed in parallel; the rest on this thread
+    ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
+      PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide);
+    });
+    PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, full * kWide, sn);
+  };
+  const bool packed_once = col_slab >= n;
+  if (packed_once) pack(0, n);
+  for (Index rs0 = 0; rs0 < m; rs0 += row_slab) {
+    const Index rn = std::min(row_slab, m - rs0);
+    const uint32_t* ap = reinterpret_cast<const uint32_t*>(a) + (words ? rs0 * K2 : 0);
+    if (!words) {
+      uint32_t* out = abuf.get();
+      ParallelFor(d, (rn + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
+        const Index r0 = g0 * 16, r1 = std::min(rn, g1 * 16);
+        if constexpr (kWords) {  // an odd k: each row's last pair (its last word, 0)
+          for (Index r = r0; r < r1; ++r) {
+            const S* row = a + (rs0 + r) * k;
+            for (Index q = 0; q < K2; ++q) {
+              const uint32_t hi = 2 * q + 1 < k ? row[2 * q + 1] : 0;
+              out[r * K2 + q] = uint32_t(row[2 * q]) | (hi << 16);
+            }
+          }
+        } else if (ta) {
+          ConvertColumns(r0, r1, k, a + rs0, m, out);
+        } else {
+          ConvertRows(r0, r1, k, a + rs0 * k, k, out);
+        }
+      });
+      ap = out;
     }
-  });
+    const Index tr = (rn + kTileRows - 1) / kTileRows;
+    for (Index s0 = 0; s0 < n; s0 += col_slab) {
+      const Index sn = std::min(col_slab, n - s0);
+      if (!packed_once) pack(s0, sn);
+      const Index tcn = (sn + kTileCols - 1) / kTileCols;
+      ParallelFor(d, tr * tcn, double(kTileRows) * kTileCols * k / 16, [&](Index t0, Index t1) {
+        for (Index t = t0; t < t1; ++t) {
+          const Index r0 = (t / tcn) * kTileRows, c0 = (t % tcn) * kTileCols;
+          const Index rows = std::min(kTileRows, rn - r0), c1 = std::min(sn, c0 + kTileCols);
+          GemmConverted(rows, k, n - s0, c0, c1, ap + r0 * K2, K2, bbuf.get(),
+                        c + (rs0 + r0) * n + s0, n, accumulate);
+        }
+      });
+    }
+  }
 }
 
 #else  // no bf16 kernels in this build: Available() is false and these are never called
