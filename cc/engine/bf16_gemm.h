@@ -154,8 +154,27 @@ TFRNN_BF16_TARGET inline __m512 LoadSource(const uint16_t* p, __mmask16 m) {
 // and written masked (nothing past column w). S: float or bf16 words (LoadSource), the words
 // interleaved as they are: a normal value's bits as its widening and rounding give them (a
 // denormal one stays, where rounding would flush it: vdpbf16ps reads it as zero either way).
+// sums[j] += v[j] for the n <= 16 lanes of v, each widened to double (the bias gradients'
+// column sums, added in row order as ColumnSum adds them: the same bits).
+TFRNN_BF16_TARGET inline void AddWidened(double* sums, __m512 v, Index n) {
+  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+  const __m512d hi = _mm512_cvtps_pd(
+      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __mmask8 ml = static_cast<__mmask8>(n >= 8 ? 0xff : (1u << n) - 1);
+  const __mmask8 mh = static_cast<__mmask8>(n >= 16 ? 0xff : n <= 8 ? 0 : (1u << (n - 8)) - 1);
+  _mm512_mask_storeu_pd(sums, ml, _mm512_add_pd(_mm512_maskz_loadu_pd(ml, sums), lo));
+  _mm512_mask_storeu_pd(sums + 8, mh, _mm512_add_pd(_mm512_maskz_loadu_pd(mh, sums + 8), hi));
+}
+
+// Pair row q of a panel of w columns of a row-major B (sc = 1): rows 2q and 2q+1 (nullptr:
+// zeros) converted and interleaved, 16 columns per 512-bit store; a last partial packet is read
+// and written masked (nothing past column w). S: float or bf16 words (LoadSource), the words
+// interleaved as they are: a normal value's bits as its widening and rounding give them (a
+// denormal one stays, where rounding would flush it: vdpbf16ps reads it as zero either way).
+// sums (floats only; nullable): each column's lo, then hi, added in double (AddWidened).
 template <typename S>
-TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uint32_t* out) {
+TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uint32_t* out,
+                                          double* sums = nullptr) {
   // Word j of the result = bf16 of column j of lo (low half) and of hi (high half).
   for (Index j = 0; j < w; j += kLanes) {
     const __mmask16 m =
@@ -170,6 +189,11 @@ TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uin
     }
     const __m512 l = lo ? LoadSource(lo + j, m) : _mm512_setzero_ps();
     const __m512 h = hi ? LoadSource(hi + j, m) : _mm512_setzero_ps();
+    if (sums != nullptr) {
+      const Index n = std::min<Index>(kLanes, w - j);
+      if (lo != nullptr) AddWidened(sums + j, l, n);
+      if (hi != nullptr) AddWidened(sums + j, h, n);
+    }
     _mm512_mask_storeu_epi32(out + j, m, PairWords(l, h));
   }
 }
@@ -290,10 +314,11 @@ void PackPanel(Index K, const S* src, Index sk, Index sc, Index w, uint32_t* p, 
 
 // Packs B[K, cols], element (k, c) at src[k · sk + c · sc], into the layout above; rows
 // [zk0, zk1) packed as zeros. Columns [c0, c1) only (c0, c1 on panel boundaries). S: float or
-// bf16 words.
+// bf16 words. sums (nullable; float B with sc = 1 and no zero rows only): sums[c] += the
+// column's elements in row order, in double.
 template <typename S>
 void PackRange(Index K, Index cols, const S* src, Index sk, Index sc, float* out, Index zk0,
-               Index zk1, Index c0, Index c1) {
+               Index zk1, Index c0, Index c1, double* sums = nullptr) {
 #if TFRNN_BF16_KERNELS
   if (sc == 1) {  // pair row by pair row across the panels: src's rows read once, in order
     uint32_t* o = reinterpret_cast<uint32_t*>(out);
@@ -304,12 +329,13 @@ void PackRange(Index K, Index cols, const S* src, Index sk, Index sc, float* out
       for (Index c = c0, w; c < c1; c += w) {
         w = PanelWidth(c, cols);
         PackPairRow(lo != nullptr ? lo + c : nullptr, hi != nullptr ? hi + c : nullptr, w,
-                    o + c * K + q * w);
+                    o + c * K + q * w, sums != nullptr ? sums + c : nullptr);
       }
     }
     return;
   }
 #endif
+  if (sums != nullptr) std::abort();  // (GemmLarge sums such a B apart)
   for (Index c = c0; c < c1;) {
     const Index w = PanelWidth(c, cols);
     PackPanel(K, src + c * sc, sk, sc, w, reinterpret_cast<uint32_t*>(out + c * K), zk0, zk1);
@@ -320,6 +346,26 @@ template <typename S>
 void Pack(Index K, Index cols, const S* src, Index sk, Index sc, float* out, Index zk0 = 0,
           Index zk1 = 0) {
   PackRange(K, cols, src, sk, sc, out, zk0, zk1, 0, cols);
+}
+
+// a_sums[r] += op(A)'s row r over k, b_sums[c] += op(B)'s column c over k (op as GemmLarge's;
+// nullable), each element added in double in k's order: GemmLarge's sums where its conversions
+// do not take them, one element at a time.
+template <typename S>
+void AddSums(bool ta, bool tb, Index m, Index n, Index k, const S* a, const S* b,
+             double* a_sums, double* b_sums) {
+  for (Index q = 0; q < k; ++q) {
+    if (a_sums != nullptr) {
+      for (Index r = 0; r < m; ++r) {
+        a_sums[r] += double(SourceValue(ta ? a[q * m + r] : a[r * k + q]));
+      }
+    }
+    if (b_sums != nullptr) {
+      for (Index j = 0; j < n; ++j) {
+        b_sums[j] += double(SourceValue(tb ? b[j * k + q] : b[q * n + j]));
+      }
+    }
+  }
 }
 
 #if TFRNN_BF16_KERNELS
@@ -505,24 +551,50 @@ TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const 
 // registers (Transpose16) and stored, row r's words for the block's pairs contiguous.
 // (Groups outermost would read each of A's rows in 64-byte pieces at the row stride, which
 // the prefetchers do not follow: 0.8 ns per element at 4 KiB strides.)
+// sums (nullable): sums[r] += op(A)'s row r over K, each element added in double in K's
+// order, as ColumnSum adds A's columns (the same bits): the bias gradients beside a weight
+// gradient's conversion of the gate gradients, without a pass of their own over them.
 TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const float* a,
-                                             Index lda, uint32_t* out) {
+                                             Index lda, uint32_t* out, double* sums = nullptr) {
   const Index K2 = Pairs(K);
   const Index full_end = r0 + (r1 - r0) / kLanes * kLanes;  // groups of 16 rows end here
+  auto widen_lo = [](__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); };
+  auto widen_hi = [](__m512 v) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  };
   for (Index q0 = 0; q0 < K2; q0 += kLanes) {
     const Index nq = std::min<Index>(kLanes, K2 - q0);
     const __mmask16 mq = static_cast<__mmask16>((1u << nq) - 1);
     for (Index g = r0; g < full_end; g += kLanes) {
       __m512 blk[kLanes];  // [pair q - q0] on entry to Transpose16, [row r - g] after
+      __m512d s_lo = _mm512_setzero_pd(), s_hi = _mm512_setzero_pd();
+      if (sums != nullptr) {
+        s_lo = _mm512_loadu_pd(sums + g);
+        s_hi = _mm512_loadu_pd(sums + g + 8);
+      }
       for (Index i = 0; i < kLanes; ++i) {
         if (i >= nq) {
           blk[i] = _mm512_setzero_ps();
           continue;
         }
         const float* lo = a + 2 * (q0 + i) * lda + g;
-        const __m512 h = 2 * (q0 + i) + 1 < K ? _mm512_loadu_ps(lo + lda) : _mm512_setzero_ps();
-        const __m512i w = PairWords(_mm512_loadu_ps(lo), h);
+        const bool has_hi = 2 * (q0 + i) + 1 < K;
+        const __m512 l = _mm512_loadu_ps(lo);
+        const __m512 h = has_hi ? _mm512_loadu_ps(lo + lda) : _mm512_setzero_ps();
+        if (sums != nullptr) {
+          s_lo = _mm512_add_pd(s_lo, widen_lo(l));
+          s_hi = _mm512_add_pd(s_hi, widen_hi(l));
+          if (has_hi) {
+            s_lo = _mm512_add_pd(s_lo, widen_lo(h));
+            s_hi = _mm512_add_pd(s_hi, widen_hi(h));
+          }
+        }
+        const __m512i w = PairWords(l, h);
         blk[i] = reinterpret_cast<const __m512&>(w);
+      }
+      if (sums != nullptr) {
+        _mm512_storeu_pd(sums + g, s_lo);
+        _mm512_storeu_pd(sums + g + 8, s_hi);
       }
       Transpose16(blk);
       for (Index r = 0; r < kLanes; ++r) {
@@ -533,7 +605,13 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
     for (Index q = q0; q < q0 + nq; ++q) {  // a last group of fewer than 16 rows
       const float* lo = a + 2 * q * lda;
       const float* hi = 2 * q + 1 < K ? lo + lda : nullptr;
-      for (Index r = full_end; r < r1; ++r) out[r * K2 + q] = Pair(lo[r], hi ? hi[r] : 0.f);
+      for (Index r = full_end; r < r1; ++r) {
+        out[r * K2 + q] = Pair(lo[r], hi ? hi[r] : 0.f);
+        if (sums != nullptr) {
+          sums[r] += double(lo[r]);
+          if (hi != nullptr) sums[r] += double(hi[r]);
+        }
+      }
     }
   }
 }
@@ -580,6 +658,11 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
 // most kSlabBytes (at least one tile of rows or columns, and enough tiles for twice the
 // threads); B is packed once where its columns are one slab, else again for each slab of
 // rows. Each C element's sum is the same (the same K chunks, in the same order).
+//
+// a_sums (b_sums), nullable: a_sums[r] += op(A)'s row r summed over k (b_sums[c] += op(B)'s
+// column c), each element added in double in k's order, as ColumnSum adds (the same bits):
+// the bias gradients of the gate gradients that a weight gradient multiplies, summed while
+// they are converted (ta) or packed (not tb) instead of in a pass over them of their own.
 constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
 constexpr Index kSlabBytes = Index(16) << 20;
 // Slab length (rows or columns, in tiles of `tile` of them, capped at `len`) of an operand
@@ -595,9 +678,19 @@ inline Index SlabLength(Index len, Index tile, Index line_bytes, Index other_til
 }
 template <typename S>
 void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const S* a,
-               const S* b, float* c, bool accumulate) {
+               const S* b, float* c, bool accumulate, double* a_sums = nullptr,
+               double* b_sums = nullptr) {
   constexpr bool kWords = std::is_same<S, uint16_t>::value;
   const Index K2 = Pairs(k);
+  // Sums the conversions below do not take (never asked for by the engines): apart.
+  if (a_sums != nullptr && (kWords || !ta)) {
+    AddSums(ta, tb, m, n, k, a, b, a_sums, nullptr);
+    a_sums = nullptr;
+  }
+  if (b_sums != nullptr && (kWords || tb)) {
+    AddSums(ta, tb, m, n, k, a, b, nullptr, b_sums);
+    b_sums = nullptr;
+  }
   const int threads = d.numThreads();
   const bool words = kWords && !ta && k % 2 == 0;  // A's rows are its pair words
   // A row of abuf: K2 words; a column of bbuf: k floats (a panel at column c starts at c · k).
@@ -614,17 +707,18 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
   const double row_cost = 2.0 * k;
   const Index sk = tb ? 1 : n, sc = tb ? k : 1;
   // Columns [s0, s0 + sn) of B packed into bbuf, as a B of n - s0 columns from s0 (s0 a
-  // multiple of kTileCols: the same panels).
-  auto pack = [&](Index s0, Index sn) {
+  // multiple of kTileCols: the same panels); with `sums` their b_sums.
+  auto pack = [&](Index s0, Index sn, bool sums) {
     const S* bs = b + s0 * sc;
+    double* bsum = sums && b_sums != nullptr ? b_sums + s0 : nullptr;
     const Index full = sn / kWide;  // full panels, packed in parallel; the rest on this thread
     ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
-      PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide);
+      PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide, bsum);
     });
-    PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, full * kWide, sn);
+    PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, full * kWide, sn, bsum);
   };
   const bool packed_once = col_slab >= n;
-  if (packed_once) pack(0, n);
+  if (packed_once) pack(0, n, true);
   for (Index rs0 = 0; rs0 < m; rs0 += row_slab) {
     const Index rn = std::min(row_slab, m - rs0);
     const uint32_t* ap = reinterpret_cast<const uint32_t*>(a) + (words ? rs0 * K2 : 0);
@@ -641,7 +735,7 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
             }
           }
         } else if (ta) {
-          ConvertColumns(r0, r1, k, a + rs0, m, out);
+          ConvertColumns(r0, r1, k, a + rs0, m, out, a_sums != nullptr ? a_sums + rs0 : nullptr);
         } else {
           ConvertRows(r0, r1, k, a + rs0 * k, k, out);
         }
@@ -651,7 +745,7 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
     const Index tr = (rn + kTileRows - 1) / kTileRows;
     for (Index s0 = 0; s0 < n; s0 += col_slab) {
       const Index sn = std::min(col_slab, n - s0);
-      if (!packed_once) pack(s0, sn);
+      if (!packed_once) pack(s0, sn, rs0 == 0);
       const Index tcn = (sn + kTileCols - 1) / kTileCols;
       ParallelFor(d, tr * tcn, double(kTileRows) * kTileCols * k / 16, [&](Index t0, Index t1) {
         for (Index t = t0; t < t1; ++t) {
@@ -682,7 +776,7 @@ inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*
 }
 template <typename S>
 void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const S*, const S*, float*,
-               bool) {
+               bool, double* = nullptr, double* = nullptr) {
   std::abort();
 }
 enum Reuse { kReuseNone = 0, kReuseA = 1, kReuseB = 2 };

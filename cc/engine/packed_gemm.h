@@ -573,12 +573,20 @@ void GemmUnpacked(Index rows, Index K, Index cols, const A* a, Index lda, const 
 
 // Gemm() of cpu_device.h; with bf16 (a bfloat16 op, on a CPU with AVX512_BF16: the engines
 // pass bf16::ProductsFor(spec)) and float, the bf16 products on the pool.
+// a_sums, b_sums (nullable; bf16 products only): bf16::GemmLarge's sums of op(A)'s rows and
+// op(B)'s columns.
 template <typename A>
 void GemmB16(const CpuDevice& d, bool use_bf16, bool ta, bool tb, Index m, Index n, Index k,
-             const A* a, const A* b, A* c, bool accumulate) {
+             const A* a, const A* b, A* c, bool accumulate, double* a_sums = nullptr,
+             double* b_sums = nullptr) {
   if constexpr (std::is_same<A, float>::value) {
     if (use_bf16 && m > 0 && n > 0 && k > 0)
-      return bf16::GemmLarge(d, ta, tb, m, n, k, a, b, c, accumulate);
+      return bf16::GemmLarge(d, ta, tb, m, n, k, a, b, c, accumulate, a_sums, b_sums);
+  }
+  if constexpr (std::is_same<A, float>::value) {
+    bf16::AddSums<float>(ta, tb, m, n, k, a, b, a_sums, b_sums);
+  } else if (a_sums != nullptr || b_sums != nullptr) {
+    std::abort();  // (float operands only)
   }
   Gemm<A>(d, ta, tb, m, n, k, a, b, c, accumulate);
 }

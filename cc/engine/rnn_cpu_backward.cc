@@ -341,14 +341,15 @@ void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, co
     product(len, m, dg, KH, X, m, dM + c0 * m, m);
   }
 }
+// dg_sums (nullable, bf16 products only): dg's column sums added (GemmB16's sums).
 template <typename A>
 void WeightGrad(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n, const A* dg,
-                const A* X, A* dM, bool acc) {
+                const A* X, A* dM, bool acc, double* dg_sums = nullptr) {
   const Index KH = RnnK(s) * s.H;
   if (s.weights_xw) {
-    GemmB16<A>(d, b16, true, false, m, KH, n, X, dg, dM, acc);
+    GemmB16<A>(d, b16, true, false, m, KH, n, X, dg, dM, acc, nullptr, dg_sums);
   } else {
-    GemmB16<A>(d, b16, true, false, KH, m, n, dg, X, dM, acc);
+    GemmB16<A>(d, b16, true, false, KH, m, n, dg, X, dM, acc, dg_sums, nullptr);
   }
 }
 
@@ -625,8 +626,17 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, c0p, w.dgx, a.dpeephole + pseudo * KH);
 
   if (pipelined) return;  // the weight, bias and input gradients are done
-  // Weight and bias gradients: one GEMM or reduction each over all T·B rows.
-  if (ly.in > 0) WeightGrad<A>(d, s, b16, ly.in, TB, w.dgx, xin, ly.dW, false);
+  // Weight and bias gradients: one GEMM or reduction each over all T·B rows; with bf16
+  // products the bias sums taken by dW's and dR's conversions of the gate gradients (GemmB16:
+  // ColumnSum's sums, in its order; a GRU 20x128x512x1024's ColumnSum passes: 3.5 %).
+  const bool sums_fused = b16 && std::is_same<A, float>::value;
+  const bool dbw_fused = sums_fused && ly.in > 0;
+  const bool dbr_fused = sums_fused && ly.dbR != nullptr && w.dhr != w.dgx && !RnnGateMasks(s);
+  SumAcc sums_w = SumAcc::Zero(dbw_fused ? KH : 0), sums_r = SumAcc::Zero(dbr_fused ? KH : 0);
+  if (ly.in > 0) {
+    WeightGrad<A>(d, s, b16, ly.in, TB, w.dgx, xin, ly.dW, false,
+                  dbw_fused ? sums_w.data() : nullptr);
+  }
   // R multiplied h_prev ⊙ mask (gate block k: ⊙ mask_k with mask_gates); reserve holds h_prev.
   auto masked_hprev = [&](Index k) {
     const Index col = MaskCol(s, ly.dcol, k);
@@ -658,10 +668,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       }
     }
   } else if (s.has_mask) {
-    WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false);
+    WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false,
+                  dbr_fused ? sums_r.data() : nullptr);
   } else {
     HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
-      WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KH, hp, ly.dR, r > 0);
+      WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KH, hp, ly.dR, r > 0,
+                    dbr_fused ? sums_r.data() : nullptr);
     });
   }
   if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
@@ -673,10 +685,16 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
     }
   }
   if (proj) Gemm<A>(d, true, false, s.P, H, TB, w.dhtot, ly.hh, ly.dP, false);
-  ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
+  if (dbw_fused) {
+    Vec<A>(ly.dbW, KH) = sums_w.template cast<A>();
+  } else {
+    ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
+  }
   if (ly.dbR != nullptr) {
     if (w.dhr == w.dgx) {
       std::copy_n(ly.dbW, KH, ly.dbR);  // the lstm's dhr is dgx
+    } else if (dbr_fused) {
+      Vec<A>(ly.dbR, KH) = sums_r.template cast<A>();
     } else {
       ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
     }
