@@ -149,11 +149,6 @@ TFRNN_BF16_TARGET inline __m512 LoadSource(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
-// Pair row q of a panel of w columns of a row-major B (sc = 1): rows 2q and 2q+1 (nullptr:
-// zeros) converted and interleaved, 16 columns per 512-bit store; a last partial packet is read
-// and written masked (nothing past column w). S: float or bf16 words (LoadSource), the words
-// interleaved as they are: a normal value's bits as its widening and rounding give them (a
-// denormal one stays, where rounding would flush it: vdpbf16ps reads it as zero either way).
 // sums[j] += v[j] for the n <= 16 lanes of v, each widened to double (the bias gradients'
 // column sums, added in row order as ColumnSum adds them: the same bits).
 TFRNN_BF16_TARGET inline void AddWidened(double* sums, __m512 v, Index n) {
@@ -654,7 +649,7 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
 // Why slabs: a whole operand's conversion can pass glibc's largest reused block (32 MB), and
 // then comes from fresh pages at every call (a fault and a zeroed page each 4 KiB). A Keras
 // bf16 LSTM at 20×128×512×1024 packs 42 MB of gate gradients for each weight gradient: 10,500
-// page faults a training step, the step 10-15 % slower. A slab of either operand takes at
+// page faults a training step, the step about 15 % slower. A slab of either operand takes at
 // most kSlabBytes (at least one tile of rows or columns, and enough tiles for twice the
 // threads); B is packed once where its columns are one slab, else again for each slab of
 // rows. Each C element's sum is the same (the same K chunks, in the same order).
@@ -707,10 +702,10 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
   const double row_cost = 2.0 * k;
   const Index sk = tb ? 1 : n, sc = tb ? k : 1;
   // Columns [s0, s0 + sn) of B packed into bbuf, as a B of n - s0 columns from s0 (s0 a
-  // multiple of kTileCols: the same panels); with `sums` their b_sums.
-  auto pack = [&](Index s0, Index sn, bool sums) {
+  // multiple of kTileCols: the same panels); with_sums: their b_sums too.
+  auto pack = [&](Index s0, Index sn, bool with_sums) {
     const S* bs = b + s0 * sc;
-    double* bsum = sums && b_sums != nullptr ? b_sums + s0 : nullptr;
+    double* bsum = with_sums && b_sums != nullptr ? b_sums + s0 : nullptr;
     const Index full = sn / kWide;  // full panels, packed in parallel; the rest on this thread
     ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
       PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide, bsum);

@@ -582,9 +582,7 @@ void GemmB16(const CpuDevice& d, bool use_bf16, bool ta, bool tb, Index m, Index
   if constexpr (std::is_same<A, float>::value) {
     if (use_bf16 && m > 0 && n > 0 && k > 0)
       return bf16::GemmLarge(d, ta, tb, m, n, k, a, b, c, accumulate, a_sums, b_sums);
-  }
-  if constexpr (std::is_same<A, float>::value) {
-    bf16::AddSums<float>(ta, tb, m, n, k, a, b, a_sums, b_sums);
+    bf16::AddSums<float>(ta, tb, m, n, k, a, b, a_sums, b_sums);  // the sums apart, if any
   } else if (a_sums != nullptr || b_sums != nullptr) {
     std::abort();  // (float operands only)
   }
