@@ -8,7 +8,8 @@ whether the products ran in bf16). The sizes reach every path of the engines' pr
 pipelined step chain (small batch: the input projection and weight gradients of chunks beside
 the chain), the non-pipelined path (large batch: one pool GEMM each), the fused input path of
 the LSTM block engine (and of larger weights with bf16 products), odd inputs (a zero-padded
-pair), and column tails of 16, 1.
+pair), column tails of 16, 1, and the pool products in slabs of rows and columns (a Keras LSTM
+in training, against stock Keras in float64).
 
     python tests/bf16_checks.py        # one JSON line per case
 """
