@@ -149,12 +149,18 @@ TFRNN_BF16_TARGET inline __m512 LoadSource(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
+// Lanes 0-7 (WidenLow) and 8-15 (WidenHigh) of v as doubles (exact).
+TFRNN_BF16_TARGET inline __m512d WidenLow(__m512 v) {
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+}
+TFRNN_BF16_TARGET inline __m512d WidenHigh(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
 // sums[j] += v[j] for the n <= 16 lanes of v, each widened to double (the bias gradients'
 // column sums, added in row order as ColumnSum adds them: the same bits).
 TFRNN_BF16_TARGET inline void AddWidened(double* sums, __m512 v, Index n) {
-  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-  const __m512d hi = _mm512_cvtps_pd(
-      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m512d lo = WidenLow(v), hi = WidenHigh(v);
   const __mmask8 ml = static_cast<__mmask8>(n >= 8 ? 0xff : (1u << n) - 1);
   const __mmask8 mh = static_cast<__mmask8>(n >= 16 ? 0xff : n <= 8 ? 0 : (1u << (n - 8)) - 1);
   _mm512_mask_storeu_pd(sums, ml, _mm512_add_pd(_mm512_maskz_loadu_pd(ml, sums), lo));
@@ -553,10 +559,6 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
                                              Index lda, uint32_t* out, double* sums = nullptr) {
   const Index K2 = Pairs(K);
   const Index full_end = r0 + (r1 - r0) / kLanes * kLanes;  // groups of 16 rows end here
-  auto widen_lo = [](__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); };
-  auto widen_hi = [](__m512 v) {
-    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  };
   for (Index q0 = 0; q0 < K2; q0 += kLanes) {
     const Index nq = std::min<Index>(kLanes, K2 - q0);
     const __mmask16 mq = static_cast<__mmask16>((1u << nq) - 1);
@@ -577,11 +579,11 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
         const __m512 l = _mm512_loadu_ps(lo);
         const __m512 h = has_hi ? _mm512_loadu_ps(lo + lda) : _mm512_setzero_ps();
         if (sums != nullptr) {
-          s_lo = _mm512_add_pd(s_lo, widen_lo(l));
-          s_hi = _mm512_add_pd(s_hi, widen_hi(l));
+          s_lo = _mm512_add_pd(s_lo, WidenLow(l));
+          s_hi = _mm512_add_pd(s_hi, WidenHigh(l));
           if (has_hi) {
-            s_lo = _mm512_add_pd(s_lo, widen_lo(h));
-            s_hi = _mm512_add_pd(s_hi, widen_hi(h));
+            s_lo = _mm512_add_pd(s_lo, WidenLow(h));
+            s_hi = _mm512_add_pd(s_hi, WidenHigh(h));
           }
         }
         const __m512i w = PairWords(l, h);
@@ -716,7 +718,8 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
   if (packed_once) pack(0, n, true);
   for (Index rs0 = 0; rs0 < m; rs0 += row_slab) {
     const Index rn = std::min(row_slab, m - rs0);
-    const uint32_t* ap = reinterpret_cast<const uint32_t*>(a) + (words ? rs0 * K2 : 0);
+    // A's rows of the slab as pair words: its own words, or converted into abuf.
+    const uint32_t* ap = words ? reinterpret_cast<const uint32_t*>(a) + rs0 * K2 : abuf.get();
     if (!words) {
       uint32_t* out = abuf.get();
       ParallelFor(d, (rn + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
@@ -735,7 +738,6 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
           ConvertRows(r0, r1, k, a + rs0 * k, k, out);
         }
       });
-      ap = out;
     }
     const Index tr = (rn + kTileRows - 1) / kTileRows;
     for (Index s0 = 0; s0 < n; s0 += col_slab) {
