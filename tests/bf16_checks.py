@@ -140,19 +140,25 @@ def rnn_infer_case(rng, mode, layers, direction, T, B, I, H):
     return max(errs), checksum(outs[:3])
 
 
-def keras_infer_case(rng, kind, T, B, I, H):
+def keras_pair(rng, kind, T, B, I, H, **layer_kw):
+    """x [B, T, I] and our layer (mixed_bfloat16) beside stock Keras's (float64), both with the
+    same bf16-rounded weights (drawn after x)."""
     import keras
     import tf_rnn_ops.keras as ok
     x = U.round_to(rng.normal(size=(B, T, I)), BF16)
-    mine = getattr(ok, kind)(H, return_sequences=True, return_state=True,
-                             dtype="mixed_bfloat16")
-    stock = getattr(keras.layers, kind)(H, return_sequences=True, return_state=True,
-                                        dtype="float64")
+    mine = getattr(ok, kind)(H, dtype="mixed_bfloat16", **layer_kw)
+    stock = getattr(keras.layers, kind)(H, dtype="float64", **layer_kw)
     mine.build((B, T, I))
     stock.build((B, T, I))
     w = [U.round_to(0.1 * rng.normal(size=v.shape), BF16) for v in mine.get_weights()]
     mine.set_weights(w)
     stock.set_weights(w)
+    return x, mine, stock
+
+
+def keras_infer_case(rng, kind, T, B, I, H):
+    x, mine, stock = keras_pair(rng, kind, T, B, I, H, return_sequences=True,
+                                return_state=True)
     got = mine(tf.constant(x, tf.float32), training=False)
     want = stock(tf.constant(x, F64), training=False)
     errs = [rel_err(g, U.to_numpy(v)) for g, v in zip(got, want)]
@@ -161,17 +167,8 @@ def keras_infer_case(rng, kind, T, B, I, H):
 
 
 def keras_train_case(rng, kind, T, B, I, H):
-    import keras
-    import tf_rnn_ops.keras as ok
-    x = U.round_to(rng.normal(size=(B, T, I)), BF16)
+    x, mine, stock = keras_pair(rng, kind, T, B, I, H, return_sequences=True)
     up = rng.normal(size=(B, T, H))
-    mine = getattr(ok, kind)(H, return_sequences=True, dtype="mixed_bfloat16")
-    stock = getattr(keras.layers, kind)(H, return_sequences=True, dtype="float64")
-    mine.build((B, T, I))
-    stock.build((B, T, I))
-    w = [U.round_to(0.1 * rng.normal(size=v.shape), BF16) for v in mine.get_weights()]
-    mine.set_weights(w)
-    stock.set_weights(w)
 
     def grads(layer, dtype):
         xt = tf.constant(x, dtype)
