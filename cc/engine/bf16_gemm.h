@@ -555,9 +555,12 @@ TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const 
 // sums (nullable): sums[r] += op(A)'s row r over K, each element added in double in K's
 // order, as ColumnSum adds A's columns (the same bits): the bias gradients beside a weight
 // gradient's conversion of the gate gradients, without a pass of their own over them.
+// ldo: out's row stride in words (0: Pairs(K); more: the rows' first Pairs(K) words of a
+// longer product whose K comes in parts, bf16_pool_gemm.h GemmLargeShared).
 TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const float* a,
-                                             Index lda, uint32_t* out, double* sums = nullptr) {
-  const Index K2 = Pairs(K);
+                                             Index lda, uint32_t* out, double* sums = nullptr,
+                                             Index ldo = 0) {
+  const Index K2 = Pairs(K), lo_stride = ldo > 0 ? ldo : K2;  // out's row stride
   const Index full_end = r0 + (r1 - r0) / kLanes * kLanes;  // groups of 16 rows end here
   for (Index q0 = 0; q0 < K2; q0 += kLanes) {
     const Index nq = std::min<Index>(kLanes, K2 - q0);
@@ -595,7 +598,7 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
       }
       Transpose16(blk);
       for (Index r = 0; r < kLanes; ++r) {
-        _mm512_mask_storeu_epi32(out + (g + r) * K2 + q0, mq,
+        _mm512_mask_storeu_epi32(out + (g + r) * lo_stride + q0, mq,
                                  reinterpret_cast<const __m512i&>(blk[r]));
       }
     }
@@ -603,7 +606,7 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
       const float* lo = a + 2 * q * lda;
       const float* hi = 2 * q + 1 < K ? lo + lda : nullptr;
       for (Index r = full_end; r < r1; ++r) {
-        out[r * K2 + q] = Pair(lo[r], hi ? hi[r] : 0.f);
+        out[r * lo_stride + q] = Pair(lo[r], hi ? hi[r] : 0.f);
         if (sums != nullptr) {
           sums[r] += double(lo[r]);
           if (hi != nullptr) sums[r] += double(hi[r]);
@@ -640,122 +643,6 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
   GemmConverted(m, K, n, 0, n, abuf.data(), K2, bbuf.data(), c, ldc, accumulate);
 }
 
-// C[m, n] (+)= op(A) · op(B) as Gemm() of cpu_device.h (dense, ta: A stored [k, m], tb: B
-// stored [n, k]), both operands rounded to bf16, on the pool, in slabs: per slab of A's rows,
-// the rows converted to pair words (in parallel), then per slab of B's columns the columns
-// packed (in parallel) and multiplied in tiles of kTileRows rows × kTileCols columns. S: float,
-// or the bf16 words of a bfloat16 op's tensors (A then not transposed: ta is read only for
-// floats), whose rows of an even k are already A's pair words (word q of a row: elements 2q
-// and 2q + 1, little-endian).
-//
-// Why slabs: a whole operand's conversion can pass glibc's largest reused block (32 MB), and
-// then comes from fresh pages at every call (a fault and a zeroed page each 4 KiB). A Keras
-// bf16 LSTM at 20×128×512×1024 packs 42 MB of gate gradients for each weight gradient: 10,500
-// page faults a training step, the step about 15 % slower. A slab of either operand takes at
-// most kSlabBytes (at least one tile of rows or columns, and enough tiles for twice the
-// threads); B is packed once where its columns are one slab, else again for each slab of
-// rows. Each C element's sum is the same (the same K chunks, in the same order).
-//
-// a_sums (b_sums), nullable: a_sums[r] += op(A)'s row r summed over k (b_sums[c] += op(B)'s
-// column c), each element added in double in k's order, as ColumnSum adds (the same bits):
-// the bias gradients of the gate gradients that a weight gradient multiplies, summed while
-// they are converted (ta) or packed (not tb) instead of in a pass over them of their own.
-constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
-constexpr Index kSlabBytes = Index(16) << 20;
-// Slab length (rows or columns, in tiles of `tile` of them, capped at `len`) of an operand
-// whose one row or column takes `line_bytes` of its buffer, beside `other_tiles` tiles the
-// other way.
-inline Index SlabLength(Index len, Index tile, Index line_bytes, Index other_tiles,
-                        int threads) {
-  const Index want = 2 * Index(std::max(1, threads));
-  const Index tiles = std::max(kSlabBytes / std::max<Index>(1, tile * line_bytes),
-                               (want + other_tiles - 1) / std::max<Index>(1, other_tiles));
-  const Index l = std::max<Index>(1, tiles) * tile;
-  return l < len ? l : len;
-}
-template <typename S>
-void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, const S* a,
-               const S* b, float* c, bool accumulate, double* a_sums = nullptr,
-               double* b_sums = nullptr) {
-  constexpr bool kWords = std::is_same<S, uint16_t>::value;
-  const Index K2 = Pairs(k);
-  // Sums the conversions below do not take (never asked for by the engines): apart.
-  if (a_sums != nullptr && (kWords || !ta)) {
-    AddSums(ta, tb, m, n, k, a, b, a_sums, nullptr);
-    a_sums = nullptr;
-  }
-  if (b_sums != nullptr && (kWords || tb)) {
-    AddSums(ta, tb, m, n, k, a, b, nullptr, b_sums);
-    b_sums = nullptr;
-  }
-  const int threads = d.numThreads();
-  const bool words = kWords && !ta && k % 2 == 0;  // A's rows are its pair words
-  // A row of abuf: K2 words; a column of bbuf: k floats (a panel at column c starts at c · k).
-  const Index col_slab = SlabLength(n, kTileCols, k * Index(sizeof(float)),
-                                    (m + kTileRows - 1) / kTileRows, threads);
-  const Index row_slab =
-      words ? m
-            : SlabLength(m, kTileRows, K2 * Index(sizeof(uint32_t)),
-                         (col_slab + kTileCols - 1) / kTileCols, threads);
-  // Uninitialised (every word is written before it is read): zeroing them cost as much as
-  // packing B (10 MB a call at 20x128x512x1024).
-  std::unique_ptr<uint32_t[]> abuf(words ? nullptr : new uint32_t[row_slab * K2]);
-  std::unique_ptr<float[]> bbuf(new float[col_slab * k]);
-  const double row_cost = 2.0 * k;
-  const Index sk = tb ? 1 : n, sc = tb ? k : 1;
-  // Columns [s0, s0 + sn) of B packed into bbuf, as a B of n - s0 columns from s0 (s0 a
-  // multiple of kTileCols: the same panels); with_sums: their b_sums too.
-  auto pack = [&](Index s0, Index sn, bool with_sums) {
-    const S* bs = b + s0 * sc;
-    double* bsum = with_sums && b_sums != nullptr ? b_sums + s0 : nullptr;
-    const Index full = sn / kWide;  // full panels, packed in parallel; the rest on this thread
-    ParallelFor(d, full, kWide * row_cost, [&](Index p0, Index p1) {
-      PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, p0 * kWide, p1 * kWide, bsum);
-    });
-    PackRange(k, n - s0, bs, sk, sc, bbuf.get(), 0, 0, full * kWide, sn, bsum);
-  };
-  const bool packed_once = col_slab >= n;
-  if (packed_once) pack(0, n, true);
-  for (Index rs0 = 0; rs0 < m; rs0 += row_slab) {
-    const Index rn = std::min(row_slab, m - rs0);
-    // A's rows of the slab as pair words: its own words, or converted into abuf.
-    const uint32_t* ap = words ? reinterpret_cast<const uint32_t*>(a) + rs0 * K2 : abuf.get();
-    if (!words) {
-      uint32_t* out = abuf.get();
-      ParallelFor(d, (rn + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
-        const Index r0 = g0 * 16, r1 = std::min(rn, g1 * 16);
-        if constexpr (kWords) {  // an odd k: each row's last pair (its last word, 0)
-          for (Index r = r0; r < r1; ++r) {
-            const S* row = a + (rs0 + r) * k;
-            for (Index q = 0; q < K2; ++q) {
-              const uint32_t hi = 2 * q + 1 < k ? row[2 * q + 1] : 0;
-              out[r * K2 + q] = uint32_t(row[2 * q]) | (hi << 16);
-            }
-          }
-        } else if (ta) {
-          ConvertColumns(r0, r1, k, a + rs0, m, out, a_sums != nullptr ? a_sums + rs0 : nullptr);
-        } else {
-          ConvertRows(r0, r1, k, a + rs0 * k, k, out);
-        }
-      });
-    }
-    const Index tr = (rn + kTileRows - 1) / kTileRows;
-    for (Index s0 = 0; s0 < n; s0 += col_slab) {
-      const Index sn = std::min(col_slab, n - s0);
-      if (!packed_once) pack(s0, sn, rs0 == 0);
-      const Index tcn = (sn + kTileCols - 1) / kTileCols;
-      ParallelFor(d, tr * tcn, double(kTileRows) * kTileCols * k / 16, [&](Index t0, Index t1) {
-        for (Index t = t0; t < t1; ++t) {
-          const Index r0 = (t / tcn) * kTileRows, c0 = (t % tcn) * kTileCols;
-          const Index rows = std::min(kTileRows, rn - r0), c1 = std::min(sn, c0 + kTileCols);
-          GemmConverted(rows, k, n - s0, c0, c1, ap + r0 * K2, K2, bbuf.get(),
-                        c + (rs0 + r0) * n + s0, n, accumulate);
-        }
-      });
-    }
-  }
-}
-
 #else  // no bf16 kernels in this build: Available() is false and these are never called
 
 inline void GemmPacked(Index, Index, Index, const float*, Index, const float*, float*, Index,
@@ -769,11 +656,6 @@ void TransposePairsInto(Index, Index, const S*, Index, float*, Index) {
 }
 inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool,
                       Index = 0) {
-  std::abort();
-}
-template <typename S>
-void GemmLarge(const CpuDevice&, bool, bool, Index, Index, Index, const S*, const S*, float*,
-               bool, double* = nullptr, double* = nullptr) {
   std::abort();
 }
 enum Reuse { kReuseNone = 0, kReuseA = 1, kReuseB = 2 };

@@ -31,6 +31,7 @@
 #include <immintrin.h>
 
 #include "cc/engine/bf16_gemm.h"
+#include "cc/engine/bf16_pool_gemm.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/step_loops.h"
 

@@ -290,9 +290,16 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // The input projection of a batch-major x into time-major rows: per time row (project), on
   // W packed per unit block as R is (wpack) when the chain is pipelined (its side work).
   const bool wpacked = x_strided && pipelined;
+  // The input projection as one bf16 product of all rows (below): where the caller keeps
+  // packings, on W packed whole (bf16::PackWhole) beside R's, once for the calls that share
+  // the packing instead of at every call.
+  const bool wwhole = b16 && std::is_same<A, float>::value && !fused &&
+                      !(s.preprojected && pseudo < s.D) && !pipelined && !unpacked &&
+                      !x_strided && ly.in > 0;
   // The packing's layout (PackCache::Key's fields).
-  const int64_t layout[] = {K,     H,     Hs,     ly.in,         xr,          U,
-                            blocks, lanes_bp, b16,  merged,        wpacked,     s.weights_xw,
+  const int64_t wfield = wpacked ? 1 : wwhole ? 2 : 0;  // W's packing beside R's, if any
+  const int64_t layout[] = {K,      H,        Hs,  ly.in,  xr,     U,
+                            blocks, lanes_bp, b16, merged, wfield, s.weights_xw,
                             ly.W16 != nullptr, ly.R16 != nullptr, int64_t(sizeof(A)), KR};
   static_assert(sizeof(layout) / sizeof(layout[0]) == PackCache::Key::kFields, "the fields");
   if (share != nullptr) {  // the share's packing where it has this layout, else our own
@@ -314,7 +321,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   if (cache != nullptr) {
     pack_key.id = a.weights_id;
     std::copy_n(layout, PackCache::Key::kFields, pack_key.f);
-    kept = cache->Acquire(pack_key, sizeof(A) * KH * (KR + (wpacked ? ly.in : 0)));
+    kept = cache->Acquire(pack_key, sizeof(A) * KH * (KR + (wpacked || wwhole ? ly.in : 0)));
     if (kept.buf != nullptr) {
       rpack = static_cast<A*>(kept.buf.get());
     } else {
@@ -322,6 +329,9 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     }
   }
   A* const wpack = rpack + KH * Hs;
+  // W packed whole for the projection (wwhole, kept packings only; after R's KH · KR).
+  float* const wkept = cache != nullptr && wwhole ? reinterpret_cast<float*>(rpack + KH * KR)
+                                                  : nullptr;
   // R·h for the units [j0, j0 + len) of gate k: B[h, c] = R[k·H + j0 + c, h] (weights_xw:
   // R[h, k·H + j0 + c]), packed once per layer for packed::Gemm; block j0 starts at j0·K·KR,
   // its gate k at k·len·KR (fused: W's xr rows for the gate, then R's). W (wpacked) the same
@@ -371,6 +381,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         }
       }
     });
+    if constexpr (std::is_same<A, float>::value) {
+      if (wkept != nullptr && ly.x16 != nullptr) {  // as the projection below reads W
+        bf16::PackWhole<uint16_t>(d, false, KH, ly.in, ly.W16, wkept);
+      } else if (wkept != nullptr) {
+        bf16::PackWhole<A>(d, !s.weights_xw, KH, ly.in, ly.W, wkept);
+      }
+    }
     if (cache != nullptr) cache->Publish(pack_key, kept);
   }
   // Time-major gx rows of time rows [t0, t1) = the input's rows · W, on the calling thread:
@@ -421,10 +438,14 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   } else if (ly.in > 0 || ly.in_cols == 0) {  // x's rows in gx's order
     if constexpr (std::is_same<A, float>::value) {
       if (ly.x16 != nullptr) {  // a bfloat16 op's words (weights_xw: W [in, KH])
-        bf16::GemmLarge<uint16_t>(d, false, false, TB, KH, ly.in, ly.x16, ly.W16, ly.gx, false);
+        bf16::GemmLarge<uint16_t>(d, false, false, TB, KH, ly.in, ly.x16, ly.W16, ly.gx, false,
+                                  nullptr, nullptr, wkept);
+      } else if (wkept != nullptr) {
+        bf16::GemmLarge<A>(d, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false,
+                           nullptr, nullptr, wkept);
       }
     }
-    if (ly.x16 == nullptr) {
+    if (ly.x16 == nullptr && wkept == nullptr) {
       GemmB16<A>(d, b16, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false);
     }
   } else {

@@ -4,6 +4,7 @@
 
 #include "cc/engine/packed_gemm.h"
 #include "cc/engine/rnn_cpu_common.h"
+#include "cc/engine/weight_grads.h"
 
 #include <cstdint>
 #include <utility>
@@ -294,81 +295,6 @@ void GruResetBwd(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const 
   }
 }
 
-// Calls fn(h, r, n) for the parts of rows [r0, r0 + rows) of h_prev (at least one call): n
-// rows from r0 + r on, stored contiguously from h (the reserve's copy, or with ly.hseq given
-// h0's rows and then the layer's own outputs, one step earlier).
-template <typename A, typename Fn>
-void HprevParts(const RnnSpec& s, const Layer<A>& ly, const A* h0, Index r0, Index rows,
-                Fn&& fn) {
-  const Index B = s.B, Hs = RnnHs(s);
-  if (ly.hseq == nullptr) {
-    fn(static_cast<const A*>(ly.hprev + r0 * Hs), Index(0), rows);
-    return;
-  }
-  const Index lead = r0 < B ? std::min(B - r0, rows) : 0;
-  if (lead > 0 || rows == 0) fn(h0 + r0 * Hs, Index(0), lead);
-  if (rows > lead) fn(ly.hseq + (r0 + lead - B) * Hs, lead, rows - lead);
-}
-
-// The gradient of one weight matrix M of m-wide inputs X from n rows of gate gradients dg
-// (row stride KH): dM (+)= dgᵀ·X with M stored [KH, m], or with weights_xw dM (+)= Xᵀ·dg with M
-// stored [m, KH]. WeightGradPanel: gate columns [c0, c0 + len) on the calling thread (dg points
-// at column c0); WeightGrad: all KH columns on the pool.
-// same_dg: dg is the panel of this thread's previous WeightGradPanel call (its packing or bf16
-// conversion is reused). Without bf16 products the panels run on the packed kernels
-// (packed::GemmTN), faster than Eigen's product (2 threads, the pipelined backward: AVX2 Zen 3
-// 3-7 % at 50x32x128x512; AVX-512 Zen 5 2-4 % at 50x32x128x512, 200x16x64x128 and
-// 100x64x256x256, level at H = 300, 500 and 600; docs/PERFORMANCE_AVX2.md,
-// bench/results/cpu_history_2.md).
-template <typename A>
-void WeightGradPanel(const RnnSpec& s, bool b16, Index m, Index len, Index n, const A* dg,
-                     const A* X, A* dM, Index c0, bool acc, bool same_dg = false) {
-  const Index KH = RnnK(s) * s.H;
-  // dM [m, KH] = Xᵀ · dg (weights_xw) or dM [KH, m] = dgᵀ · X: either C = Aᵀ · B over n rows.
-  const bf16::Reuse reuse =
-      !same_dg ? bf16::kReuseNone : s.weights_xw ? bf16::kReuseB : bf16::kReuseA;
-  auto product = [&](Index rows, Index cols, const A* a, Index lda, const A* b, Index ldb,
-                     A* out, Index ldc) {
-    if (!b16) {
-      packed::GemmTN<A>(rows, cols, n, a, lda, b, ldb, out, ldc, acc, reuse);
-    } else {
-      GemmB16Serial<A>(b16, true, false, rows, cols, n, a, lda, b, ldb, out, ldc, acc, reuse);
-    }
-  };
-  if (s.weights_xw) {
-    product(m, len, X, m, dg, KH, dM + c0, KH);
-  } else {
-    product(len, m, dg, KH, X, m, dM + c0 * m, m);
-  }
-}
-// dg_sums (nullable, bf16 products only): dg's column sums added (GemmB16's sums).
-template <typename A>
-void WeightGrad(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n, const A* dg,
-                const A* X, A* dM, bool acc, double* dg_sums = nullptr) {
-  const Index KH = RnnK(s) * s.H;
-  if (s.weights_xw) {
-    GemmB16<A>(d, b16, true, false, m, KH, n, X, dg, dM, acc, nullptr, dg_sums);
-  } else {
-    GemmB16<A>(d, b16, true, false, KH, m, n, dg, X, dM, acc, dg_sums, nullptr);
-  }
-}
-
-// weights_xw: the gradient of the columns [c0, c0 + len) of M [m, KH] alone (one gate's
-// block), dM[:, c0:c0+len] = Xᵀ·dg with dg at column c0 of rows of stride KH, in column
-// panels on the pool.
-template <typename A>
-void WeightGradCols(const CpuDevice& d, const RnnSpec& s, bool b16, Index m, Index n,
-                    const A* dg, const A* X, A* dM, Index c0, Index len) {
-  constexpr Index kCols = 64;
-  const Index panels = (len + kCols - 1) / kCols;
-  ParallelFor(d, panels, 2.0 * m * n * kCols, [&](Index p0, Index p1) {
-    for (Index p = p0; p < p1; ++p) {
-      const Index a = p * kCols, w = std::min(kCols, len - a);
-      WeightGradPanel<A>(s, b16, m, w, n, dg + a, X, dM, c0 + a, false);
-    }
-  });
-}
-
 // The pipelined layer backward (LayerBackward's conditions): chain(i) for i in [0, steps]
 // runs the step chain (i = steps: dh0) on the caller while tasks compute, per chunk of finished
 // steps [s0, s1) (time rows [tau0, tau1) of dgx/dhr: every sequence has full length, or the
@@ -633,7 +559,12 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const bool dbw_fused = sums_fused && ly.in > 0;
   const bool dbr_fused = sums_fused && ly.dbR != nullptr && w.dhr != w.dgx && !RnnGateMasks(s);
   SumAcc sums_w = SumAcc::Zero(dbw_fused ? KH : 0), sums_r = SumAcc::Zero(dbr_fused ? KH : 0);
-  if (ly.in > 0) {
+  // The lstm in the Keras layout (dhr is dgx): dW = xᵀ·dg and dR = h_prevᵀ·dg multiply the
+  // same gate gradients, the B operand of both, packed once for the two (GemmLargeShared).
+  const bool shared = b16 && s.weights_xw && w.dhr == w.dgx && ly.in > 0 && !s.has_mask &&
+                      !RnnGateMasks(s) && SharedWeightGrads(d, s, ly, h0, TB, xin, w.dgx,
+                                                            dbw_fused ? sums_w.data() : nullptr);
+  if (ly.in > 0 && !shared) {
     WeightGrad<A>(d, s, b16, ly.in, TB, w.dgx, xin, ly.dW, false,
                   dbw_fused ? sums_w.data() : nullptr);
   }
@@ -670,7 +601,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   } else if (s.has_mask) {
     WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false,
                   dbr_fused ? sums_r.data() : nullptr);
-  } else {
+  } else if (!shared) {
     HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
       WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KH, hp, ly.dR, r > 0,
                     dbr_fused ? sums_r.data() : nullptr);
