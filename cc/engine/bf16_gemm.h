@@ -125,6 +125,11 @@ inline Index PanelWidth(Index c, Index cols) {
   return c + kWide <= cols ? kWide : c + kLanes <= cols ? kLanes : cols - c;
 }
 
+// Whether row k of a packed B of K rows is packed as zeros (past K, or in [zk0, zk1)).
+inline bool PackedZero(Index k, Index K, Index zk0, Index zk1) {
+  return k >= K || (k >= zk0 && k < zk1);
+}
+
 #if TFRNN_BF16_KERNELS
 // _mm512_permutexvar_epi16 indices taking _mm512_cvtne2ps_pbh(hi, lo) (lo's 16 bf16 values,
 // then hi's) to 16 pair words (lo_j, hi_j).
@@ -157,25 +162,13 @@ TFRNN_BF16_TARGET inline __m512d WidenHigh(__m512 v) {
   return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-// sums[j] += v[j] for the n <= 16 lanes of v, each widened to double (the bias gradients'
-// column sums, added in row order as ColumnSum adds them: the same bits).
-TFRNN_BF16_TARGET inline void AddWidened(double* sums, __m512 v, Index n) {
-  const __m512d lo = WidenLow(v), hi = WidenHigh(v);
-  const __mmask8 ml = static_cast<__mmask8>(n >= 8 ? 0xff : (1u << n) - 1);
-  const __mmask8 mh = static_cast<__mmask8>(n >= 16 ? 0xff : n <= 8 ? 0 : (1u << (n - 8)) - 1);
-  _mm512_mask_storeu_pd(sums, ml, _mm512_add_pd(_mm512_maskz_loadu_pd(ml, sums), lo));
-  _mm512_mask_storeu_pd(sums + 8, mh, _mm512_add_pd(_mm512_maskz_loadu_pd(mh, sums + 8), hi));
-}
-
 // Pair row q of a panel of w columns of a row-major B (sc = 1): rows 2q and 2q+1 (nullptr:
 // zeros) converted and interleaved, 16 columns per 512-bit store; a last partial packet is read
 // and written masked (nothing past column w). S: float or bf16 words (LoadSource), the words
 // interleaved as they are: a normal value's bits as its widening and rounding give them (a
 // denormal one stays, where rounding would flush it: vdpbf16ps reads it as zero either way).
-// sums (floats only; nullable): each column's lo, then hi, added in double (AddWidened).
 template <typename S>
-TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uint32_t* out,
-                                          double* sums = nullptr) {
+TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uint32_t* out) {
   // Word j of the result = bf16 of column j of lo (low half) and of hi (high half).
   for (Index j = 0; j < w; j += kLanes) {
     const __mmask16 m =
@@ -190,12 +183,56 @@ TFRNN_BF16_TARGET inline void PackPairRow(const S* lo, const S* hi, Index w, uin
     }
     const __m512 l = lo ? LoadSource(lo + j, m) : _mm512_setzero_ps();
     const __m512 h = hi ? LoadSource(hi + j, m) : _mm512_setzero_ps();
-    if (sums != nullptr) {
-      const Index n = std::min<Index>(kLanes, w - j);
-      if (lo != nullptr) AddWidened(sums + j, l, n);
-      if (hi != nullptr) AddWidened(sums + j, h, n);
-    }
     _mm512_mask_storeu_epi32(out + j, m, PairWords(l, h));
+  }
+}
+
+// Pair rows [q0, q1) of one panel of w columns of a row-major B (sc = 1; row k at src + k·sk
+// from the panel's first column; rows PackedZero(k, K, zk0, zk1) as zeros) at p + q·w, as
+// PackPairRow packs each. sums (floats only; nullable): each column's elements added in double
+// in row order (ColumnSum's order), held in registers over the pair rows: the same additions
+// as one row at a time through memory. Per 16-column packet all pair rows of the range, so a
+// panel's words of the range are one contiguous run (packed pair row by pair row across all
+// the panels, each store of a row's 128 bytes landed a panel, K·w floats, past the last).
+template <typename S>
+TFRNN_BF16_TARGET inline void PackPanelRows(const S* src, Index sk, Index K, Index zk0,
+                                            Index zk1, Index q0, Index q1, Index w, uint32_t* p,
+                                            double* sums) {
+  for (Index j = 0; j < w; j += kLanes) {
+    const Index n = std::min<Index>(kLanes, w - j);
+    const __mmask16 m = n == kLanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+    const __mmask8 ml = static_cast<__mmask8>(n >= 8 ? 0xff : (1u << n) - 1);
+    const __mmask8 mh = static_cast<__mmask8>(n >= 16 ? 0xff : n <= 8 ? 0 : (1u << (n - 8)) - 1);
+    __m512d s_lo = _mm512_setzero_pd(), s_hi = _mm512_setzero_pd();
+    if (sums != nullptr) {
+      s_lo = _mm512_maskz_loadu_pd(ml, sums + j);
+      s_hi = _mm512_maskz_loadu_pd(mh, sums + j + 8);
+    }
+    for (Index q = q0; q < q1; ++q) {
+      const S* lo = PackedZero(2 * q, K, zk0, zk1) ? nullptr : src + 2 * q * sk + j;
+      const S* hi = PackedZero(2 * q + 1, K, zk0, zk1) ? nullptr : src + (2 * q + 1) * sk + j;
+      if constexpr (std::is_same<S, uint16_t>::value) {
+        PackPairRow(lo, hi, n, p + q * w + j);
+        continue;
+      }
+      const __m512 l = lo ? LoadSource(lo, m) : _mm512_setzero_ps();
+      const __m512 h = hi ? LoadSource(hi, m) : _mm512_setzero_ps();
+      if (sums != nullptr) {
+        if (lo != nullptr) {
+          s_lo = _mm512_add_pd(s_lo, WidenLow(l));
+          s_hi = _mm512_add_pd(s_hi, WidenHigh(l));
+        }
+        if (hi != nullptr) {
+          s_lo = _mm512_add_pd(s_lo, WidenLow(h));
+          s_hi = _mm512_add_pd(s_hi, WidenHigh(h));
+        }
+      }
+      _mm512_mask_storeu_epi32(p + q * w + j, m, PairWords(l, h));
+    }
+    if (sums != nullptr) {
+      _mm512_mask_storeu_pd(sums + j, ml, s_lo);
+      _mm512_mask_storeu_pd(sums + j + 8, mh, s_hi);
+    }
   }
 }
 
@@ -283,17 +320,13 @@ TFRNN_BF16_TARGET inline void TransposePairsInto(Index rows, Index cols, const S
 
 #endif
 
-// Whether row k of a packed B of K rows is packed as zeros (past K, or in [zk0, zk1)).
-inline bool PackedZero(Index k, Index K, Index zk0, Index zk1) {
-  return k >= K || (k >= zk0 && k < zk1);
-}
-
 // One panel of w columns of B (element (k, c) at src[k · sk + c · sc], c < w) as ceil(K/2)
 // pair rows of w words, word (q, c) at p[q · w + c]; rows [zk0, zk1) as zeros. Vectorised
 // where B's k's are contiguous (sk = 1: the columns' pair words transposed by
 // TransposePairsInto). The panels of PackRange below and of lanes_gemm.h's PackLanesPairs,
-// which pack a B of contiguous columns (sc = 1) themselves, pair row by pair row across all
-// the panels (PackPairRow). S: float or bf16 words.
+// which pack a B of contiguous columns (sc = 1) themselves: in blocks of pair rows panel by
+// panel (PackPanelRows), and pair row by pair row across the panels (PackPairRow). S: float
+// or bf16 words.
 inline float SourceValue(float v) { return v; }
 inline float SourceValue(uint16_t v) { return Widen(v); }
 template <typename S>
@@ -317,20 +350,20 @@ void PackPanel(Index K, const S* src, Index sk, Index sc, Index w, uint32_t* p, 
 // [zk0, zk1) packed as zeros. Columns [c0, c1) only (c0, c1 on panel boundaries). S: float or
 // bf16 words. sums (nullable; float B with sc = 1 and no zero rows only): sums[c] += the
 // column's elements in row order, in double.
+constexpr Index kPackPairs = 32;  // pair rows per block of PackRange's row-major path
 template <typename S>
 void PackRange(Index K, Index cols, const S* src, Index sk, Index sc, float* out, Index zk0,
                Index zk1, Index c0, Index c1, double* sums = nullptr) {
 #if TFRNN_BF16_KERNELS
-  if (sc == 1) {  // pair row by pair row across the panels: src's rows read once, in order
+  if (sc == 1) {  // per block of kPackPairs pair rows (src's rows in L2), panel by panel
     uint32_t* o = reinterpret_cast<uint32_t*>(out);
-    for (Index q = 0; q < Pairs(K); ++q) {
-      const Index k = 2 * q;
-      const S* lo = PackedZero(k, K, zk0, zk1) ? nullptr : src + k * sk;
-      const S* hi = PackedZero(k + 1, K, zk0, zk1) ? nullptr : src + (k + 1) * sk;
+    const Index K2 = Pairs(K);
+    for (Index q0 = 0; q0 < K2; q0 += kPackPairs) {
+      const Index q1 = std::min(K2, q0 + kPackPairs);
       for (Index c = c0, w; c < c1; c += w) {
         w = PanelWidth(c, cols);
-        PackPairRow(lo != nullptr ? lo + c : nullptr, hi != nullptr ? hi + c : nullptr, w,
-                    o + c * K + q * w, sums != nullptr ? sums + c : nullptr);
+        PackPanelRows(src + c, sk, K, zk0, zk1, q0, q1, w, o + c * K,
+                      sums != nullptr ? sums + c : nullptr);
       }
     }
     return;
