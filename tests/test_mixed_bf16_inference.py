@@ -123,31 +123,36 @@ def test_the_layer_matches_stock_keras_and_sees_weight_changes(mode, mixed_polic
 WHOLE_W = [("gru", 3, 16, 512, 1024), ("lstm", 3, 72, 512, 1024)]
 
 
+@pytest.mark.parametrize("op", ["float32", "bfloat16"])
 @pytest.mark.parametrize("mode,T,B,I,H", WHOLE_W, ids=[f"{s[0]}-B{s[2]}" for s in WHOLE_W])
-def test_the_kept_input_weights_follow_every_change(mode, T, B, I, H):
+def test_the_kept_input_weights_follow_every_change(mode, T, B, I, H, op):
     """Calls that keep the packing (reuse_packed_weights) on variables: each call's outputs are
-    the bfloat16 op's bits on the values of that call, after the kernel alone, the recurrent
-    kernel alone, or neither changed."""
+    the bits of a call that packs afresh (the bfloat16 op without the attr), on the values of
+    that call, after the kernel alone, the recurrent kernel alone, or neither changed. op: the
+    float32 op with bf16 products (the mixed policy's inference), or the bfloat16 op on
+    bfloat16 variables (a bfloat16 policy's), whose kept W is packed from its words."""
     lib = load_library()
     rng = np.random.default_rng(6)
     ops = _operands(rng, mode, T, B, I, H)
-    kernel = tf.Variable(ops.pop("kernel"))
-    recurrent = tf.Variable(ops.pop("recurrent_kernel"))
+    dtype = tf.float32 if op == "float32" else BF16
+    kernel = tf.Variable(tf.cast(ops.pop("kernel"), dtype))
+    recurrent = tf.Variable(tf.cast(ops.pop("recurrent_kernel"), dtype))
+    ops16 = {k: (v if v.dtype == tf.int32 else tf.cast(v, BF16)) for k, v in ops.items()}
 
     @tf.function
     def run():
-        f32 = lib.tf_rnn_keras_rnn(**ops, kernel=kernel, recurrent_kernel=recurrent, rnn_mode=mode,
-                                   is_training=False, bf16_products=True,
-                                   reuse_packed_weights=True)[:3]
-        ops16 = {k: (v if v.dtype == tf.int32 else tf.cast(v, BF16)) for k, v in ops.items()}
-        b16 = lib.tf_rnn_keras_rnn(**ops16, kernel=tf.cast(kernel, BF16),
-                                   recurrent_kernel=tf.cast(recurrent, BF16), rnn_mode=mode,
-                                   is_training=False)[:3]
-        return [tf.cast(t, BF16) for t in f32], b16
+        kept = lib.tf_rnn_keras_rnn(**(ops if op == "float32" else ops16), kernel=kernel,
+                                    recurrent_kernel=recurrent, rnn_mode=mode,
+                                    is_training=False, bf16_products=op == "float32",
+                                    reuse_packed_weights=True)[:3]
+        fresh = lib.tf_rnn_keras_rnn(**ops16, kernel=tf.cast(kernel, BF16),
+                                     recurrent_kernel=tf.cast(recurrent, BF16), rnn_mode=mode,
+                                     is_training=False)[:3]
+        return [tf.cast(t, BF16) for t in kept], fresh
     changes = [None, None, kernel, None, recurrent, kernel]
     for i, var in enumerate(changes):
         if var is not None:
-            var.assign(_exact(rng, var.shape, 0.1))
+            var.assign(tf.cast(_exact(rng, var.shape, 0.1), dtype))
         got, want = run()
         for k, (g, w) in enumerate(zip(got, want)):
             np.testing.assert_array_equal(g.numpy().astype(np.float32),

@@ -51,6 +51,10 @@ struct SharedProduct {
 // column c), each element added in double in k's order, as ColumnSum adds (the same bits):
 // the bias gradients of the gate gradients that a weight gradient multiplies, summed while
 // they are converted (ta) or packed (not tb) instead of in a pass over them of their own.
+//
+// b_packed (nullable): B as PackWhole packed it whole (the same tb, n and k), read instead of
+// packing B (a layer's input projection on W kept packed between inference calls); then no
+// b_sums.
 constexpr Index kTileRows = 64, kTileCols = 8 * kWide;
 constexpr Index kSlabBytes = Index(16) << 20;
 // Slab length (rows or columns, in tiles of `tile` of them, capped at `len`) of an operand
@@ -64,14 +68,10 @@ inline Index SlabLength(Index len, Index tile, Index line_bytes, Index other_til
   const Index l = std::max<Index>(1, tiles) * tile;
   return l < len ? l : len;
 }
-//
-// b_packed (nullable): B as PackWhole packed it (the same tb, n and k), read instead of
-// packing B (a layer's input projection on W kept packed between inference calls); then no
-// b_sums.
-//
-// PackWhole: columns [s0, s0 + sn) of op(B) (s0 a multiple of kTileCols) packed at out, as a
-// B of n - s0 columns from s0 (the same panels), in parallel; sums (nullable) their b_sums.
-// With s0 = 0 and sn = n, the whole B (n · k floats at out) that GemmLarge reads as b_packed.
+// GemmLarge's packing of B: columns [s0, s0 + sn) of op(B) (s0 a multiple of kTileCols)
+// packed at out as a B of n - s0 columns from s0 (the same panels), in parallel; sums
+// (nullable) their b_sums. With s0 = 0 and sn = n, the whole B (n · k floats at out) that
+// GemmLarge reads as b_packed.
 template <typename S>
 void PackWhole(const CpuDevice& d, bool tb, Index n, Index k, const S* b, float* out,
                Index s0 = 0, Index sn = -1, double* sums = nullptr) {
@@ -163,9 +163,11 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
     }
   }
 }
-// Whether GemmLargeShared takes these: every A's words in one slab (at most kSlabBytes each,
+
+// Whether GemmLargeShared takes these: k > 0, every A's words in one slab (at most kSlabBytes each,
 // with up to 2 · kSlabBytes of them in all), parts as described.
 inline bool SharedFits(Index k, const SharedProduct* p, int np) {
+  if (k <= 0) return false;
   Index words = 0;
   for (int i = 0; i < np; ++i) {
     if (p[i].rows[0] + p[i].rows[1] != k || (p[i].rows[1] > 0 && p[i].rows[0] % 2 != 0)) {
