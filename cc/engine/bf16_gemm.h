@@ -593,7 +593,7 @@ TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const 
 TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const float* a,
                                              Index lda, uint32_t* out, double* sums = nullptr,
                                              Index ldo = 0) {
-  const Index K2 = Pairs(K), lo_stride = ldo > 0 ? ldo : K2;  // out's row stride
+  const Index K2 = Pairs(K), ostride = ldo > 0 ? ldo : K2;  // out's row stride
   const Index full_end = r0 + (r1 - r0) / kLanes * kLanes;  // groups of 16 rows end here
   for (Index q0 = 0; q0 < K2; q0 += kLanes) {
     const Index nq = std::min<Index>(kLanes, K2 - q0);
@@ -631,7 +631,7 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
       }
       Transpose16(blk);
       for (Index r = 0; r < kLanes; ++r) {
-        _mm512_mask_storeu_epi32(out + (g + r) * lo_stride + q0, mq,
+        _mm512_mask_storeu_epi32(out + (g + r) * ostride + q0, mq,
                                  reinterpret_cast<const __m512i&>(blk[r]));
       }
     }
@@ -639,7 +639,7 @@ TFRNN_BF16_TARGET inline void ConvertColumns(Index r0, Index r1, Index K, const 
       const float* lo = a + 2 * q * lda;
       const float* hi = 2 * q + 1 < K ? lo + lda : nullptr;
       for (Index r = full_end; r < r1; ++r) {
-        out[r * lo_stride + q] = Pair(lo[r], hi ? hi[r] : 0.f);
+        out[r * ostride + q] = Pair(lo[r], hi ? hi[r] : 0.f);
         if (sums != nullptr) {
           sums[r] += double(lo[r]);
           if (hi != nullptr) sums[r] += double(hi[r]);

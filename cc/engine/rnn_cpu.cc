@@ -290,12 +290,13 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // The input projection of a batch-major x into time-major rows: per time row (project), on
   // W packed per unit block as R is (wpack) when the chain is pipelined (its side work).
   const bool wpacked = x_strided && pipelined;
-  // The input projection as one bf16 product of all rows (below): where the caller keeps
-  // packings, on W packed whole (bf16::PackWhole) beside R's, once for the calls that share
-  // the packing instead of at every call.
-  const bool wwhole = b16 && std::is_same<A, float>::value && !fused &&
-                      !(s.preprojected && pseudo < s.D) && !pipelined && !unpacked &&
-                      !x_strided && ly.in > 0;
+  // The input projection as one product of x's rows in gx's order (the last of its roads
+  // below). With bf16 products, where the caller keeps packings, on W packed whole
+  // (bf16::PackWhole) beside R's, once for the calls that share the packing (wwhole).
+  const bool proj_whole = !fused && !(s.preprojected && pseudo < s.D) && !pipelined &&
+                          !(unpacked && ly.in > 0) && !(x_strided && ly.in > 0) &&
+                          (ly.in > 0 || ly.in_cols == 0);
+  const bool wwhole = b16 && std::is_same<A, float>::value && proj_whole && ly.in > 0;
   // The packing's layout (PackCache::Key's fields).
   const int64_t wfield = wpacked ? 1 : wwhole ? 2 : 0;  // W's packing beside R's, if any
   const int64_t layout[] = {K,      H,        Hs,  ly.in,  xr,     U,
@@ -435,7 +436,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     }
   } else if (x_strided && ly.in > 0) {  // training: time-major rows of a batch-major x
     ParallelFor(d, s.T, 2.0 * B * ly.in * KH, [&](Index t0, Index t1) { project(t0, t1); });
-  } else if (ly.in > 0 || ly.in_cols == 0) {  // x's rows in gx's order
+  } else if (proj_whole) {  // x's rows in gx's order
     if constexpr (std::is_same<A, float>::value) {
       if (ly.x16 != nullptr) {  // a bfloat16 op's words (weights_xw: W [in, KH])
         bf16::GemmLarge<uint16_t>(d, false, false, TB, KH, ly.in, ly.x16, ly.W16, ly.gx, false,
