@@ -111,7 +111,8 @@ def test_integer_features(kind):
 @pytest.mark.parametrize("kind", sorted(LAYERS))
 def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, monkeypatch):
     """A mixed-precision streaming step runs the op in float32 on the float32 variables (no
-    cast of the weights and back); a long call and a training call keep the compute dtype.
+    cast of the weights and back); a long call keeps the compute dtype, and so does a
+    training call but mixed_bfloat16's (the float32 ops with bf16 products).
     Outputs and gradients stay the stock layer's, in the compute dtype's tolerance."""
     dtypes = []
     real = K._keras_rnn
@@ -136,6 +137,9 @@ def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, mon
         ours(_x(9, long_shape), training=False)
         assert dtypes[-1] == (compute, compute)
         ours(_x(9, step_shape[:1] + long_shape[1:]), training=True)
-        assert dtypes[-1] == (compute, compute)
+        # mixed_bfloat16 training: the float32 op pair with bf16 products
+        # (test_mixed_bf16_training.py)
+        train = tf.float32 if policy == "mixed_bfloat16" else compute
+        assert dtypes[-1] == (train, train)
     finally:
         keras.mixed_precision.set_global_policy("float32")

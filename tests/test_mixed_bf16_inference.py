@@ -4,8 +4,9 @@ operands to bfloat16 as a bfloat16 op's do. On operands that bfloat16 holds exac
 rounded to bfloat16 are the bfloat16 op's bits (with or without AVX512_BF16: without it both
 compute float products), through TensorFlow and through XLA; the layers that take it match
 stock Keras under the same policy; the layers choose it only where the weights outweigh the
-sequence (at most gates × units rows), outside training, and keep their weights' packing
-(reuse_packed_weights)."""
+sequence (at most gates × units rows) outside training (and always in training,
+test_mixed_bf16_training.py), and keep their weights' packing (reuse_packed_weights) at
+inference."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -91,8 +92,10 @@ def test_the_layer_takes_it_where_the_weights_outweigh_the_sequence(mode, mixed_
         (tf.bfloat16, False, False)]
     assert _traced_attrs(lambda x: layer(x, training=False), streaming) == [
         (tf.float32, False, True)]
-    assert _traced_attrs(lambda x: layer(x, training=True), rows_taken) == [
-        (tf.bfloat16, False, False)]
+    # Training: always the float32 op with bf16 products (test_mixed_bf16_training.py).
+    for x in (rows_taken, rows_left):
+        assert _traced_attrs(lambda x: layer(x, training=True), x) == [
+            (tf.float32, True, False)]
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])

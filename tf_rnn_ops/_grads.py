@@ -135,6 +135,8 @@ def _keras_rnn_grad(op, *grads):
     lib = load_library()
     inputs = list(op.inputs)
     attrs = {k: op.get_attr(k) for k in _KERAS_ATTRS}
+    # The backprop's products as the forward's (bf16_products: rounded to bfloat16).
+    attrs["bf16_products"] = op.get_attr("bf16_products")
     reserve = op.outputs[3]
     if not op.get_attr("is_training"):
         # An inference call (no reserve): run the forward again with one, so that the

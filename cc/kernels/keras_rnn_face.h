@@ -18,15 +18,15 @@
 
 namespace tfrnn {
 
-// The attrs of both ops (is_training, reuse_packed_weights, bf16_products: the forward's only).
+// The attrs of both ops (is_training, reuse_packed_weights: the forward's only).
 struct KerasAttrs {
   RnnMode mode = RnnMode::kLstm;
   KerasExtras kx;
   bool training = true;
   // reuse_packed_weights at inference: the kernel's weights id and kept packing (the CPU's).
   std::shared_ptr<KeptWeights> kept;
-  // bf16_products at inference: a float32 op's products as a bfloat16 op's (the CPU's, and
-  // XLA's on the CPU).
+  // bf16_products: a float32 op's products as a bfloat16 op's (the CPU's, and XLA's on the
+  // CPU), in the forward and the backprop alike.
   bool bf16_products = false;
 
   absl::Status Read(tensorflow::OpKernelConstruction* c) {
@@ -43,7 +43,6 @@ struct KerasAttrs {
     if (c->HasAttr("bf16_products")) {
       TF_RETURN_IF_ERROR(c->GetAttr("bf16_products", &bf16_products));
     }
-    bf16_products = bf16_products && !training;
     return absl::OkStatus();
   }
 };
@@ -184,7 +183,7 @@ class KerasRnnKernel : public AttrsOpKernel<KerasAttrs> {
   void Compute(tensorflow::OpKernelContext* ctx) override {
     KerasInputs in;
     OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_, &in));
-    OP_REQUIRES_OK(ctx, kBackward ? Dev<T>::Backward(ctx, in) : Dev<T>::Forward(ctx, attrs_, in));
+    OP_REQUIRES_OK(ctx, kBackward ? Dev<T>::Backward(ctx, attrs_, in) : Dev<T>::Forward(ctx, attrs_, in));
   }
 };
 

@@ -115,7 +115,8 @@ struct GpuKeras {
     return call.BatchMajor(s, a.y, out.y, s.H);
   }
 
-  static absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) {
+  static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& /*attrs*/,
+                               const KerasInputs& in) {
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;

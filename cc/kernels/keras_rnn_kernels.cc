@@ -110,8 +110,10 @@ struct CpuKeras {
     return RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a);
   }
 
-  static absl::Status Backward(OpKernelContext* ctx, const KerasInputs& in) {
-    const RnnSpec& s = in.spec;
+  static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,
+                               const KerasInputs& in) {
+    RnnSpec s = in.spec;
+    s.bf16 = attrs.bf16_products && std::is_same<T, float>::value;  // else SpecFor's
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;
     KerasGrads gr;

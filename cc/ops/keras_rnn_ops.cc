@@ -20,10 +20,10 @@
 // false): the kernel may keep kernel and recurrent_kernel packed for the engine's products
 // from one call to the next while they are the same buffers; set it only where those buffers
 // are never written in place while another tensor holds them (resource variables, constants;
-// not reference variables). bf16_products (T = float, is_training = false, on the CPU): the
-// products round their operands to bfloat16 and accumulate in float, as a bfloat16 op's do (a
-// mixed-precision layer's inference on its float32 variables); float products where the CPU
-// has no AVX512_BF16, as for a bfloat16 op.
+// not reference variables). bf16_products (T = float, on the CPU; both ops, the backprop's
+// set as its forward's): the products round their operands to bfloat16 and accumulate in
+// float, as a bfloat16 op's do (a mixed-precision layer on its float32 variables); float
+// products where the CPU has no AVX512_BF16, as for a bfloat16 op.
 
 #include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
@@ -113,6 +113,7 @@ REGISTER_OP("TfRnn>KerasRNNBackprop")
     .Output("recurrent_kernel_backprop: T")
     .Output("bias_backprop: T")
     TFRNN_KERAS_ATTRS
+    .Attr("bf16_products: bool = false")
     .SetShapeFn(KerasBackpropShape);
 
 }  // namespace tfrnn

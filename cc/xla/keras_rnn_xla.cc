@@ -40,7 +40,7 @@ class KerasRnnXla : public XlaOpKernel {
     call.has_lengths = layout.has_lengths;
     call.two_biases = layout.two_biases;
     // bf16_products: a float32 op's products as a bfloat16 op's (the CPU engine's).
-    if (!kBackward && cpu_ && attrs_.bf16_products && dt == tensorflow::DT_FLOAT) {
+    if (cpu_ && attrs_.bf16_products && dt == tensorflow::DT_FLOAT) {
       call.spec.bf16 = true;
     }
     const RnnSpec& s = call.spec;
