@@ -17,8 +17,9 @@ BF16 = tf.bfloat16
 # (mode, T, B, I, H): the pipelined chains, unit blocks, the lanes (AVX-512), a GRU's two
 # biases, and weight gradients past one slab of the pool products
 SIZES = [("lstm", 12, 6, 24, 200), ("gru", 12, 12, 24, 200), ("lstm", 10, 32, 16, 64),
-         ("lstm", 4, 48, 80, 840), ("gru", 4, 32, 80, 840), ("lstm", 3, 40, 520, 136)]
-GATES = {"lstm": 4, "gru": 3}
+         ("lstm", 4, 48, 80, 840), ("gru", 4, 32, 80, 840), ("lstm", 3, 40, 520, 136),
+         ("rnn_tanh", 8, 16, 24, 72)]
+GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1}
 NAMES = ["input", "input_h", "input_c", "kernel", "recurrent_kernel", "bias"]
 
 
@@ -87,7 +88,10 @@ def mixed_policy():
     keras.mixed_precision.set_global_policy("float32")
 
 
-@pytest.mark.parametrize("mode", ["lstm", "gru"])
+LAYERS = {"lstm": "LSTM", "gru": "GRU", "simple": "SimpleRNN"}
+
+
+@pytest.mark.parametrize("mode", sorted(LAYERS))
 def test_the_mixed_layer_trains_as_stock_keras_in_float64(mode, mixed_policy):
     """Our mixed_bfloat16 layer in a training step (the float32 ops with bf16 products: no
     bfloat16 op in its graph) against stock Keras's layer in float64 on the same weights: the
@@ -95,10 +99,9 @@ def test_the_mixed_layer_trains_as_stock_keras_in_float64(mode, mixed_policy):
     H, T, B, I = 72, 9, 20, 24
     rng = np.random.default_rng(12)
     x = tf.constant(rng.normal(size=(B, T, I)), tf.float32)
-    ours = {"lstm": K.LSTM, "gru": K.GRU}[mode](H, return_sequences=True)
+    ours = getattr(K, LAYERS[mode])(H, return_sequences=True)
     ours(x)
-    stock = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[mode](
-        H, return_sequences=True, dtype="float64")
+    stock = getattr(keras.layers, LAYERS[mode])(H, return_sequences=True, dtype="float64")
     stock(tf.cast(x, tf.float64))
     stock.set_weights(ours.get_weights())
     dy = rng.normal(size=(B, T, H))
