@@ -15,27 +15,16 @@ keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
 from tf_rnn_ops._loader import has_xla, load_library  # noqa: E402
+from mixed_bf16_util import exact, operands  # noqa: E402
 
 BF16 = tf.bfloat16
 # (mode, T, B, I, H): the pipelined chain, the unit blocks, batch blocks, the lanes (AVX-512)
 SIZES = [("lstm", 12, 6, 24, 200), ("gru", 12, 12, 24, 200), ("lstm", 10, 32, 16, 64),
          ("lstm", 4, 48, 80, 840), ("gru", 4, 32, 80, 840)]
-GATES = {"lstm": 4, "gru": 3}
-
-
-def _exact(rng, shape, scale=1.0):
-    """float32 values that bfloat16 holds exactly."""
-    v = tf.constant(rng.normal(size=shape) * scale, tf.float32)
-    return tf.cast(tf.cast(v, BF16), tf.float32)
 
 
 def _operands(rng, mode, T, B, I, H):
-    KH = GATES[mode] * H
-    bias = (2, KH) if mode == "gru" else (KH,)
-    return dict(input=_exact(rng, (B, T, I)), input_h=_exact(rng, (B, H), 0.5),
-                input_c=_exact(rng, (B, H), 0.5) if mode == "lstm" else tf.zeros([0]),
-                kernel=_exact(rng, (I, KH), 0.1), recurrent_kernel=_exact(rng, (H, KH), 0.1),
-                bias=_exact(rng, bias, 0.5), sequence_lengths=tf.zeros([0], tf.int32),
+    return dict(operands(rng, mode, T, B, I, H), sequence_lengths=tf.zeros([0], tf.int32),
                 recurrent_mask=tf.zeros([0]))
 
 
@@ -155,7 +144,7 @@ def test_the_kept_input_weights_follow_every_change(mode, T, B, I, H, op):
     changes = [None, None, kernel, None, recurrent, kernel]
     for i, var in enumerate(changes):
         if var is not None:
-            var.assign(tf.cast(_exact(rng, var.shape, 0.1), dtype))
+            var.assign(tf.cast(exact(rng, var.shape, 0.1), dtype))
         got, want = run()
         for k, (g, w) in enumerate(zip(got, want)):
             np.testing.assert_array_equal(g.numpy().astype(np.float32),

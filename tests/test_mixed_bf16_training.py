@@ -12,6 +12,7 @@ keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
 from tf_rnn_ops._loader import has_xla, load_library  # noqa: E402
+from mixed_bf16_util import exact, operands  # noqa: E402
 
 BF16 = tf.bfloat16
 # (mode, T, B, I, H): the pipelined chains, unit blocks, the lanes (AVX-512), a GRU's two
@@ -19,27 +20,13 @@ BF16 = tf.bfloat16
 SIZES = [("lstm", 12, 6, 24, 200), ("gru", 12, 12, 24, 200), ("lstm", 10, 32, 16, 64),
          ("lstm", 4, 48, 80, 840), ("gru", 4, 32, 80, 840), ("lstm", 3, 40, 520, 136),
          ("rnn_tanh", 8, 16, 24, 72)]
-GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1}
 NAMES = ["input", "input_h", "input_c", "kernel", "recurrent_kernel", "bias"]
-
-
-def _exact(rng, shape, scale=1.0):
-    """float32 values that bfloat16 holds exactly."""
-    v = tf.constant(rng.normal(size=shape) * scale, tf.float32)
-    return tf.cast(tf.cast(v, BF16), tf.float32)
-
-
-def _operands(rng, mode, T, B, I, H):
-    KH = GATES[mode] * H
-    bias = (2, KH) if mode == "gru" else (KH,)
-    return dict(input=_exact(rng, (B, T, I)), input_h=_exact(rng, (B, H), 0.5),
-                input_c=_exact(rng, (B, H), 0.5), kernel=_exact(rng, (I, KH), 0.1),
-                recurrent_kernel=_exact(rng, (H, KH), 0.1), bias=_exact(rng, bias, 0.5))
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["train", "infer"])
 @pytest.mark.parametrize("jit", [False, True], ids=["tf", "xla"])
-@pytest.mark.parametrize("mode,T,B,I,H", SIZES, ids=[f"{s[0]}-B{s[2]}-I{s[3]}-H{s[4]}" for s in SIZES])
+@pytest.mark.parametrize("mode,T,B,I,H", SIZES,
+                         ids=[f"{s[0]}-B{s[2]}-I{s[3]}-H{s[4]}" for s in SIZES])
 def test_float32_ops_with_bf16_products_give_the_bf16_ops_gradient_bits(mode, T, B, I, H, jit,
                                                                         training):
     """The forward (in training, or at inference, whose gradient runs it again with a reserve)
@@ -49,10 +36,10 @@ def test_float32_ops_with_bf16_products_give_the_bf16_ops_gradient_bits(mode, T,
         pytest.skip("the XLA kernels are not built")
     lib = load_library()
     rng = np.random.default_rng(11)
-    ops = _operands(rng, mode, T, B, I, H)
+    ops = operands(rng, mode, T, B, I, H)
     if mode != "lstm":
         ops["input_c"] = tf.zeros([B, H])
-    weights = [_exact(rng, (B, T, H)), _exact(rng, (B, H)), _exact(rng, (B, H))]
+    weights = [exact(rng, (B, T, H)), exact(rng, (B, H)), exact(rng, (B, H))]
 
     def run(inputs, dtype, **attrs):
         inputs = {k: tf.cast(v, dtype) for k, v in inputs.items()}
