@@ -356,16 +356,17 @@ class _FusedRNNMixin:
         """Whether a mixed_bfloat16 call runs the op in float32 on the float32 variables with a
         bfloat16 op's products (bf16_products; the same products): no cast of every weight in
         every call, against a float32 x and output (a cast each way). In training always: the
-        bfloat16 op converted each weight four more times a step (into and out of the
-        engine's float, forward and backward, and the gradients' cast back), the float32 op
-        none, and x, y and their gradients are converted once either way; the weights'
-        gradients arrive in float32 instead of rounded to bfloat16 (docs/PERFORMANCE_BF16.md,
-        "Mixed-precision training on the float32 variables"). Outside training, with the
-        weights' packing kept between calls (reuse_packed_weights), where the weights outweigh
-        the sequence, at most gates × units rows (steps × batch): LSTM 50×32×128×512 and
-        20×128×512×1024 3-6 % faster, 100×64×256×256 10 % slower (docs/PERFORMANCE_KERAS.md,
-        "Packed weights kept between inference calls"). On the CPU only (a GPU host keeps the
-        bfloat16 op's tensor cores)."""
+        bfloat16 ops passed over each weight five times a step (the policy's cast, into the
+        engine's float forward and backward, the gradient out of it and its cast back), the
+        float32 ops not once, and x, y and their gradients are converted once either way; the
+        weights' gradients arrive in float32 instead of rounded to bfloat16
+        (docs/PERFORMANCE_BF16.md, "Mixed-precision training on the float32 variables").
+        Outside training, with the weights' packing kept between calls
+        (reuse_packed_weights), where the weights outweigh the sequence, at most gates × units
+        rows (steps × batch): LSTM 50×32×128×512 and 20×128×512×1024 3-6 % faster,
+        100×64×256×256 10 % slower (docs/PERFORMANCE_KERAS.md, "Packed weights kept between
+        inference calls"). On the CPU only (a GPU host keeps the bfloat16 op's tensor
+        cores)."""
         if x.dtype != tf.bfloat16 or self.variable_dtype != "float32" or _gpu_host():
             return False
         if on:

@@ -183,7 +183,8 @@ class KerasRnnKernel : public AttrsOpKernel<KerasAttrs> {
   void Compute(tensorflow::OpKernelContext* ctx) override {
     KerasInputs in;
     OP_REQUIRES_OK(ctx, ValidateKeras(ctx, attrs_, &in));
-    OP_REQUIRES_OK(ctx, kBackward ? Dev<T>::Backward(ctx, attrs_, in) : Dev<T>::Forward(ctx, attrs_, in));
+    OP_REQUIRES_OK(ctx, kBackward ? Dev<T>::Backward(ctx, attrs_, in)
+                                  : Dev<T>::Forward(ctx, attrs_, in));
   }
 };
 
