@@ -126,8 +126,9 @@ def _cudnn_rnn_v3_grad(op, *grads):
     return list(out) + [None]
 
 
+# The attrs both ops have (bf16_products: the backprop's products as the forward's).
 _KERAS_ATTRS = ("rnn_mode", "activation", "recurrent_activation", "reset_after",
-                "preprojected")
+                "preprojected", "bf16_products")
 
 
 @tf.RegisterGradient("TfRnn>KerasRNN")
@@ -135,8 +136,6 @@ def _keras_rnn_grad(op, *grads):
     lib = load_library()
     inputs = list(op.inputs)
     attrs = {k: op.get_attr(k) for k in _KERAS_ATTRS}
-    # The backprop's products as the forward's (bf16_products: rounded to bfloat16).
-    attrs["bf16_products"] = op.get_attr("bf16_products")
     reserve = op.outputs[3]
     if not op.get_attr("is_training"):
         # An inference call (no reserve): run the forward again with one, so that the

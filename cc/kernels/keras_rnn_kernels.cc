@@ -66,11 +66,18 @@ struct CpuKeras {
     return SeqLengths(in.lengths, in.spec.B, store);
   }
 
+  // The call's engine spec: bf16_products gives a float32 op a bfloat16 op's products (a
+  // bfloat16 op's own come from SpecFor).
+  static RnnSpec SpecOf(const KerasAttrs& attrs, const KerasInputs& in) {
+    RnnSpec s = in.spec;
+    s.bf16 = attrs.bf16_products && std::is_same<T, float>::value;
+    return s;
+  }
+
   static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
                               const KerasInputs& in) {
     const bool training = attrs.training;
-    RnnSpec s = in.spec;
-    s.bf16 = attrs.bf16_products && std::is_same<T, float>::value;  // else SpecFor's
+    const RnnSpec s = SpecOf(attrs, in);
     const bool lstm = s.mode == RnnMode::kLstm;
     KerasOutputs out;
     TF_RETURN_IF_ERROR(AllocateKerasOutputs(
@@ -112,8 +119,7 @@ struct CpuKeras {
 
   static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,
                                const KerasInputs& in) {
-    RnnSpec s = in.spec;
-    s.bf16 = attrs.bf16_products && std::is_same<T, float>::value;  // else SpecFor's
+    const RnnSpec s = SpecOf(attrs, in);
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;
     KerasGrads gr;

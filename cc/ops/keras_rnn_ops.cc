@@ -50,7 +50,8 @@ constexpr char kKerasAct[] = "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoi
       .Attr(absl::StrCat("activation: ", kKerasAct, " = 'tanh'"))                           \
       .Attr(absl::StrCat("recurrent_activation: ", kKerasAct, " = 'sigmoid'"))              \
       .Attr("reset_after: bool = true")                                                    \
-      .Attr("preprojected: bool = false")
+      .Attr("preprojected: bool = false")                                                  \
+      .Attr("bf16_products: bool = false")
 
 // Ranks only: every size is checked by the kernel, which names the input.
 absl::Status KerasInputRanks(InferenceContext* c, ShapeHandle* input, ShapeHandle* input_h) {
@@ -97,7 +98,6 @@ REGISTER_OP("TfRnn>KerasRNN")
     TFRNN_KERAS_ATTRS
     .Attr("is_training: bool = true")
     .Attr("reuse_packed_weights: bool = false")
-    .Attr("bf16_products: bool = false")
     .SetShapeFn(KerasForwardShape);
 
 REGISTER_OP("TfRnn>KerasRNNBackprop")
@@ -113,7 +113,6 @@ REGISTER_OP("TfRnn>KerasRNNBackprop")
     .Output("recurrent_kernel_backprop: T")
     .Output("bias_backprop: T")
     TFRNN_KERAS_ATTRS
-    .Attr("bf16_products: bool = false")
     .SetShapeFn(KerasBackpropShape);
 
 }  // namespace tfrnn
