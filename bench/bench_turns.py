@@ -22,7 +22,8 @@ call, the 10th, 50th and 90th percentiles (ms), GF/s at the fastest and median c
 process's minor page faults a call (mean over the timed calls: fresh pages a side's buffers
 fault in, docs/PERFORMANCE_AVX2.md "Fresh output pages"), then
 the peer / ours ratios of the fastest and median calls (of GF/s for --vs-h). The mixed_bfloat16
-policy for --dtype bfloat16, as bench_rnn.py's Keras benchmarks; x is float32, batch-major.
+policy for --dtype bfloat16, as bench_rnn.py's Keras benchmarks; x is batch-major, in the
+benchmark's dtype on both sides (as bench_rnn.py's).
 """
 import argparse
 import os
@@ -148,12 +149,15 @@ def main(argv=None):
 
     T, B, I, H = args.size
     x = tf.constant(np.random.default_rng(0).standard_normal((B, T, I)).astype(np.float32))
+    # Both sides take x in the benchmark's dtype, made before the timed calls (PyTorch's is
+    # converted once in _torch; ours here, so that the layer's call runs no cast of x).
+    x_ours = tf.cast(x, tf.bfloat16) if args.dtype == "bfloat16" else x
     scale = 3 if args.train else 1  # forward, then the backward's two products per forward one
-    sides = {"ours": (_ours(x, H, args.kind, args.dtype, args.train),
+    sides = {"ours": (_ours(x_ours, H, args.kind, args.dtype, args.train),
                       scale * _flops(T, B, I, H, args.kind))}
     if args.vs_h is not None:
         peer = f"ours H={args.vs_h}"
-        sides[peer] = (_ours(x, args.vs_h, args.kind, args.dtype, args.train),
+        sides[peer] = (_ours(x_ours, args.vs_h, args.kind, args.dtype, args.train),
                        scale * _flops(T, B, I, args.vs_h, args.kind))
     elif args.vs_gemm:
         peer = None
