@@ -13,7 +13,9 @@ distribution of each side's calls, not one median (bench/results/cpu_history_2.m
 
 --train times a training step instead of inference: ours the layer's forward and the gradients
 of sum(y) with respect to x and the weights (a GradientTape in the tf.function), PyTorch's
-forward and backward of the same sum (x requiring its gradient); FLOPs 3x the forward's.
+forward and backward of the same sum (x requiring its gradient); FLOPs 3x the forward's. With
+--no-input-grad neither side differentiates x (a model's first layer): the weights' gradients
+only, FLOPs less the input gradient's product.
 
 Each round times --calls calls of one side after --settle seconds of untimed calls of it (a
 peer's spinning OpenMP workers, or the other side's pool threads, settle meanwhile); the
@@ -55,23 +57,24 @@ def _flops(T, B, I, H, kind):
     return bu.lstm_flops(T, B, I, H, _GATES[kind])
 
 
-def _ours(x, H, kind, dtype, train=False):
+def _ours(x, H, kind, dtype, train=False, input_grad=True):
     import tf_rnn_ops.keras as ok
     layer = getattr(ok, kind.upper())(H, return_sequences=True, dtype=_policy(dtype))
     layer(x[:, :2])
     if not train:
         return tf.function(lambda: layer(x, training=False))
+    sources = [x] if input_grad else []
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            tape.watch(x)
+            tape.watch(sources)
             loss = tf.reduce_sum(tf.cast(layer(x, training=True), tf.float32))
-        return tape.gradient(loss, [x] + layer.trainable_variables)
+        return tape.gradient(loss, sources + layer.trainable_variables)
     return step
 
 
-def _torch(x, H, kind, dtype, threads, train=False):
+def _torch(x, H, kind, dtype, threads, train=False, input_grad=True):
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -79,7 +82,7 @@ def _torch(x, H, kind, dtype, threads, train=False):
     mod = getattr(torch.nn, kind.upper())(x.shape[2], H, batch_first=True).to(tdt)
     xt = torch.from_numpy(x.numpy()).to(tdt)
     if train:
-        xt.requires_grad_(True)
+        xt.requires_grad_(input_grad)
 
         def train_step():
             mod.zero_grad(set_to_none=True)
@@ -125,6 +128,9 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--train", action="store_true",
                     help="a training step (forward and gradients) instead of inference")
+    ap.add_argument("--no-input-grad", action="store_true",
+                    help="with --train: the gradients of the weights only, not of x (a "
+                         "model's first layer: x needs no gradient), on both sides")
     ap.add_argument("--vs-h", type=int, help="time ours at this H as the peer, not PyTorch")
     ap.add_argument("--vs-gemm", action="store_true",
                     help="time GEMMs as the peers (our GF/s as a share of the fastest), "
@@ -152,21 +158,26 @@ def main(argv=None):
     # Both sides take x in the benchmark's dtype, made before the timed calls (PyTorch's is
     # converted once in _torch; ours here, so that the layer's call runs no cast of x).
     x_ours = tf.cast(x, tf.bfloat16) if args.dtype == "bfloat16" else x
-    scale = 3 if args.train else 1  # forward, then the backward's two products per forward one
-    sides = {"ours": (_ours(x_ours, H, args.kind, args.dtype, args.train),
-                      scale * _flops(T, B, I, H, args.kind))}
+    if args.no_input_grad and not args.train:
+        ap.error("--no-input-grad goes with --train")
+    grad_x = not args.no_input_grad
+
+    def flops(h):  # forward, then the backward's two products per forward one (x's: I of I+h)
+        f = _flops(T, B, I, h, args.kind)
+        return f if not args.train else 3 * f - (0 if grad_x else f * I / (I + h))
+    sides = {"ours": (_ours(x_ours, H, args.kind, args.dtype, args.train, grad_x), flops(H))}
     if args.vs_h is not None:
         peer = f"ours H={args.vs_h}"
-        sides[peer] = (_ours(x_ours, args.vs_h, args.kind, args.dtype, args.train),
-                       scale * _flops(T, B, I, args.vs_h, args.kind))
+        sides[peer] = (_ours(x_ours, args.vs_h, args.kind, args.dtype, args.train, grad_x),
+                       flops(args.vs_h))
     elif args.vs_gemm:
         peer = None
         sides.update(_gemms(T, B, I, H, args.kind, args.dtype, args.threads, args.square))
     else:
         peer = "torch"
         try:
-            sides[peer] = (_torch(x, H, args.kind, args.dtype, args.threads, args.train),
-                           scale * _flops(T, B, I, H, args.kind))
+            sides[peer] = (_torch(x, H, args.kind, args.dtype, args.threads, args.train,
+                                  grad_x), flops(H))
         except ImportError:
             sys.exit("bench_turns: PyTorch is not installed (pip install torch==2.13.0 beside, "
                      "or use --vs-h)")

@@ -312,8 +312,8 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // W is packed once for the din rows of every chunk (Eigen's product would pack it per chunk
   // and read the gate gradients' rows through its own packing: docs/PERFORMANCE.md, "The
-  // backward's input gradient").
-  if (in > 0) {
+  // backward's input gradient"); a null din: no input gradient (RnnBwdArgs::dx).
+  if (in > 0 && din != nullptr) {
     if (xw) {
       packed::PackColMajor<A>(KH, in, ly.W, KH, w.wpack, b16);
     } else {
@@ -326,7 +326,9 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   SumAcc sum_w = SumAcc::Zero(KH), sum_r = SumAcc::Zero(sum_r_own ? KH : 0);
   ChainWithChunkGrads(
       d, steps, B, KH,
-      SideHelpers(d, double(steps) * B * KH * (in + Hs), double(2 * in + Hs) / Hs), chain,
+      SideHelpers(d, double(steps) * B * KH * (in + Hs),
+                  double((din != nullptr ? 2 : 1) * in + Hs) / Hs),
+      chain,
       [&](Index s0, Index s1, Index c0, Index c1, bool first) {
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
         // The first chunk of a panel sets it, the later ones add.
@@ -349,7 +351,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
         if (sum_r_own) column_sums(sum_r, w.dhr);
       },
       [&](Index s0, Index s1) {
-        if (in == 0) return;
+        if (in == 0 || din == nullptr) return;
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B;
         packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, w.wpack, din + r0 * in, in,
                         accumulate_din, b16);
@@ -514,7 +516,9 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
         PipelinedGrads<A>(d, s, ly, sm.reverse, steps, xin, h0, din, accumulate_din, w,
                           [&](Index t) { item(t, 0); });
         // Time rows no sequence reaches (shorter sequences): no gradient.
-        if (!accumulate_din) Zero(d, din + steps * B * ly.in, (s.T - steps) * B * ly.in);
+        if (din != nullptr && !accumulate_din) {
+          Zero(d, din + steps * B * ly.in, (s.T - steps) * B * ly.in);
+        }
       } else {
         StepLoop(d, steps * phases + 1, blocks, cost, item);
       }
@@ -630,7 +634,8 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
       ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
     }
   }
-  // Gradient of the layer input.
+  // Gradient of the layer input (none for a null din: RnnBwdArgs::dx).
+  if (din == nullptr) return;
   if (s.preprojected && pseudo < s.D) {
     ParallelFor(d, TB, 2.0 * KH, [&](Index r0, Index r1) {
       for (Index r = r0; r < r1; ++r) {

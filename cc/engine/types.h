@@ -396,7 +396,7 @@ struct RnnBwdArgs {
   const A* dy = nullptr;       // [T, B, D·Hs]
   const A* dhn = nullptr;      // [L·D, B, Hs]
   const A* dcn = nullptr;      // [L·D, B, H] (lstm)
-  A* dx = nullptr;             // [T, B, I]
+  A* dx = nullptr;             // [T, B, I]; null: no input gradient (its products skipped)
   A* dh0 = nullptr;            // [L·D, B, Hs]
   A* dc0 = nullptr;            // [L·D, B, H] (lstm)
   A* dparams = nullptr;        // RnnParamsSize

@@ -82,7 +82,7 @@ struct CpuCudnn {
     a.reserve = reinterpret_cast<const A*>(b.reserve->flat<T>().data());
     a.dhn = br.In(*b.dhn);
     a.dcn = lstm ? br.In(*b.dcn) : nullptr;
-    A* dxv = br.Out(dx);
+    A* dxv = br.OutIfRequired(0, dx);  // input_backprop
     a.dh0 = br.Out(dh0);
     a.dc0 = lstm ? br.Out(dc0) : nullptr;
     a.dparams = br.Out(dparams);

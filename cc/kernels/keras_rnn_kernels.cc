@@ -139,7 +139,7 @@ struct CpuKeras {
     a.reserve = reinterpret_cast<const A*>(gr.reserve->flat<T>().data());
     a.dhn = br.In(*gr.dhn);
     a.dcn = lstm ? br.In(*gr.dcn) : nullptr;
-    A* dxv = br.Out(gr.dx);
+    A* dxv = br.OutIfRequired(0, gr.dx);  // input_backprop
     a.dh0 = br.Out(gr.dh0);
     a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
     A* db = br.Out(gr.dbias);

@@ -294,6 +294,13 @@ class ComputeBridge {
     }
   }
 
+  // Out(t) for the op's output `index`, t, where the graph consumes it
+  // (OpKernelContext::output_required), else null: the engine then skips its computation, and
+  // t is left unwritten.
+  A* OutIfRequired(int index, Tensor* t) {
+    return ctx_->output_required(index) ? Out(t) : nullptr;
+  }
+
   // In() of each (operand, tensor) pair: *operand = In(*tensor).
   void BindIn(const std::vector<std::pair<const A**, const Tensor*>>& operands) {
     for (const auto& p : operands) *p.first = In(*p.second);

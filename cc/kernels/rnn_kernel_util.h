@@ -122,7 +122,8 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
 }
 
 // The engine's backward of `s`, with x, dy and dx time-major or batch-major as in
-// RunRnnForward; a's other operands are the caller's. Ends with the bridge's Finish.
+// RunRnnForward; a's other operands are the caller's. A null dx: no input gradient (the op's
+// output not required, RequiredOut). Ends with the bridge's Finish.
 template <typename T>
 absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
                             bool time_major, const typename ComputeType<T>::type* x,
@@ -133,14 +134,14 @@ absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rn
   const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
   a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
   a->dy = TimeMajorIn(dev, br, s, time_major, dy, s.D * RnnHs(s));
-  a->dx = TimeMajorOut(br, s, time_major, dx, s.I);
+  a->dx = dx != nullptr ? TimeMajorOut(br, s, time_major, dx, s.I) : nullptr;
   const int64_t elems = RnnBwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
   TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
   A* ws = lease.As<A>();
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnBwd(engine)(pool, SpecFor<T>(s), *a, ws);
-    FromTimeMajor<A>(dev, s, time_major, a->dx, dx, s.I);
+    if (dx != nullptr) FromTimeMajor<A>(dev, s, time_major, a->dx, dx, s.I);
   });
 }
 

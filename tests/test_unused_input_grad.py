@@ -1,0 +1,85 @@
+"""The backprop kernels skip the input gradient when the graph does not consume it
+(OpKernelContext::output_required; ComputeBridge::OutIfRequired, RnnBwdArgs::dx null): a Keras
+layer's training step that differentiates only its variables (the first layer of a model), or
+CudnnRNNBackprop whose input_backprop is unused. The other gradients keep their bits, and an
+input gradient that a graph does consume is the one an eager call computes (where every output
+is required)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+keras = pytest.importorskip("keras")
+
+import tf_rnn_ops.keras as K  # noqa: E402
+
+# (T, B, I, H): the pipelined backward (its step chain beside the gradients' chunks) and the
+# split one (B > 64: the input gradient as one product after the chain)
+SIZES = [(12, 8, 24, 40), (5, 80, 24, 40)]
+
+
+def _bits_equal(a, b):
+    return np.array_equal(tf.cast(a, tf.float64).numpy(), tf.cast(b, tf.float64).numpy())
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "SimpleRNN"])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+def test_keras_step_without_the_input_gradient(kind, policy, T, B, I, H):
+    rng = np.random.default_rng(7)
+    x = tf.constant(rng.standard_normal((B, T, I)).astype(np.float32))
+    if policy != "float32":
+        x = tf.cast(x, tf.bfloat16)
+    w = tf.constant(rng.standard_normal((B, T, H)).astype(np.float32))
+    layer = getattr(K, kind)(H, return_sequences=True, dtype=policy)
+    layer(x[:, :2])
+
+    def grads(with_x):
+        with tf.GradientTape() as tape:
+            if with_x:
+                tape.watch(x)
+            loss = tf.reduce_sum(tf.cast(layer(x, training=True), tf.float32) * w)
+        return tape.gradient(loss, ([x] if with_x else []) + layer.trainable_variables)
+
+    all_fn = tf.function(lambda: grads(True))()
+    vars_fn = tf.function(lambda: grads(False))()
+    eager = grads(True)
+    assert len(vars_fn) == len(all_fn) - 1
+    for got, want in zip(vars_fn, all_fn[1:]):
+        assert _bits_equal(got, want), "a variable's gradient changed without dx"
+    assert _bits_equal(all_fn[0], eager[0]), "dx consumed by the graph differs from eager's"
+
+
+def _cudnn_case(ours, rng, mode, direction, layers, T, B, I, H):
+    D = 2 if direction == "bidirectional" else 1
+    n = int(tf.reshape(ours.CudnnRNNParamsSize(
+        num_layers=layers, num_units=H, input_size=I, T=tf.float32, S=tf.int32,
+        rnn_mode=mode, direction=direction), [-1])[0])
+    f = lambda *s: tf.constant(rng.uniform(-0.3, 0.3, s).astype(np.float32))  # noqa: E731
+    lengths = rng.integers(1, T + 1, size=B).astype(np.int32)
+    lengths[0] = T
+    return dict(input=f(T, B, I), input_h=f(layers * D, B, H), input_c=f(layers * D, B, H),
+                params=f(n)), tf.constant(lengths), f(T, B, D * H)
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+@pytest.mark.parametrize("direction,layers", [("unidirectional", 1), ("bidirectional", 2)])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+def test_cudnn_backprop_without_the_input_gradient(ours, mode, direction, layers, T, B, I, H):
+    rng = np.random.default_rng(3)
+    ins, lengths, w = _cudnn_case(ours, rng, mode, direction, layers, T, B, I, H)
+
+    def grads(names):
+        with tf.GradientTape() as tape:
+            tape.watch([ins[k] for k in names])
+            y = ours.CudnnRNNV3(**ins, sequence_lengths=lengths, rnn_mode=mode,
+                                direction=direction, is_training=True)[0]
+            loss = tf.reduce_sum(y * w)
+        return tape.gradient(loss, [ins[k] for k in names])
+
+    everything = ["input", "input_h", "input_c", "params"]
+    all_fn = tf.function(lambda: grads(everything))()
+    rest_fn = tf.function(lambda: grads(everything[1:]))()
+    eager = grads(everything)
+    for got, want in zip(rest_fn, all_fn[1:]):
+        assert _bits_equal(got, want), "a gradient changed without input_backprop"
+    assert _bits_equal(all_fn[0], eager[0]), "input_backprop consumed by the graph differs"
