@@ -83,3 +83,30 @@ def test_cudnn_backprop_without_the_input_gradient(ours, mode, direction, layers
     for got, want in zip(rest_fn, all_fn[1:]):
         assert _bits_equal(got, want), "a gradient changed without input_backprop"
     assert _bits_equal(all_fn[0], eager[0]), "input_backprop consumed by the graph differs"
+
+
+@pytest.mark.parametrize("use_peephole", [False, True])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+def test_block_lstm_gradient_without_the_input_gradient(ours, use_peephole, T, B, I, H):
+    """BlockLSTM's registered gradient (BlockLSTMGradExact), with seq_len_max short of T."""
+    rng = np.random.default_rng(5)
+    f = lambda *s: tf.constant(rng.uniform(-0.5, 0.5, s).astype(np.float32))  # noqa: E731
+    ins = dict(x=f(T, B, I), cs_prev=f(B, H), h_prev=f(B, H), w=f(I + H, 4 * H), wci=f(H),
+               wcf=f(H), wco=f(H), b=f(4 * H))
+    w = f(T, B, H)
+
+    def grads(names):
+        with tf.GradientTape() as tape:
+            tape.watch([ins[k] for k in names])
+            h = ours.BlockLSTM(seq_len_max=tf.constant(T - 1, tf.int64), **ins, cell_clip=0.0,
+                               use_peephole=use_peephole)[6]
+            loss = tf.reduce_sum(h * w)
+        return tape.gradient(loss, [ins[k] for k in names])
+
+    everything = list(ins)
+    all_fn = tf.function(lambda: grads(everything))()
+    rest_fn = tf.function(lambda: grads(everything[1:]))()
+    eager = grads(everything)
+    for got, want in zip(rest_fn, all_fn[1:]):
+        assert _bits_equal(got, want), "a gradient changed without x_grad"
+    assert _bits_equal(all_fn[0], eager[0]), "x_grad consumed by the graph differs from eager's"

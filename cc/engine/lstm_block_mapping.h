@@ -100,7 +100,9 @@ typename Dev::Status LstmBlockBackward(Dev& dev, const LstmCellSpec& c,
                                        const LstmBwdArgs<A>& a) {
   const Index T = a.T, B = a.B, I = a.I, H = a.H, G = 4 * H, BH = B * H;
   const Index steps = a.seq_len_max;
-  TFRNN_MAPPING_TRY(dev.Zero(a.x_grad + steps * B * I, (T - steps) * B * I));  // past them: 0
+  if (a.x_grad != nullptr) {  // (null: no input gradient, RnnBwdArgs::dx)
+    TFRNN_MAPPING_TRY(dev.Zero(a.x_grad + steps * B * I, (T - steps) * B * I));  // past them: 0
+  }
   RnnSpec s = LstmBlockRnnSpec(c, steps, B, I, H);
   if (steps == 0 || B == 0) {
     TFRNN_MAPPING_TRY(dev.Zero(a.cs_prev_grad, BH));

@@ -70,9 +70,10 @@ struct CpuLstm {
       br.BindIn(ExactGradInputs(in, &a));
       a.exact_clip_grad = true;
     }
-    br.BindOut({&a.x_grad, &a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad, &a.wcf_grad,
-                &a.wco_grad, &a.b_grad},
-               outs);
+    a.x_grad = br.OutIfRequired(0, outs[0]);
+    br.BindOut({&a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad, &a.wcf_grad, &a.wco_grad,
+                &a.b_grad},
+               outs + 1);
     const int64_t elems = LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H);
     ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
     TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
