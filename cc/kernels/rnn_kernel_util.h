@@ -123,7 +123,7 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
 
 // The engine's backward of `s`, with x, dy and dx time-major or batch-major as in
 // RunRnnForward; a's other operands are the caller's. A null dx: no input gradient (the op's
-// output not required, RequiredOut). Ends with the bridge's Finish.
+// output not consumed, ComputeBridge::OutIfRequired). Ends with the bridge's Finish.
 template <typename T>
 absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
                             bool time_major, const typename ComputeType<T>::type* x,
