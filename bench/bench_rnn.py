@@ -351,9 +351,9 @@ def flops(bench, size):
         # forward, then the backward's two products per forward one but for x's gradient,
         # which neither side computes (stock's is pruned from the graph, ours skipped by the
         # backprop kernel as an output nobody consumes).
-        return 3 * f - f * I / (I + H)
+        return bu.train_flops(f, I, H, input_grad=False)
     if "_train" in bench:  # lstm_train_cudnn too
-        return 3 * f
+        return bu.train_flops(f, I, H)
     return f
 
 

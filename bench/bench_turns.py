@@ -152,19 +152,19 @@ def main(argv=None):
         ap.error("--vs-h and --vs-gemm are two different peers: choose one")
     if args.square < 0:
         ap.error("--square must be at least 0")
+    if args.no_input_grad and not args.train:
+        ap.error("--no-input-grad goes with --train")
 
     T, B, I, H = args.size
     x = tf.constant(np.random.default_rng(0).standard_normal((B, T, I)).astype(np.float32))
     # Both sides take x in the benchmark's dtype, made before the timed calls (PyTorch's is
     # converted once in _torch; ours here, so that the layer's call runs no cast of x).
     x_ours = tf.cast(x, tf.bfloat16) if args.dtype == "bfloat16" else x
-    if args.no_input_grad and not args.train:
-        ap.error("--no-input-grad goes with --train")
     grad_x = not args.no_input_grad
 
-    def flops(h):  # forward, then the backward's two products per forward one (x's: I of I+h)
+    def flops(h):
         f = _flops(T, B, I, h, args.kind)
-        return f if not args.train else 3 * f - (0 if grad_x else f * I / (I + h))
+        return bu.train_flops(f, I, h, grad_x) if args.train else f
     sides = {"ours": (_ours(x_ours, H, args.kind, args.dtype, args.train, grad_x), flops(H))}
     if args.vs_h is not None:
         peer = f"ours H={args.vs_h}"

@@ -88,6 +88,13 @@ def lstm_flops(T, B, I, H, gates=4):
     return 2.0 * gates * T * B * H * (I + H)
 
 
+def train_flops(forward, I, H, input_grad=True):
+    """A training step's FLOPs from its forward's: the forward, then the backward's two
+    products per forward one; without x's gradient (input_grad False) less its product, I of
+    every I + H columns of one forward's worth."""
+    return 3 * forward - (0 if input_grad else forward * I / (I + H))
+
+
 _square_cache = {}
 
 
