@@ -1,6 +1,6 @@
 """Operands of TfRnn>KerasRNN that bfloat16 holds exactly, for the checks that a float32 op with
-bf16_products gives the bfloat16 op's bits (test_mixed_bf16_inference.py,
-test_mixed_bf16_training.py)."""
+bf16_products, and the mixed op on bfloat16 sequences and float32 weights, give the bfloat16
+op's bits (test_mixed_bf16_inference.py, test_mixed_bf16_training.py)."""
 import tensorflow as tf
 
 BF16 = tf.bfloat16
@@ -22,3 +22,13 @@ def operands(rng, mode, T, B, I, H):
                 input_c=exact(rng, (B, H), 0.5) if mode == "lstm" else tf.zeros([0]),
                 kernel=exact(rng, (I, KH), 0.1), recurrent_kernel=exact(rng, (H, KH), 0.1),
                 bias=exact(rng, bias, 0.5))
+
+
+# The mixed op's inputs of the sequences' type (the rest are float32 or int32).
+SEQUENCE_INPUTS = ("input", "input_h", "input_c", "recurrent_mask")
+
+
+def mixed(ops, dtype=BF16):
+    """TfRnn>KerasRNNMixed's operands from the float32 op's: the sequences, states and mask
+    cast to `dtype`, the weights as they are."""
+    return {k: tf.cast(v, dtype) if k in SEQUENCE_INPUTS else v for k, v in ops.items()}

@@ -1,8 +1,9 @@
-"""A mixed_bfloat16 Keras layer's inference on its float32 variables (TfRnn>KerasRNN's
-bf16_products; tf_rnn_ops/keras.py _bf16_products): a float32 op whose products round their
-operands to bfloat16 as a bfloat16 op's do. On operands that bfloat16 holds exactly, its outputs
-rounded to bfloat16 are the bfloat16 op's bits (with or without AVX512_BF16: without it both
-compute float products), through TensorFlow and through XLA; the layers that take it match
+"""A mixed_bfloat16 Keras layer's inference on its float32 variables (TfRnn>KerasRNNMixed on the
+bfloat16 sequences; tf_rnn_ops/keras.py _bf16_products), and the float32 op with bf16_products:
+products that round their operands to bfloat16 as a bfloat16 op's do. On operands that bfloat16
+holds exactly, their outputs (rounded to bfloat16) are the bfloat16 op's bits (with or without
+AVX512_BF16: without it all compute float products), through TensorFlow and through XLA; the
+layers that take the mixed op match
 stock Keras under the same policy; the layers choose it only where the weights outweigh the
 sequence (at most gates × units rows) outside training (and always in training,
 test_mixed_bf16_training.py), and keep their weights' packing (reuse_packed_weights) at
@@ -15,7 +16,7 @@ keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
 from tf_rnn_ops._loader import has_xla, load_library  # noqa: E402
-from mixed_bf16_util import exact, operands  # noqa: E402
+from mixed_bf16_util import exact, mixed, operands  # noqa: E402
 
 BF16 = tf.bfloat16
 # (mode, T, B, I, H): the pipelined chain, the unit blocks, batch blocks, the lanes (AVX-512)
@@ -41,13 +42,19 @@ def test_float32_op_with_bf16_products_gives_the_bf16_ops_bits(mode, T, B, I, H,
     def run(reuse):
         f32 = lib.tf_rnn_keras_rnn(**ops, rnn_mode=mode, is_training=False, bf16_products=True,
                                    reuse_packed_weights=reuse)[:3]
+        mix = lib.tf_rnn_keras_rnn_mixed(**mixed(ops), rnn_mode=mode, is_training=False,
+                                         bf16_products=True, reuse_packed_weights=reuse)[:3]
         b16 = lib.tf_rnn_keras_rnn(**ops16, rnn_mode=mode, is_training=False)[:3]
-        return [tf.cast(t, BF16) for t in f32], b16
+        return [tf.cast(t, BF16) for t in f32], list(mix), b16
     for reuse in (False, True, True):
-        got, want = run(reuse)
-        for k, (g, w) in enumerate(zip(got, want)):
+        got, got_mixed, want = run(reuse)
+        for k, (g, m, w) in enumerate(zip(got, got_mixed, want)):
+            assert m.dtype == BF16
             np.testing.assert_array_equal(g.numpy().astype(np.float32),
                                           w.numpy().astype(np.float32), err_msg=f"output {k}")
+            np.testing.assert_array_equal(m.numpy().astype(np.float32),
+                                          w.numpy().astype(np.float32),
+                                          err_msg=f"mixed op: output {k}")
 
 
 @pytest.fixture
@@ -58,9 +65,11 @@ def mixed_policy():
 
 
 def _traced_attrs(fn, x):
+    """(op, T, bf16_products, reuse_packed_weights) of each forward op in fn's graph."""
     g = tf.function(fn).get_concrete_function(x).graph
-    return [(op.get_attr("T"), op.get_attr("bf16_products"), op.get_attr("reuse_packed_weights"))
-            for op in g.get_operations() if op.type == "TfRnn>KerasRNN"]
+    return [(op.type[len("TfRnn>"):], op.get_attr("T"), op.get_attr("bf16_products"),
+             op.get_attr("reuse_packed_weights"))
+            for op in g.get_operations() if op.type in ("TfRnn>KerasRNN", "TfRnn>KerasRNNMixed")]
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
@@ -74,17 +83,17 @@ def test_the_layer_takes_it_where_the_weights_outweigh_the_sequence(mode, mixed_
     layer(x_of(4, 4))
     rows_taken = x_of(12, 16)   # 192 rows
     rows_left = x_of(40, 16)    # 640 rows: the bfloat16 op
-    streaming = x_of(1, 8)      # 8 rows: the float32 step (float products)
+    streaming = x_of(1, 8)      # 8 rows: the mixed op on the float32 variables
     assert _traced_attrs(lambda x: layer(x, training=False), rows_taken) == [
-        (tf.float32, True, True)]
+        ("KerasRNNMixed", BF16, True, True)]
     assert _traced_attrs(lambda x: layer(x, training=False), rows_left) == [
-        (tf.bfloat16, False, False)]
+        ("KerasRNN", BF16, False, False)]
     assert _traced_attrs(lambda x: layer(x, training=False), streaming) == [
-        (tf.float32, False, True)]
-    # Training: always the float32 op with bf16 products (test_mixed_bf16_training.py).
+        ("KerasRNNMixed", BF16, False, True)]
+    # Training: always the mixed op with bf16 products (test_mixed_bf16_training.py).
     for x in (rows_taken, rows_left):
         assert _traced_attrs(lambda x: layer(x, training=True), x) == [
-            (tf.float32, True, False)]
+            ("KerasRNNMixed", BF16, True, False)]
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
@@ -98,7 +107,7 @@ def test_the_layer_matches_stock_keras_and_sees_weight_changes(mode, mixed_polic
     ours(x)
     ours.set_weights([w + rng.normal(size=w.shape) * 0.05 for w in stock.get_weights()])
     fn = tf.function(lambda x: ours(x, training=False))
-    assert _traced_attrs(lambda x: ours(x, training=False), x)[0][1]
+    assert _traced_attrs(lambda x: ours(x, training=False), x)[0][2]
     for step in range(3):
         stock.set_weights(ours.get_weights())
         want = stock(x, training=False).numpy().astype(np.float32)
@@ -115,28 +124,30 @@ def test_the_layer_matches_stock_keras_and_sees_weight_changes(mode, mixed_polic
 WHOLE_W = [("gru", 3, 16, 512, 1024), ("lstm", 3, 72, 512, 1024)]
 
 
-@pytest.mark.parametrize("op", ["float32", "bfloat16"])
+@pytest.mark.parametrize("op", ["float32", "mixed", "bfloat16"])
 @pytest.mark.parametrize("mode,T,B,I,H", WHOLE_W, ids=[f"{s[0]}-B{s[2]}" for s in WHOLE_W])
 def test_the_kept_input_weights_follow_every_change(mode, T, B, I, H, op):
     """Calls that keep the packing (reuse_packed_weights) on variables: each call's outputs are
     the bits of a call that packs afresh (the bfloat16 op without the attr), on the values of
     that call, after the kernel alone, the recurrent kernel alone, or neither changed. op: the
-    float32 op with bf16 products (the mixed policy's inference), or the bfloat16 op on
-    bfloat16 variables (a bfloat16 policy's), whose kept W is packed from its words."""
+    float32 op with bf16 products, the mixed op on float32 variables (the mixed policy's
+    inference), or the bfloat16 op on bfloat16 variables (a bfloat16 policy's), whose kept W is
+    packed from its words."""
     lib = load_library()
     rng = np.random.default_rng(6)
     ops = _operands(rng, mode, T, B, I, H)
-    dtype = tf.float32 if op == "float32" else BF16
+    dtype = BF16 if op == "bfloat16" else tf.float32
     kernel = tf.Variable(tf.cast(ops.pop("kernel"), dtype))
     recurrent = tf.Variable(tf.cast(ops.pop("recurrent_kernel"), dtype))
     ops16 = {k: (v if v.dtype == tf.int32 else tf.cast(v, BF16)) for k, v in ops.items()}
 
     @tf.function
     def run():
-        kept = lib.tf_rnn_keras_rnn(**(ops if op == "float32" else ops16), kernel=kernel,
-                                    recurrent_kernel=recurrent, rnn_mode=mode,
-                                    is_training=False, bf16_products=op == "float32",
-                                    reuse_packed_weights=True)[:3]
+        fn, inputs = {"float32": (lib.tf_rnn_keras_rnn, ops),
+                      "mixed": (lib.tf_rnn_keras_rnn_mixed, mixed(ops)),
+                      "bfloat16": (lib.tf_rnn_keras_rnn, ops16)}[op]
+        kept = fn(**inputs, kernel=kernel, recurrent_kernel=recurrent, rnn_mode=mode,
+                  is_training=False, bf16_products=op != "bfloat16", reuse_packed_weights=True)[:3]
         fresh = lib.tf_rnn_keras_rnn(**ops16, kernel=tf.cast(kernel, BF16),
                                      recurrent_kernel=tf.cast(recurrent, BF16), rnn_mode=mode,
                                      is_training=False)[:3]

@@ -1,9 +1,10 @@
-"""A mixed_bfloat16 Keras layer's training on its float32 variables: TfRnn>KerasRNN and
-TfRnn>KerasRNNBackprop in float32 with bf16_products (tf_rnn_ops/keras.py _bf16_products, the
-gradient in tf_rnn_ops/_grads.py). Both ops' products round their operands to bfloat16 as a
-bfloat16 op's do, so on operands that bfloat16 holds exactly the outputs and every gradient,
-rounded to bfloat16, are the bfloat16 ops' bits (through TensorFlow and through XLA); the layers
-take that road in every training call, and their gradients match stock Keras in float64."""
+"""A mixed_bfloat16 Keras layer's training on its float32 variables: TfRnn>KerasRNNMixed and
+TfRnn>KerasRNNMixedBackprop on the bfloat16 sequences (tf_rnn_ops/keras.py _bf16_products, the
+gradient in tf_rnn_ops/_grads.py), and TfRnn>KerasRNN / KerasRNNBackprop in float32 with
+bf16_products. Their products round their operands to bfloat16 as a bfloat16 op's do, so on
+operands that bfloat16 holds exactly the outputs and every gradient, rounded to bfloat16, are
+the bfloat16 ops' bits (through TensorFlow and through XLA); the layers take the mixed pair in
+every training call, and their gradients match stock Keras in float64."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,7 +13,7 @@ keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
 from tf_rnn_ops._loader import has_xla, load_library  # noqa: E402
-from mixed_bf16_util import exact, operands  # noqa: E402
+from mixed_bf16_util import exact, mixed, operands  # noqa: E402
 
 BF16 = tf.bfloat16
 # (mode, T, B, I, H): the pipelined chains, unit blocks, the lanes (AVX-512), a GRU's two
@@ -24,14 +25,16 @@ NAMES = ["input", "input_h", "input_c", "kernel", "recurrent_kernel", "bias"]
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["train", "infer"])
+@pytest.mark.parametrize("op", ["mixed", "float32"])
 @pytest.mark.parametrize("jit", [False, True], ids=["tf", "xla"])
 @pytest.mark.parametrize("mode,T,B,I,H", SIZES,
                          ids=[f"{s[0]}-B{s[2]}-I{s[3]}-H{s[4]}" for s in SIZES])
-def test_float32_ops_with_bf16_products_give_the_bf16_ops_gradient_bits(mode, T, B, I, H, jit,
-                                                                        training):
+def test_ops_with_bf16_products_give_the_bf16_ops_gradient_bits(mode, T, B, I, H, jit, training,
+                                                                 op):
     """The forward (in training, or at inference, whose gradient runs it again with a reserve)
-    and the registered gradient: outputs, and the gradients of every input of a weighted sum
-    of them, rounded to bfloat16, are the bfloat16 ops' bits."""
+    and the registered gradient of the mixed pair (bfloat16 sequences, float32 weights) and of
+    the float32 pair with bf16_products: outputs, and the gradients of every input of a
+    weighted sum of them, rounded to bfloat16, are the bfloat16 ops' bits."""
     if jit and not has_xla():
         pytest.skip("the XLA kernels are not built")
     lib = load_library()
@@ -41,22 +44,25 @@ def test_float32_ops_with_bf16_products_give_the_bf16_ops_gradient_bits(mode, T,
         ops["input_c"] = tf.zeros([B, H])
     weights = [exact(rng, (B, T, H)), exact(rng, (B, H)), exact(rng, (B, H))]
 
-    def run(inputs, dtype, **attrs):
+    def run(inputs, dtype, fn=lib.tf_rnn_keras_rnn, **attrs):
         inputs = {k: tf.cast(v, dtype) for k, v in inputs.items()}
+        inputs["recurrent_mask"] = tf.zeros([0], dtype)
+        if fn is lib.tf_rnn_keras_rnn_mixed:
+            inputs = mixed(inputs)
         with tf.GradientTape() as tape:
             tape.watch(list(inputs.values()))
-            outs = lib.tf_rnn_keras_rnn(
-                **inputs, sequence_lengths=tf.zeros([0], tf.int32),
-                recurrent_mask=tf.zeros([0], dtype), rnn_mode=mode, is_training=training,
-                **attrs)[:3]
+            outs = fn(**inputs, sequence_lengths=tf.zeros([0], tf.int32), rnn_mode=mode,
+                      is_training=training, **attrs)[:3]
             loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32) * w)
                              for o, w in zip(outs, weights) if o.shape.num_elements()])
         grads = tape.gradient(loss, [inputs[k] for k in NAMES])
         return [tf.cast(t, BF16) for t in list(outs) + grads]
 
+    fn = lib.tf_rnn_keras_rnn_mixed if op == "mixed" else lib.tf_rnn_keras_rnn
+
     @tf.function(jit_compile=jit)
     def both():
-        return run(ops, tf.float32, bf16_products=True), run(ops, BF16)
+        return run(ops, tf.float32, fn, bf16_products=True), run(ops, BF16)
     got, want = both()
     names = ["output", "output_h", "output_c"] + ["d" + n for n in NAMES]
     for name, g, w in zip(names, got, want):
@@ -103,8 +109,8 @@ def test_the_mixed_layer_trains_as_stock_keras_in_float64(mode, mixed_policy):
     graph = step.get_concrete_function().graph
     rnn = [(op.type, op.get_attr("T"), op.get_attr("bf16_products"))
            for op in graph.get_operations() if op.type.startswith("TfRnn>KerasRNN")]
-    assert sorted(rnn) == [("TfRnn>KerasRNN", tf.float32, True),
-                           ("TfRnn>KerasRNNBackprop", tf.float32, True)], rnn
+    assert sorted(rnn) == [("TfRnn>KerasRNNMixed", BF16, True),
+                           ("TfRnn>KerasRNNMixedBackprop", BF16, True)], rnn
     y, grads = step()
     assert y.dtype == BF16 and all(g.dtype == tf.float32 for g in grads)
 

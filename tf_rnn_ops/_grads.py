@@ -131,18 +131,29 @@ _KERAS_ATTRS = ("rnn_mode", "activation", "recurrent_activation", "reset_after",
                 "preprojected", "bf16_products")
 
 
-@tf.RegisterGradient("TfRnn>KerasRNN")
-def _keras_rnn_grad(op, *grads):
-    lib = load_library()
+def _keras_rnn_grad(forward, backprop, op, grads):
     inputs = list(op.inputs)
     attrs = {k: op.get_attr(k) for k in _KERAS_ATTRS}
     reserve = op.outputs[3]
     if not op.get_attr("is_training"):
         # An inference call (no reserve): run the forward again with one, so that the
         # gradient through it is exact.
-        reserve = lib.tf_rnn_keras_rnn(*inputs, is_training=True, **attrs)[3]
+        reserve = forward(*inputs, is_training=True, **attrs)[3]
     dy, dh, dc = _or_zeros(grads[:3], op.outputs[:3])
-    out = lib.tf_rnn_keras_rnn_backprop(*inputs, output_backprop=dy, output_h_backprop=dh,
-                                         output_c_backprop=dc, reserve_space=reserve, **attrs)
+    out = backprop(*inputs, output_backprop=dy, output_h_backprop=dh, output_c_backprop=dc,
+                   reserve_space=reserve, **attrs)
     # No gradient for the sequence lengths and the recurrent (dropout) mask.
     return list(out) + [None, None]
+
+
+@tf.RegisterGradient("TfRnn>KerasRNN")
+def _keras_rnn_float_grad(op, *grads):
+    lib = load_library()
+    return _keras_rnn_grad(lib.tf_rnn_keras_rnn, lib.tf_rnn_keras_rnn_backprop, op, grads)
+
+
+@tf.RegisterGradient("TfRnn>KerasRNNMixed")
+def _keras_rnn_mixed_grad(op, *grads):
+    lib = load_library()
+    return _keras_rnn_grad(lib.tf_rnn_keras_rnn_mixed, lib.tf_rnn_keras_rnn_mixed_backprop,
+                           op, grads)

@@ -182,9 +182,11 @@ def _cudnn_mask_ok(mask):
     return tf.logical_and(right, tf.reduce_all(count > 0))
 
 
-def _keras_rnn(**kw):
-    """TfRnn>KerasRNN (one place, so that tests can count the layers' calls)."""
-    return load_library().tf_rnn_keras_rnn(**kw)
+def _keras_rnn(mixed=False, **kw):
+    """TfRnn>KerasRNN, or with `mixed` TfRnn>KerasRNNMixed (16-bit sequences and states, float32
+    weights), in one place, so that tests can count the layers' calls."""
+    lib = load_library()
+    return (lib.tf_rnn_keras_rnn_mixed if mixed else lib.tf_rnn_keras_rnn)(**kw)
 
 
 def _compact(x, mask):
@@ -415,21 +417,27 @@ class _FusedRNNMixin:
                 idx = tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1
         lstm = self._RNN_MODE == "lstm"
         bf16_products = self._bf16_products(x, on)
-        op_dtype = tf.float32 if bf16_products or self._float32_step(x, on) else dtype
+        # On the float32 variables: the mixed op (CPU only) takes the 16-bit sequences and
+        # states as they are (no cast of either in the graph); on a GPU host the float32 op
+        # takes them cast to float32.
+        float32_step = self._float32_step(x, on)
+        mixed = bf16_products or (float32_step and not _gpu_host())
+        op_dtype = tf.float32 if float32_step and not mixed else dtype
+        w_dtype = tf.float32 if mixed else op_dtype
         x = tf.cast(x, op_dtype)
         h0 = tf.cast(initial_state[0], op_dtype)
         c0 = tf.cast(initial_state[1], op_dtype) if lstm else tf.zeros([0], op_dtype)
-        kernel, recurrent, bias = self._weights(op_dtype, preprojected, raw=op_dtype != dtype)
+        kernel, recurrent, bias = self._weights(w_dtype, preprojected, raw=w_dtype != dtype)
         gates = self._RNN_MODE is not None
         out, h, c, _ = _keras_rnn(
-            input=x, input_h=h0, input_c=c0, kernel=kernel, recurrent_kernel=recurrent,
-            bias=bias, sequence_lengths=tf.cast(lengths, tf.int32),
+            mixed=mixed, input=x, input_h=h0, input_c=c0, kernel=kernel,
+            recurrent_kernel=recurrent, bias=bias, sequence_lengths=tf.cast(lengths, tf.int32),
             recurrent_mask=tf.cast(rec_mask, op_dtype),
             rnn_mode=self._rnn_mode(),
             activation=_ACT_NAMES[cell.activation] if gates else "tanh",
             recurrent_activation=_ACT_NAMES[cell.recurrent_activation] if gates else "sigmoid",
             reset_after=bool(getattr(cell, "reset_after", True)), preprojected=preprojected,
-            is_training=on, reuse_packed_weights=not on and self._kept_weights(op_dtype),
+            is_training=on, reuse_packed_weights=not on and self._kept_weights(w_dtype),
             bf16_products=bf16_products)
         out, h, c = (tf.cast(t, dtype) for t in (out, h, c))
         states = [h, c] if lstm else [h]

@@ -20,17 +20,25 @@ namespace {
 // The engine's view of the Keras tensors (through the bridge: converted for half/bf16): W, R
 // in place (weights_xw), the input bias, and the recurrent bias (bias's second row, else zeros).
 // words16: W and R are also handed over as bf16 words (RnnFwdArgs::words16), their float
-// buffers left for the engine to fill where it needs them.
-template <typename T>
+// buffers left for the engine to fill where it needs them. kFloatWeights: the mixed op's float
+// weights, read as they are beside its 16-bit sequences (the bridge's type).
+template <typename T, bool kFloatWeights = false>
 RnnWeights<typename ComputeType<T>::type> KerasWeights(const KerasInputs& in,
                                                        ComputeBridge<T>* br,
                                                        bool words16 = false) {
   using A = typename ComputeType<T>::type;
+  auto weight = [&](const Tensor& t) -> const A* {
+    if constexpr (kFloatWeights) {
+      return t.flat<A>().data();
+    } else {
+      return br->In(t);
+    }
+  };
   const int64_t KN = RnnK(in.spec) * in.spec.H;
   RnnWeights<A> w;
-  w.W = words16 ? br->Scratch(in.kernel->NumElements()) : br->In(*in.kernel);
-  w.R = words16 ? br->Scratch(in.rkernel->NumElements()) : br->In(*in.rkernel);
-  w.bW = br->In(*in.bias);
+  w.W = words16 ? br->Scratch(in.kernel->NumElements()) : weight(*in.kernel);
+  w.R = words16 ? br->Scratch(in.rkernel->NumElements()) : weight(*in.rkernel);
+  w.bW = weight(*in.bias);
   if (in.two_biases) {
     w.bR = w.bW != nullptr ? w.bW + KN : nullptr;
   } else {
@@ -150,6 +158,95 @@ struct CpuKeras {
     return RunRnnBackward<T>(ctx, br, s, SameMajor(s), x, dyv, dxv, &a);
   }
 };
+
+// The mixed op pair (TfRnn>KerasRNNMixed, KerasRNNMixedBackprop): S (bfloat16 or half)
+// sequences and states, float weights, their gradients and the reserve. The sequences are
+// converted (and transposed) on their way into and out of the float engine; the weights are read
+// and their gradients written in place. Products as a bfloat16 op's for S = bfloat16 (SpecFor),
+// as bf16_products asks for S = half.
+template <typename S>
+struct CpuKerasMixed {
+  using A = float;
+
+  static RnnSpec SpecOf(const KerasAttrs& attrs, const KerasInputs& in) {
+    RnnSpec s = in.spec;
+    s.bf16 = attrs.bf16_products;
+    return s;
+  }
+
+  static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
+                              const KerasInputs& in) {
+    const bool training = attrs.training;
+    const RnnSpec s = SpecOf(attrs, in);
+    const bool lstm = s.mode == RnnMode::kLstm;
+    KerasOutputs out;
+    TF_RETURN_IF_ERROR(AllocateKerasOutputs(ctx, in, training, RnnReserveSize(s), &out));
+    std::vector<int> lengths;
+    RnnFwdArgs<A> a;
+    a.lengths = CpuKeras<float>::Lengths(in, &lengths);
+    if (training && AnyShorter(lengths, s.T)) {
+      Zero<A>(ctx->eigen_device<CpuDevice>(), out.reserve->flat<A>().data(),
+              out.reserve->NumElements());
+    }
+    ComputeBridge<S> br(ctx);
+    a.h0 = br.In(*in.h0);
+    a.c0 = lstm ? br.In(*in.c0) : nullptr;
+    a.weights = KerasWeights<S, true>(in, &br);
+    if (in.mask != nullptr) a.mask = br.In(*in.mask);
+    a.hn = br.Out(out.hn);
+    a.cn = lstm ? br.Out(out.cn) : nullptr;
+    if (attrs.kept != nullptr) {  // reuse_packed_weights (at inference)
+      a.pack_cache = attrs.kept->cache();
+      a.weights_id = attrs.kept->IdOf(*in.kernel, *in.rkernel);
+    }
+    a.reserve = training ? out.reserve->flat<A>().data() : nullptr;
+    return RunRnnForward<S>(ctx, br, s, SameMajor(s), in.x->flat<S>().data(),
+                            out.y->flat<S>().data(), &a);
+  }
+
+  static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,
+                               const KerasInputs& in) {
+    const RnnSpec s = SpecOf(attrs, in);
+    const bool lstm = s.mode == RnnMode::kLstm;
+    const int64_t KN = RnnK(s) * s.H;
+    KerasGrads gr;
+    TF_RETURN_IF_ERROR(KerasGradsOf(ctx, in, RnnReserveSize(s), &gr));
+    if (!lstm) gr.dc0->flat<S>().setZero();
+
+    ComputeBridge<S> br(ctx);
+    RnnBwdArgs<A> a;
+    std::vector<int> lengths;
+    a.lengths = CpuKeras<float>::Lengths(in, &lengths);
+    a.h0 = br.In(*in.h0);
+    a.c0 = lstm ? br.In(*in.c0) : nullptr;
+    a.weights = KerasWeights<S, true>(in, &br);
+    if (in.mask != nullptr) a.mask = br.In(*in.mask);
+    a.reserve = gr.reserve->flat<A>().data();
+    a.dhn = br.In(*gr.dhn);
+    a.dcn = lstm ? br.In(*gr.dcn) : nullptr;
+    S* dx = ctx->output_required(0) ? gr.dx->flat<S>().data() : nullptr;  // input_backprop
+    a.dh0 = br.Out(gr.dh0);
+    a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
+    A* db = gr.dbias->flat<A>().data();
+    a.dweights.dW = gr.dkernel->flat<A>().data();
+    a.dweights.dR = gr.drkernel->flat<A>().data();
+    a.dweights.dbW = db;
+    a.dweights.dbR = in.two_biases ? db + KN : nullptr;
+    return RunRnnBackward<S>(ctx, br, s, SameMajor(s), in.x->flat<S>().data(),
+                             gr.dy->flat<S>().data(), dx, &a);
+  }
+};
+
+#define TFRNN_REGISTER_KERAS_MIXED(S)                                                   \
+  REGISTER_KERNEL_BUILDER(                                                              \
+      Name("TfRnn>KerasRNNMixed").Device(DEVICE_CPU).TypeConstraint<S>("T"),            \
+      KerasRnnKernel<CpuKerasMixed, S, false>);                                         \
+  REGISTER_KERNEL_BUILDER(                                                              \
+      Name("TfRnn>KerasRNNMixedBackprop").Device(DEVICE_CPU).TypeConstraint<S>("T"),    \
+      KerasRnnKernel<CpuKerasMixed, S, true>);
+TFRNN_REGISTER_KERAS_MIXED(Eigen::bfloat16)
+TFRNN_REGISTER_KERAS_MIXED(Eigen::half)
+#undef TFRNN_REGISTER_KERAS_MIXED
 
 #define TFRNN_REGISTER_KERAS(T)                                                             \
   REGISTER_KERNEL_BUILDER(Name("TfRnn>KerasRNN").Device(DEVICE_CPU).TypeConstraint<T>("T"), \

@@ -260,6 +260,34 @@ Spec SpecFor(Spec s) {
   return s;
 }
 
+// n elements between a 16-bit boundary type (Eigen::half, Eigen::bfloat16) and float, through
+// the engine's conversions, compiled for this CPU's vector instructions (this library is
+// compiled for the baseline ISA, where Eigen converts bfloat16 about five times slower);
+// Convert (cpu_device.h) for every other pair, and where the engine cannot be had.
+template <typename From, typename To>
+void BoundaryConvert(OpKernelContext* ctx, const CpuDevice& dev, const From* src, To* dst,
+                     int64_t n) {
+  constexpr bool kToFloat = std::is_same<To, float>::value;
+  using Word = typename std::conditional<kToFloat, From, To>::type;
+  constexpr bool kHalf = std::is_same<Word, Eigen::half>::value;
+  constexpr bool kBf16 = std::is_same<Word, Eigen::bfloat16>::value;
+  if constexpr ((kHalf || kBf16) && (kToFloat || std::is_same<From, float>::value)) {
+    const EngineApi* engine = nullptr;
+    if (GetEngine(&engine).ok()) {
+      TfHostPool pool(ctx);
+      if constexpr (kToFloat) {
+        (kHalf ? engine->half_to_f32 : engine->bf16_to_f32)(
+            pool, reinterpret_cast<const uint16_t*>(src), dst, n);
+      } else {
+        (kHalf ? engine->f32_to_half : engine->f32_to_bf16)(
+            pool, src, reinterpret_cast<uint16_t*>(dst), n);
+      }
+      return;
+    }
+  }
+  Convert<From, To>(dev, src, dst, n);
+}
+
 // Hands out engine pointers of the compute type A for the op's tensors of type T. When T is
 // A they are the tensors' own buffers; otherwise inputs are converted into temporaries
 // (Scratch) and outputs are computed into temporaries that Finish() converts back.
@@ -328,6 +356,12 @@ class ComputeBridge {
     return temps_.back().template flat<A>().data();
   }
 
+  // Scratch for n elements of W (the words of a 16-bit sequence), in Scratch's elements.
+  template <typename W>
+  W* ScratchOf(int64_t n) {
+    return reinterpret_cast<W*>(Scratch((n * sizeof(W) + sizeof(A) - 1) / sizeof(A)));
+  }
+
   // Converts computed outputs back into the op's tensors.
   void Finish() {
     for (auto& p : pending_) {
@@ -337,28 +371,10 @@ class ComputeBridge {
   }
 
  private:
-  // T <-> A for n elements. Half and bfloat16 go through the engine's conversions, compiled
-  // for this CPU's vector instructions (this library is compiled for the baseline ISA, where
-  // Eigen converts bfloat16 about five times slower); Convert (cpu_device.h) otherwise.
+  // T <-> A for n elements.
   template <typename From, typename To>
   void Boundary(const From* src, To* dst, int64_t n) {
-    constexpr bool kHalf = std::is_same<T, Eigen::half>::value;
-    constexpr bool kBf16 = std::is_same<T, Eigen::bfloat16>::value;
-    if constexpr ((kHalf || kBf16) && std::is_same<A, float>::value) {
-      const EngineApi* engine = nullptr;
-      if (GetEngine(&engine).ok()) {
-        TfHostPool pool(ctx_);
-        if constexpr (std::is_same<To, float>::value) {
-          (kHalf ? engine->half_to_f32 : engine->bf16_to_f32)(
-              pool, reinterpret_cast<const uint16_t*>(src), dst, n);
-        } else {
-          (kHalf ? engine->f32_to_half : engine->f32_to_bf16)(
-              pool, src, reinterpret_cast<uint16_t*>(dst), n);
-        }
-        return;
-      }
-    }
-    Convert<From, To>(dev_, src, dst, n);
+    BoundaryConvert<From, To>(ctx_, dev_, src, dst, n);
   }
 
   OpKernelContext* ctx_;

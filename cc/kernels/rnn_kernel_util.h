@@ -62,51 +62,85 @@ inline absl::Status CheckReserveSpace(const std::string& op, const Tensor& reser
   return CheckReserveSpace(op, reserve.shape(), want, forward);
 }
 
-// A sequence input src [B, T, c] (batch-major) as the engine's time-major [T, B, c]: src itself
-// when time_major, else a scratch copy (null after a failed allocation).
-template <typename T>
-const typename ComputeType<T>::type* TimeMajorIn(const CpuDevice& dev, ComputeBridge<T>& br,
-                                                 const RnnSpec& s, bool time_major,
-                                                 const typename ComputeType<T>::type* src,
+// A sequence tensor of the op as the engine takes it: X is the compute type A (the bridge's
+// pointer to the tensor, or its conversion) or the tensor's own 16-bit type (the Keras mixed
+// op's bfloat16 / half sequences beside float weights), converted here.
+
+// A sequence input src [B, T, c] (batch-major) as the engine's time-major [T, B, c] (or src's
+// own layout when in_place): src itself when no copy is needed, else a scratch copy (null after
+// a failed allocation). 16-bit words are transposed first (half the bytes), then converted.
+template <typename T, typename X>
+const typename ComputeType<T>::type* TimeMajorIn(OpKernelContext* ctx, ComputeBridge<T>& br,
+                                                 const RnnSpec& s, bool in_place, const X* src,
                                                  int64_t c) {
-  if (time_major) return src;
-  auto* tm = br.Scratch(s.T * s.B * c);
-  if (tm != nullptr) SwapMajor(dev, src, tm, s.B, s.T, c);
-  return tm;
+  using A = typename ComputeType<T>::type;
+  const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+  const int64_t n = s.T * s.B * c;
+  if constexpr (std::is_same<X, A>::value) {
+    if (in_place) return src;
+    A* tm = br.Scratch(n);
+    if (tm != nullptr) SwapMajor(dev, src, tm, s.B, s.T, c);
+    return tm;
+  } else {
+    const X* words = src;
+    if (!in_place) {
+      X* tmp = br.template ScratchOf<X>(n);
+      if (tmp == nullptr) return nullptr;
+      SwapMajor(dev, src, tmp, s.B, s.T, c);
+      words = tmp;
+    }
+    A* out = br.Scratch(n);
+    if (out != nullptr) BoundaryConvert(ctx, dev, words, out, n);
+    return out;
+  }
 }
 
-// A sequence output dst [T, B, c] or [B, T, c] as the engine's time-major buffer: dst itself
-// when time_major, else scratch that FromTimeMajor copies back after the engine ran.
-template <typename T>
+// A sequence output dst [T, B, c] or [B, T, c] as the engine's buffer: dst itself when in_place
+// and of the compute type, else scratch that FromTimeMajor writes into dst after the engine ran
+// (with *words, scratch for the 16-bit words of a transposed X output).
+template <typename T, typename X>
 typename ComputeType<T>::type* TimeMajorOut(ComputeBridge<T>& br, const RnnSpec& s,
-                                            bool time_major, typename ComputeType<T>::type* dst,
-                                            int64_t c) {
-  return time_major ? dst : br.Scratch(s.T * s.B * c);
+                                            bool in_place, X* dst, int64_t c, X** words) {
+  using A = typename ComputeType<T>::type;
+  *words = nullptr;
+  if constexpr (std::is_same<X, A>::value) {
+    if (in_place) return dst;
+  } else {
+    if (!in_place) *words = br.template ScratchOf<X>(s.T * s.B * c);
+  }
+  return br.Scratch(s.T * s.B * c);
 }
-template <typename A>
-void FromTimeMajor(const CpuDevice& dev, const RnnSpec& s, bool time_major, const A* tm, A* dst,
-                   int64_t c) {
-  if (!time_major) SwapMajor<A>(dev, tm, dst, s.T, s.B, c);
+template <typename A, typename X>
+void FromTimeMajor(OpKernelContext* ctx, const RnnSpec& s, bool in_place, const A* tm, X* dst,
+                   X* words, int64_t c) {
+  const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
+  if constexpr (std::is_same<X, A>::value) {
+    if (!in_place) SwapMajor<A>(dev, tm, dst, s.T, s.B, c);
+  } else {
+    const int64_t n = s.T * s.B * c;
+    BoundaryConvert(ctx, dev, tm, in_place ? dst : words, n);
+    if (!in_place) SwapMajor<X>(dev, words, dst, s.T, s.B, c);
+  }
 }
 
 // The engine's forward of `s` on x [T, B, I] into y [T, B, D·Hs] (time_major), or on x
-// [B, T, I] into y [B, T, D·Hs] (in training through time-major scratch); a's other operands
-// are the caller's, but for a null a->reserve (not training), which is scratch here. Ends with
-// the bridge's Finish.
-template <typename T>
+// [B, T, I] into y [B, T, D·Hs] (in training through time-major scratch); x and y are of the
+// compute type, or 16-bit sequences of a float op (X, converted here). a's other operands are
+// the caller's, but for a null a->reserve (not training), which is scratch here. Ends with the
+// bridge's Finish.
+template <typename T, typename X>
 absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
-                           bool time_major, const typename ComputeType<T>::type* x,
-                           typename ComputeType<T>::type* y,
+                           bool time_major, const X* x, X* y,
                            RnnFwdArgs<typename ComputeType<T>::type>* a) {
   using A = typename ComputeType<T>::type;
-  const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
   const int64_t ycols = s.D * RnnHs(s);
   // At inference the engine reads a batch-major x and writes a batch-major y itself; in
   // training they are transposed here (RnnFwdTakesBatchMajor).
   a->batch_major = !time_major && RnnFwdTakesBatchMajor(s);
   const bool in_place = time_major || a->batch_major;
-  a->x = TimeMajorIn(dev, br, s, in_place, x, s.I);
-  a->y = TimeMajorOut(br, s, in_place, y, ycols);
+  a->x = TimeMajorIn(ctx, br, s, in_place, x, s.I);
+  X* y_words;
+  a->y = TimeMajorOut(br, s, in_place, y, ycols, &y_words);
   const int64_t ws_elems = RnnFwdWorkspaceSize(SpecFor<T>(s));
   const int64_t elems = ws_elems + (a->reserve == nullptr ? RnnReserveSize(s) : 0);
   // The workspace is kept between calls (ScratchCache): a fresh allocation of tens of MB
@@ -117,31 +151,29 @@ absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const Rnn
   if (a->reserve == nullptr) a->reserve = ws + ws_elems;
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnFwd(engine)(pool, SpecFor<T>(s), *a, ws);
-    FromTimeMajor<A>(dev, s, in_place, a->y, y, ycols);
+    FromTimeMajor<A, X>(ctx, s, in_place, a->y, y, y_words, ycols);
   });
 }
 
-// The engine's backward of `s`, with x, dy and dx time-major or batch-major as in
-// RunRnnForward; a's other operands are the caller's. A null dx: no input gradient (the op's
-// output not consumed, ComputeBridge::OutIfRequired). Ends with the bridge's Finish.
-template <typename T>
+// The engine's backward of `s`, with x, dy and dx time-major or batch-major and of the types
+// RunRnnForward takes; a's other operands are the caller's. A null dx: no input gradient (the
+// op's output not consumed, ComputeBridge::OutIfRequired). Ends with the bridge's Finish.
+template <typename T, typename X>
 absl::Status RunRnnBackward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
-                            bool time_major, const typename ComputeType<T>::type* x,
-                            const typename ComputeType<T>::type* dy,
-                            typename ComputeType<T>::type* dx,
+                            bool time_major, const X* x, const X* dy, X* dx,
                             RnnBwdArgs<typename ComputeType<T>::type>* a) {
   using A = typename ComputeType<T>::type;
-  const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
-  a->x = TimeMajorIn(dev, br, s, time_major, x, s.I);
-  a->dy = TimeMajorIn(dev, br, s, time_major, dy, s.D * RnnHs(s));
-  a->dx = dx != nullptr ? TimeMajorOut(br, s, time_major, dx, s.I) : nullptr;
+  a->x = TimeMajorIn(ctx, br, s, time_major, x, s.I);
+  a->dy = TimeMajorIn(ctx, br, s, time_major, dy, s.D * RnnHs(s));
+  X* dx_words = nullptr;
+  a->dx = dx != nullptr ? TimeMajorOut(br, s, time_major, dx, s.I, &dx_words) : nullptr;
   const int64_t elems = RnnBwdWorkspaceSize(s);
   ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
   TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
   A* ws = lease.As<A>();
   return RunEngine(ctx, br, [&](const EngineApi& engine, TfHostPool& pool) {
     EngineFns<A>::RnnBwd(engine)(pool, SpecFor<T>(s), *a, ws);
-    if (dx != nullptr) FromTimeMajor<A>(dev, s, time_major, a->dx, dx, s.I);
+    if (dx != nullptr) FromTimeMajor<A, X>(ctx, s, time_major, a->dx, dx, dx_words, s.I);
   });
 }
 

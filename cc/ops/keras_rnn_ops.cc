@@ -24,6 +24,13 @@
 // set as its forward's): the products round their operands to bfloat16 and accumulate in
 // float, as a bfloat16 op's do (a mixed-precision layer on its float32 variables); float
 // products where the CPU has no AVX512_BF16, as for a bfloat16 op.
+//
+// TfRnn>KerasRNNMixed / KerasRNNMixedBackprop (a mixed-precision layer's call on its float32
+// variables): the same inputs, outputs and attrs, with input, input_h, input_c, recurrent_mask,
+// the outputs and their gradients of type T (bfloat16 or half), and kernel, recurrent_kernel,
+// bias, their gradients and reserve_space float. The products are a bfloat16 op's for T =
+// bfloat16 (bf16_products for T = half); everything else is computed in float, as the float32
+// op with bf16_products computes it on the sequences converted to float.
 
 #include "cc/ops/shape_util.h"
 #include "tensorflow/core/framework/op.h"
@@ -44,9 +51,23 @@ constexpr char kKerasAct[] = "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoi
       .Input("sequence_lengths: int32")     \
       .Input("recurrent_mask: T")
 
+// The mixed pair: sequences, states and the recurrent mask of type T, weights float.
+#define TFRNN_KERAS_MIXED_INPUTS            \
+  .Input("input: T")                        \
+      .Input("input_h: T")                  \
+      .Input("input_c: T")                  \
+      .Input("kernel: float")               \
+      .Input("recurrent_kernel: float")     \
+      .Input("bias: float")                 \
+      .Input("sequence_lengths: int32")     \
+      .Input("recurrent_mask: T")
+
 #define TFRNN_KERAS_ATTRS                                                                  \
-  .Attr(kRnnTypes)                                                                         \
-      .Attr(kRnnMode)                                                                      \
+  .Attr(kRnnTypes) TFRNN_KERAS_OTHER_ATTRS
+#define TFRNN_KERAS_MIXED_ATTRS                                                            \
+  .Attr("T: {bfloat16, half}") TFRNN_KERAS_OTHER_ATTRS
+#define TFRNN_KERAS_OTHER_ATTRS                                                            \
+  .Attr(kRnnMode)                                                                          \
       .Attr(absl::StrCat("activation: ", kKerasAct, " = 'tanh'"))                           \
       .Attr(absl::StrCat("recurrent_activation: ", kKerasAct, " = 'sigmoid'"))              \
       .Attr("reset_after: bool = true")                                                    \
@@ -113,6 +134,32 @@ REGISTER_OP("TfRnn>KerasRNNBackprop")
     .Output("recurrent_kernel_backprop: T")
     .Output("bias_backprop: T")
     TFRNN_KERAS_ATTRS
+    .SetShapeFn(KerasBackpropShape);
+
+REGISTER_OP("TfRnn>KerasRNNMixed")
+    TFRNN_KERAS_MIXED_INPUTS
+    .Output("output: T")
+    .Output("output_h: T")
+    .Output("output_c: T")
+    .Output("reserve_space: float")
+    TFRNN_KERAS_MIXED_ATTRS
+    .Attr("is_training: bool = true")
+    .Attr("reuse_packed_weights: bool = false")
+    .SetShapeFn(KerasForwardShape);
+
+REGISTER_OP("TfRnn>KerasRNNMixedBackprop")
+    TFRNN_KERAS_MIXED_INPUTS
+    .Input("output_backprop: T")
+    .Input("output_h_backprop: T")
+    .Input("output_c_backprop: T")
+    .Input("reserve_space: float")
+    .Output("input_backprop: T")
+    .Output("input_h_backprop: T")
+    .Output("input_c_backprop: T")
+    .Output("kernel_backprop: float")
+    .Output("recurrent_kernel_backprop: float")
+    .Output("bias_backprop: float")
+    TFRNN_KERAS_MIXED_ATTRS
     .SetShapeFn(KerasBackpropShape);
 
 }  // namespace tfrnn

@@ -1,6 +1,8 @@
-// XLA kernels of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop): the same shape
-// checks and spec as the CPU kernels (cc/kernels/keras_rnn_face.h), then in HLO the batch-major
-// tensors turned time-major, half/bf16 converted to float, and one custom call into the engine
+// XLA kernels of the Keras layers' op pairs (TfRnn>KerasRNN, KerasRNNBackprop and the mixed
+// pair, KerasRNNMixed, KerasRNNMixedBackprop, whose weights, their gradients and the reserve are
+// float): the same shape checks and spec as the CPU kernels (cc/kernels/keras_rnn_face.h), then
+// in HLO the batch-major tensors turned time-major, half/bf16 converted to float, and one
+// custom call into the engine
 // (tfrnn_rnn_forward / tfrnn_rnn_backward, cc/xla/rnn_ffi_cpu.cc); a streaming call (one
 // step of a few rows at inference) compiles to HLO instead (keras_step_hlo.h).
 #include <string>
@@ -17,7 +19,7 @@ namespace {
 using tensorflow::XlaOpKernel;
 using tensorflow::XlaOpKernelContext;
 
-template <bool kBackward>
+template <bool kBackward, bool kMixed>
 class KerasRnnXla : public XlaOpKernel {
  public:
   explicit KerasRnnXla(tensorflow::OpKernelConstruction* c)
@@ -34,13 +36,16 @@ class KerasRnnXla : public XlaOpKernel {
     OP_REQUIRES_OK(ctx, KerasLayoutOf(op, attrs_, shapes, &layout));
     const tensorflow::DataType dt = ctx->input_type(0);
     const xla::PrimitiveType a_type = XlaComputeType(dt), t_type = XlaOpType(dt);
-    XlaRnnCall call =
-        MakeXlaRnnCall(layout.spec, dt, kBackward ? XlaFace::kKerasRNNBackprop : XlaFace::kKerasRNN,
-                       XlaWeights::kKerasWeights);
+    // The weights' gradients and the reserve: the op's type, or the mixed pair's float.
+    const xla::PrimitiveType w_type = kMixed ? a_type : t_type;
+    constexpr XlaFace kFace =
+        kMixed ? (kBackward ? XlaFace::kKerasRNNMixedBackprop : XlaFace::kKerasRNNMixed)
+               : (kBackward ? XlaFace::kKerasRNNBackprop : XlaFace::kKerasRNN);
+    XlaRnnCall call = MakeXlaRnnCall(layout.spec, dt, kFace, XlaWeights::kKerasWeights);
     call.has_lengths = layout.has_lengths;
     call.two_biases = layout.two_biases;
     // bf16_products: a float32 op's products as a bfloat16 op's (the CPU engine's).
-    if (cpu_ && attrs_.bf16_products && dt == tensorflow::DT_FLOAT) {
+    if (cpu_ && attrs_.bf16_products && (dt == tensorflow::DT_FLOAT || kMixed)) {
       call.spec.bf16 = true;
     }
     const RnnSpec& s = call.spec;
@@ -53,7 +58,7 @@ class KerasRnnXla : public XlaOpKernel {
       ctx->SetOutput(0, Convert(xla::Reshape(step.h, {s.B, 1, s.H}), t_type));
       ctx->SetOutput(1, Convert(step.h, t_type));
       ctx->SetOutput(2, lstm ? Convert(step.c, t_type) : Empty(ctx->builder(), t_type));
-      ctx->SetOutput(3, Empty(ctx->builder(), t_type));
+      ctx->SetOutput(3, Empty(ctx->builder(), w_type));
       return;
     }
     const int64_t reserve = RnnReserveSize(s);
@@ -77,18 +82,18 @@ class KerasRnnXla : public XlaOpKernel {
       ctx->SetOutput(0, Convert(seq(r[0]), t_type));
       ctx->SetOutput(1, Convert(r[1], t_type));
       ctx->SetOutput(2, Convert(r[2], t_type));
-      ctx->SetOutput(3, s.training ? ReserveToOpType(r[3], reserve, a_type, t_type)
-                                   : Empty(ctx->builder(), t_type));
+      ctx->SetOutput(3, s.training ? ReserveToOpType(r[3], reserve, a_type, w_type)
+                                   : Empty(ctx->builder(), w_type));
       return;
     }
-    const int64_t t_reserve = OpTypeReserve(reserve, a_type, t_type);
+    const int64_t t_reserve = OpTypeReserve(reserve, a_type, w_type);
     OP_REQUIRES_OK(ctx, CheckKerasBackpropShapes(op, s, ctx->InputShape(8), ctx->InputShape(9),
                                                  ctx->InputShape(10), ctx->InputShape(11),
                                                  t_reserve));
     operands.push_back(SwapMajor(Convert(ctx->Input(8), a_type)));
     operands.push_back(Convert(ctx->Input(9), a_type));
     operands.push_back(lstm ? Convert(ctx->Input(10), a_type) : Empty(ctx->builder(), a_type));
-    operands.push_back(ReserveFromOpType(ctx->Input(11), reserve, a_type, t_type));
+    operands.push_back(ReserveFromOpType(ctx->Input(11), reserve, a_type, w_type));
     operands.push_back(Empty(ctx->builder(), a_type));  // no dc_seq
     auto like = [&](int k) { return XlaShape(a_type, ctx->InputShape(k)); };
     std::vector<xla::XlaOp> r =
@@ -100,7 +105,7 @@ class KerasRnnXla : public XlaOpKernel {
     // input_c's gradient has input_c's shape (zeros but for lstm).
     ctx->SetOutput(2, lstm ? Convert(r[2], t_type)
                            : ZerosOf(ctx->builder(), t_type, ctx->InputShape(2)));
-    for (int k = 3; k < 6; ++k) ctx->SetOutput(k, Convert(r[k], t_type));
+    for (int k = 3; k < 6; ++k) ctx->SetOutput(k, Convert(r[k], w_type));
   }
 
  private:
@@ -108,10 +113,14 @@ class KerasRnnXla : public XlaOpKernel {
   bool cpu_;  // compiled for the CPU (XLA_CPU_JIT)
 };
 
-using KerasForward = KerasRnnXla<false>;
-using KerasBackward = KerasRnnXla<true>;
+using KerasForward = KerasRnnXla<false, false>;
+using KerasBackward = KerasRnnXla<true, false>;
+using KerasMixedForward = KerasRnnXla<false, true>;
+using KerasMixedBackward = KerasRnnXla<true, true>;
 TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>KerasRNN", KerasForward);
 TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>KerasRNNBackprop", KerasBackward);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>KerasRNNMixed", KerasMixedForward);
+TFRNN_REGISTER_XLA_RNN_KERNEL("TfRnn>KerasRNNMixedBackprop", KerasMixedBackward);
 
 }  // namespace
 }  // namespace tfrnn

@@ -39,7 +39,8 @@ enum class XlaWeights : int64_t { kKerasWeights = 0, kParamsVector = 1 };
   X(CudnnRNNBackpropV2, "TfRnn>CudnnRNNBackpropV2")                                         \
   X(CudnnRNNBackpropV3, "TfRnn>CudnnRNNBackpropV3")                                         \
   X(LSTM, "TfRnn>LSTM") X(LSTMGradients, "TfRnn>LSTMGradients") X(GRU, "TfRnn>GRU")         \
-  X(GRUGradients, "TfRnn>GRUGradients")
+  X(GRUGradients, "TfRnn>GRUGradients") X(KerasRNNMixed, "TfRnn>KerasRNNMixed")           \
+  X(KerasRNNMixedBackprop, "TfRnn>KerasRNNMixedBackprop")
 
 enum class XlaFace : int64_t {
 #define TFRNN_FACE_ENUM(name, op) k##name,
