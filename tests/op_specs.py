@@ -272,8 +272,8 @@ def all_specs():
         from op_specs_cudnn import cudnn_specs  # noqa: PLC0415 (they import this module)
         from op_specs_keras import keras_specs  # noqa: PLC0415
         from op_specs_mps import mps_gru_specs, mps_specs  # noqa: PLC0415
-        specs = (lstm_block_specs() + gru_specs() + cudnn_specs() + keras_specs() + mps_specs()
-                 + mps_gru_specs())
+        specs = (lstm_block_specs() + gru_specs() + cudnn_specs() + keras_specs()
+                 + keras_specs(mixed=True) + mps_specs() + mps_gru_specs())
         for s in specs:
             if not hasattr(s, "variant"):
                 s.variant = ""

@@ -1,7 +1,9 @@
-"""Catalogue specs (op_specs.py) of the Keras layers' ops TfRnn>KerasRNN and KerasRNNBackprop
-(cc/ops/keras_rnn_ops.cc): one layer, batch-major, the Keras weights kernel [I, K·H],
-recurrent_kernel [H, K·H] and bias [K·H], optional sequence_lengths [B] and recurrent_mask
-[B, K·H] (both may be empty: none). Internal ops (no raw_ops wrapper): called through the
+"""Catalogue specs (op_specs.py) of the Keras layers' ops TfRnn>KerasRNN and KerasRNNBackprop,
+and of the mixed pair KerasRNNMixed / KerasRNNMixedBackprop (cc/ops/keras_rnn_ops.cc): one
+layer, batch-major, the Keras weights kernel [I, K·H], recurrent_kernel [H, K·H] and bias
+[K·H], optional sequence_lengths [B] and recurrent_mask [B, K·H] (both may be empty: none).
+The mixed pair's sequences, states and mask are bfloat16 (half where a call asks for half),
+its weights and reserve float32. Internal ops (no raw_ops wrapper): called through the
 generated op functions."""
 import tensorflow as tf
 
@@ -52,6 +54,18 @@ def _fwd_kw(rng, dims, attrs, dtype):
                 recurrent_mask=S._t(rng, (B, KH), dtype, lo=0.0, hi=2.0))
 
 
+# The mixed pair's inputs of its type T (the others are float32, or int32).
+_MIXED_T = ("input", "input_h", "input_c", "recurrent_mask", "output_backprop",
+            "output_h_backprop", "output_c_backprop")
+
+
+def _as_mixed(kw, dtype):
+    """A call's kwargs for the mixed pair: its T inputs bfloat16 (or half), the rest float32."""
+    t = dtype if dtype in (S.F16, S.BF16) else S.BF16
+    return {k: v if v.dtype == tf.int32 else tf.cast(v, t if k in _MIXED_T else S.F32)
+            for k, v in kw.items()}
+
+
 def _values(dims, attrs):
     T, B = dims["T"], dims["B"]
     out = [("activation=softplus", lambda kw, a: (kw, dict(a, activation="softplus")),
@@ -65,7 +79,15 @@ def _values(dims, attrs):
     return out
 
 
-def keras_specs():
+def keras_specs(mixed=False):
+    """The forward and backprop specs of the Keras op pair, or of the mixed pair."""
+    fwd_op, bwd_op = (("tf_rnn_keras_rnn_mixed", "tf_rnn_keras_rnn_mixed_backprop") if mixed
+                      else ("tf_rnn_keras_rnn", "tf_rnn_keras_rnn_backprop"))
+    suffix = "Mixed" if mixed else ""
+
+    def make_fwd(rng, dims, attrs, dtype):
+        kw = _fwd_kw(rng, dims, attrs, dtype)
+        return _as_mixed(kw, dtype) if mixed else kw
     base_dims = {"T": 4, "B": 2, "I": 5, "H": 3}
     zero = {"T": True, "B": True, "I": True, "H": False}
     links = {"K": "", "R": "TBH"}
@@ -74,7 +96,7 @@ def keras_specs():
     specs = []
 
     def fwd_call(kw, attrs):
-        return S.flatten(S._lib().tf_rnn_keras_rnn(**kw, **attrs))
+        return S.flatten(getattr(S._lib(), fwd_op)(**kw, **attrs))
 
     def fwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
@@ -83,21 +105,22 @@ def keras_specs():
                 None]
 
     specs.append(S.OpSpec(
-        name="KerasRNN", inputs=_inputs(), call=fwd_call, make=_fwd_kw, out_shapes=fwd_shapes,
+        name="KerasRNN" + suffix, inputs=_inputs(), call=fwd_call, make=make_fwd,
+        out_shapes=fwd_shapes,
         dims=dict(base_dims), attrs=dict(KERAS_ATTRS), derive=_derive, zero_ok=dict(zero),
         free=free, empty_ok=empty_ok, links=links, values=_values, attr_space=_space,
         wrapper=False, nan_input="input"))
 
     def bwd_make(rng, dims, attrs, dtype):
-        kw = _fwd_kw(rng, dims, attrs, dtype)
-        y, hn, cn, reserve = S._lib().tf_rnn_keras_rnn(**kw, **attrs, is_training=True)
-        kw.update(output_backprop=S._t(rng, y.shape, dtype),
-                  output_h_backprop=S._t(rng, hn.shape, dtype),
-                  output_c_backprop=S._t(rng, hn.shape, dtype), reserve_space=reserve)
+        kw = make_fwd(rng, dims, attrs, dtype)
+        y, hn, cn, reserve = getattr(S._lib(), fwd_op)(**kw, **attrs, is_training=True)
+        kw.update(output_backprop=S._t(rng, y.shape, y.dtype),
+                  output_h_backprop=S._t(rng, hn.shape, hn.dtype),
+                  output_c_backprop=S._t(rng, hn.shape, hn.dtype), reserve_space=reserve)
         return kw
 
     def bwd_call(kw, attrs):
-        return S.flatten(S._lib().tf_rnn_keras_rnn_backprop(**kw, **attrs))
+        return S.flatten(getattr(S._lib(), bwd_op)(**kw, **attrs))
 
     def bwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
@@ -109,7 +132,7 @@ def keras_specs():
                        S.Input("output_c_backprop", ("B", "H")),
                        S.Input("reserve_space", ("R",))]
     specs.append(S.OpSpec(
-        name="KerasRNNBackprop", inputs=ins, call=bwd_call, make=bwd_make,
+        name="KerasRNN" + suffix + "Backprop", inputs=ins, call=bwd_call, make=bwd_make,
         out_shapes=bwd_shapes, dims=dict(base_dims), attrs=dict(KERAS_ATTRS), derive=_derive,
         zero_ok=dict(zero), free=frozenset(), empty_ok=empty_ok, links=links, values=_values,
         attr_space=_space, wrapper=False, nan_input="input"))

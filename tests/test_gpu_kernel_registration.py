@@ -1,5 +1,7 @@
 """GPU kernels of every TfRnn> op: the CudnnRNN family, the block ops, the MPSGraph-style ops
-and the Keras layers' op pair (registered when the library was built with CUDA): they are registered under our names only, for every dtype, with
+and the Keras layers' op pair (registered when the library was built with CUDA; not the mixed
+pair KerasRNNMixed, which the layers call only where they run on the CPU): they are registered
+under our names only, for every dtype, with
 the integer inputs in host memory, and the library still loads and computes on CPU in CPU-only
 TensorFlow."""
 

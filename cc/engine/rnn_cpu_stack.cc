@@ -243,9 +243,9 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
     if (a.words16.x != nullptr && !Reads16(d, s, a)) {
       // The words in float for the other roads, and y's floats back into its words.
       using W = const Eigen::bfloat16*;
-      const Index KH = RnnK(s) * s.H, TB = s.T * s.B;
+      const Index KH = RnnK(s) * s.H, TB = s.T * s.B, w_rows = RnnInWidth(s, 0);
       Convert(d, reinterpret_cast<W>(a.words16.x), const_cast<A*>(a.x), TB * s.I);
-      Convert(d, reinterpret_cast<W>(a.words16.W), const_cast<A*>(a.weights.W), s.I * KH);
+      Convert(d, reinterpret_cast<W>(a.words16.W), const_cast<A*>(a.weights.W), w_rows * KH);
       Convert(d, reinterpret_cast<W>(a.words16.R), const_cast<A*>(a.weights.R),
               RnnHs(s) * KH);
       RnnFwdArgs<A> b = a;

@@ -101,8 +101,10 @@ struct CpuKeras {
 
     ComputeBridge<T> br(ctx);
     // A bfloat16 inference hands the engine x, W, R and y as their bf16 words: it reads and
-    // writes them as they are on the road that can, else converts them itself.
-    const bool words16 = std::is_same<T, Eigen::bfloat16>::value && !training && Bf16WordsOn();
+    // writes them as they are on the road that can, else converts them itself (not for a
+    // preprojected input, whose kernel has no rows).
+    const bool words16 = std::is_same<T, Eigen::bfloat16>::value && !training &&
+                         !s.preprojected && Bf16WordsOn();
     const A* x = words16 ? br.Scratch(in.x->NumElements()) : br.In(*in.x);
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
