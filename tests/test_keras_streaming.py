@@ -110,15 +110,15 @@ def test_integer_features(kind):
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 @pytest.mark.parametrize("kind", sorted(LAYERS))
 def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, monkeypatch):
-    """A mixed-precision streaming step runs the op in float32 on the float32 variables (no
-    cast of the weights and back); a long call keeps the compute dtype, and so does a
-    training call but mixed_bfloat16's (the float32 ops with bf16 products).
+    """A mixed-precision streaming step runs the mixed op on the 16-bit input and the float32
+    variables (no cast of the weights and back); a long call keeps the compute dtype, and so
+    does a training call but mixed_bfloat16's (the mixed pair with bf16 products).
     Outputs and gradients stay the stock layer's, in the compute dtype's tolerance."""
     dtypes = []
     real = K._keras_rnn
 
     def recording(**kw):
-        dtypes.append((kw["input"].dtype, kw["kernel"].dtype))
+        dtypes.append((kw["mixed"], kw["input"].dtype, kw["kernel"].dtype))
         return real(**kw)
     monkeypatch.setattr(K, "_keras_rnn", recording)
     keras.mixed_precision.set_global_policy(policy)
@@ -131,15 +131,15 @@ def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, mon
         _assert_close([np.asarray(tf.cast(got, tf.float64))],
                       [np.asarray(tf.cast(want, tf.float64))], dtype=compute.name,
                       what="mixed step")
-        assert dtypes[-1] == (tf.float32, tf.float32)
+        assert dtypes[-1] == (True, compute, tf.float32)
         _compare(stock, ours, _x(8, step_shape), training=False, dtype=compute.name)
         stock, ours = _pair(kind, long_shape, return_sequences=True)
         ours(_x(9, long_shape), training=False)
-        assert dtypes[-1] == (compute, compute)
+        assert dtypes[-1] == (False, compute, compute)
         ours(_x(9, step_shape[:1] + long_shape[1:]), training=True)
-        # mixed_bfloat16 training: the float32 op pair with bf16 products
+        # mixed_bfloat16 training: the mixed pair with bf16 products
         # (test_mixed_bf16_training.py)
-        train = tf.float32 if policy == "mixed_bfloat16" else compute
-        assert dtypes[-1] == (train, train)
+        bf16 = policy == "mixed_bfloat16"
+        assert dtypes[-1] == (bf16, compute, tf.float32 if bf16 else compute)
     finally:
         keras.mixed_precision.set_global_policy("float32")
