@@ -111,9 +111,10 @@ def test_integer_features(kind):
 @pytest.mark.parametrize("kind", sorted(LAYERS))
 def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, monkeypatch):
     """A mixed-precision streaming step runs the mixed op on the 16-bit input and the float32
-    variables (no cast of the weights and back); a long call keeps the compute dtype, and so
-    does a training call but mixed_bfloat16's (the mixed pair with bf16 products).
-    Outputs and gradients stay the stock layer's, in the compute dtype's tolerance."""
+    variables (no cast of the weights and back); so does every mixed_float16 call and a
+    mixed_bfloat16 training call (the mixed pair with bf16 products), while a long
+    mixed_bfloat16 inference keeps the bfloat16 op. Outputs and gradients stay the stock
+    layer's, in the compute dtype's tolerance."""
     dtypes = []
     real = K._keras_rnn
 
@@ -135,11 +136,11 @@ def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, mon
         _compare(stock, ours, _x(8, step_shape), training=False, dtype=compute.name)
         stock, ours = _pair(kind, long_shape, return_sequences=True)
         ours(_x(9, long_shape), training=False)
-        assert dtypes[-1] == (False, compute, compute)
-        ours(_x(9, step_shape[:1] + long_shape[1:]), training=True)
-        # mixed_bfloat16 training: the mixed pair with bf16 products
-        # (test_mixed_bf16_training.py)
         bf16 = policy == "mixed_bfloat16"
-        assert dtypes[-1] == (bf16, compute, tf.float32 if bf16 else compute)
+        assert dtypes[-1] == ((False, compute, compute) if bf16 else (True, compute, tf.float32))
+        ours(_x(9, step_shape[:1] + long_shape[1:]), training=True)
+        # training: the mixed pair (mixed_bfloat16's with bf16 products,
+        # test_mixed_bf16_training.py)
+        assert dtypes[-1] == (True, compute, tf.float32)
     finally:
         keras.mixed_precision.set_global_policy("float32")

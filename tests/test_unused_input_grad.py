@@ -34,14 +34,14 @@ def _check(grads, what):
     assert _bits_equal(all_fn[0], eager[0]), f"{what} consumed by the graph differs from eager's"
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "SimpleRNN"])
 @pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
 def test_keras_step_without_the_input_gradient(kind, policy, T, B, I, H):
     rng = np.random.default_rng(7)
     x = tf.constant(rng.standard_normal((B, T, I)).astype(np.float32))
     if policy != "float32":
-        x = tf.cast(x, tf.bfloat16)
+        x = tf.cast(x, keras.mixed_precision.Policy(policy).compute_dtype)
     w = tf.constant(rng.standard_normal((B, T, H)).astype(np.float32))
     layer = getattr(K, kind)(H, return_sequences=True, dtype=policy)
     layer(x[:, :2])

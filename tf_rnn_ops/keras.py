@@ -344,25 +344,35 @@ class _FusedRNNMixin:
         return True
 
     def _float32_step(self, x, on):
-        """Whether a mixed-precision call runs the op in float32 on the float32 variables:
-        outside training, for at most _SMALL_MIXED_ROWS rows (steps × batch, a streaming
-        step). The op computes half and bfloat16 in float anyway; what float32 saves is the
-        policy's cast of every weight to the compute dtype and the op's conversion of it back,
-        which in a streaming step cost more than its products."""
+        """Whether a mixed-precision call runs on the float32 variables (the mixed op on the
+        CPU, the float32 op on a GPU host): outside training, for at most _SMALL_MIXED_ROWS
+        rows (steps × batch, a streaming step). The op computes half and bfloat16 in float
+        anyway; what this saves is the policy's cast of every weight to the compute dtype and
+        the op's conversion of it back, which in a streaming step cost more than its
+        products."""
         if on or x.dtype not in (tf.float16, tf.bfloat16) or self.variable_dtype != "float32":
             return False
         rows = _static_rows(x)
         return rows is not None and rows <= _SMALL_MIXED_ROWS
 
+    def _half_on_float32(self, x):
+        """Whether a mixed_float16 call on the CPU runs the mixed op on the float32 variables
+        (float products, as the half op's), in every call: the half op would take the policy's
+        half copy of every weight and convert it back to float, and give the variables'
+        gradients rounded to half; the mixed op reads them as they are (training and inference
+        1-5 % faster at 100×32×128×128 and 100×64×256×256, docs/PERFORMANCE_KERAS.md, "The
+        mixed op")."""
+        return x.dtype == tf.float16 and self.variable_dtype == "float32"
+
     def _bf16_products(self, x, on):
-        """Whether a mixed_bfloat16 call runs the op in float32 on the float32 variables with a
-        bfloat16 op's products (bf16_products; the same products): no cast of every weight in
-        every call, against a float32 x and output (a cast each way). In training always: the
-        bfloat16 ops passed over each weight five times a step (the policy's cast, into the
-        engine's float forward and backward, the gradient out of it and its cast back), the
-        float32 ops not once, and x, y and their gradients are converted once either way; the
-        weights' gradients arrive in float32 instead of rounded to bfloat16
-        (docs/PERFORMANCE_BF16.md, "Mixed-precision training on the float32 variables").
+        """Whether a mixed_bfloat16 call runs the mixed op on the float32 variables with a
+        bfloat16 op's products (the same products): no cast of every weight in every call; x,
+        y and their gradients are converted in the op (docs/PERFORMANCE_KERAS.md, "The mixed
+        op"). In training always: the bfloat16 ops passed over each weight five times a step
+        (the policy's cast, into the engine's float forward and backward, the gradient out of
+        it and its cast back), the mixed ops not once; the weights' gradients arrive in
+        float32 instead of rounded to bfloat16 (docs/PERFORMANCE_BF16.md, "Mixed-precision
+        training on the float32 variables").
         Outside training, with the weights' packing kept between calls
         (reuse_packed_weights), where the weights outweigh the sequence, at most gates × units
         rows (steps × batch): LSTM 50×32×128×512 and 20×128×512×1024 3-6 % faster,
@@ -421,7 +431,8 @@ class _FusedRNNMixin:
         # states as they are (no cast of either in the graph); on a GPU host the float32 op
         # takes them cast to float32.
         float32_step = self._float32_step(x, on)
-        mixed = bf16_products or (float32_step and not _gpu_host())
+        mixed = bf16_products or ((float32_step or self._half_on_float32(x))
+                                  and not _gpu_host())
         op_dtype = tf.float32 if float32_step and not mixed else dtype
         w_dtype = tf.float32 if mixed else op_dtype
         x = tf.cast(x, op_dtype)
