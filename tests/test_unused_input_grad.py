@@ -107,3 +107,25 @@ def test_block_lstm_gradient_without_the_input_gradient(ours, use_peephole, T, B
         return tape.gradient(loss, [ins[k] for k in names])
 
     _check(grads, "x_grad")
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["infer", "train"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_keras_layer_whose_sequence_output_nobody_reads(kind, policy, training):
+    """return_sequences=False in a tf.function: nothing consumes the op's output sequence, so
+    the kernel lets the engine write it into scratch (no conversion or transpose into the
+    output); the layer's output and its variables' gradients are the eager call's bits."""
+    rng = np.random.default_rng(3)
+    x = tf.cast(tf.constant(rng.standard_normal((16, 9, 7)).astype(np.float32)),
+                keras.mixed_precision.Policy(policy).compute_dtype)
+    layer = getattr(K, kind)(11, return_sequences=False, dtype=policy)
+    layer(x)
+
+    def run():
+        with tf.GradientTape() as tape:
+            y = layer(x, training=training)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) ** 2)
+        return [y] + tape.gradient(loss, layer.trainable_variables)
+    for got, want in zip(tf.function(run)(), run()):
+        assert _bits_equal(got, want)

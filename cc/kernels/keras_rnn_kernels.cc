@@ -110,7 +110,9 @@ struct CpuKeras {
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
     a.weights = KerasWeights<T>(in, &br, words16);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
-    A* y = words16 ? br.Scratch(out.y->NumElements()) : br.Out(out.y);
+    // y where the graph consumes it (return_sequences=False leaves it unread): else the
+    // engine's rows go to scratch, with no conversion or transpose into the output.
+    A* y = words16 ? br.Scratch(out.y->NumElements()) : br.OutIfRequired(0, out.y);
     if (words16) {
       a.words16.x = Words16(*in.x);
       a.words16.W = Words16(*in.kernel);
@@ -202,8 +204,8 @@ struct CpuKerasMixed {
       a.weights_id = attrs.kept->IdOf(*in.kernel, *in.rkernel);
     }
     a.reserve = training ? out.reserve->flat<A>().data() : nullptr;
-    return RunRnnForward<S>(ctx, br, s, SameMajor(s), in.x->flat<S>().data(),
-                            out.y->flat<S>().data(), &a);
+    S* y = ctx->output_required(0) ? out.y->flat<S>().data() : nullptr;  // as CpuKeras's
+    return RunRnnForward<S>(ctx, br, s, SameMajor(s), in.x->flat<S>().data(), y, &a);
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,

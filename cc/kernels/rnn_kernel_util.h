@@ -97,22 +97,24 @@ const typename ComputeType<T>::type* TimeMajorIn(OpKernelContext* ctx, ComputeBr
 
 // A sequence output dst [T, B, c] or [B, T, c] as the engine's buffer: dst itself when in_place
 // and of the compute type, else scratch that FromTimeMajor writes into dst after the engine ran
-// (with *words, scratch for the 16-bit words of a transposed X output).
+// (with *words, scratch for the 16-bit words of a transposed X output). A null dst (an output
+// nothing consumes): scratch for the engine, nothing written back.
 template <typename T, typename X>
 typename ComputeType<T>::type* TimeMajorOut(ComputeBridge<T>& br, const RnnSpec& s,
                                             bool in_place, X* dst, int64_t c, X** words) {
   using A = typename ComputeType<T>::type;
   *words = nullptr;
   if constexpr (std::is_same<X, A>::value) {
-    if (in_place) return dst;
+    if (in_place && dst != nullptr) return dst;
   } else {
-    if (!in_place) *words = br.template ScratchOf<X>(s.T * s.B * c);
+    if (!in_place && dst != nullptr) *words = br.template ScratchOf<X>(s.T * s.B * c);
   }
   return br.Scratch(s.T * s.B * c);
 }
 template <typename A, typename X>
 void FromTimeMajor(OpKernelContext* ctx, const RnnSpec& s, bool in_place, const A* tm, X* dst,
                    X* words, int64_t c) {
+  if (dst == nullptr) return;
   const CpuDevice& dev = ctx->eigen_device<CpuDevice>();
   if constexpr (std::is_same<X, A>::value) {
     if (!in_place) SwapMajor<A>(dev, tm, dst, s.T, s.B, c);
@@ -125,9 +127,9 @@ void FromTimeMajor(OpKernelContext* ctx, const RnnSpec& s, bool in_place, const 
 
 // The engine's forward of `s` on x [T, B, I] into y [T, B, D·Hs] (time_major), or on x
 // [B, T, I] into y [B, T, D·Hs] (in training through time-major scratch); x and y are of the
-// compute type, or 16-bit sequences of a float op (X, converted here). a's other operands are
-// the caller's, but for a null a->reserve (not training), which is scratch here. Ends with the
-// bridge's Finish.
+// compute type, or 16-bit sequences of a float op (X, converted here). A null y: the output is
+// not consumed (the engine writes scratch). a's other operands are the caller's, but for a null
+// a->reserve (not training), which is scratch here. Ends with the bridge's Finish.
 template <typename T, typename X>
 absl::Status RunRnnForward(OpKernelContext* ctx, ComputeBridge<T>& br, const RnnSpec& s,
                            bool time_major, const X* x, X* y,
