@@ -22,14 +22,18 @@ def _gates(mode):
 def _derive(dims, attrs):
     d = dict(dims)
     d["K"] = _gates(attrs["rnn_mode"])
+    # preprojected: the input holds the K·H input projections, and kernel has no rows
+    pre = attrs.get("preprojected", False)
+    d["X"] = d["K"] * d["H"] if pre else d["I"]
+    d["W"] = 0 if pre else d["I"]
     aux = 1 if attrs["rnn_mode"] in ("lstm", "gru") else 0
     d["R"] = d["T"] * d["B"] * (d["K"] + aux + 1) * d["H"]   # float32 reserve elements
     return d
 
 
 def _inputs():
-    return [S.Input("input", ("B", "T", "I")), S.Input("input_h", ("B", "H")),
-            S.Input("input_c", ("B", "H")), S.Input("kernel", ("I", "K*H")),
+    return [S.Input("input", ("B", "T", "X")), S.Input("input_h", ("B", "H")),
+            S.Input("input_c", ("B", "H")), S.Input("kernel", ("W", "K*H")),
             S.Input("recurrent_kernel", ("H", "K*H")), S.Input("bias", ("K*H",)),
             S.Input("sequence_lengths", ("B",), "i32"),
             S.Input("recurrent_mask", ("B", "K*H"))]
@@ -39,16 +43,22 @@ def _space(draw, dims):
     attrs = {"rnn_mode": draw.sampled_from(_MODES),
              "activation": draw.sampled_from(_ACTS),
              "recurrent_activation": draw.sampled_from(_ACTS),
-             "reset_after": draw.booleans()}
+             "reset_after": draw.booleans(), "preprojected": draw.booleans()}
+    return dims, attrs
+
+
+def _fwd_space(draw, dims):
+    dims, attrs = _space(draw, dims)
+    attrs["is_training"] = draw.booleans()
     return dims, attrs
 
 
 def _fwd_kw(rng, dims, attrs, dtype):
     d = _derive(dims, attrs)
-    B, T, I, H, KH = d["B"], d["T"], d["I"], d["H"], d["K"] * d["H"]
+    B, T, X, W, H, KH = d["B"], d["T"], d["X"], d["W"], d["H"], d["K"] * d["H"]
     lengths = [T - (b % 2) if T > 0 else 0 for b in range(B)]
-    return dict(input=S._t(rng, (B, T, I), dtype), input_h=S._t(rng, (B, H), dtype),
-                input_c=S._t(rng, (B, H), dtype), kernel=S._t(rng, (I, KH), dtype),
+    return dict(input=S._t(rng, (B, T, X), dtype), input_h=S._t(rng, (B, H), dtype),
+                input_c=S._t(rng, (B, H), dtype), kernel=S._t(rng, (W, KH), dtype),
                 recurrent_kernel=S._t(rng, (H, KH), dtype), bias=S._t(rng, (KH,), dtype),
                 sequence_lengths=tf.constant(lengths, tf.int32, shape=[B]),
                 recurrent_mask=S._t(rng, (B, KH), dtype, lo=0.0, hi=2.0))
@@ -90,7 +100,7 @@ def keras_specs(mixed=False):
         return _as_mixed(kw, dtype) if mixed else kw
     base_dims = {"T": 4, "B": 2, "I": 5, "H": 3}
     zero = {"T": True, "B": True, "I": True, "H": False}
-    links = {"K": "", "R": "TBH"}
+    links = {"K": "", "R": "TBH", "X": "I", "W": "I"}
     free = frozenset({("input", 1)})          # the time axis: sequence_lengths stay valid
     empty_ok = frozenset({"sequence_lengths"})   # [0]: every row has every step
     specs = []
@@ -104,12 +114,17 @@ def keras_specs(mixed=False):
         return [(d["B"], d["T"], d["H"]), (d["B"], d["H"]), (d["B"], d["H"]) if lstm else (0,),
                 None]
 
-    specs.append(S.OpSpec(
-        name="KerasRNN" + suffix, inputs=_inputs(), call=fwd_call, make=make_fwd,
-        out_shapes=fwd_shapes,
-        dims=dict(base_dims), attrs=dict(KERAS_ATTRS), derive=_derive, zero_ok=dict(zero),
-        free=free, empty_ok=empty_ok, links=links, values=_values, attr_space=_space,
-        wrapper=False, nan_input="input"))
+    # The forward as the layers call it in training, and a preprojected input at inference
+    # (the kernel without rows; the bfloat16 op's words road once read past it).
+    for variant, attrs in (("", KERAS_ATTRS),
+                           ("preprojected-inference",
+                            dict(KERAS_ATTRS, preprojected=True, is_training=False))):
+        specs.append(S.OpSpec(
+            name="KerasRNN" + suffix, inputs=_inputs(), call=fwd_call, make=make_fwd,
+            out_shapes=fwd_shapes, dims=dict(base_dims), attrs=dict(attrs), derive=_derive,
+            zero_ok=dict(zero), free=free, empty_ok=empty_ok, links=links, values=_values,
+            attr_space=_fwd_space, wrapper=False, nan_input="input"))
+        specs[-1].variant = variant
 
     def bwd_make(rng, dims, attrs, dtype):
         kw = make_fwd(rng, dims, attrs, dtype)
@@ -124,8 +139,8 @@ def keras_specs(mixed=False):
 
     def bwd_shapes(dims, attrs):
         d = _derive(dims, attrs)
-        B, T, I, H, KH = d["B"], d["T"], d["I"], d["H"], d["K"] * d["H"]
-        return [(B, T, I), (B, H), (B, H), (I, KH), (H, KH), (KH,)]
+        B, T, X, W, H, KH = d["B"], d["T"], d["X"], d["W"], d["H"], d["K"] * d["H"]
+        return [(B, T, X), (B, H), (B, H), (W, KH), (H, KH), (KH,)]
 
     ins = _inputs() + [S.Input("output_backprop", ("B", "T", "H")),
                        S.Input("output_h_backprop", ("B", "H")),
