@@ -1,6 +1,7 @@
-// CPU kernels of the Keras layers' op pair (TfRnn>KerasRNN, KerasRNNBackprop; shapes and
-// layouts in cc/ops/keras_rnn_ops.cc): validate and describe (keras_rnn_face.h) -> the stacked
-// engine, reading and writing the Keras tensors in place (RnnWeights).
+// CPU kernels of the Keras layers' op pairs (TfRnn>KerasRNN, KerasRNNBackprop, and the mixed
+// pair KerasRNNMixed, KerasRNNMixedBackprop; shapes and layouts in cc/ops/keras_rnn_ops.cc):
+// validate and describe (keras_rnn_face.h) -> the stacked engine, reading and writing the Keras
+// tensors in place (RnnWeights).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -65,21 +66,48 @@ inline const uint16_t* Words16(const Tensor& t) {
   return reinterpret_cast<const uint16_t*>(t.tensor_data().data());
 }
 
-// The Keras op pair's computations on the CPU engine (KerasRnnKernel, keras_rnn_face.h).
-template <typename T>
-struct CpuKeras {
+// The Keras op pairs' computations on the CPU engine (KerasRnnKernel, keras_rnn_face.h): T is
+// the op's type. kMixed: the mixed pair (TfRnn>KerasRNNMixed, KerasRNNMixedBackprop), T
+// (bfloat16 or half) sequences and states beside float weights, weight gradients and reserve;
+// its sequences are converted (and transposed) on their way into and out of the float engine
+// (RunRnnForward / RunRnnBackward), its weights read and their gradients written in place.
+template <typename T, bool kMixed>
+struct CpuKerasOf {
   using A = typename ComputeType<T>::type;
+  using W = typename std::conditional<kMixed, float, T>::type;  // the weights' and reserve's
 
-  static const int* Lengths(const KerasInputs& in, std::vector<int>* store) {
-    return SeqLengths(in.lengths, in.spec.B, store);
-  }
-
-  // The call's engine spec: bf16_products gives a float32 op a bfloat16 op's products (a
-  // bfloat16 op's own come from SpecFor).
+  // The call's engine spec: bf16_products gives a float32 op (and the mixed half op) a
+  // bfloat16 op's products (a bfloat16 op's own come from SpecFor).
   static RnnSpec SpecOf(const KerasAttrs& attrs, const KerasInputs& in) {
     RnnSpec s = in.spec;
-    s.bf16 = attrs.bf16_products && std::is_same<T, float>::value;
+    s.bf16 = attrs.bf16_products && (kMixed || std::is_same<T, float>::value);
     return s;
+  }
+
+  // A sequence input as RunRnnForward / RunRnnBackward take it: the mixed op's own tensor,
+  // else the bridge's.
+  static auto SeqIn(ComputeBridge<T>& br, const Tensor& t) {
+    if constexpr (kMixed) {
+      return t.flat<T>().data();
+    } else {
+      return br.In(t);
+    }
+  }
+  // A sequence output (null where the graph does not consume output `index`).
+  static auto SeqOut(OpKernelContext* ctx, ComputeBridge<T>& br, int index, Tensor* t) {
+    if constexpr (kMixed) {
+      return ctx->output_required(index) ? t->flat<T>().data() : nullptr;
+    } else {
+      return br.OutIfRequired(index, t);
+    }
+  }
+  // A weight gradient: the mixed op's float output in place, else the bridge's.
+  static A* WeightOut(ComputeBridge<T>& br, Tensor* t) {
+    if constexpr (kMixed) {
+      return t->flat<A>().data();
+    } else {
+      return br.Out(t);
+    }
   }
 
   static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
@@ -89,13 +117,13 @@ struct CpuKeras {
     const bool lstm = s.mode == RnnMode::kLstm;
     KerasOutputs out;
     TF_RETURN_IF_ERROR(AllocateKerasOutputs(
-        ctx, in, training, ReserveElementsOfT<T, A>(RnnReserveSize(s)), &out));
+        ctx, in, training, ReserveElementsOfT<W, A>(RnnReserveSize(s)), &out));
     std::vector<int> lengths;
     RnnFwdArgs<A> a;
-    a.lengths = Lengths(in, &lengths);
+    a.lengths = SeqLengths(in.lengths, s.B, &lengths);
     // The engine leaves the reserve rows past each sequence's length unwritten.
     if (training && AnyShorter(lengths, s.T)) {
-      Zero<T>(ctx->eigen_device<CpuDevice>(), out.reserve->flat<T>().data(),
+      Zero<W>(ctx->eigen_device<CpuDevice>(), out.reserve->flat<W>().data(),
               out.reserve->NumElements());
     }
 
@@ -103,16 +131,12 @@ struct CpuKeras {
     // A bfloat16 inference hands the engine x, W, R and y as their bf16 words: it reads and
     // writes them as they are on the road that can, else converts them itself (not for a
     // preprojected input, whose kernel has no rows).
-    const bool words16 = std::is_same<T, Eigen::bfloat16>::value && !training &&
+    const bool words16 = !kMixed && std::is_same<T, Eigen::bfloat16>::value && !training &&
                          !s.preprojected && Bf16WordsOn();
-    const A* x = words16 ? br.Scratch(in.x->NumElements()) : br.In(*in.x);
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    a.weights = KerasWeights<T>(in, &br, words16);
+    a.weights = KerasWeights<T, kMixed>(in, &br, words16);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
-    // y where the graph consumes it (return_sequences=False leaves it unread): else the
-    // engine's rows go to scratch, with no conversion or transpose into the output.
-    A* y = words16 ? br.Scratch(out.y->NumElements()) : br.OutIfRequired(0, out.y);
     if (words16) {
       a.words16.x = Words16(*in.x);
       a.words16.W = Words16(*in.kernel);
@@ -125,8 +149,15 @@ struct CpuKeras {
       a.pack_cache = attrs.kept->cache();
       a.weights_id = attrs.kept->IdOf(*in.kernel, *in.rkernel);
     }
-    a.reserve = training ? reinterpret_cast<A*>(out.reserve->flat<T>().data()) : nullptr;
-    return RunRnnForward<T>(ctx, br, s, SameMajor(s), x, y, &a);
+    a.reserve = training ? reinterpret_cast<A*>(out.reserve->flat<W>().data()) : nullptr;
+    // y where the graph consumes it (return_sequences=False leaves it unread): else the
+    // engine's rows go to scratch, with no conversion or transpose into the output.
+    if (words16) {
+      return RunRnnForward<T>(ctx, br, s, SameMajor(s), br.Scratch(in.x->NumElements()),
+                              br.Scratch(out.y->NumElements()), &a);
+    }
+    return RunRnnForward<T>(ctx, br, s, SameMajor(s), SeqIn(br, *in.x),
+                            SeqOut(ctx, br, 0, out.y), &a);
   }
 
   static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,
@@ -135,111 +166,38 @@ struct CpuKeras {
     const bool lstm = s.mode == RnnMode::kLstm;
     const int64_t KN = RnnK(s) * s.H;
     KerasGrads gr;
-    TF_RETURN_IF_ERROR(KerasGradsOf(ctx, in, ReserveElementsOfT<T, A>(RnnReserveSize(s)), &gr));
+    TF_RETURN_IF_ERROR(KerasGradsOf(ctx, in, ReserveElementsOfT<W, A>(RnnReserveSize(s)), &gr));
     if (!lstm) gr.dc0->flat<T>().setZero();
 
     ComputeBridge<T> br(ctx);
     RnnBwdArgs<A> a;
     std::vector<int> lengths;
-    a.lengths = Lengths(in, &lengths);
-    const A* x = br.In(*in.x);
-    const A* dyv = br.In(*gr.dy);
+    a.lengths = SeqLengths(in.lengths, s.B, &lengths);
+    const auto* x = SeqIn(br, *in.x);
+    const auto* dyv = SeqIn(br, *gr.dy);
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    a.weights = KerasWeights<T>(in, &br);
+    a.weights = KerasWeights<T, kMixed>(in, &br);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
-    a.reserve = reinterpret_cast<const A*>(gr.reserve->flat<T>().data());
+    a.reserve = reinterpret_cast<const A*>(gr.reserve->flat<W>().data());
     a.dhn = br.In(*gr.dhn);
     a.dcn = lstm ? br.In(*gr.dcn) : nullptr;
-    A* dxv = br.OutIfRequired(0, gr.dx);  // input_backprop
+    auto* dxv = SeqOut(ctx, br, 0, gr.dx);  // input_backprop
     a.dh0 = br.Out(gr.dh0);
     a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
-    A* db = br.Out(gr.dbias);
-    a.dweights.dW = br.Out(gr.dkernel);
-    a.dweights.dR = br.Out(gr.drkernel);
+    A* db = WeightOut(br, gr.dbias);
+    a.dweights.dW = WeightOut(br, gr.dkernel);
+    a.dweights.dR = WeightOut(br, gr.drkernel);
     a.dweights.dbW = db;
     a.dweights.dbR = in.two_biases ? db + KN : nullptr;
     return RunRnnBackward<T>(ctx, br, s, SameMajor(s), x, dyv, dxv, &a);
   }
 };
 
-// The mixed op pair (TfRnn>KerasRNNMixed, KerasRNNMixedBackprop): S (bfloat16 or half)
-// sequences and states, float weights, their gradients and the reserve. The sequences are
-// converted (and transposed) on their way into and out of the float engine; the weights are read
-// and their gradients written in place. Products as a bfloat16 op's for S = bfloat16 (SpecFor),
-// as bf16_products asks for S = half.
-template <typename S>
-struct CpuKerasMixed {
-  using A = float;
-
-  static RnnSpec SpecOf(const KerasAttrs& attrs, const KerasInputs& in) {
-    RnnSpec s = in.spec;
-    s.bf16 = attrs.bf16_products;
-    return s;
-  }
-
-  static absl::Status Forward(OpKernelContext* ctx, const KerasAttrs& attrs,
-                              const KerasInputs& in) {
-    const bool training = attrs.training;
-    const RnnSpec s = SpecOf(attrs, in);
-    const bool lstm = s.mode == RnnMode::kLstm;
-    KerasOutputs out;
-    TF_RETURN_IF_ERROR(AllocateKerasOutputs(ctx, in, training, RnnReserveSize(s), &out));
-    std::vector<int> lengths;
-    RnnFwdArgs<A> a;
-    a.lengths = CpuKeras<float>::Lengths(in, &lengths);
-    if (training && AnyShorter(lengths, s.T)) {
-      Zero<A>(ctx->eigen_device<CpuDevice>(), out.reserve->flat<A>().data(),
-              out.reserve->NumElements());
-    }
-    ComputeBridge<S> br(ctx);
-    a.h0 = br.In(*in.h0);
-    a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    a.weights = KerasWeights<S, true>(in, &br);
-    if (in.mask != nullptr) a.mask = br.In(*in.mask);
-    a.hn = br.Out(out.hn);
-    a.cn = lstm ? br.Out(out.cn) : nullptr;
-    if (attrs.kept != nullptr) {  // reuse_packed_weights (at inference)
-      a.pack_cache = attrs.kept->cache();
-      a.weights_id = attrs.kept->IdOf(*in.kernel, *in.rkernel);
-    }
-    a.reserve = training ? out.reserve->flat<A>().data() : nullptr;
-    S* y = ctx->output_required(0) ? out.y->flat<S>().data() : nullptr;  // as CpuKeras's
-    return RunRnnForward<S>(ctx, br, s, SameMajor(s), in.x->flat<S>().data(), y, &a);
-  }
-
-  static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,
-                               const KerasInputs& in) {
-    const RnnSpec s = SpecOf(attrs, in);
-    const bool lstm = s.mode == RnnMode::kLstm;
-    const int64_t KN = RnnK(s) * s.H;
-    KerasGrads gr;
-    TF_RETURN_IF_ERROR(KerasGradsOf(ctx, in, RnnReserveSize(s), &gr));
-    if (!lstm) gr.dc0->flat<S>().setZero();
-
-    ComputeBridge<S> br(ctx);
-    RnnBwdArgs<A> a;
-    std::vector<int> lengths;
-    a.lengths = CpuKeras<float>::Lengths(in, &lengths);
-    a.h0 = br.In(*in.h0);
-    a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    a.weights = KerasWeights<S, true>(in, &br);
-    if (in.mask != nullptr) a.mask = br.In(*in.mask);
-    a.reserve = gr.reserve->flat<A>().data();
-    a.dhn = br.In(*gr.dhn);
-    a.dcn = lstm ? br.In(*gr.dcn) : nullptr;
-    S* dx = ctx->output_required(0) ? gr.dx->flat<S>().data() : nullptr;  // input_backprop
-    a.dh0 = br.Out(gr.dh0);
-    a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
-    A* db = gr.dbias->flat<A>().data();
-    a.dweights.dW = gr.dkernel->flat<A>().data();
-    a.dweights.dR = gr.drkernel->flat<A>().data();
-    a.dweights.dbW = db;
-    a.dweights.dbR = in.two_biases ? db + KN : nullptr;
-    return RunRnnBackward<S>(ctx, br, s, SameMajor(s), in.x->flat<S>().data(),
-                             gr.dy->flat<S>().data(), dx, &a);
-  }
-};
+template <typename T>
+using CpuKeras = CpuKerasOf<T, false>;
+template <typename T>
+using CpuKerasMixed = CpuKerasOf<T, true>;
 
 #define TFRNN_REGISTER_KERAS_MIXED(S)                                                   \
   REGISTER_KERNEL_BUILDER(                                                              \
