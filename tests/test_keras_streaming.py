@@ -110,10 +110,9 @@ def test_integer_features(kind):
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 @pytest.mark.parametrize("kind", sorted(LAYERS))
 def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, monkeypatch):
-    """A mixed-precision streaming step runs the mixed op on the 16-bit input and the float32
-    variables (no cast of the weights and back); so does every mixed_float16 call and a
-    mixed_bfloat16 training call (the mixed pair with bf16 products), while a long
-    mixed_bfloat16 inference keeps the bfloat16 op. Outputs and gradients stay the stock
+    """A mixed-precision call on the CPU, a streaming step, a long call or a training call,
+    runs the mixed op on the 16-bit input and the float32 variables (no cast of the weights
+    and back; mixed_bfloat16's with bf16 products). Outputs and gradients stay the stock
     layer's, in the compute dtype's tolerance."""
     dtypes = []
     real = K._keras_rnn
@@ -136,8 +135,7 @@ def test_mixed_precision_step_runs_in_float32_on_the_variables(kind, policy, mon
         _compare(stock, ours, _x(8, step_shape), training=False, dtype=compute.name)
         stock, ours = _pair(kind, long_shape, return_sequences=True)
         ours(_x(9, long_shape), training=False)
-        bf16 = policy == "mixed_bfloat16"
-        assert dtypes[-1] == ((False, compute, compute) if bf16 else (True, compute, tf.float32))
+        assert dtypes[-1] == (True, compute, tf.float32)
         ours(_x(9, step_shape[:1] + long_shape[1:]), training=True)
         # training: the mixed pair (mixed_bfloat16's with bf16 products,
         # test_mixed_bf16_training.py)

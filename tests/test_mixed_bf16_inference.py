@@ -4,8 +4,7 @@ products that round their operands to bfloat16 as a bfloat16 op's do. On operand
 holds exactly, their outputs (rounded to bfloat16) are the bfloat16 op's bits (with or without
 AVX512_BF16: without it all compute float products), through TensorFlow and through XLA; the
 layers that take the mixed op match
-stock Keras under the same policy; the layers choose it only where the weights outweigh the
-sequence (at most gates × units rows) outside training (and always in training,
+stock Keras under the same policy; the layers take it in every call on the CPU (training in
 test_mixed_bf16_training.py), and keep their weights' packing (reuse_packed_weights) at
 inference."""
 import numpy as np
@@ -73,7 +72,7 @@ def _traced_attrs(fn, x):
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
-def test_the_layer_takes_it_where_the_weights_outweigh_the_sequence(mode, mixed_policy):
+def test_the_layer_takes_the_mixed_op_in_every_call(mode, mixed_policy):
     H = 64  # gates × units: 256 (lstm), 192 (gru)
     layer = {"lstm": K.LSTM, "gru": K.GRU}[mode](H, return_sequences=True)
     rng = np.random.default_rng(4)
@@ -81,17 +80,11 @@ def test_the_layer_takes_it_where_the_weights_outweigh_the_sequence(mode, mixed_
     def x_of(T, B):
         return tf.cast(tf.constant(rng.normal(size=(B, T, 8)), tf.float32), BF16)
     layer(x_of(4, 4))
-    rows_taken = x_of(12, 16)   # 192 rows
-    rows_left = x_of(40, 16)    # 640 rows: the bfloat16 op
-    streaming = x_of(1, 8)      # 8 rows: the mixed op on the float32 variables
-    assert _traced_attrs(lambda x: layer(x, training=False), rows_taken) == [
-        ("KerasRNNMixed", BF16, True, True)]
-    assert _traced_attrs(lambda x: layer(x, training=False), rows_left) == [
-        ("KerasRNN", BF16, False, False)]
-    assert _traced_attrs(lambda x: layer(x, training=False), streaming) == [
-        ("KerasRNNMixed", BF16, False, True)]
-    # Training: always the mixed op with bf16 products (test_mixed_bf16_training.py).
-    for x in (rows_taken, rows_left):
+    # rows (steps × batch) under and over gates × units, and a streaming step
+    for x in (x_of(12, 16), x_of(40, 16), x_of(1, 8)):
+        assert _traced_attrs(lambda x: layer(x, training=False), x) == [
+            ("KerasRNNMixed", BF16, True, True)]
+        # Training (test_mixed_bf16_training.py): no packing kept
         assert _traced_attrs(lambda x: layer(x, training=True), x) == [
             ("KerasRNNMixed", BF16, True, False)]
 

@@ -148,8 +148,8 @@ def _static_rows(x):
     return x.shape[0] * x.shape[1] if x.shape[:2].is_fully_defined() else None
 
 
-# A mixed-precision call of at most this many rows (steps × batch) outside training runs the
-# op in float32 on the float32 variables (_FusedRNNMixin._float32_step).
+# On a GPU host, a mixed-precision call of at most this many rows (steps × batch) outside
+# training runs the op in float32 on the float32 variables (_FusedRNNMixin._float32_step).
 _SMALL_MIXED_ROWS = 64
 
 
@@ -344,48 +344,30 @@ class _FusedRNNMixin:
         return True
 
     def _float32_step(self, x, on):
-        """Whether a mixed-precision call runs on the float32 variables (the mixed op on the
-        CPU, the float32 op on a GPU host): outside training, for at most _SMALL_MIXED_ROWS
-        rows (steps × batch, a streaming step). The op computes half and bfloat16 in float
-        anyway; what this saves is the policy's cast of every weight to the compute dtype and
-        the op's conversion of it back, which in a streaming step cost more than its
-        products."""
+        """Whether a mixed-precision call on a GPU host runs the float32 op on the float32
+        variables (x and the states cast to float32): outside training, for at most
+        _SMALL_MIXED_ROWS rows (steps × batch, a streaming step), where the policy's cast of
+        every weight to the compute dtype and the op's conversion of it back cost more than
+        the step's products. (On the CPU every mixed-precision call runs the mixed op.)"""
         if on or x.dtype not in (tf.float16, tf.bfloat16) or self.variable_dtype != "float32":
             return False
         rows = _static_rows(x)
         return rows is not None and rows <= _SMALL_MIXED_ROWS
 
-    def _half_on_float32(self, x):
-        """Whether a mixed_float16 call on the CPU runs the mixed op on the float32 variables
-        (float products, as the half op's), in every call: the half op would take the policy's
-        half copy of every weight and convert it back to float, and give the variables'
-        gradients rounded to half; the mixed op reads them as they are (training and inference
-        1-5 % faster at 100×32×128×128 and 100×64×256×256, docs/PERFORMANCE_KERAS.md, "The
-        mixed op")."""
-        return x.dtype == tf.float16 and self.variable_dtype == "float32"
-
-    def _bf16_products(self, x, on):
-        """Whether a mixed_bfloat16 call runs the mixed op on the float32 variables with a
-        bfloat16 op's products (the same products): no cast of every weight in every call; x,
-        y and their gradients are converted in the op (docs/PERFORMANCE_KERAS.md, "The mixed
-        op"). In training always: the bfloat16 ops passed over each weight five times a step
-        (the policy's cast, into the engine's float forward and backward, the gradient out of
-        it and its cast back), the mixed ops not once; the weights' gradients arrive in
-        float32 instead of rounded to bfloat16 (docs/PERFORMANCE_BF16.md, "Mixed-precision
-        training on the float32 variables").
-        Outside training, with the weights' packing kept between calls
-        (reuse_packed_weights), where the weights outweigh the sequence, at most gates × units
-        rows (steps × batch): LSTM 50×32×128×512 and 20×128×512×1024 3-6 % faster,
-        100×64×256×256 10 % slower (docs/PERFORMANCE_KERAS.md, "Packed weights kept between
-        inference calls"). On the CPU only (a GPU host keeps the bfloat16 op's tensor
-        cores)."""
-        if x.dtype != tf.bfloat16 or self.variable_dtype != "float32" or _gpu_host():
-            return False
-        if on:
-            return True
-        rows = _static_rows(x)
-        return (rows is not None and _SMALL_MIXED_ROWS < rows
-                and rows <= self._GATES * self.cell.units)
+    def _mixed_op(self, x):
+        """Whether a mixed-precision call runs TfRnn>KerasRNNMixed: on the CPU, in every call
+        whose input is bfloat16 or half and whose variables are float32. It reads the 16-bit
+        sequence and states and the float32 variables as they are: no cast of any weight in
+        any call (the 16-bit ops took the policy's copy of every weight and converted it back
+        to float, and gave the variables' gradients rounded to 16 bits), the weights' packing
+        kept between inference calls (reuse_packed_weights), and at bfloat16 inference x and
+        y read and written by the engine as their words; bfloat16 products for bfloat16 (the
+        bfloat16 op's bits), float products for half (the half op's). In turns against the
+        16-bit ops it replaced, 0-9 % faster in training and inference
+        (docs/PERFORMANCE_KERAS.md, "The mixed op"). A GPU host keeps the 16-bit ops' tensor
+        cores."""
+        return (x.dtype in (tf.bfloat16, tf.float16) and self.variable_dtype == "float32"
+                and not _gpu_host())
 
     def _fused_loop(self, sequences, initial_state, mask, training):
         cell = self.cell
@@ -426,14 +408,13 @@ class _FusedRNNMixin:
                 mask = tf.reverse(mask, [1])
                 idx = tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1
         lstm = self._RNN_MODE == "lstm"
-        bf16_products = self._bf16_products(x, on)
-        # On the float32 variables: the mixed op (CPU only) takes the 16-bit sequences and
-        # states as they are (no cast of either in the graph); on a GPU host the float32 op
-        # takes them cast to float32.
-        float32_step = self._float32_step(x, on)
-        mixed = bf16_products or ((float32_step or self._half_on_float32(x))
-                                  and not _gpu_host())
-        op_dtype = tf.float32 if float32_step and not mixed else dtype
+        # On the float32 variables: the mixed op (CPU) takes the 16-bit sequences and states
+        # as they are (no cast of either in the graph); on a GPU host a streaming step's
+        # float32 op takes them cast to float32.
+        mixed = self._mixed_op(x)
+        bf16_products = mixed and x.dtype == tf.bfloat16
+        float32_step = not mixed and self._float32_step(x, on)
+        op_dtype = tf.float32 if float32_step else dtype
         w_dtype = tf.float32 if mixed else op_dtype
         x = tf.cast(x, op_dtype)
         h0 = tf.cast(initial_state[0], op_dtype)

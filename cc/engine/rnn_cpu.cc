@@ -10,6 +10,7 @@
 #include "cc/engine/rnn_cpu_common.h"
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 namespace tfrnn {
@@ -383,7 +384,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
       }
     });
     if constexpr (std::is_same<A, float>::value) {
-      if (wkept != nullptr && ly.x16 != nullptr) {  // as the projection below reads W
+      if (wkept != nullptr && ly.W16 != nullptr) {  // as the projection below reads W
         bf16::PackWhole<uint16_t>(d, false, KH, ly.in, ly.W16, wkept);
       } else if (wkept != nullptr) {
         bf16::PackWhole<A>(d, !s.weights_xw, KH, ly.in, ly.W, wkept);
@@ -438,9 +439,15 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
     ParallelFor(d, s.T, 2.0 * B * ly.in * KH, [&](Index t0, Index t1) { project(t0, t1); });
   } else if (proj_whole) {  // x's rows in gx's order
     if constexpr (std::is_same<A, float>::value) {
-      if (ly.x16 != nullptr) {  // a bfloat16 op's words (weights_xw: W [in, KH])
+      if (ly.x16 != nullptr && (ly.W16 != nullptr || wkept != nullptr)) {
+        // a bfloat16 op's words (weights_xw: W [in, KH]), or x's words on W packed (kept)
         bf16::GemmLarge<uint16_t>(d, false, false, TB, KH, ly.in, ly.x16, ly.W16, ly.gx, false,
                                   nullptr, nullptr, wkept);
+      } else if (ly.x16 != nullptr) {  // x's words on W's floats, packed for this call
+        std::unique_ptr<float[]> wp(new float[KH * ly.in]);
+        bf16::PackWhole<A>(d, !s.weights_xw, KH, ly.in, ly.W, wp.get());
+        bf16::GemmLarge<uint16_t>(d, false, false, TB, KH, ly.in, ly.x16, nullptr, ly.gx, false,
+                                  nullptr, nullptr, wp.get());
       } else if (wkept != nullptr) {
         bf16::GemmLarge<A>(d, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false,
                            nullptr, nullptr, wkept);

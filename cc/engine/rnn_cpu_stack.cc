@@ -245,9 +245,11 @@ void RnnForward(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A*
       using W = const Eigen::bfloat16*;
       const Index KH = RnnK(s) * s.H, TB = s.T * s.B, w_rows = RnnInWidth(s, 0);
       Convert(d, reinterpret_cast<W>(a.words16.x), const_cast<A*>(a.x), TB * s.I);
-      Convert(d, reinterpret_cast<W>(a.words16.W), const_cast<A*>(a.weights.W), w_rows * KH);
-      Convert(d, reinterpret_cast<W>(a.words16.R), const_cast<A*>(a.weights.R),
-              RnnHs(s) * KH);
+      if (a.words16.W != nullptr) {  // (else the weights are floats already)
+        Convert(d, reinterpret_cast<W>(a.words16.W), const_cast<A*>(a.weights.W), w_rows * KH);
+        Convert(d, reinterpret_cast<W>(a.words16.R), const_cast<A*>(a.weights.R),
+                RnnHs(s) * KH);
+      }
       RnnFwdArgs<A> b = a;
       b.words16 = {};
       RnnForward(d, s, b, ws);

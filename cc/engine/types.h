@@ -367,8 +367,10 @@ struct RnnFwdArgs {
   RnnWeights<A> weights;         // L == D == 1: the weights (then params is not read)
   bool batch_major = false;      // x is [B, T, I] and y [B, T, D·Hs] (the reserve stays
                                  // time-major: the backward reads it as usual)
-  // A bfloat16 op's x, W and R (weights, weights_xw) and y as its tensors' bf16 words, all four
-  // or none: the engine reads and writes them as they are where its road can (rnn_cpu_stack.cc
+  // A bfloat16 op's x, W and R (weights, weights_xw) and y as its tensors' bf16 words: x and y
+  // both or neither, W and R both or neither (neither: weights.W and weights.R are the
+  // weights' floats, packed into pair words as a bf16 product rounds them; the Keras mixed
+  // op). The engine reads and writes them as they are where its road can (rnn_cpu_stack.cc
   // Reads16), else converts them into and from x, weights.W, weights.R and y, which are then
   // float buffers of their sizes that the caller leaves unfilled.
   struct Words16 {

@@ -128,20 +128,22 @@ struct CpuKerasOf {
     }
 
     ComputeBridge<T> br(ctx);
-    // A bfloat16 inference hands the engine x, W, R and y as their bf16 words: it reads and
-    // writes them as they are on the road that can, else converts them itself (not for a
-    // preprojected input, whose kernel has no rows).
-    const bool words16 = !kMixed && std::is_same<T, Eigen::bfloat16>::value && !training &&
+    // A bfloat16 inference hands the engine x and y (and a bfloat16 op W and R) as their bf16
+    // words: it reads and writes them as they are on the road that can, else converts them
+    // itself (not for a preprojected input, whose kernel has no rows).
+    const bool words16 = std::is_same<T, Eigen::bfloat16>::value && !training &&
                          !s.preprojected && Bf16WordsOn();
     a.h0 = br.In(*in.h0);
     a.c0 = lstm ? br.In(*in.c0) : nullptr;
-    a.weights = KerasWeights<T, kMixed>(in, &br, words16);
+    a.weights = KerasWeights<T, kMixed>(in, &br, words16 && !kMixed);
     if (in.mask != nullptr) a.mask = br.In(*in.mask);
     if (words16) {
       a.words16.x = Words16(*in.x);
-      a.words16.W = Words16(*in.kernel);
-      a.words16.R = Words16(*in.rkernel);
       a.words16.y = const_cast<uint16_t*>(Words16(*out.y));
+      if (!kMixed) {
+        a.words16.W = Words16(*in.kernel);
+        a.words16.R = Words16(*in.rkernel);
+      }
     }
     a.hn = br.Out(out.hn);
     a.cn = lstm ? br.Out(out.cn) : nullptr;
