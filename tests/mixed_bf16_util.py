@@ -1,16 +1,17 @@
 """Operands of TfRnn>KerasRNN that bfloat16 holds exactly, for the checks that a float32 op with
 bf16_products, and the mixed op on bfloat16 sequences and float32 weights, give the bfloat16
-op's bits (test_mixed_bf16_inference.py, test_mixed_bf16_training.py)."""
+op's bits (test_mixed_bf16_inference.py, test_mixed_bf16_training.py; half too in
+test_keras_mixed_op.py)."""
 import tensorflow as tf
 
 BF16 = tf.bfloat16
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1}
 
 
-def exact(rng, shape, scale=1.0):
-    """float32 values that bfloat16 holds exactly."""
+def exact(rng, shape, scale=1.0, dtype=BF16):
+    """float32 values that `dtype` (bfloat16, or half) holds exactly."""
     v = tf.constant(rng.normal(size=shape) * scale, tf.float32)
-    return tf.cast(tf.cast(v, BF16), tf.float32)
+    return tf.cast(tf.cast(v, dtype), tf.float32)
 
 
 def operands(rng, mode, T, B, I, H):

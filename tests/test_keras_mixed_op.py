@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tf_rnn_ops._loader import has_xla, load_library
-from mixed_bf16_util import GATES, SEQUENCE_INPUTS
+from mixed_bf16_util import GATES, exact, mixed
 
 NAMES = ["input", "input_h", "input_c", "kernel", "recurrent_kernel", "bias"]
 # (mode, T, B, I, H, what): what = lengths, mask, preprojected, plain
@@ -20,22 +20,16 @@ CASES = [("lstm", 7, 5, 6, 12, "lengths"), ("gru", 6, 4, 5, 10, "mask"),
          ("lstm", 9, 40, 24, 72, "plain")]
 
 
-def _exact(rng, shape, dtype, scale=1.0):
-    """float32 values that `dtype` holds exactly."""
-    v = tf.constant(rng.normal(size=shape) * scale, tf.float32)
-    return tf.cast(tf.cast(v, dtype), tf.float32)
-
-
 def _operands(rng, mode, T, B, I, H, what, dtype):
     """The float32 op's operands (values exact in dtype) and the call's attrs."""
     KH = GATES[mode] * H
     attrs = dict(rnn_mode=mode, preprojected=what == "preprojected")
     cols = KH if what == "preprojected" else I
-    ops = dict(input=_exact(rng, (B, T, cols), dtype), input_h=_exact(rng, (B, H), dtype, 0.5),
-               input_c=_exact(rng, (B, H), dtype, 0.5),
-               kernel=_exact(rng, (0 if what == "preprojected" else I, KH), dtype, 0.2),
-               recurrent_kernel=_exact(rng, (H, KH), dtype, 0.2),
-               bias=_exact(rng, (2, KH) if mode == "gru" else (KH,), dtype, 0.5),
+    ops = dict(input=exact(rng, (B, T, cols), 1.0, dtype), input_h=exact(rng, (B, H), 0.5, dtype),
+               input_c=exact(rng, (B, H), 0.5, dtype),
+               kernel=exact(rng, (0 if what == "preprojected" else I, KH), 0.2, dtype),
+               recurrent_kernel=exact(rng, (H, KH), 0.2, dtype),
+               bias=exact(rng, (2, KH) if mode == "gru" else (KH,), 0.5, dtype),
                sequence_lengths=tf.zeros([0], tf.int32), recurrent_mask=tf.zeros([0]))
     if what == "lengths":
         ops["sequence_lengths"] = tf.constant([T - b % (T + 1) for b in range(B)], tf.int32)
@@ -64,14 +58,15 @@ def test_mixed_pair_gives_the_16bit_pair_bits(mode, T, B, I, H, what, dtype, tra
     lib = load_library()
     rng = np.random.default_rng(T * 100 + B)
     ops, attrs = _operands(rng, mode, T, B, I, H, what, dtype)
-    weights = [_exact(rng, (B, T, H), dtype), _exact(rng, (B, H), dtype),
-               _exact(rng, (B, H), dtype)]
-    mixed = {k: tf.cast(v, dtype) if k in SEQUENCE_INPUTS else v for k, v in ops.items()}
+    weights = [exact(rng, (B, T, H), 1.0, dtype), exact(rng, (B, H), 1.0, dtype),
+               exact(rng, (B, H), 1.0, dtype)]
+    mixed_ops = mixed(ops, dtype)
     narrow = {k: v if v.dtype == tf.int32 else tf.cast(v, dtype) for k, v in ops.items()}
 
     @tf.function(jit_compile=jit)
     def both():
-        got = _outputs_and_grads(lib.tf_rnn_keras_rnn_mixed, mixed, attrs, training, weights)
+        got = _outputs_and_grads(lib.tf_rnn_keras_rnn_mixed, mixed_ops, attrs, training,
+                                 weights)
         want = _outputs_and_grads(lib.tf_rnn_keras_rnn, narrow, attrs, training, weights)
         return got, want
     got, want = both()
@@ -96,11 +91,12 @@ def test_reserve_and_weight_gradients_are_float32():
     lib = load_library()
     rng = np.random.default_rng(1)
     ops, attrs = _operands(rng, "lstm", 4, 3, 5, 6, "plain", tf.bfloat16)
-    mixed = {k: tf.cast(v, tf.bfloat16) if k in SEQUENCE_INPUTS else v for k, v in ops.items()}
-    y, hn, cn, reserve = lib.tf_rnn_keras_rnn_mixed(**mixed, is_training=True, **attrs)
+    mixed_ops = mixed(ops)
+    y, hn, cn, reserve = lib.tf_rnn_keras_rnn_mixed(**mixed_ops, is_training=True, **attrs)
     assert (y.dtype, hn.dtype, cn.dtype, reserve.dtype) == (tf.bfloat16,) * 3 + (tf.float32,)
-    with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
-        lib.tf_rnn_keras_rnn_mixed(**dict(mixed, kernel=tf.cast(ops["kernel"], tf.bfloat16)),
+    # a bfloat16 kernel (input 3), float32 sequences (T must be bfloat16 or half)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input #3.*float tensor"):
+        lib.tf_rnn_keras_rnn_mixed(**dict(mixed_ops, kernel=tf.cast(ops["kernel"], tf.bfloat16)),
                                    **attrs)
-    with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
-        lib.tf_rnn_keras_rnn_mixed(**ops, **attrs)   # float32 sequences: not the mixed pair
+    with pytest.raises(tf.errors.InvalidArgumentError, match="attr 'T' of float"):
+        lib.tf_rnn_keras_rnn_mixed(**ops, **attrs)
