@@ -41,33 +41,21 @@ namespace {
 
 constexpr char kKerasAct[] = "{'tanh', 'sigmoid', 'relu', 'linear', 'hard_sigmoid'}";
 
-#define TFRNN_KERAS_INPUTS                  \
+// The inputs of both pairs: sequences, states and the recurrent mask of type T, the weights of
+// type W ("T", or the mixed pair's "float").
+#define TFRNN_KERAS_INPUTS(W)               \
   .Input("input: T")                        \
       .Input("input_h: T")                  \
       .Input("input_c: T")                  \
-      .Input("kernel: T")                   \
-      .Input("recurrent_kernel: T")         \
-      .Input("bias: T")                     \
+      .Input("kernel: " W)                  \
+      .Input("recurrent_kernel: " W)        \
+      .Input("bias: " W)                    \
       .Input("sequence_lengths: int32")     \
       .Input("recurrent_mask: T")
 
-// The mixed pair: sequences, states and the recurrent mask of type T, weights float.
-#define TFRNN_KERAS_MIXED_INPUTS            \
-  .Input("input: T")                        \
-      .Input("input_h: T")                  \
-      .Input("input_c: T")                  \
-      .Input("kernel: float")               \
-      .Input("recurrent_kernel: float")     \
-      .Input("bias: float")                 \
-      .Input("sequence_lengths: int32")     \
-      .Input("recurrent_mask: T")
-
-#define TFRNN_KERAS_ATTRS                                                                  \
-  .Attr(kRnnTypes) TFRNN_KERAS_OTHER_ATTRS
-#define TFRNN_KERAS_MIXED_ATTRS                                                            \
-  .Attr("T: {bfloat16, half}") TFRNN_KERAS_OTHER_ATTRS
-#define TFRNN_KERAS_OTHER_ATTRS                                                            \
-  .Attr(kRnnMode)                                                                          \
+#define TFRNN_KERAS_ATTRS(TYPES)                                                           \
+  .Attr(TYPES)                                                                             \
+      .Attr(kRnnMode)                                                                      \
       .Attr(absl::StrCat("activation: ", kKerasAct, " = 'tanh'"))                           \
       .Attr(absl::StrCat("recurrent_activation: ", kKerasAct, " = 'sigmoid'"))              \
       .Attr("reset_after: bool = true")                                                    \
@@ -110,56 +98,35 @@ absl::Status KerasBackpropShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("TfRnn>KerasRNN")
-    TFRNN_KERAS_INPUTS
-    .Output("output: T")
-    .Output("output_h: T")
-    .Output("output_c: T")
-    .Output("reserve_space: T")
-    TFRNN_KERAS_ATTRS
-    .Attr("is_training: bool = true")
-    .Attr("reuse_packed_weights: bool = false")
-    .SetShapeFn(KerasForwardShape);
+// An op pair NAME / NAME "Backprop" whose T takes TYPES and whose weights, their gradients and
+// the reserve are of type W.
+#define TFRNN_REGISTER_KERAS_PAIR(NAME, TYPES, W)      \
+  REGISTER_OP(NAME)                                    \
+  TFRNN_KERAS_INPUTS(W)                                \
+      .Output("output: T")                             \
+      .Output("output_h: T")                           \
+      .Output("output_c: T")                           \
+      .Output("reserve_space: " W)                     \
+          TFRNN_KERAS_ATTRS(TYPES)                     \
+      .Attr("is_training: bool = true")                \
+      .Attr("reuse_packed_weights: bool = false")      \
+      .SetShapeFn(KerasForwardShape);                  \
+  REGISTER_OP(NAME "Backprop")                         \
+  TFRNN_KERAS_INPUTS(W)                                \
+      .Input("output_backprop: T")                     \
+      .Input("output_h_backprop: T")                   \
+      .Input("output_c_backprop: T")                   \
+      .Input("reserve_space: " W)                      \
+      .Output("input_backprop: T")                     \
+      .Output("input_h_backprop: T")                   \
+      .Output("input_c_backprop: T")                   \
+      .Output("kernel_backprop: " W)                   \
+      .Output("recurrent_kernel_backprop: " W)         \
+      .Output("bias_backprop: " W)                     \
+          TFRNN_KERAS_ATTRS(TYPES)                     \
+      .SetShapeFn(KerasBackpropShape)
 
-REGISTER_OP("TfRnn>KerasRNNBackprop")
-    TFRNN_KERAS_INPUTS
-    .Input("output_backprop: T")
-    .Input("output_h_backprop: T")
-    .Input("output_c_backprop: T")
-    .Input("reserve_space: T")
-    .Output("input_backprop: T")
-    .Output("input_h_backprop: T")
-    .Output("input_c_backprop: T")
-    .Output("kernel_backprop: T")
-    .Output("recurrent_kernel_backprop: T")
-    .Output("bias_backprop: T")
-    TFRNN_KERAS_ATTRS
-    .SetShapeFn(KerasBackpropShape);
-
-REGISTER_OP("TfRnn>KerasRNNMixed")
-    TFRNN_KERAS_MIXED_INPUTS
-    .Output("output: T")
-    .Output("output_h: T")
-    .Output("output_c: T")
-    .Output("reserve_space: float")
-    TFRNN_KERAS_MIXED_ATTRS
-    .Attr("is_training: bool = true")
-    .Attr("reuse_packed_weights: bool = false")
-    .SetShapeFn(KerasForwardShape);
-
-REGISTER_OP("TfRnn>KerasRNNMixedBackprop")
-    TFRNN_KERAS_MIXED_INPUTS
-    .Input("output_backprop: T")
-    .Input("output_h_backprop: T")
-    .Input("output_c_backprop: T")
-    .Input("reserve_space: float")
-    .Output("input_backprop: T")
-    .Output("input_h_backprop: T")
-    .Output("input_c_backprop: T")
-    .Output("kernel_backprop: float")
-    .Output("recurrent_kernel_backprop: float")
-    .Output("bias_backprop: float")
-    TFRNN_KERAS_MIXED_ATTRS
-    .SetShapeFn(KerasBackpropShape);
+TFRNN_REGISTER_KERAS_PAIR("TfRnn>KerasRNN", kRnnTypes, "T");
+TFRNN_REGISTER_KERAS_PAIR("TfRnn>KerasRNNMixed", "T: {bfloat16, half}", "float");
 
 }  // namespace tfrnn
