@@ -140,10 +140,17 @@ def _keras_rnn_grad(forward, backprop, op, grads):
         # gradient through it is exact.
         reserve = forward(*inputs, is_training=True, **attrs)[3]
     dy, dh, dc = _or_zeros(grads[:3], op.outputs[:3])
-    out = backprop(*inputs, output_backprop=dy, output_h_backprop=dh, output_c_backprop=dc,
-                   reserve_space=reserve, **attrs)
+    # A tape that wants no gradient of x (a model's first layer: GradientTape passes the inputs
+    # it skips; tf.gradients' ops have no skip_input_indices) gets none: the backprop skips
+    # its products, under XLA too, where the graph cannot tell the kernel that nothing reads it.
+    input_grad = 0 not in (getattr(op, "skip_input_indices", None) or ())
+    out = list(backprop(*inputs, output_backprop=dy, output_h_backprop=dh,
+                        output_c_backprop=dc, reserve_space=reserve, input_grad=input_grad,
+                        **attrs))
+    if not input_grad:
+        out[0] = None
     # No gradient for the sequence lengths and the recurrent (dropout) mask.
-    return list(out) + [None, None]
+    return out + [None, None]
 
 
 @tf.RegisterGradient("TfRnn>KerasRNN")

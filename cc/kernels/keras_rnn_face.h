@@ -28,6 +28,8 @@ struct KerasAttrs {
   // bf16_products: a float32 op's products as a bfloat16 op's (the CPU's, and XLA's on the
   // CPU), in the forward and the backprop alike.
   bool bf16_products = false;
+  // input_grad (backprop): false, input_backprop is zeros and not computed.
+  bool input_grad = true;
 
   absl::Status Read(tensorflow::OpKernelConstruction* c) {
     std::string mode_name;
@@ -43,6 +45,7 @@ struct KerasAttrs {
     if (c->HasAttr("bf16_products")) {
       TF_RETURN_IF_ERROR(c->GetAttr("bf16_products", &bf16_products));
     }
+    if (c->HasAttr("input_grad")) TF_RETURN_IF_ERROR(c->GetAttr("input_grad", &input_grad));
     return absl::OkStatus();
   }
 };

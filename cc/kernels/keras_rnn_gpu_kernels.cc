@@ -115,7 +115,7 @@ struct GpuKeras {
     return call.BatchMajor(s, a.y, out.y, s.H);
   }
 
-  static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& /*attrs*/,
+  static absl::Status Backward(OpKernelContext* ctx, const KerasAttrs& attrs,
                                const KerasInputs& in) {
     const RnnSpec& s = in.spec;
     const bool lstm = s.mode == RnnMode::kLstm;
@@ -139,6 +139,8 @@ struct GpuKeras {
     TF_RETURN_IF_ERROR(call.OutSlot(s, gr.dx, s.I, &a.dx));
     TF_RETURN_IF_ERROR(call.g.Check(
         call.g.eng->rnn_backward(&call.cs, &a, call.workspace, call.ws_bytes, call.g.stream)));
+    // input_grad false: zeros (the CUDA engine computes the input's gradient regardless).
+    if (!attrs.input_grad) return gpu::ZeroGpu(call.g, {gr.dx});
     return call.BatchMajor(s, a.dx, gr.dx, s.I);
   }
 };

@@ -184,7 +184,12 @@ struct CpuKerasOf {
     a.reserve = reinterpret_cast<const A*>(gr.reserve->flat<W>().data());
     a.dhn = br.In(*gr.dhn);
     a.dcn = lstm ? br.In(*gr.dcn) : nullptr;
-    auto* dxv = SeqOut(ctx, br, 0, gr.dx);  // input_backprop
+    // input_backprop: null (not computed) where the graph does not consume it or input_grad
+    // is false (then zeros).
+    auto* dxv = attrs.input_grad ? SeqOut(ctx, br, 0, gr.dx) : nullptr;
+    if (!attrs.input_grad && ctx->output_required(0)) {
+      Zero<T>(ctx->eigen_device<CpuDevice>(), gr.dx->flat<T>().data(), gr.dx->NumElements());
+    }
     a.dh0 = br.Out(gr.dh0);
     a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
     A* db = WeightOut(br, gr.dbias);

@@ -23,7 +23,11 @@
 // not reference variables). bf16_products (T = float, on the CPU; both ops, the backprop's
 // set as its forward's): the products round their operands to bfloat16 and accumulate in
 // float, as a bfloat16 op's do (a mixed-precision layer on its float32 variables); float
-// products where the CPU has no AVX512_BF16, as for a bfloat16 op.
+// products where the CPU has no AVX512_BF16, as for a bfloat16 op. input_grad = false
+// (backprop): input_backprop is zeros and the input's gradient is not computed (the CPU
+// engine skips its products, also under XLA on the CPU); the registered gradient sets it where
+// the tape asks for no gradient of input (a model's first layer: GradientTape's
+// skip_input_indices).
 //
 // TfRnn>KerasRNNMixed / KerasRNNMixedBackprop (a mixed-precision layer's call on its float32
 // variables): the same inputs, outputs and attrs, with input, input_h, input_c, recurrent_mask,
@@ -124,6 +128,7 @@ absl::Status KerasBackpropShape(InferenceContext* c) {
       .Output("recurrent_kernel_backprop: " W)         \
       .Output("bias_backprop: " W)                     \
           TFRNN_KERAS_ATTRS(TYPES)                     \
+      .Attr("input_grad: bool = true")                 \
       .SetShapeFn(KerasBackpropShape)
 
 TFRNN_REGISTER_KERAS_PAIR("TfRnn>KerasRNN", kRnnTypes, "T");

@@ -95,12 +95,16 @@ class KerasRnnXla : public XlaOpKernel {
     operands.push_back(lstm ? Convert(ctx->Input(10), a_type) : Empty(ctx->builder(), a_type));
     operands.push_back(ReserveFromOpType(ctx->Input(11), reserve, a_type, w_type));
     operands.push_back(Empty(ctx->builder(), a_type));  // no dc_seq
+    // input_grad false: zeros for input_backprop; on the CPU the engine skips its products
+    // (the CUDA engine computes it regardless).
+    call.input_grad = attrs_.input_grad || !cpu_;
     auto like = [&](int k) { return XlaShape(a_type, ctx->InputShape(k)); };
-    std::vector<xla::XlaOp> r =
-        EmitRnnCall(ctx->builder(), kXlaRnnBackward, call, operands,
-                    {shape({s.T, s.B, s.I}), shape({s.B, s.H}), shape({c_rows, s.H}), like(3),
-                     like(4), like(5), shape({0})});
-    ctx->SetOutput(0, Convert(SwapMajor(r[0]), t_type));
+    std::vector<xla::XlaOp> r = EmitRnnCall(
+        ctx->builder(), kXlaRnnBackward, call, operands,
+        {call.input_grad ? shape({s.T, s.B, s.I}) : shape({0}), shape({s.B, s.H}),
+         shape({c_rows, s.H}), like(3), like(4), like(5), shape({0})});
+    ctx->SetOutput(0, attrs_.input_grad ? Convert(SwapMajor(r[0]), t_type)
+                                        : ZerosOf(ctx->builder(), t_type, ctx->InputShape(0)));
     ctx->SetOutput(1, Convert(r[1], t_type));
     // input_c's gradient has input_c's shape (zeros but for lstm).
     ctx->SetOutput(2, lstm ? Convert(r[2], t_type)

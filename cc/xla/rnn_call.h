@@ -10,7 +10,8 @@
 //            results   y [T, B, D·Hs], hn, cn, reserve [XlaRnnReserveResult]
 //   backward operands  the forward's nine, dy [T, B, D·Hs], dhn, dcn, reserve, dc_seq
 //                      [T, B, D·H] (has_dc_seq)
-//            results   dx [T, B, I], dh0, dc0, dw0, dw1, dw2, dpeephole [L·D, K·H]
+//            results   dx [T, B, I] ([0] without input_grad), dh0, dc0, dw0, dw1, dw2,
+//                      dpeephole [L·D, K·H]
 // The engine's workspace is the target's own (scratch_cache.h).
 // w0, w1, w2 are kernel [in, K·H], recurrent_kernel [H, K·H] and bias ([K·H] or [2, K·H]) for
 // kKerasWeights, and the params vector and two empty arrays for kParamsVector.
@@ -70,10 +71,12 @@ struct XlaRnnCall {
   bool has_dc_seq = false;     // backward: the dc_seq operand is there
   bool batch_major = false;    // forward on the CPU, not training: x is [B, T, I] and y
                                // [B, T, D·Hs] (RnnFwdArgs::batch_major), not time-major
+  bool input_grad = true;      // backward: dx is computed (else its result has no elements
+                               // and the engine skips its products)
 };
 
 // Bump when the encoding changes: a call compiled by one build is never run by another.
-constexpr int64_t kXlaRnnCallVersion = 3;
+constexpr int64_t kXlaRnnCallVersion = 4;
 
 namespace xla_call {
 inline int64_t FloatBits(double v) {
@@ -95,7 +98,7 @@ inline std::vector<int64_t> EncodeXlaRnnCall(const XlaRnnCall& c) {
                             c.f64,                  static_cast<int64_t>(c.weights),
                             c.has_lengths,          c.two_biases,
                             c.mask_per_step,        c.has_dc_seq,
-                            c.batch_major};
+                            c.batch_major,          c.input_grad};
   auto put = [&v](auto x) {
     if constexpr (std::is_floating_point<decltype(x)>::value) {
       v.push_back(xla_call::FloatBits(x));
@@ -115,7 +118,7 @@ inline std::vector<int64_t> EncodeXlaRnnCall(const XlaRnnCall& c) {
 // Decodes v into *c; "" or why v is no call this build can run (wrong version or length, a
 // field out of range, a spec the engine cannot run).
 inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
-  constexpr size_t kHead = 9;
+  constexpr size_t kHead = 10;
   if (n != EncodeXlaRnnCall(XlaRnnCall()).size() || v[0] != kXlaRnnCallVersion) {
     return "the custom call was compiled by another build of tf_rnn_ops (call encoding "
            "version or length differs); recompile the function";
@@ -131,6 +134,7 @@ inline std::string DecodeXlaRnnCall(const int64_t* v, size_t n, XlaRnnCall* c) {
   c->mask_per_step = v[6] != 0;
   c->has_dc_seq = v[7] != 0;
   c->batch_major = v[8] != 0;
+  c->input_grad = v[9] != 0;
   size_t k = kHead;
   auto get = [&](auto* x) {
     using X = std::remove_pointer_t<decltype(x)>;

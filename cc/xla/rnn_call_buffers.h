@@ -28,7 +28,8 @@ struct XlaRnnBuffers {
   const void* dc_seq = nullptr;
   // Forward results 0..3 (reserve: null outside training, where it is the target's scratch).
   void *y = nullptr, *hn = nullptr, *cn = nullptr, *reserve = nullptr;
-  // Backward results 0..6 (dbias_r: the second row of a two-row bias gradient).
+  // Backward results 0..6 (dx: null without input_grad; dbias_r: the second row of a two-row
+  // bias gradient).
   void *dx = nullptr, *dh0 = nullptr, *dc0 = nullptr, *dparams = nullptr;
   void *dkernel = nullptr, *drecurrent_kernel = nullptr, *dbias = nullptr, *dbias_r = nullptr;
   void* dpeephole = nullptr;
@@ -76,7 +77,7 @@ inline XlaRnnBuffers BindXlaRnnBuffers(const XlaRnnCall& call, Buffers& buf, boo
   b.dcn = lstm ? buf.In(11, states * s.H, "dcn") : nullptr;
   b.reserve_in = buf.In(12, RnnReserveSize(s), "reserve");
   b.dc_seq = nonempty(buf.In(13, dc_seq ? rows * s.D * s.H : 0, "dc_seq"), dc_seq);
-  b.dx = buf.Out(0, rows * s.I, "dx");
+  b.dx = nonempty(buf.Out(0, call.input_grad ? rows * s.I : 0, "dx"), call.input_grad);
   b.dh0 = buf.Out(1, states * Hs, "dh0");
   b.dc0 = nonempty(buf.Out(2, lstm ? states * s.H : 0, "dc0"), lstm);
   if (keras) {

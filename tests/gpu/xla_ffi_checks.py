@@ -36,7 +36,7 @@ SRC = "cc/xla/rnn_ffi_gpu.cc"
 DEPS = [SRC, "cc/xla/ffi_buffers.h", "cc/xla/rnn_call.h", "cc/xla/rnn_call_buffers.h",
         "cc/gpu/c_api.h", "cc/gpu/c_api_loader.h", "cc/gpu/c_api_convert.h",
         "cc/engine/library_dir.h", "cc/engine/types.h", "cc/engine/rnn_spec_fields.h"]
-CALL_VERSION = 3  # kXlaRnnCallVersion in cc/xla/rnn_call.h
+CALL_VERSION = 4  # kXlaRnnCallVersion in cc/xla/rnn_call.h
 FACES = {"KerasRNN": 0, "KerasRNNBackprop": 1, "CudnnRNNV3": 4, "CudnnRNNBackpropV3": 7}
 TOL = {"float32": 1e-4, "float64": 1e-10}
 
@@ -73,8 +73,9 @@ def register(jax, lib_path):
 
 def encode(spec, face, f64, params_vector, has_lengths, two_biases, mask_per_step):
     """EncodeXlaRnnCall (cc/xla/rnn_call.h) of a cuda_engine.Spec."""
+    # ..., has_dc_seq 0, batch_major 0 (CPU only), input_grad 1
     v = [CALL_VERSION, FACES[face], int(f64), int(params_vector), int(has_lengths),
-         int(two_biases), int(mask_per_step), 0, 0]  # has_dc_seq, batch_major (CPU only)
+         int(two_biases), int(mask_per_step), 0, 0, 1]
     for name, ctype in ce.Spec._fields_[1:]:  # dtype is the C struct's own
         value = getattr(spec, name)
         for x in (list(value) if hasattr(value, "__len__") else [value]):
