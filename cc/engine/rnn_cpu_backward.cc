@@ -309,6 +309,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
                     const BwdBufs<A>& w, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KH = RnnK(s) * s.H, in = ly.in, T = s.T;
   const bool b16 = bf16::ProductsFor(s), xw = s.weights_xw;
+  const bool wgrads = ly.dW != nullptr || ly.dR != nullptr || ly.dbW != nullptr;  // as above
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // W is packed once for the din rows of every chunk (Eigen's product would pack it per chunk
   // and read the gate gradients' rows through its own packing: docs/PERFORMANCE.md, "The
@@ -324,12 +325,13 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   // lstm's dbR (dhr is dgx) is dbW.
   const bool sum_r_own = ly.dbR != nullptr && w.dhr != w.dgx;
   SumAcc sum_w = SumAcc::Zero(KH), sum_r = SumAcc::Zero(sum_r_own ? KH : 0);
+  // The side work beside the chain, in chains' worth: dW and dR (without weight gradients:
+  // none), din.
+  const double side = double((din != nullptr ? in : 0) + (wgrads ? in + Hs : 0)) / Hs;
   ChainWithChunkGrads(
-      d, steps, B, KH,
-      SideHelpers(d, double(steps) * B * KH * (in + Hs),
-                  double((din != nullptr ? 2 : 1) * in + Hs) / Hs),
-      chain,
+      d, steps, B, KH, SideHelpers(d, double(steps) * B * KH * (in + Hs), side), chain,
       [&](Index s0, Index s1, Index c0, Index c1, bool first) {
+        if (!wgrads) return;
         const Index r0 = first_row(s0, s1), rows = (s1 - s0) * B, len = c1 - c0;
         // The first chunk of a panel sets it, the later ones add.
         WeightGradPanel<A>(s, b16, in, len, rows, w.dgx + r0 * KH + c0, xin + r0 * in, ly.dW,
@@ -356,6 +358,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
         packed::Gemm<A>(rows, KH, in, w.dgx + r0 * KH, KH, w.wpack, din + r0 * in, in,
                         accumulate_din, b16);
       });
+  if (!wgrads) return;
   Vec<A>(ly.dbW, KH) = sum_w.template cast<A>();
   if (ly.dbR != nullptr) Vec<A>(ly.dbR, KH) = (sum_r_own ? sum_r : sum_w).template cast<A>();
 }
@@ -403,6 +406,9 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
   const bool reset_before = gru && s.gru_reset_before, b16 = bf16::ProductsFor(s);
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+  // Weight, bias and peephole gradients: none where dW, dR and dbW are null (their products
+  // and sums skipped: a frozen layer's backward, RnnBwdArgs).
+  const bool wgrads = ly.dW != nullptr || ly.dR != nullptr || ly.dbW != nullptr;
   const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   BwdBufs<A> w = w0;
   // Rows no sequence reaches get no gradient (with every sequence full length, the steps
@@ -553,85 +559,90 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   std::copy_n(w.dh, B * Hs, a.dh0 + pseudo * B * Hs);
   if (s.mode == RnnMode::kLstm) std::copy_n(w.dc, B * H, a.dc0 + pseudo * B * H);
 
-  if (s.peephole) PeepholeGrads<A>(d, s, sm, ly, c0p, w.dgx, a.dpeephole + pseudo * KH);
+  if (s.peephole && wgrads) {
+    PeepholeGrads<A>(d, s, sm, ly, c0p, w.dgx, a.dpeephole + pseudo * KH);
+  }
 
   if (pipelined) return;  // the weight, bias and input gradients are done
-  // Weight and bias gradients: one GEMM or reduction each over all T·B rows; with bf16
-  // products the bias sums taken by dW's and dR's conversions of the gate gradients (GemmB16:
-  // ColumnSum's sums, in its order; a GRU 20x128x512x1024's ColumnSum passes: 3.5 %).
-  const bool sums_fused = b16 && std::is_same<A, float>::value;
-  const bool dbw_fused = sums_fused && ly.in > 0;
-  const bool dbr_fused = sums_fused && ly.dbR != nullptr && w.dhr != w.dgx && !RnnGateMasks(s);
-  SumAcc sums_w = SumAcc::Zero(dbw_fused ? KH : 0), sums_r = SumAcc::Zero(dbr_fused ? KH : 0);
-  // The lstm in the Keras layout (dhr is dgx): dW = xᵀ·dg and dR = h_prevᵀ·dg multiply the
-  // same gate gradients, the B operand of both, packed once for the two (GemmLargeShared).
-  const bool shared = b16 && s.weights_xw && w.dhr == w.dgx && ly.in > 0 && !s.has_mask &&
-                      !RnnGateMasks(s) && SharedWeightGrads(d, s, ly, h0, TB, xin, w.dgx,
-                                                            dbw_fused ? sums_w.data() : nullptr);
-  if (ly.in > 0 && !shared) {
-    WeightGrad<A>(d, s, b16, ly.in, TB, w.dgx, xin, ly.dW, false,
-                  dbw_fused ? sums_w.data() : nullptr);
-  }
-  // R multiplied h_prev ⊙ mask (gate block k: ⊙ mask_k with mask_gates); reserve holds h_prev.
-  auto masked_hprev = [&](Index k) {
-    const Index col = MaskCol(s, ly.dcol, k);
-    ParallelFor(d, TB, 2.0 * Hs, [&](Index r0, Index r1) {
-      for (Index r = r0; r < r1; ++r) {
-        Vec<A>(w.hrec + r * Hs, Hs) =
-            CVec<A>(ly.hprev + r * Hs, Hs) *
-            CVec<A>(MaskRow(s, a.mask, a.mask_per_step, r / B, r % B) + col, Hs);
-      }
-    });
-    return w.hrec;
-  };
-  // Gate block k's columns of dhr, [TB, H] (RnnBwdGathers), for its own dR_k GEMM.
-  auto gate_columns = [&](Index k) {
-    ParallelFor(d, TB, 2.0 * H, [&](Index r0, Index r1) {
-      for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KH + k * H, H, w.gather + r * H);
-    });
-    return w.gather;
-  };
-  if (RnnGateMasks(s)) {
-    for (Index k = 0; k < K; ++k) {
-      if (reset_before && k == s.gate_pos[2]) continue;  // below
-      const A* hrec = masked_hprev(k);
-      if (s.weights_xw) {
-        WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + k * H, hrec, ly.dR, k * H, H);
-      } else {
-        GemmB16<A>(d, b16, true, false, H, Hs, TB, gate_columns(k), hrec, ly.dR + k * H * Hs,
-                   false);
-      }
+  // Weight and bias gradients (none for a layer without dW, dR and dbW: RnnBwdArgs).
+  if (wgrads) {
+    // Weight and bias gradients: one GEMM or reduction each over all T·B rows; with bf16
+    // products the bias sums taken by dW's and dR's conversions of the gate gradients (GemmB16:
+    // ColumnSum's sums, in its order; a GRU 20x128x512x1024's ColumnSum passes: 3.5 %).
+    const bool sums_fused = b16 && std::is_same<A, float>::value;
+    const bool dbw_fused = sums_fused && ly.in > 0;
+    const bool dbr_fused = sums_fused && ly.dbR != nullptr && w.dhr != w.dgx && !RnnGateMasks(s);
+    SumAcc sums_w = SumAcc::Zero(dbw_fused ? KH : 0), sums_r = SumAcc::Zero(dbr_fused ? KH : 0);
+    // The lstm in the Keras layout (dhr is dgx): dW = xᵀ·dg and dR = h_prevᵀ·dg multiply the
+    // same gate gradients, the B operand of both, packed once for the two (GemmLargeShared).
+    const bool shared = b16 && s.weights_xw && w.dhr == w.dgx && ly.in > 0 && !s.has_mask &&
+                        !RnnGateMasks(s) && SharedWeightGrads(d, s, ly, h0, TB, xin, w.dgx,
+                                                              dbw_fused ? sums_w.data() : nullptr);
+    if (ly.in > 0 && !shared) {
+      WeightGrad<A>(d, s, b16, ly.in, TB, w.dgx, xin, ly.dW, false,
+                    dbw_fused ? sums_w.data() : nullptr);
     }
-  } else if (s.has_mask) {
-    WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false,
-                  dbr_fused ? sums_r.data() : nullptr);
-  } else if (!shared) {
-    HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
-      WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KH, hp, ly.dR, r > 0,
+    // R multiplied h_prev ⊙ mask (gate block k: ⊙ mask_k with mask_gates); reserve holds h_prev.
+    auto masked_hprev = [&](Index k) {
+      const Index col = MaskCol(s, ly.dcol, k);
+      ParallelFor(d, TB, 2.0 * Hs, [&](Index r0, Index r1) {
+        for (Index r = r0; r < r1; ++r) {
+          Vec<A>(w.hrec + r * Hs, Hs) =
+              CVec<A>(ly.hprev + r * Hs, Hs) *
+              CVec<A>(MaskRow(s, a.mask, a.mask_per_step, r / B, r % B) + col, Hs);
+        }
+      });
+      return w.hrec;
+    };
+    // Gate block k's columns of dhr, [TB, H] (RnnBwdGathers), for its own dR_k GEMM.
+    auto gate_columns = [&](Index k) {
+      ParallelFor(d, TB, 2.0 * H, [&](Index r0, Index r1) {
+        for (Index r = r0; r < r1; ++r) std::copy_n(w.dhr + r * KH + k * H, H, w.gather + r * H);
+      });
+      return w.gather;
+    };
+    if (RnnGateMasks(s)) {
+      for (Index k = 0; k < K; ++k) {
+        if (reset_before && k == s.gate_pos[2]) continue;  // below
+        const A* hrec = masked_hprev(k);
+        if (s.weights_xw) {
+          WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + k * H, hrec, ly.dR, k * H, H);
+        } else {
+          GemmB16<A>(d, b16, true, false, H, Hs, TB, gate_columns(k), hrec, ly.dR + k * H * Hs,
+                     false);
+        }
+      }
+    } else if (s.has_mask) {
+      WeightGrad<A>(d, s, b16, Hs, TB, w.dhr, masked_hprev(0), ly.dR, false,
                     dbr_fused ? sums_r.data() : nullptr);
-    });
-  }
-  if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
-    const Index pn = s.gate_pos[2];
-    if (s.weights_xw) {
-      WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + pn * H, ly.aux, ly.dR, pn * H, H);
-    } else {
-      Gemm<A>(d, true, false, H, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * H * Hs, false);
+    } else if (!shared) {
+      HprevParts(s, ly, h0, 0, TB, [&](const A* hp, Index r, Index n) {
+        WeightGrad<A>(d, s, b16, Hs, n, w.dhr + r * KH, hp, ly.dR, r > 0,
+                      dbr_fused ? sums_r.data() : nullptr);
+      });
     }
-  }
-  if (proj) Gemm<A>(d, true, false, s.P, H, TB, w.dhtot, ly.hh, ly.dP, false);
-  if (dbw_fused) {
-    Vec<A>(ly.dbW, KH) = sums_w.template cast<A>();
-  } else {
-    ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
-  }
-  if (ly.dbR != nullptr) {
-    if (w.dhr == w.dgx) {
-      std::copy_n(ly.dbW, KH, ly.dbR);  // the lstm's dhr is dgx
-    } else if (dbr_fused) {
-      Vec<A>(ly.dbR, KH) = sums_r.template cast<A>();
+    if (reset_before) {  // R_n multiplied r ⊙ h_rec (aux)
+      const Index pn = s.gate_pos[2];
+      if (s.weights_xw) {
+        WeightGradCols<A>(d, s, b16, Hs, TB, w.dhr + pn * H, ly.aux, ly.dR, pn * H, H);
+      } else {
+        Gemm<A>(d, true, false, H, Hs, TB, gate_columns(pn), ly.aux, ly.dR + pn * H * Hs, false);
+      }
+    }
+    if (proj) Gemm<A>(d, true, false, s.P, H, TB, w.dhtot, ly.hh, ly.dP, false);
+    if (dbw_fused) {
+      Vec<A>(ly.dbW, KH) = sums_w.template cast<A>();
     } else {
-      ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
+      ColumnSum<A>(d, w.dgx, TB, KH, ly.dbW);
+    }
+    if (ly.dbR != nullptr) {
+      if (w.dhr == w.dgx) {
+        std::copy_n(ly.dbW, KH, ly.dbR);  // the lstm's dhr is dgx
+      } else if (dbr_fused) {
+        Vec<A>(ly.dbR, KH) = sums_r.template cast<A>();
+      } else {
+        ColumnSum<A>(d, w.dhr, TB, KH, ly.dbR);
+      }
     }
   }
   // Gradient of the layer input (none for a null din: RnnBwdArgs::dx).

@@ -401,7 +401,8 @@ struct RnnBwdArgs {
   A* dx = nullptr;             // [T, B, I]; null: no input gradient (its products skipped)
   A* dh0 = nullptr;            // [L·D, B, Hs]
   A* dc0 = nullptr;            // [L·D, B, H] (lstm)
-  A* dparams = nullptr;        // RnnParamsSize
+  A* dparams = nullptr;        // RnnParamsSize; null (or, with weights, dweights' dW, dR and
+                               // dbW null): no weight, bias or peephole gradients (skipped)
   const A* peephole = nullptr;   // as in RnnFwdArgs
   const A* mask = nullptr;
   bool mask_per_step = false;

@@ -85,7 +85,7 @@ struct CpuCudnn {
     A* dxv = br.OutIfRequired(0, dx);  // input_backprop
     a.dh0 = br.Out(dh0);
     a.dc0 = lstm ? br.Out(dc0) : nullptr;
-    a.dparams = br.Out(dparams);
+    a.dparams = br.OutIfRequired(3, dparams);  // none: the weights' products skipped
     return RunRnnBackward<T>(ctx, br, s, op.attrs().time_major, x, dy, dxv, &a);
   }
 

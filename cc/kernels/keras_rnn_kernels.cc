@@ -192,11 +192,15 @@ struct CpuKerasOf {
     }
     a.dh0 = br.Out(gr.dh0);
     a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
-    A* db = WeightOut(br, gr.dbias);
-    a.dweights.dW = WeightOut(br, gr.dkernel);
-    a.dweights.dR = WeightOut(br, gr.drkernel);
-    a.dweights.dbW = db;
-    a.dweights.dbR = in.two_biases ? db + KN : nullptr;
+    // The weights' gradients: none where the graph consumes none of them (a frozen layer's
+    // step; the engine skips their products and sums).
+    if (ctx->output_required(3) || ctx->output_required(4) || ctx->output_required(5)) {
+      A* db = WeightOut(br, gr.dbias);
+      a.dweights.dW = WeightOut(br, gr.dkernel);
+      a.dweights.dR = WeightOut(br, gr.drkernel);
+      a.dweights.dbW = db;
+      a.dweights.dbR = in.two_biases ? db + KN : nullptr;
+    }
     return RunRnnBackward<T>(ctx, br, s, SameMajor(s), x, dyv, dxv, &a);
   }
 };
