@@ -13,31 +13,15 @@ keras = pytest.importorskip("keras")
 from tf_rnn_ops._loader import has_xla, load_library  # noqa: E402
 import tf_rnn_ops.keras as K  # noqa: E402
 
+from unused_grads_util import (SIZE_IDS, SIZES, bits_equal, keras_case,  # noqa: E402
+                               variables_grads)
+
 BACKPROPS = ("TfRnn>KerasRNNBackprop", "TfRnn>KerasRNNMixedBackprop")
-# (T, B, I, H): the pipelined backward and the split one (B > 64)
-SIZES = [(12, 8, 24, 40), (5, 80, 24, 40)]
 
 
-def _bits_equal(a, b):
-    return np.array_equal(tf.cast(a, tf.float64).numpy(), tf.cast(b, tf.float64).numpy())
-
-
-def _layer_case(kind, policy, T, B, I, H, seed=11):
-    rng = np.random.default_rng(seed)
-    x = tf.constant(rng.standard_normal((B, T, I)).astype(np.float32))
-    if policy != "float32":
-        x = tf.cast(x, keras.mixed_precision.Policy(policy).compute_dtype)
-    w = tf.constant(rng.standard_normal((B, T, H)).astype(np.float32))
-    layer = getattr(K, kind)(H, return_sequences=True, dtype=policy)
-    layer(x[:, :2])
-
-    def grads(with_x):
-        with tf.GradientTape() as tape:
-            if with_x:
-                tape.watch(x)
-            loss = tf.reduce_sum(tf.cast(layer(x, training=True), tf.float32) * w)
-        return tape.gradient(loss, ([x] if with_x else []) + layer.trainable_variables)
-    return grads
+def _layer_case(kind, policy, T, B, I, H):
+    x, w, layer, _ = keras_case(kind, policy, T, B, I, H, seed=11)
+    return variables_grads(x, w, layer)
 
 
 def _backprops(graph):
@@ -65,7 +49,7 @@ def test_tf_gradients_keeps_the_input_gradient():
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "SimpleRNN"])
-@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=SIZE_IDS)
 def test_xla_step_without_the_input_gradient(kind, policy, T, B, I, H):
     """Under XLA (where every output counts as consumed) the first layer's custom call computes
     no input gradient, and the weights' gradients are those of the step that computes it."""
@@ -77,7 +61,7 @@ def test_xla_step_without_the_input_gradient(kind, policy, T, B, I, H):
     got, want = rest(), all_()
     assert len(got) == len(want) - 1
     for g, w in zip(got, want[1:]):
-        assert _bits_equal(g, w), "a weight's gradient changed without dx"
+        assert bits_equal(g, w), "a weight's gradient changed without dx"
     calls = [line for line in rest.experimental_get_compiler_ir()(stage="hlo").splitlines()
              if "custom-call" in line and "Backprop" in line.split("=")[0]]
     assert calls and all(line.split("=", 1)[1].lstrip().startswith("(f32[0]{0},")
@@ -119,4 +103,4 @@ def test_backprop_op_with_input_grad_false(mode, mixed, jit):
     for k in range(1, 6):
         if mode != "lstm" and k == 2:
             continue
-        assert _bits_equal(without[k], with_[k]), k
+        assert bits_equal(without[k], with_[k]), k

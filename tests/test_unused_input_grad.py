@@ -11,14 +11,8 @@ import tensorflow as tf
 keras = pytest.importorskip("keras")
 
 import tf_rnn_ops.keras as K  # noqa: E402
-
-# (T, B, I, H): the pipelined backward (its step chain beside the gradients' chunks) and the
-# split one (B > 64: the input gradient as one product after the chain)
-SIZES = [(12, 8, 24, 40), (5, 80, 24, 40)]
-
-
-def _bits_equal(a, b):
-    return np.array_equal(tf.cast(a, tf.float64).numpy(), tf.cast(b, tf.float64).numpy())
+from unused_grads_util import (SIZE_IDS, SIZES, bits_equal, cudnn_case,  # noqa: E402
+                               keras_case, variables_grads)
 
 
 def _check(grads, what):
@@ -30,50 +24,24 @@ def _check(grads, what):
     eager = grads(True)
     assert len(rest_fn) == len(all_fn) - 1
     for got, want in zip(rest_fn, all_fn[1:]):
-        assert _bits_equal(got, want), f"a gradient changed without {what}"
-    assert _bits_equal(all_fn[0], eager[0]), f"{what} consumed by the graph differs from eager's"
+        assert bits_equal(got, want), f"a gradient changed without {what}"
+    assert bits_equal(all_fn[0], eager[0]), f"{what} consumed by the graph differs from eager's"
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "SimpleRNN"])
-@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=SIZE_IDS)
 def test_keras_step_without_the_input_gradient(kind, policy, T, B, I, H):
-    rng = np.random.default_rng(7)
-    x = tf.constant(rng.standard_normal((B, T, I)).astype(np.float32))
-    if policy != "float32":
-        x = tf.cast(x, keras.mixed_precision.Policy(policy).compute_dtype)
-    w = tf.constant(rng.standard_normal((B, T, H)).astype(np.float32))
-    layer = getattr(K, kind)(H, return_sequences=True, dtype=policy)
-    layer(x[:, :2])
-
-    def grads(with_x):
-        with tf.GradientTape() as tape:
-            if with_x:
-                tape.watch(x)
-            loss = tf.reduce_sum(tf.cast(layer(x, training=True), tf.float32) * w)
-        return tape.gradient(loss, ([x] if with_x else []) + layer.trainable_variables)
-
-    _check(grads, "dx")
-
-
-def _cudnn_case(ours, rng, mode, direction, layers, T, B, I, H):
-    D = 2 if direction == "bidirectional" else 1
-    n = int(tf.reshape(ours.CudnnRNNParamsSize(
-        num_layers=layers, num_units=H, input_size=I, T=tf.float32, S=tf.int32,
-        rnn_mode=mode, direction=direction), [-1])[0])
-    f = lambda *s: tf.constant(rng.uniform(-0.3, 0.3, s).astype(np.float32))  # noqa: E731
-    lengths = rng.integers(1, T + 1, size=B).astype(np.int32)
-    lengths[0] = T
-    return dict(input=f(T, B, I), input_h=f(layers * D, B, H), input_c=f(layers * D, B, H),
-                params=f(n)), tf.constant(lengths), f(T, B, D * H)
+    x, w, layer, _ = keras_case(kind, policy, T, B, I, H, seed=7)
+    _check(variables_grads(x, w, layer), "dx")
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
 @pytest.mark.parametrize("direction,layers", [("unidirectional", 1), ("bidirectional", 2)])
-@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=SIZE_IDS)
 def test_cudnn_backprop_without_the_input_gradient(ours, mode, direction, layers, T, B, I, H):
     rng = np.random.default_rng(3)
-    ins, lengths, w = _cudnn_case(ours, rng, mode, direction, layers, T, B, I, H)
+    ins, lengths, w = cudnn_case(ours, rng, mode, direction, layers, T, B, I, H)
 
     def grads(with_input):
         names = ["input", "input_h", "input_c", "params"][0 if with_input else 1:]
@@ -88,7 +56,7 @@ def test_cudnn_backprop_without_the_input_gradient(ours, mode, direction, layers
 
 
 @pytest.mark.parametrize("use_peephole", [False, True])
-@pytest.mark.parametrize("T,B,I,H", SIZES, ids=[f"B{s[1]}" for s in SIZES])
+@pytest.mark.parametrize("T,B,I,H", SIZES, ids=SIZE_IDS)
 def test_block_lstm_gradient_without_the_input_gradient(ours, use_peephole, T, B, I, H):
     """BlockLSTM's registered gradient (BlockLSTMGradExact), with seq_len_max short of T."""
     rng = np.random.default_rng(5)
@@ -128,4 +96,4 @@ def test_keras_layer_whose_sequence_output_nobody_reads(kind, policy, training):
             loss = tf.reduce_sum(tf.cast(y, tf.float32) ** 2)
         return [y] + tape.gradient(loss, layer.trainable_variables)
     for got, want in zip(tf.function(run)(), run()):
-        assert _bits_equal(got, want)
+        assert bits_equal(got, want)
