@@ -19,7 +19,9 @@
 
 /* BlockLSTMGrad(V2): the forward's inputs and outputs, the incoming gradients of cs and h, the
  * optional incoming gradients of the other five outputs (null = zero; the raw *Grad ops ignore
- * them like stock, the registered gradient passes them), then the gradients written. */
+ * them like stock, the registered gradient passes them), then the gradients written (the CPU
+ * engine: x_grad null, no input gradient; w_grad, wci_grad, wcf_grad, wco_grad and b_grad all
+ * null, no weight gradients). */
 #define TFRNN_LSTM_BWD_ARGS(IN, OUT)                                                          \
   IN(x, "[T, B, I]") IN(cs_prev, "[B, H]") IN(h_prev, "[B, H]") IN(w, "[I+H, 4H]")            \
   IN(wci, "[H]") IN(wcf, "[H]") IN(wco, "[H]")                                                \

@@ -53,6 +53,7 @@ typename Dev::Status UnpackLstmPeepholeGrad(Dev& dev, const RnnSpec& s, const A*
   A* const grads[3] = {wci_grad, wcf_grad, wco_grad};
   const int gate[3] = {0, 1, 3};
   for (int k = 0; k < 3; ++k) {
+    if (grads[k] == nullptr) continue;  // no weight gradients (LstmBwdArgs::w_grad)
     TFRNN_MAPPING_TRY(dp == nullptr ? dev.Zero(grads[k], H)
                                     : dev.Copy(grads[k], dp + s.gate_pos[gate[k]] * H, H));
   }
@@ -107,8 +108,10 @@ typename Dev::Status LstmBlockBackward(Dev& dev, const LstmCellSpec& c,
   if (steps == 0 || B == 0) {
     TFRNN_MAPPING_TRY(dev.Zero(a.cs_prev_grad, BH));
     TFRNN_MAPPING_TRY(dev.Zero(a.h_prev_grad, BH));
-    TFRNN_MAPPING_TRY(dev.Zero(a.w_grad, (I + H) * G));
-    TFRNN_MAPPING_TRY(dev.Zero(a.b_grad, G));
+    if (a.w_grad != nullptr) {
+      TFRNN_MAPPING_TRY(dev.Zero(a.w_grad, (I + H) * G));
+      TFRNN_MAPPING_TRY(dev.Zero(a.b_grad, G));
+    }
     return UnpackLstmPeepholeGrad(dev, s, static_cast<const A*>(nullptr), a.wci_grad,
                                   a.wcf_grad, a.wco_grad);
   }
@@ -120,8 +123,8 @@ typename Dev::Status LstmBlockBackward(Dev& dev, const LstmCellSpec& c,
   SetLstmBlockLayer(s, a.w, static_cast<const A*>(nullptr), static_cast<const A*>(nullptr), a.i,
                     a.f, a.ci, a.o, a.cs, a.co, &ly);
   ly.hseq = a.h;  // h_prev of step t > 0 is h[t-1]
-  ly.dW = a.w_grad;
-  ly.dR = a.w_grad + I * G;
+  ly.dW = a.w_grad;  // null: no weight gradients (w_grad, wci/wcf/wco_grad, b_grad null)
+  ly.dR = a.w_grad != nullptr ? a.w_grad + I * G : nullptr;
   ly.dbW = a.b_grad;
   RnnBwdArgs<A> ra;
   SetLstmBlockInputs(a, w.peep, &ra);

@@ -71,9 +71,14 @@ struct CpuLstm {
       a.exact_clip_grad = true;
     }
     a.x_grad = br.OutIfRequired(0, outs[0]);
-    br.BindOut({&a.cs_prev_grad, &a.h_prev_grad, &a.w_grad, &a.wci_grad, &a.wcf_grad, &a.wco_grad,
-                &a.b_grad},
-               outs + 1);
+    br.BindOut({&a.cs_prev_grad, &a.h_prev_grad}, outs + 1);
+    // The weights' gradients (w, wci, wcf, wco, b): none where the graph consumes none of them
+    // (a frozen cell, or the gradient of the input alone; the engine skips their products).
+    bool weight_grads = false;
+    for (int k = 3; k < 8; ++k) weight_grads = weight_grads || ctx->output_required(k);
+    if (weight_grads) {
+      br.BindOut({&a.w_grad, &a.wci_grad, &a.wcf_grad, &a.wco_grad, &a.b_grad}, outs + 3);
+    }
     const int64_t elems = LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H);
     ScratchCache::Lease lease = ScratchCache::Global().Take(sizeof(A) * elems);
     TF_RETURN_IF_ERROR(WorkspaceStatus(ctx->op_kernel().type_string(), lease));
