@@ -81,7 +81,10 @@ def test_backprop_op_with_input_grad_false(mode, mixed, jit):
     T, B, I, H = 7, 6, 5, 9
     KH = (4 if mode == "lstm" else 3) * H
     seq = tf.bfloat16 if mixed else tf.float32
-    f = lambda s, dt=tf.float32: tf.cast(rng.uniform(-0.5, 0.5, s).astype(np.float32), dt)  # noqa: E731,E501
+
+    def f(shape, dt=tf.float32):
+        return tf.cast(rng.uniform(-0.5, 0.5, shape).astype(np.float32), dt)
+
     ins = dict(input=f((B, T, I), seq), input_h=f((B, H), seq), input_c=f((B, H), seq),
                kernel=f((I, KH)), recurrent_kernel=f((H, KH)),
                bias=f((2, KH) if mode == "gru" else (KH,)),

@@ -566,9 +566,9 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   if (pipelined) return;  // the weight, bias and input gradients are done
   // Weight and bias gradients (none for a layer without dW, dR and dbW: RnnBwdArgs).
   if (wgrads) {
-    // Weight and bias gradients: one GEMM or reduction each over all T·B rows; with bf16
-    // products the bias sums taken by dW's and dR's conversions of the gate gradients (GemmB16:
-    // ColumnSum's sums, in its order; a GRU 20x128x512x1024's ColumnSum passes: 3.5 %).
+    // One GEMM or reduction each over all T·B rows; with bf16 products the bias sums taken by
+    // dW's and dR's conversions of the gate gradients (GemmB16: ColumnSum's sums, in its
+    // order; a GRU 20x128x512x1024's ColumnSum passes: 3.5 %).
     const bool sums_fused = b16 && std::is_same<A, float>::value;
     const bool dbw_fused = sums_fused && ly.in > 0;
     const bool dbr_fused = sums_fused && ly.dbR != nullptr && w.dhr != w.dgx && !RnnGateMasks(s);
