@@ -309,7 +309,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
                     const BwdBufs<A>& w, Chain&& chain) {
   const Index B = s.B, Hs = RnnHs(s), KH = RnnK(s) * s.H, in = ly.in, T = s.T;
   const bool b16 = bf16::ProductsFor(s), xw = s.weights_xw;
-  const bool wgrads = ly.dW != nullptr || ly.dR != nullptr || ly.dbW != nullptr;  // as above
+  const bool wgrads = ly.WeightGrads();
   auto first_row = [&](Index s0, Index s1) { return (reverse ? T - s1 : s0) * B; };
   // W is packed once for the din rows of every chunk (Eigen's product would pack it per chunk
   // and read the gate gradients' rows through its own packing: docs/PERFORMANCE.md, "The
@@ -406,9 +406,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
   const bool reset_before = gru && s.gru_reset_before, b16 = bf16::ProductsFor(s);
   const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
-  // Weight, bias and peephole gradients: none where dW, dR and dbW are null (their products
-  // and sums skipped: a frozen layer's backward, RnnBwdArgs).
-  const bool wgrads = ly.dW != nullptr || ly.dR != nullptr || ly.dbW != nullptr;
+  const bool wgrads = ly.WeightGrads();  // none: a frozen layer's backward
   const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   BwdBufs<A> w = w0;
   // Rows no sequence reaches get no gradient (with every sequence full length, the steps

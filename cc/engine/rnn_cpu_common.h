@@ -143,6 +143,9 @@ struct Layer {
                             // forward, every sequence full length)
   A* co = nullptr;          // lstm: cell_act(c) of each row [TB, H], written and read if given
   A *dW = nullptr, *dR = nullptr, *dP = nullptr, *dbW = nullptr, *dbR = nullptr;  // dbR: opt.
+  // Whether the backward computes the weight, bias and peephole gradients: not for a layer
+  // whose dW, dR and dbW are all null (RnnBwdArgs::dparams; their products and sums skipped).
+  bool WeightGrads() const { return dW != nullptr || dR != nullptr || dbW != nullptr; }
   Index dcol = 0;  // column offset of this direction in the layer output
   // The layer's input and output sequences: time-major [T, B, ·] (row tau·B + b), or
   // batch-major [B, T, ·] (row b·T + tau: the first layer's x, the last layer's y of a

@@ -194,7 +194,7 @@ struct CpuKerasOf {
     a.dc0 = lstm ? br.Out(gr.dc0) : nullptr;
     // The weights' gradients: none where the graph consumes none of them (a frozen layer's
     // step; the engine skips their products and sums).
-    if (ctx->output_required(3) || ctx->output_required(4) || ctx->output_required(5)) {
+    if (br.AnyRequired(3, 6)) {
       A* db = WeightOut(br, gr.dbias);
       a.dweights.dW = WeightOut(br, gr.dkernel);
       a.dweights.dR = WeightOut(br, gr.drkernel);

@@ -328,6 +328,14 @@ class ComputeBridge {
   A* OutIfRequired(int index, Tensor* t) {
     return ctx_->output_required(index) ? Out(t) : nullptr;
   }
+  // Whether the graph consumes any of the op's outputs [first, end) (a backprop's weight
+  // gradients: none read, none computed).
+  bool AnyRequired(int first, int end) const {
+    for (int k = first; k < end; ++k) {
+      if (ctx_->output_required(k)) return true;
+    }
+    return false;
+  }
 
   // In() of each (operand, tensor) pair: *operand = In(*tensor).
   void BindIn(const std::vector<std::pair<const A**, const Tensor*>>& operands) {

@@ -74,9 +74,7 @@ struct CpuLstm {
     br.BindOut({&a.cs_prev_grad, &a.h_prev_grad}, outs + 1);
     // The weights' gradients (w, wci, wcf, wco, b): none where the graph consumes none of them
     // (a frozen cell, or the gradient of the input alone; the engine skips their products).
-    bool weight_grads = false;
-    for (int k = 3; k < 8; ++k) weight_grads = weight_grads || ctx->output_required(k);
-    if (weight_grads) {
+    if (br.AnyRequired(3, 8)) {
       br.BindOut({&a.w_grad, &a.wci_grad, &a.wcf_grad, &a.wco_grad, &a.b_grad}, outs + 3);
     }
     const int64_t elems = LstmBwdWorkspaceSize(in.seq_len_max, in.B, in.I, in.H);
