@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <type_traits>
 
 #include "unsupported/Eigen/CXX11/Tensor"
+#include "cc/engine/pool_helpers.h"
 
 namespace tfrnn {
 
@@ -83,6 +85,30 @@ EIGEN_ALWAYS_INLINE void Chunked(Index len, Fn&& fn) {
 }
 using OStride = Eigen::OuterStride<>;
 
+// Whether ParallelFor hands its blocks to Eigen's parallelFor instead of PoolFor
+// (TF_RNN_OPS_CPU_PARALLEL_FOR=eigen, docs/ENVIRONMENT.md: for measurements); read once per
+// process.
+inline bool EigenParallelFor() {
+  static const bool eigen = [] {
+    const char* e = std::getenv("TF_RNN_OPS_CPU_PARALLEL_FOR");
+    return e != nullptr && std::strcmp(e, "eigen") == 0;
+  }();
+  return eigen;
+}
+
+// Runs fn(begin, end) over [0, n) on the caller and the pool (pool_helpers.h PoolFor);
+// cost_per_unit is in cycles per unit.
+template <typename Fn>
+void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
+  if (EigenParallelFor()) {
+    if (n <= 0) return;
+    d.parallelFor(n, Eigen::TensorOpCost(0, 0, cost_per_unit),
+                  [&fn](Index begin, Index end) { fn(begin, end); });
+    return;
+  }
+  PoolFor(d, n, cost_per_unit, fn);
+}
+
 // Fills n elements with zero: on the calling thread up to kInlineZero elements (a pool
 // expression costs microseconds of set-up, more than zeroing a step's rows), else on the pool.
 constexpr Index kInlineZero = Index(1) << 16;
@@ -93,7 +119,7 @@ void Zero(const CpuDevice& d, A* p, Index n) {
     std::fill_n(p, n, A(0));
     return;
   }
-  FlatMap<A>(p, n).device(d) = FlatMap<A>(p, n).constant(A(0));
+  ParallelFor(d, n, 1.0, [p](Index i0, Index i1) { std::fill(p + i0, p + i1, A(0)); });
 }
 
 // Converts n elements (e.g. half -> float on input, float -> half on output): on the calling
@@ -107,7 +133,9 @@ void Convert(const CpuDevice& d, const From* src, To* dst, Index n) {
     FlatMap<To>(dst, n) = ConstFlatMap<From>(src, n).template cast<To>();
     return;
   }
-  FlatMap<To>(dst, n).device(d) = ConstFlatMap<From>(src, n).template cast<To>();
+  ParallelFor(d, n, 2.0, [src, dst](Index i0, Index i1) {
+    FlatMap<To>(dst + i0, i1 - i0) = ConstFlatMap<From>(src + i0, i1 - i0).template cast<To>();
+  });
 }
 
 // Row-major GEMM:  C[m,n] (+)= op(A) · op(B)
@@ -134,13 +162,6 @@ void Gemm(const CpuDevice& d, bool trans_a, bool trans_b, Index m, Index n, Inde
   }
 }
 
-// Runs fn(begin, end) over [0, n) on the pool; cost_per_unit is in cycles per unit.
-template <typename Fn>
-void ParallelFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
-  if (n <= 0) return;
-  d.parallelFor(n, Eigen::TensorOpCost(0, 0, cost_per_unit),
-                [&fn](Index begin, Index end) { fn(begin, end); });
-}
 
 // Pointwise passes of a single step over `rows` rows of `width` elements: fn(r0, r1) on the
 // calling thread up to kInlineElems elements (waking a pool thread costs more than a few

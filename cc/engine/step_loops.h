@@ -7,99 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
-#include <thread>
-
-#if defined(__linux__)
-#include <pthread.h>
-#include <sched.h>
-#endif
 
 #include "cc/engine/cpu_device.h"
+#include "cc/engine/pool_helpers.h"
 
 namespace tfrnn {
-
-// Waits until ready() holds: a short spin, then yielding the core.
-inline void PauseOnce() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-template <typename Ready>
-void SpinUntil(Ready&& ready) {
-  for (int spin = 0; !ready(); ++spin) {
-    if (spin < 4096) {
-      PauseOnce();
-    } else {
-      std::this_thread::yield();
-    }
-  }
-}
-
-// Where a loop's helpers run. On some VMs the OS puts a woken pool thread on the CPU of the
-// thread that woke it while the other CPU is idle (an idle vCPU can read as not available),
-// and the helper then waits there until the caller's work is done: the whole call runs on one
-// core, in whole processes at a time (a probe of two 0.4 ms halves on a 2-core VM: 4 processes
-// in 10 took the serial time at nearly every call). So the caller, once it has scheduled its
-// helpers, gives up its CPU once if none of them has started (a helper queued behind it then
-// runs), and a helper that finds itself on the caller's CPU leaves that CPU for the time of its
-// work (its affinity without that CPU, restored after). Both together removed the serial
-// processes from the probe (40 processes; either alone did not). Placement only: what a helper
-// computes does not change.
-struct HelperPlacement {
-  int caller_cpu = -1;  // set by ScheduleHelpers
-  std::atomic<bool> started{false};
-};
-
-// A helper's stay off its caller's CPU: nothing where it started elsewhere or may run on that
-// CPU alone (or the CPU is unknown).
-class OffCallersCpu {
- public:
-  explicit OffCallersCpu(HelperPlacement* where) {
-    where->started.store(true, std::memory_order_release);
-#if defined(__linux__)
-    const int cpu = where->caller_cpu;
-    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) return;
-    if (!CPU_ISSET(cpu, &saved_) || CPU_COUNT(&saved_) < 2) return;
-    cpu_set_t others = saved_;
-    CPU_CLR(cpu, &others);
-    moved_ = pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
-#endif
-  }
-  ~OffCallersCpu() {
-#if defined(__linux__)
-    if (moved_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
-#endif
-  }
-  OffCallersCpu(const OffCallersCpu&) = delete;
-  OffCallersCpu& operator=(const OffCallersCpu&) = delete;
-
- private:
-#if defined(__linux__)
-  cpu_set_t saved_;
-#endif
-  bool moved_ = false;
-};
-
-// Schedules `helpers` tasks work(*state, h), h in [0, helpers), on d's pool, each off the
-// caller's CPU (OffCallersCpu; State has a HelperPlacement `where`), then gives up the
-// caller's CPU once if none has started yet.
-template <typename State, typename Work>
-void ScheduleHelpers(const CpuDevice& d, Index helpers, const std::shared_ptr<State>& state,
-                     Work work) {
-  if (helpers <= 0) return;
-#if defined(__linux__)
-  state->where.caller_cpu = sched_getcpu();
-#endif
-  for (Index h = 0; h < helpers; ++h) {
-    d.enqueueNoNotification([state, h, work] {
-      OffCallersCpu off(&state->where);
-      work(*state, h);
-    });
-  }
-  if (!state->where.started.load(std::memory_order_acquire)) std::this_thread::yield();
-}
 
 // Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
 // in parallel, a step only after every block of the previous one has finished.

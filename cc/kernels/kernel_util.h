@@ -399,8 +399,7 @@ class ComputeBridge {
 template <typename A>
 void SwapMajor(const CpuDevice& d, const A* src, A* dst, Index d0, Index d1, Index c) {
   if (d0 * d1 * c == 0) return;
-  const Eigen::TensorOpCost row(sizeof(A) * c, sizeof(A) * c, 0);
-  d.parallelFor(d0 * d1, row, [&](Index r0, Index r1) {
+  ParallelFor(d, d0 * d1, double(sizeof(A) * c) / 8, [&](Index r0, Index r1) {
     for (Index r = r0; r < r1; ++r) {  // dst's row r = (j, i)
       const Index j = r / d0, i = r - j * d0;
       std::memcpy(dst + r * c, src + (i * d1 + j) * c, sizeof(A) * c);
