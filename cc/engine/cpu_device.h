@@ -155,10 +155,15 @@ void Gemm(const CpuDevice& d, bool trans_a, bool trans_b, Index m, Index n, Inde
   RowMajorMap<A> cm(c, m, n);
   Eigen::array<Eigen::IndexPair<Index>, 1> dims = {
       Eigen::IndexPair<Index>(trans_a ? 0 : 1, trans_b ? 1 : 0)};
+  // Eigen's tasks spread over CPUs (pool_helpers.h SpreadPool) unless the old loops are asked
+  // for (EigenParallelFor).
+  SpreadPool spread(d.getPool());
+  const CpuDevice sd(&spread, d.numThreads(), d.allocator());
+  const CpuDevice& dev = EigenParallelFor() ? d : sd;
   if (accumulate) {
-    cm.device(d) += am.contract(bm, dims);
+    cm.device(dev) += am.contract(bm, dims);
   } else {
-    cm.device(d) = am.contract(bm, dims);
+    cm.device(dev) = am.contract(bm, dims);
   }
 }
 

@@ -1,6 +1,7 @@
 // How the engine's loops put work on the caller's pool: waiting (SpinUntil), the helpers'
-// placement off their caller's CPU (HelperPlacement, OffCallersCpu, ScheduleHelpers) and
-// PoolFor, the parallel loop over a range behind cpu_device.h's ParallelFor. No TensorFlow
+// placement off their caller's CPU (HelperPlacement, OffCallersCpu, ScheduleHelpers), Eigen's
+// tasks spread over CPUs (SpreadPool) and PoolFor, the parallel loop over a range behind
+// cpu_device.h's ParallelFor. No TensorFlow
 // includes; the engine never starts threads of its own.
 #ifndef TF_RNN_OPS_CC_ENGINE_POOL_HELPERS_H_
 #define TF_RNN_OPS_CC_ENGINE_POOL_HELPERS_H_
@@ -105,6 +106,89 @@ void ScheduleHelpers(const Eigen::ThreadPoolDevice& d, Eigen::Index helpers,
   }
   if (!state->where.started.load(std::memory_order_acquire)) std::this_thread::yield();
 }
+
+// Eigen's own pool work (the tensor contractions behind cpu_device.h Gemm: the float products
+// of all rows) schedules its tasks on the pool while the caller sleeps on a barrier, and the
+// same VMs put two woken pool threads on one CPU: perf sched of a float32 training step at
+// 20x128x512x1024 on 2 cores showed the two alternating in 4 ms slices on CPU 0 for 10-14 ms
+// while CPU 1 idled, a few times a step. SpreadPool forwards every task to the pool and has it
+// claim its CPU first: a task that finds its CPU held by another running task of the same
+// product leaves the held CPUs for its run (its affinity without them, restored after), where
+// its affinity has another CPU. Placement only: what a task computes does not change. CPUs
+// numbered 64 and above are not tracked.
+class SpreadPool final : public Eigen::ThreadPoolInterface {
+ public:
+  explicit SpreadPool(Eigen::ThreadPoolInterface* pool)
+      : pool_(pool), held_(std::make_shared<std::atomic<unsigned long long>>(0)) {}
+  void Schedule(std::function<void()> fn) override {
+    pool_->Schedule(Wrap(std::move(fn)));
+  }
+  void ScheduleWithHint(std::function<void()> fn, int start, int limit) override {
+    pool_->ScheduleWithHint(Wrap(std::move(fn)), start, limit);
+  }
+  void Cancel() override { pool_->Cancel(); }
+  int NumThreads() const override { return pool_->NumThreads(); }
+  int CurrentThreadId() const override { return pool_->CurrentThreadId(); }
+
+ private:
+  using Held = std::atomic<unsigned long long>;
+  // A task's claim of its CPU (bit `mine_` of *held) for its run, and its move off CPUs other
+  // tasks hold.
+  class Claim {
+   public:
+    explicit Claim(Held* held) : held_(held) {
+#if defined(__linux__)
+      if (TryHold()) return;
+      if (pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) return;
+      cpu_set_t others = saved_;
+      const unsigned long long busy = held_->load(std::memory_order_relaxed);
+      for (int c = 0; c < 64; ++c) {
+        if ((busy >> c) & 1ull) CPU_CLR(c, &others);
+      }
+      if (CPU_COUNT(&others) == 0) return;
+      moved_ = pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
+      if (moved_) TryHold();
+#endif
+    }
+    ~Claim() {
+      if (mine_ >= 0) held_->fetch_and(~(1ull << mine_), std::memory_order_relaxed);
+#if defined(__linux__)
+      if (moved_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
+#endif
+    }
+    Claim(const Claim&) = delete;
+    Claim& operator=(const Claim&) = delete;
+
+   private:
+    // Holds this thread's CPU where no other task does (or where it cannot be tracked).
+    bool TryHold() {
+#if defined(__linux__)
+      const int cpu = sched_getcpu();
+      if (cpu < 0 || cpu >= 64) return true;
+      const unsigned long long bit = 1ull << cpu;
+      if ((held_->fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return false;
+      mine_ = cpu;
+#endif
+      return true;
+    }
+    Held* held_;
+    int mine_ = -1;
+#if defined(__linux__)
+    cpu_set_t saved_;
+#endif
+    bool moved_ = false;
+  };
+
+  std::function<void()> Wrap(std::function<void()> fn) const {
+    return [held = held_, fn = std::move(fn)] {
+      Claim claim(held.get());
+      fn();
+    };
+  }
+
+  Eigen::ThreadPoolInterface* pool_;
+  std::shared_ptr<Held> held_;  // the CPUs running tasks now; tasks keep it alive
+};
 
 // Runs fn(begin, end) over [0, n) in blocks on the caller and d's pool; cost_per_unit in
 // cycles per unit. Eigen's parallelFor hands every block to the pool when there are more
