@@ -22,7 +22,7 @@ SIZES = [(4, 3, 5, 7), (3, 4, 6, 8)]                      # (T, B, I, C): odd an
 EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B=1, I=C=1
 # Long enough for several chunks of steps in the pipelined forward and backward
 # (cc/engine/types.h FwdChainPipelined, BwdChainPipelined: chunks of 128 / B steps) and large
-# enough for them to run on pool threads too (cpu_device.h SideHelpers); 4C = 148 splits into
+# enough for them to run on pool threads too (step_loops.h SideHelpers); 4C = 148 splits into
 # uneven column panels.
 LONG_SIZES = [(90, 4, 8, 37)]
 # Enough rows and steps for batch blocks on 2-4 threads (cc/engine/lstm_cpu.cc
