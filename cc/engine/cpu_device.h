@@ -138,6 +138,20 @@ void Convert(const CpuDevice& d, const From* src, To* dst, Index n) {
   });
 }
 
+// out[i] = a[i] · b[i] for i in [0, n) (out may be a): on the calling thread up to kInlineZero
+// elements, else on the pool.
+template <typename A>
+void MulInto(const CpuDevice& d, const A* a, const A* b, A* out, Index n) {
+  auto mul = [a, b, out](Index i0, Index i1) {
+    Vec<A>(out + i0, i1 - i0) = CVec<A>(a + i0, i1 - i0) * CVec<A>(b + i0, i1 - i0);
+  };
+  if (n <= kInlineZero) {
+    if (n > 0) mul(0, n);
+    return;
+  }
+  ParallelFor(d, n, 2.0, mul);
+}
+
 // Row-major GEMM:  C[m,n] (+)= op(A) · op(B)
 //   op(A) is [m,k]: A stored [m,k], or [k,m] when trans_a.
 //   op(B) is [k,n]: B stored [k,n], or [n,k] when trans_b.
@@ -166,7 +180,6 @@ void Gemm(const CpuDevice& d, bool trans_a, bool trans_b, Index m, Index n, Inde
     cm.device(dev) = am.contract(bm, dims);
   }
 }
-
 
 // Pointwise passes of a single step over `rows` rows of `width` elements: fn(r0, r1) on the
 // calling thread up to kInlineElems elements (waking a pool thread costs more than a few

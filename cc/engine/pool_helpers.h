@@ -1,8 +1,8 @@
 // How the engine's loops put work on the caller's pool: waiting (SpinUntil), the helpers'
 // placement off their caller's CPU (HelperPlacement, OffCallersCpu, ScheduleHelpers), Eigen's
 // tasks spread over CPUs (SpreadPool) and PoolFor, the parallel loop over a range behind
-// cpu_device.h's ParallelFor. No TensorFlow
-// includes; the engine never starts threads of its own.
+// cpu_device.h's ParallelFor. No TensorFlow includes; the engine never starts threads of its
+// own.
 #ifndef TF_RNN_OPS_CC_ENGINE_POOL_HELPERS_H_
 #define TF_RNN_OPS_CC_ENGINE_POOL_HELPERS_H_
 
@@ -224,7 +224,8 @@ void PoolFor(const Eigen::ThreadPoolDevice& d, Eigen::Index n, double cost_per_u
   constexpr double kStartup = 100000, kPerThread = 100000, kTaskSize = 40000;
   const int threads = std::max(1, d.numThreads());
   const double cost = std::max(cost_per_unit, 1e-6), total = double(n) * cost;
-  const int want = std::min<double>(threads, std::max(1.0, (total - kStartup) / kPerThread + 0.9));
+  const double by_total = std::max(1.0, (total - kStartup) / kPerThread + 0.9);
+  const int want = static_cast<int>(std::min<double>(threads, by_total));
   if (n == 1 || want <= 1) {
     fn(Eigen::Index(0), n);
     return;

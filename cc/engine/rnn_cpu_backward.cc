@@ -727,9 +727,7 @@ void RnnBackward(const CpuDevice& d, const RnnSpec& s, const RnnBwdArgs<A>& a, A
     if (l > 0) {
       // dL/d(layer l-1 output) = dL/d(layer l input) ⊙ dropout mask.
       if (RnnHasMask(s)) {
-        FlatMap<A>(dy_buf, TB * ycols).device(d) =
-            ConstFlatMap<A>(din_buf, TB * ycols) *
-            ConstFlatMap<A>(a.reserve + RnnMaskOffset(s, l - 1), TB * ycols);
+        MulInto<A>(d, din_buf, a.reserve + RnnMaskOffset(s, l - 1), dy_buf, TB * ycols);
       } else {
         std::swap(dy_buf, din_buf);
       }

@@ -81,8 +81,7 @@ void ForwardLayers(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a,
     if (l + 1 < s.L && RnnHasMask(s)) {
       A* mask = reserve + RnnMaskOffset(s, l);
       MakeMask<A>(d, s, l, mask, TB * ycols);
-      FlatMap<A>(ylayer, TB * ycols).device(d) =
-          FlatMap<A>(ylayer, TB * ycols) * ConstFlatMap<A>(mask, TB * ycols);
+      MulInto<A>(d, ylayer, mask, ylayer, TB * ycols);
     }
   }
 }
