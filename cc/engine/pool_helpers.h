@@ -57,6 +57,44 @@ struct HelperPlacement {
   std::atomic<bool> started{false};
 };
 
+// A thread's affinity narrowed for a while: Leave(cpus) takes the CPUs for which cpus(c) holds
+// out of this thread's affinity, where that leaves it another CPU and changes it; the
+// destructor restores the affinity Leave found. Nothing on other systems.
+class AffinityLease {
+ public:
+  AffinityLease() = default;
+  ~AffinityLease() {
+#if defined(__linux__)
+    if (moved_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
+#endif
+  }
+  AffinityLease(const AffinityLease&) = delete;
+  AffinityLease& operator=(const AffinityLease&) = delete;
+
+  // Whether the thread moved (its affinity now without those CPUs).
+  template <typename Cpus>
+  bool Leave(Cpus&& cpus) {
+#if defined(__linux__)
+    if (moved_ || pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) {
+      return false;
+    }
+    cpu_set_t others = saved_;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &others) && cpus(c)) CPU_CLR(c, &others);
+    }
+    if (CPU_COUNT(&others) == 0 || CPU_EQUAL(&others, &saved_)) return false;
+    moved_ = pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
+#endif
+    return moved_;
+  }
+
+ private:
+#if defined(__linux__)
+  cpu_set_t saved_;
+#endif
+  bool moved_ = false;
+};
+
 // A helper's stay off its caller's CPU: nothing where it started elsewhere or may run on that
 // CPU alone (or the CPU is unknown).
 class OffCallersCpu {
@@ -65,27 +103,13 @@ class OffCallersCpu {
     where->started.store(true, std::memory_order_release);
 #if defined(__linux__)
     const int cpu = where->caller_cpu;
-    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) return;
-    if (!CPU_ISSET(cpu, &saved_) || CPU_COUNT(&saved_) < 2) return;
-    cpu_set_t others = saved_;
-    CPU_CLR(cpu, &others);
-    moved_ = pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
+    if (cpu < 0 || sched_getcpu() != cpu) return;
+    lease_.Leave([cpu](int c) { return c == cpu; });
 #endif
   }
-  ~OffCallersCpu() {
-#if defined(__linux__)
-    if (moved_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
-#endif
-  }
-  OffCallersCpu(const OffCallersCpu&) = delete;
-  OffCallersCpu& operator=(const OffCallersCpu&) = delete;
 
  private:
-#if defined(__linux__)
-  cpu_set_t saved_;
-#endif
-  bool moved_ = false;
+  AffinityLease lease_;
 };
 
 // Schedules `helpers` tasks work(*state, h), h in [0, helpers), on d's pool, each off the
@@ -137,24 +161,14 @@ class SpreadPool final : public Eigen::ThreadPoolInterface {
   class Claim {
    public:
     explicit Claim(Held* held) : held_(held) {
-#if defined(__linux__)
       if (TryHold()) return;
-      if (pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) return;
-      cpu_set_t others = saved_;
       const unsigned long long busy = held_->load(std::memory_order_relaxed);
-      for (int c = 0; c < 64; ++c) {
-        if ((busy >> c) & 1ull) CPU_CLR(c, &others);
+      if (lease_.Leave([busy](int c) { return c < 64 && ((busy >> c) & 1ull) != 0; })) {
+        TryHold();
       }
-      if (CPU_COUNT(&others) == 0) return;
-      moved_ = pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
-      if (moved_) TryHold();
-#endif
     }
     ~Claim() {
       if (mine_ >= 0) held_->fetch_and(~(1ull << mine_), std::memory_order_relaxed);
-#if defined(__linux__)
-      if (moved_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
-#endif
     }
     Claim(const Claim&) = delete;
     Claim& operator=(const Claim&) = delete;
@@ -173,10 +187,7 @@ class SpreadPool final : public Eigen::ThreadPoolInterface {
     }
     Held* held_;
     int mine_ = -1;
-#if defined(__linux__)
-    cpu_set_t saved_;
-#endif
-    bool moved_ = false;
+    AffinityLease lease_;  // destroyed after ~Claim has released the CPU
   };
 
   std::function<void()> Wrap(std::function<void()> fn) const {
