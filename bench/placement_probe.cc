@@ -1,4 +1,4 @@
-// How often a two-block StepLoop (cc/engine/step_loops.h) runs serially: the caller and one
+// How often a two-block StepLoop (cc/engine/pool_helpers.h) runs serially: the caller and one
 // helper of an Eigen pool of two threads each claim one block of busy work, as the batch
 // blocks of a short inference call do. Per process it prints the fastest and median call and
 // in how many calls the helper ran on its caller's CPU or not at all; run it in many processes:
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "cc/engine/step_loops.h"
+#include "cc/engine/pool_helpers.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace {

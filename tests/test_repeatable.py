@@ -2,7 +2,7 @@
 call, and while several Python threads call the op at once (each call then shares TensorFlow's
 intra-op pool with the others, so its step loop's items run on whichever threads are free).
 
-The step loop (cc/engine/step_loops.h StepLoop) lets each thread run its own unit blocks first
+The step loop (cc/engine/pool_helpers.h StepLoop) lets each thread run its own unit blocks first
 and any block nobody has claimed next; an item computes the same thing on any thread, so the
 results must not depend on the schedule. The sizes reach the step loop over several unit
 blocks (B above the pipelined chain's 32 rows), a block whose last panel is a masked partial

@@ -22,9 +22,7 @@
 
 namespace tfrnn {
 
-using CpuDevice = Eigen::ThreadPoolDevice;
-static_assert(std::is_same<Eigen::Index, std::ptrdiff_t>::value, "Index");
-using Index = Eigen::Index;
+// CpuDevice and Index: pool_helpers.h.
 
 template <typename A>
 using RowMajorMap = Eigen::TensorMap<Eigen::Tensor<A, 2, Eigen::RowMajor, Index>,
@@ -138,18 +136,12 @@ void Convert(const CpuDevice& d, const From* src, To* dst, Index n) {
   });
 }
 
-// out[i] = a[i] · b[i] for i in [0, n) (out may be a): on the calling thread up to kInlineZero
-// elements, else on the pool.
+// out[i] = a[i] · b[i] for i in [0, n) (out may be a), on the pool.
 template <typename A>
 void MulInto(const CpuDevice& d, const A* a, const A* b, A* out, Index n) {
-  auto mul = [a, b, out](Index i0, Index i1) {
+  ParallelFor(d, n, 2.0, [a, b, out](Index i0, Index i1) {
     Vec<A>(out + i0, i1 - i0) = CVec<A>(a + i0, i1 - i0) * CVec<A>(b + i0, i1 - i0);
-  };
-  if (n <= kInlineZero) {
-    if (n > 0) mul(0, n);
-    return;
-  }
-  ParallelFor(d, n, 2.0, mul);
+  });
 }
 
 // Row-major GEMM:  C[m,n] (+)= op(A) · op(B)

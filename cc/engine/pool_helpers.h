@@ -1,8 +1,8 @@
 // How the engine's loops put work on the caller's pool: waiting (SpinUntil), the helpers'
-// placement off their caller's CPU (HelperPlacement, OffCallersCpu, ScheduleHelpers), Eigen's
-// tasks spread over CPUs (SpreadPool) and PoolFor, the parallel loop over a range behind
-// cpu_device.h's ParallelFor. No TensorFlow includes; the engine never starts threads of its
-// own.
+// placement off their caller's CPU (HelperPlacement, OffCallersCpu, ScheduleHelpers), the step
+// loop (StepLoop), the parallel loop over a range on it (PoolFor, behind cpu_device.h's
+// ParallelFor) and Eigen's tasks spread over CPUs (SpreadPool). No TensorFlow includes; the
+// engine never starts threads of its own.
 #ifndef TF_RNN_OPS_CC_ENGINE_POOL_HELPERS_H_
 #define TF_RNN_OPS_CC_ENGINE_POOL_HELPERS_H_
 
@@ -14,7 +14,9 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <type_traits>
 
 #if defined(__linux__)
 #include <pthread.h>
@@ -24,6 +26,10 @@
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace tfrnn {
+
+using CpuDevice = Eigen::ThreadPoolDevice;
+static_assert(std::is_same<Eigen::Index, std::ptrdiff_t>::value, "Index");
+using Index = Eigen::Index;
 
 // Waits until ready() holds: a short spin, then yielding the core.
 inline void PauseOnce() {
@@ -116,13 +122,13 @@ class OffCallersCpu {
 // caller's CPU (OffCallersCpu; State has a HelperPlacement `where`), then gives up the
 // caller's CPU once if none has started yet.
 template <typename State, typename Work>
-void ScheduleHelpers(const Eigen::ThreadPoolDevice& d, Eigen::Index helpers,
+void ScheduleHelpers(const CpuDevice& d, Index helpers,
                      const std::shared_ptr<State>& state, Work work) {
   if (helpers <= 0) return;
 #if defined(__linux__)
   state->where.caller_cpu = sched_getcpu();
 #endif
-  for (Eigen::Index h = 0; h < helpers; ++h) {
+  for (Index h = 0; h < helpers; ++h) {
     d.enqueueNoNotification([state, h, work] {
       OffCallersCpu off(&state->where);
       work(*state, h);
@@ -142,8 +148,7 @@ void ScheduleHelpers(const Eigen::ThreadPoolDevice& d, Eigen::Index helpers,
 // numbered 64 and above are not tracked.
 class SpreadPool final : public Eigen::ThreadPoolInterface {
  public:
-  explicit SpreadPool(Eigen::ThreadPoolInterface* pool)
-      : pool_(pool), held_(std::make_shared<std::atomic<unsigned long long>>(0)) {}
+  explicit SpreadPool(Eigen::ThreadPoolInterface* pool) : pool_(pool) {}
   void Schedule(std::function<void()> fn) override {
     pool_->Schedule(Wrap(std::move(fn)));
   }
@@ -190,7 +195,8 @@ class SpreadPool final : public Eigen::ThreadPoolInterface {
     AffinityLease lease_;  // destroyed after ~Claim has released the CPU
   };
 
-  std::function<void()> Wrap(std::function<void()> fn) const {
+  std::function<void()> Wrap(std::function<void()> fn) {
+    std::call_once(made_, [this] { held_ = std::make_shared<Held>(0); });
     return [held = held_, fn = std::move(fn)] {
       Claim claim(held.get());
       fn();
@@ -198,8 +204,85 @@ class SpreadPool final : public Eigen::ThreadPoolInterface {
   }
 
   Eigen::ThreadPoolInterface* pool_;
-  std::shared_ptr<Held> held_;  // the CPUs running tasks now; tasks keep it alive
+  // The CPUs running tasks now, made at the first task (a product Eigen runs on the calling
+  // thread alone schedules none, and costs no allocation); the tasks keep it alive.
+  std::once_flag made_;
+  std::shared_ptr<Held> held_;
 };
+
+// Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
+// in parallel, a step only after every block of the previous one has finished.
+//
+// A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
+// small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
+// the caller and up to blocks-1 helpers are scheduled once per call. Participant j (the caller
+// is 0, helper h is h + 1) owns the blocks b with b % participants == j: at each step it first
+// runs its own blocks, so a block's slice of the packed weights stays in the cache of the core
+// that ran it at the previous step (CPU_PEERS: oneDNN keeps each thread's units for the whole
+// sequence); then any block of the step nobody has claimed yet (its owner has not started, or
+// owns more blocks than it has reached), so the loop never waits for a late thread. Items are
+// claimed per block with a compare-and-swap of the block's next step, and a step starts once
+// every item of the previous one is done (a short spin, then yield). Only running threads
+// claim, so the caller alone completes the loop if the pool never runs a helper; helpers that
+// start late join at the current step, and exit once the last step is claimed. Which thread
+// runs an item never changes what it computes: results are the same bits either way.
+struct StepLoopState {
+  std::atomic<Index> done{0};  // items finished
+  HelperPlacement where;
+  std::unique_ptr<std::atomic<Index>[]> next_step;  // per block: its next unclaimed step
+  Index steps = 0, blocks = 1, parts = 1;
+  const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
+
+  // Waits (short spin, then yield) until `n` items are done.
+  void WaitDone(Index n) const {
+    SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
+  }
+  // Runs block b's step t if nobody has claimed it yet.
+  void TryRun(Index t, Index b) {
+    Index want = t;
+    if (next_step[b].load(std::memory_order_relaxed) != t ||
+        !next_step[b].compare_exchange_strong(want, t + 1, std::memory_order_relaxed)) {
+      return;
+    }
+    (*fn)(t, b);
+    done.fetch_add(1, std::memory_order_release);
+  }
+  // Participant j's loop, from the step under way when it starts.
+  void Work(Index j) {
+    for (Index t = done.load(std::memory_order_acquire) / blocks; t < steps; ++t) {
+      WaitDone(t * blocks);
+      for (Index b = j; b < blocks; b += parts) TryRun(t, b);
+      for (Index k = 1; k < blocks; ++k) TryRun(t, (j + k) % blocks);
+    }
+  }
+};
+
+// threads: at most this many threads run the loop (0: as many as the pool has).
+template <typename Fn>
+void StepLoop(const CpuDevice& d, Index steps, Index blocks,
+              double cost_per_block, Fn&& fn, int threads = 0) {
+  if (steps <= 0 || blocks <= 0) return;
+  const int pool = std::max(1, d.numThreads());
+  const int most = threads > 0 ? std::min(threads, pool) : pool;
+  const Index helpers = std::min<Index>(blocks, most) - 1;
+  // Too little work per block to be worth another thread: run everything here.
+  if (helpers == 0 || cost_per_block < 5000) {
+    for (Index t = 0; t < steps; ++t)
+      for (Index b = 0; b < blocks; ++b) fn(t, b);
+    return;
+  }
+  const std::function<void(Index, Index)> body = [&fn](Index t, Index b) { fn(t, b); };
+  auto state = std::make_shared<StepLoopState>();
+  state->steps = steps;
+  state->blocks = blocks;
+  state->parts = helpers + 1;
+  state->next_step.reset(new std::atomic<Index>[blocks]);
+  for (Index b = 0; b < blocks; ++b) state->next_step[b].store(0, std::memory_order_relaxed);
+  state->fn = &body;
+  ScheduleHelpers(d, helpers, state, [](StepLoopState& st, Index h) { st.Work(h + 1); });
+  state->Work(0);
+  state->WaitDone(steps * blocks);  // every item is claimed; wait for the helpers' last ones
+}
 
 // Runs fn(begin, end) over [0, n) in blocks on the caller and d's pool; cost_per_unit in
 // cycles per unit. Eigen's parallelFor hands every block to the pool when there are more
@@ -207,28 +290,12 @@ class SpreadPool final : public Eigen::ThreadPoolInterface {
 // threads on one CPU, the other CPU stays idle for the whole loop (2 cores, the bf16 input
 // projection of a 20x128x512x1024 LSTM: about one call in seven took 5-13 ms longer, perf sched
 // showing the two pool threads alternating on CPU 0 while CPU 1 idled). Here the caller runs
-// blocks itself beside at most threads - 1 helpers, each off the caller's CPU
-// (ScheduleHelpers), and blocks are claimed in order by running threads only, so a late
-// helper never holds the loop up. The split into blocks depends on n, the cost and the number
-// of threads only, the same thresholds as Eigen's cost model: where it asks for one thread,
-// fn(0, n) runs here.
-struct PoolForState {
-  std::atomic<Eigen::Index> next{0}, done{0};
-  HelperPlacement where;
-  Eigen::Index n = 0, block = 1, blocks = 0;
-  // Valid while blocks remain unclaimed.
-  const std::function<void(Eigen::Index, Eigen::Index)>* fn = nullptr;
-  void Work() {
-    for (Eigen::Index i = next.fetch_add(1, std::memory_order_relaxed); i < blocks;
-         i = next.fetch_add(1, std::memory_order_relaxed)) {
-      (*fn)(i * block, std::min(n, (i + 1) * block));
-      done.fetch_add(1, std::memory_order_release);
-    }
-  }
-};
-
+// blocks itself beside the helpers: the blocks are one step of StepLoop, on as many threads
+// as Eigen's cost model asks for, so a late helper never holds the loop up. The split into
+// blocks depends on n, the cost and the number of threads only, with the same thresholds as
+// Eigen's cost model: where it asks for one thread, fn(0, n) runs here.
 template <typename Fn>
-void PoolFor(const Eigen::ThreadPoolDevice& d, Eigen::Index n, double cost_per_unit, Fn&& fn) {
+void PoolFor(const CpuDevice& d, Index n, double cost_per_unit, Fn&& fn) {
   if (n <= 0) return;
   // Eigen's TensorCostModel: 100000 cycles to start the loop and per extra thread, blocks of at
   // least 40000 cycles, at most four blocks per thread.
@@ -238,28 +305,16 @@ void PoolFor(const Eigen::ThreadPoolDevice& d, Eigen::Index n, double cost_per_u
   const double by_total = std::max(1.0, (total - kStartup) / kPerThread + 0.9);
   const int want = static_cast<int>(std::min<double>(threads, by_total));
   if (n == 1 || want <= 1) {
-    fn(Eigen::Index(0), n);
+    fn(Index(0), n);
     return;
   }
-  const Eigen::Index by_cost = static_cast<Eigen::Index>(std::ceil(kTaskSize / cost));
-  const Eigen::Index block =
-      std::min(n, std::max<Eigen::Index>({1, (n + 4 * want - 1) / (4 * want), by_cost}));
-  const Eigen::Index blocks = (n + block - 1) / block;
-  if (blocks <= 1) {
-    fn(Eigen::Index(0), n);
-    return;
-  }
-  const std::function<void(Eigen::Index, Eigen::Index)> body =
-      [&fn](Eigen::Index b, Eigen::Index e) { fn(b, e); };
-  auto state = std::make_shared<PoolForState>();
-  state->n = n;
-  state->block = block;
-  state->blocks = blocks;
-  state->fn = &body;
-  ScheduleHelpers(d, std::min<Eigen::Index>(want, blocks) - 1, state,
-                  [](PoolForState& st, Eigen::Index) { st.Work(); });
-  state->Work();
-  SpinUntil([&] { return state->done.load(std::memory_order_acquire) >= blocks; });
+  const Index by_cost = static_cast<Index>(std::ceil(kTaskSize / cost));
+  const Index block =
+      std::min(n, std::max<Index>({1, (n + 4 * want - 1) / (4 * want), by_cost}));
+  const Index blocks = (n + block - 1) / block;
+  StepLoop(
+      d, 1, blocks, double(block) * cost,
+      [&](Index, Index i) { fn(i * block, std::min(n, (i + 1) * block)); }, want);
 }
 
 }  // namespace tfrnn

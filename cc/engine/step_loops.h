@@ -1,7 +1,6 @@
-// The engine's step loops on the caller's pool: StepLoop (every block of a step in parallel,
-// steps in order, no barrier per step) and the pipelined chains (ChainWithSideWork and its
-// two uses: one core runs a short step chain, the others the work beside it). No TensorFlow
-// includes; the engine never starts threads of its own.
+// The engine's pipelined chains on the caller's pool (ChainWithSideWork and its two uses: one
+// core runs a short step chain, the others the work beside it); the step loop StepLoop is in
+// pool_helpers.h. No TensorFlow includes; the engine never starts threads of its own.
 #ifndef TF_RNN_OPS_CC_ENGINE_STEP_LOOPS_H_
 #define TF_RNN_OPS_CC_ENGINE_STEP_LOOPS_H_
 
@@ -14,76 +13,6 @@
 #include "cc/engine/pool_helpers.h"
 
 namespace tfrnn {
-
-// Runs fn(t, b) for every step t in [0, steps) and block b in [0, blocks): the blocks of a step
-// in parallel, a step only after every block of the previous one has finished.
-//
-// A per-step ParallelFor wakes pool threads and waits on a barrier at every step; for the
-// small steps of a recurrent loop (a 16-row GEMM slice) that costs as much as the work. Here
-// the caller and up to blocks-1 helpers are scheduled once per call. Participant j (the caller
-// is 0, helper h is h + 1) owns the blocks b with b % participants == j: at each step it first
-// runs its own blocks, so a block's slice of the packed weights stays in the cache of the core
-// that ran it at the previous step (CPU_PEERS: oneDNN keeps each thread's units for the whole
-// sequence); then any block of the step nobody has claimed yet (its owner has not started, or
-// owns more blocks than it has reached), so the loop never waits for a late thread. Items are
-// claimed per block with a compare-and-swap of the block's next step, and a step starts once
-// every item of the previous one is done (a short spin, then yield). Only running threads
-// claim, so the caller alone completes the loop if the pool never runs a helper; helpers that
-// start late join at the current step, and exit once the last step is claimed. Which thread
-// runs an item never changes what it computes: results are the same bits either way.
-struct StepLoopState {
-  std::atomic<Index> done{0};  // items finished
-  HelperPlacement where;
-  std::unique_ptr<std::atomic<Index>[]> next_step;  // per block: its next unclaimed step
-  Index steps = 0, blocks = 1, parts = 1;
-  const std::function<void(Index, Index)>* fn = nullptr;  // valid while items remain
-
-  // Waits (short spin, then yield) until `n` items are done.
-  void WaitDone(Index n) const {
-    SpinUntil([&] { return done.load(std::memory_order_acquire) >= n; });
-  }
-  // Runs block b's step t if nobody has claimed it yet.
-  void TryRun(Index t, Index b) {
-    Index want = t;
-    if (next_step[b].load(std::memory_order_relaxed) != t ||
-        !next_step[b].compare_exchange_strong(want, t + 1, std::memory_order_relaxed)) {
-      return;
-    }
-    (*fn)(t, b);
-    done.fetch_add(1, std::memory_order_release);
-  }
-  // Participant j's loop, from the step under way when it starts.
-  void Work(Index j) {
-    for (Index t = done.load(std::memory_order_acquire) / blocks; t < steps; ++t) {
-      WaitDone(t * blocks);
-      for (Index b = j; b < blocks; b += parts) TryRun(t, b);
-      for (Index k = 1; k < blocks; ++k) TryRun(t, (j + k) % blocks);
-    }
-  }
-};
-
-template <typename Fn>
-void StepLoop(const CpuDevice& d, Index steps, Index blocks, double cost_per_block, Fn&& fn) {
-  if (steps <= 0 || blocks <= 0) return;
-  const Index helpers = std::min<Index>(blocks, std::max(1, d.numThreads())) - 1;
-  // Too little work per block to be worth another thread: run everything here.
-  if (helpers == 0 || cost_per_block < 5000) {
-    for (Index t = 0; t < steps; ++t)
-      for (Index b = 0; b < blocks; ++b) fn(t, b);
-    return;
-  }
-  const std::function<void(Index, Index)> body = [&fn](Index t, Index b) { fn(t, b); };
-  auto state = std::make_shared<StepLoopState>();
-  state->steps = steps;
-  state->blocks = blocks;
-  state->parts = helpers + 1;
-  state->next_step.reset(new std::atomic<Index>[blocks]);
-  for (Index b = 0; b < blocks; ++b) state->next_step[b].store(0, std::memory_order_relaxed);
-  state->fn = &body;
-  ScheduleHelpers(d, helpers, state, [](StepLoopState& st, Index h) { st.Work(h + 1); });
-  state->Work(0);
-  state->WaitDone(steps * blocks);  // every item is claimed; wait for the helpers' last ones
-}
 
 // Runs chain(s) for every s in [0, steps), in order, on the caller, and side(i) for every
 // task i in [0, tasks) once need(i) <= steps chain steps are done and task dep(i) < i (or
