@@ -24,7 +24,8 @@
 # Each stage has a time limit and its own log under $OUT (default /tmp/gpu_session); the last
 # lines printed are summary.txt. The parity stages need the CPU engines
 # (tf_rnn_ops/_tfrnn_engine_*.so, built here by Bazel: carry them); cpu_scaling needs
-# bench/engine_bench (bazel-bin/bench/engine_bench, copied to build/engine_bench: carry it).
+# bench/engine_bench (bazel-bin/bench/engine_bench, copied to build/engine_bench: carry it);
+# amx_cpu needs build/amx_checks (tools/build_amx_checks.sh: carry it).
 # GPU_SESSION_BUDGET=<seconds> fits the whole run into a lease: each stage's limit is cut to
 # the time left, and a stage with under 15 s left is skipped (and says so in the summary).
 #   tools/gpu_session.sh [stage ...]
@@ -33,7 +34,8 @@
 #             memcheck_fused racecheck racecheck_cluster racecheck_fused bench bench_targets
 #             bench_clusters xla_ffi bench_keras ncu ncu_cluster ncu_steps ncu_half ncu_half64
 #             ncu_mma cpu_scaling mma checks_mma memcheck_mma racecheck_mma bench_mma
-#             checks_cmma memcheck_cmma racecheck_cmma bench_cmma ncu_cmma
+#             checks_cmma memcheck_cmma racecheck_cmma bench_cmma ncu_cmma amx_cpu
+#             cpu_scaling_amx
 #     (default: build mma checks checks_mma checks_cmma checks_steps checks_pbwd checks_cluster parity
 #      parity_cluster xla_ffi memcheck memcheck_cluster memcheck_parity racecheck
 #      racecheck_cluster)
@@ -81,7 +83,7 @@ stage() {
   echo "== $name (limit ${limit}s)"
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  local line; line="$(grep -E '^summary|ERROR SUMMARY|built in' "$OUT/$name.log" | tail -3 | tr '\n' ' ')"
+  local line; line="$(grep -E '^summary|ERROR SUMMARY|built in|^amx_checks' "$OUT/$name.log" | tail -3 | tr '\n' ' ')"
   echo "$name: rc=$rc $(( $(date +%s) - t0 ))s $line" | tee -a "$SUMMARY"
   tail -n 4 "$OUT/$name.log"
 }
@@ -200,6 +202,13 @@ for s in "${STAGES[@]}"; do
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM and GRU.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
                    --modes lstm,gru --threads "1,2,4,8,$(nproc)" ;;
+    # The bf16 products on AMX tiles (cc/engine/amx_gemm.h, TF_RNN_OPS_BF16_AMX=1): the checks
+    # of tests/amx_checks.cc on the tile instructions themselves (built here by
+    # tools/build_amx_checks.sh: carry build/amx_checks), then the scaling's bf16 rows on them.
+    amx_cpu) stage amx_cpu 120 build/amx_checks ;;
+    cpu_scaling_amx) TF_RNN_OPS_BF16_AMX=1 stage cpu_scaling_amx 300 "$PY" bench/cpu_scaling.py \
+                       --bench build/engine_bench --modes lstm,gru --dtypes bfloat16 \
+                       --threads "1,2,4,8,$(nproc)" ;;
     *) echo "gpu_session.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done

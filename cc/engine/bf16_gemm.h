@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cc/engine/amx_gemm.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
 
@@ -60,10 +61,12 @@ namespace bf16 {
 
 // Whether the bf16 products run: the avx512 engine, a CPU with AVX512_BF16, and the
 // environment variable TF_RNN_OPS_BF16_GEMM: "0" never, "1" wherever the CPU has the
-// instruction, unset (or anything else) on AMD CPUs only (read once per process). By
-// measurement (docs/PERFORMANCE.md "bfloat16"): on AMD Zen 4 the bf16 products made bf16
-// LSTM/GRU training 1.2-1.7x as fast as float products; on an Intel Sapphire Rapids host they
-// made it 1.3-1.75x slower (engine_bench, 1 and 16 threads; not profiled there).
+// instruction, unset (or anything else) on AMD CPUs only, or where the products run on AMX
+// tiles (amx_gemm.h, TF_RNN_OPS_BF16_AMX=1) (read once per process). By measurement
+// (docs/PERFORMANCE.md "bfloat16"): on AMD Zen 4 the bf16 products made bf16 LSTM/GRU
+// training 1.2-1.7x as fast as float products; on an Intel Sapphire Rapids host they made it
+// 1.3-1.75x slower (engine_bench, 1 and 16 threads; not profiled there): that CPU's
+// vdpbf16ps runs at half its float FMA rate, its AMX tiles at several times it.
 inline bool Available() {
 #if TFRNN_BF16_KERNELS
   static const bool on = [] {
@@ -72,7 +75,7 @@ inline bool Available() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512bf16") == 0) return false;
     if (e == 1) return true;
-    return __builtin_cpu_is("amd") != 0;
+    return __builtin_cpu_is("amd") != 0 || amx::Enabled();
   }();
   return on;
 #else
@@ -523,13 +526,38 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                         q0 * w);
     *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
   };
-  const Index chunk = ChunkPairs(rows);
+  const bool tiles = amx::Enabled() && rows >= amx::kTileRows;
+  const Index chunk = tiles ? std::max(amx::kTilePairs, ChunkPairs(rows) / amx::kTilePairs *
+                                                            amx::kTilePairs)
+                            : ChunkPairs(rows);
+  if (tiles) amx::Begin();
   for (Index q0 = 0; q0 < K2; q0 += chunk) {
     const Index kq = std::min(chunk, K2 - q0);
     const bool acc = accumulate || q0 > 0;
     for (Index col = c0; col < c1;) {
       const Index w = PanelWidth(col, cols);
       const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
+      const Index rt = rows / amx::kTileRows * amx::kTileRows;
+      const Index kt = kq / amx::kTilePairs * amx::kTilePairs;
+      if (tiles && kt > 0 && (w == kWide || w == kLanes)) {
+        // Whole tiles of rows and pairs on AMX, then the pairs past them for those rows, and
+        // the rows past them over all pairs, on the register blocks.
+        const uint32_t* ac = a + q0;
+        float* cc = c + col;
+        if (w == kWide) {
+          amx::PanelTiles<2>(rt, kt, ac, lda, b, w, cc, ldc, acc);
+          if (kq > kt) PanelRows<2>(rt, kq - kt, ac + kt, lda, b + kt * w, w, cc, ldc, true);
+          if (rows > rt) PanelRows<2>(rows - rt, kq, ac + rt * lda, lda, b, w, cc + rt * ldc,
+                                      ldc, acc);
+        } else {
+          amx::PanelTiles<1>(rt, kt, ac, lda, b, w, cc, ldc, acc);
+          if (kq > kt) PanelRows<1>(rt, kq - kt, ac + kt, lda, b + kt * w, w, cc, ldc, true);
+          if (rows > rt) PanelRows<1>(rows - rt, kq, ac + rt * lda, lda, b, w, cc + rt * ldc,
+                                      ldc, acc);
+        }
+        col += w;
+        continue;
+      }
       // B's next piece: the next panel's chunk, else the first panel's next chunk.
       const char* pf = nullptr;
       Index npf = 0;
@@ -548,6 +576,7 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
       col += w;
     }
   }
+  if (tiles) amx::End();
 }
 
 // The per-step product C[rows, cols] (+)= bf16(A[rows, K]) · B, B packed by Pack, in two

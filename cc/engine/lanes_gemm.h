@@ -408,6 +408,9 @@ bool LanesFor(const RnnSpec& s, bool other_road, Index U, bool lstm_layer_ok) {
   const LanesMode m = LanesSetting();
   const bool b16 = bf16::ProductsFor(s);
   const bool lstm = LanesLstmFor(s, lstm_layer_ok);
+  // bf16 products on AMX tiles (amx_gemm.h) take the packed products: the lanes' kernels
+  // multiply on vdpbf16ps, which runs at half the float FMA rate where the CPU has AMX.
+  if (b16 && bf16::amx::Enabled()) return false;
   if (!std::is_same<A, float>::value || !lanes::kAvailable || other_road ||
       m == LanesMode::kOff || RnnLanesWidth(s) == 0 || (s.bf16 && !b16 && !lstm)) {
     return false;

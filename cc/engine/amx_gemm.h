@@ -1,0 +1,246 @@
+// AMX tiles for the bf16 products of bf16_gemm.h (GemmConverted's panels), on CPUs with
+// AMX-TILE and AMX-BF16 (Intel Sapphire Rapids and later), where the environment asks for them.
+//
+// A panel of the packed B (bf16_gemm.h: ceil(K/2) pair rows of w 32-bit words, the word of
+// (p, c) holding B[2p, c] and B[2p+1, c]) is exactly the layout `tdpbf16ps` reads for its B
+// tile: 16 pair rows of 16 columns, 64 bytes a row, the panel's row stride. A's pair words (a
+// row's word q: A[r, 2q] and A[r, 2q+1]) are its A tile: 16 rows of 16 pair words. So a panel
+// of 32 columns is two B tiles, 32 rows of A two A tiles, and the four C tiles of 16 × 16 floats
+// take the four products of each 16 pairs (the 8 tile registers: C00, C01, C10, C11, A0, A1,
+// B0, B1). Every tile is 16 rows of 64 bytes (one configuration): PanelTiles takes the rows
+// in whole tiles (a multiple of 16) and the pairs in whole tiles (a multiple of 16) of a
+// panel of 16 or 32 columns; GemmConverted runs the rest (the last rows, the last pairs, a
+// last panel of 1-15 columns) on its AVX512_BF16 register blocks, adding into the same C.
+//
+//   TF_RNN_OPS_BF16_AMX=1   the tiles wherever the CPU has them and Linux grants the tile data
+//                           state (arch_prctl ARCH_REQ_XCOMP_PERM); this also turns the bf16
+//                           products on there (bf16::Available(), which is AMD-only by
+//                           default). Unset: never (the tiles have not yet run on a CPU with
+//                           AMX; tools/gpu_session.sh's `amx_cpu` stage checks and times them
+//                           on the GPU machine's Intel host).
+//
+// TFRNN_AMX_EMULATE (a test build, tests/amx_checks.cc): the tile operations in plain C++ with
+// the instructions' arithmetic (per row and column, each pair's two products added in turn by
+// fused multiply-adds), so that the blocking, the strides and the tails run on any AVX-512 CPU.
+#ifndef TF_RNN_OPS_CC_ENGINE_AMX_GEMM_H_
+#define TF_RNN_OPS_CC_ENGINE_AMX_GEMM_H_
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "cc/engine/types.h"
+
+#if defined(__AVX512F__) && defined(__GNUC__) && defined(__x86_64__)
+#define TFRNN_AMX_KERNELS 1
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define TFRNN_AMX_KERNELS 0
+#endif
+
+namespace tfrnn {
+namespace bf16 {
+namespace amx {
+
+constexpr Index kTileRows = 16;   // rows of every tile (A, B: pair rows; C: rows of floats)
+constexpr Index kTilePairs = 16;  // pair words in a row of an A tile (32 bf16 of K)
+constexpr Index kTileCols = 16;   // columns of a B or C tile
+
+#if TFRNN_AMX_KERNELS
+
+// Whether the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24 and 22) and Linux
+// grants this process the tile data state (XFEATURE 18).
+inline bool CpuHasTiles() {
+#ifdef TFRNN_AMX_EMULATE
+  return true;
+#else
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if ((d & (1u << 24)) == 0 || (d & (1u << 22)) == 0) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#endif
+}
+
+// Whether the bf16 products run on tiles (read once per process; see the top of the file).
+inline bool Enabled() {
+  static const bool on = EnvChoice("TF_RNN_OPS_BF16_AMX", {"1"}) == 0 && CpuHasTiles();
+  return on;
+}
+
+#ifdef TFRNN_AMX_EMULATE
+// The tile registers of this thread, and the instructions on them.
+struct EmuTiles {
+  alignas(64) uint8_t t[8][kTileRows][64];
+};
+inline EmuTiles& Tiles() {
+  thread_local EmuTiles tiles;
+  return tiles;
+}
+inline void EmuLoad(int t, const void* p, Index stride) {
+  for (Index r = 0; r < kTileRows; ++r) {
+    std::memcpy(Tiles().t[t][r], static_cast<const uint8_t*>(p) + r * stride, 64);
+  }
+}
+inline void EmuStore(int t, void* p, Index stride) {
+  for (Index r = 0; r < kTileRows; ++r) {
+    std::memcpy(static_cast<uint8_t*>(p) + r * stride, Tiles().t[t][r], 64);
+  }
+}
+inline void EmuZero(int t) { std::memset(Tiles().t[t], 0, sizeof(Tiles().t[t])); }
+inline float EmuHalf(const uint8_t* row, Index i) {  // bf16 element i of a row, widened
+  uint16_t h;
+  std::memcpy(&h, row + 2 * i, 2);
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// Tile products run, in all threads (the tests' evidence that the tiles ran).
+inline std::atomic<int64_t>& EmuProductCount() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+inline int64_t EmuProducts() { return EmuProductCount().load(); }
+inline void EmuDp(int c, int a, int b) {
+  EmuProductCount().fetch_add(1, std::memory_order_relaxed);
+  EmuTiles& x = Tiles();
+  for (Index m = 0; m < kTileRows; ++m) {
+    float acc[kTileCols];
+    std::memcpy(acc, x.t[c][m], 64);
+    for (Index k = 0; k < kTilePairs; ++k) {
+      for (Index n = 0; n < kTileCols; ++n) {
+        acc[n] = std::fma(EmuHalf(x.t[a][m], 2 * k), EmuHalf(x.t[b][k], 2 * n), acc[n]);
+        acc[n] = std::fma(EmuHalf(x.t[a][m], 2 * k + 1), EmuHalf(x.t[b][k], 2 * n + 1), acc[n]);
+      }
+    }
+    std::memcpy(x.t[c][m], acc, 64);
+  }
+}
+#define TFRNN_AMX_TARGET
+#define TFRNN_TILE_LOAD(t, p, s) EmuLoad(t, p, s)
+#define TFRNN_TILE_STORE(t, p, s) EmuStore(t, p, s)
+#define TFRNN_TILE_ZERO(t) EmuZero(t)
+#define TFRNN_TILE_DP(c, a, b) EmuDp(c, a, b)
+inline void ConfigureTiles() {}
+inline void ReleaseTiles() {}
+#else
+#define TFRNN_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+#define TFRNN_TILE_LOAD(t, p, s) _tile_loadd(t, p, s)
+#define TFRNN_TILE_STORE(t, p, s) _tile_stored(t, p, s)
+#define TFRNN_TILE_ZERO(t) _tile_zero(t)
+#define TFRNN_TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+// Palette 1, all eight tiles 16 rows of 64 bytes. A static object, so that all of its 64 bytes are in memory when ldtilecfg reads them (GCC's
+// intrinsic tells the compiler about 8 of them).
+struct alignas(64) TileConfig {
+  uint8_t palette, start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+inline const TileConfig& Config() {
+  static const TileConfig cfg = [] {
+    TileConfig c;
+    std::memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    for (int t = 0; t < 8; ++t) {
+      c.colsb[t] = 64;
+      c.rows[t] = kTileRows;
+    }
+    return c;
+  }();
+  return cfg;
+}
+TFRNN_AMX_TARGET inline void ConfigureTiles() { _tile_loadconfig(&Config()); }
+TFRNN_AMX_TARGET inline void ReleaseTiles() { _tile_release(); }
+#endif
+
+// C[0:RT·16, 0:CT·16] (+)= A · B for one block: A's RT tiles of rows (pair words, row stride lda
+// words) and the panel's CT tiles of columns (pair rows w words apart), over k2 pairs (a
+// multiple of 16). Tile registers: C 0-3 (C_ij at 2i + j), A 4-5, B 6-7.
+template <int RT, int CT>
+TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, const uint32_t* b,
+                                      Index w, float* c, Index ldc, bool accumulate) {
+  const Index sa = lda * 4, sb = w * 4, sc = ldc * 4;
+  float* c10 = c + kTileRows * ldc;
+  if (accumulate) {
+    TFRNN_TILE_LOAD(0, c, sc);
+    if (CT > 1) TFRNN_TILE_LOAD(1, c + kTileCols, sc);
+    if (RT > 1) TFRNN_TILE_LOAD(2, c10, sc);
+    if (RT > 1 && CT > 1) TFRNN_TILE_LOAD(3, c10 + kTileCols, sc);
+  } else {
+    TFRNN_TILE_ZERO(0);
+    if (CT > 1) TFRNN_TILE_ZERO(1);
+    if (RT > 1) TFRNN_TILE_ZERO(2);
+    if (RT > 1 && CT > 1) TFRNN_TILE_ZERO(3);
+  }
+  for (Index q = 0; q < k2; q += kTilePairs) {
+    TFRNN_TILE_LOAD(4, a + q, sa);
+    if (RT > 1) TFRNN_TILE_LOAD(5, a + kTileRows * lda + q, sa);
+    TFRNN_TILE_LOAD(6, b + q * w, sb);
+    if (CT > 1) TFRNN_TILE_LOAD(7, b + q * w + kTileCols, sb);
+    TFRNN_TILE_DP(0, 4, 6);
+    if (CT > 1) TFRNN_TILE_DP(1, 4, 7);
+    if (RT > 1) TFRNN_TILE_DP(2, 5, 6);
+    if (RT > 1 && CT > 1) TFRNN_TILE_DP(3, 5, 7);
+  }
+  TFRNN_TILE_STORE(0, c, sc);
+  if (CT > 1) TFRNN_TILE_STORE(1, c + kTileCols, sc);
+  if (RT > 1) TFRNN_TILE_STORE(2, c10, sc);
+  if (RT > 1 && CT > 1) TFRNN_TILE_STORE(3, c10 + kTileCols, sc);
+}
+
+// The tiles configured for PanelTiles (Begin) and released (End) around one product: another
+// kernel on the thread between two products (TensorFlow's own oneDNN kernels) may configure
+// them its own way. The tile instructions are asm statements that name no memory: the
+// barriers keep the stores of A, B and C before them and later reads of C after them.
+TFRNN_AMX_TARGET inline void Begin() {
+  __asm__ __volatile__("" ::: "memory");
+  ConfigureTiles();
+}
+TFRNN_AMX_TARGET inline void End() {
+  ReleaseTiles();
+  __asm__ __volatile__("" ::: "memory");
+}
+
+// C[0:rows, 0:w] (+)= A · B of one panel of w = 16 or 32 columns (pair rows w words apart) over
+// k2 pairs, rows and k2 multiples of 16: blocks of 32 rows, then one of 16. Between Begin and
+// End.
+template <int CT>
+TFRNN_AMX_TARGET inline void PanelTiles(Index rows, Index k2, const uint32_t* a, Index lda,
+                                       const uint32_t* b, Index w, float* c, Index ldc,
+                                       bool accumulate) {
+  __asm__ __volatile__("" ::: "memory");
+  Index r = 0;
+  for (; r + 2 * kTileRows <= rows; r += 2 * kTileRows) {
+    TileBlock<2, CT>(k2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+  }
+  if (r < rows) TileBlock<1, CT>(k2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+  __asm__ __volatile__("" ::: "memory");
+}
+
+#undef TFRNN_TILE_LOAD
+#undef TFRNN_TILE_STORE
+#undef TFRNN_TILE_ZERO
+#undef TFRNN_TILE_DP
+
+#else  // no AMX kernels in this build
+
+inline bool Enabled() { return false; }
+inline void Begin() {}
+inline void End() {}
+template <int CT>
+void PanelTiles(Index, Index, const uint32_t*, Index, const uint32_t*, Index, float*, Index,
+                bool) {}
+
+#endif  // TFRNN_AMX_KERNELS
+
+}  // namespace amx
+}  // namespace bf16
+}  // namespace tfrnn
+
+#endif  // TF_RNN_OPS_CC_ENGINE_AMX_GEMM_H_
