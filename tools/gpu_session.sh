@@ -38,7 +38,7 @@
 #             cpu_scaling_amx
 #     (default: build mma checks checks_mma checks_cmma checks_steps checks_pbwd checks_cluster parity
 #      parity_cluster xla_ffi memcheck memcheck_cluster memcheck_parity racecheck
-#      racecheck_cluster)
+#      racecheck_cluster amx_cpu)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -50,7 +50,7 @@ STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(build mma checks checks_mma checks_cmma checks_steps checks_pbwd
                                    checks_cluster parity
                                    parity_cluster xla_ffi memcheck memcheck_cluster
-                                   memcheck_parity racecheck racecheck_cluster)
+                                   memcheck_parity racecheck racecheck_cluster amx_cpu)
 CLUSTER=(env TFRNN_CUDA_CLUSTER=1)
 FUSED=(env TFRNN_CUDA_PERSISTENT=0 TF_RNN_OPS_CUDA_FUSED_STEP=1 TFRNN_CUDA_TRACE=1)
 # Nsight Compute over cuDNN's kernels and ours (bench/gpu_profile_step.py --cudnn).
