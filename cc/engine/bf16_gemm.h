@@ -509,6 +509,22 @@ TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a,
 // 2 MiB and less, level, so smaller products do without.
 constexpr Index kStreamedBytes = Index(4) << 20;
 
+// One panel's chunk of kq pairs (at least one tile's) on AMX tiles (amx_gemm.h, between
+// amx::Begin and amx::End): the whole tiles of rows and pairs there, then on the register
+// blocks the pairs past them for those rows (added) and the rows past them over all kq pairs.
+template <int NP>
+TFRNN_BF16_TARGET inline void TilesPanel(Index rows, Index kq, const uint32_t* a, Index lda,
+                                         const uint32_t* b, Index w, float* c, Index ldc,
+                                         bool accumulate) {
+  const Index rt = rows / amx::kTileRows * amx::kTileRows;
+  const Index kt = kq / amx::kTilePairs * amx::kTilePairs;
+  amx::PanelTiles<NP>(rt, kt, a, lda, b, w, c, ldc, accumulate);
+  if (kq > kt) PanelRows<NP>(rt, kq - kt, a + kt, lda, b + kt * w, w, c, ldc, true);
+  if (rows > rt) {
+    PanelRows<NP>(rows - rt, kq, a + rt * lda, lda, b, w, c + rt * ldc, ldc, accumulate);
+  }
+}
+
 // C[rows, c0:c1] (+)= A · B over the panels of columns [c0, c1) (panel boundaries), A as
 // pair words (K2 = ceil(K/2) per row, stride lda), B packed by Pack with the same K and cols.
 // K in chunks (ChunkPairs).
@@ -537,24 +553,9 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
     for (Index col = c0; col < c1;) {
       const Index w = PanelWidth(col, cols);
       const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
-      const Index rt = rows / amx::kTileRows * amx::kTileRows;
-      const Index kt = kq / amx::kTilePairs * amx::kTilePairs;
-      if (tiles && kt > 0 && (w == kWide || w == kLanes)) {
-        // Whole tiles of rows and pairs on AMX, then the pairs past them for those rows, and
-        // the rows past them over all pairs, on the register blocks.
-        const uint32_t* ac = a + q0;
-        float* cc = c + col;
-        if (w == kWide) {
-          amx::PanelTiles<2>(rt, kt, ac, lda, b, w, cc, ldc, acc);
-          if (kq > kt) PanelRows<2>(rt, kq - kt, ac + kt, lda, b + kt * w, w, cc, ldc, true);
-          if (rows > rt) PanelRows<2>(rows - rt, kq, ac + rt * lda, lda, b, w, cc + rt * ldc,
-                                      ldc, acc);
-        } else {
-          amx::PanelTiles<1>(rt, kt, ac, lda, b, w, cc, ldc, acc);
-          if (kq > kt) PanelRows<1>(rt, kq - kt, ac + kt, lda, b + kt * w, w, cc, ldc, true);
-          if (rows > rt) PanelRows<1>(rows - rt, kq, ac + rt * lda, lda, b, w, cc + rt * ldc,
-                                      ldc, acc);
-        }
+      if (tiles && kq >= amx::kTilePairs && (w == kWide || w == kLanes)) {
+        (w == kWide ? TilesPanel<2> : TilesPanel<1>)(rows, kq, a + q0, lda, b, w, c + col, ldc,
+                                                     acc);
         col += w;
         continue;
       }
