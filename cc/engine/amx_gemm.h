@@ -15,9 +15,9 @@
 //   TF_RNN_OPS_BF16_AMX=1   the tiles wherever the CPU has them and Linux grants the tile data
 //                           state (arch_prctl ARCH_REQ_XCOMP_PERM); this also turns the bf16
 //                           products on there (bf16::Available(), which is AMD-only by
-//                           default). Unset: never (the tiles have not yet run on a CPU with
-//                           AMX; tools/gpu_session.sh's `amx_cpu` stage checks and times them
-//                           on the GPU machine's Intel host).
+//                           default). Unset: never, until the checks pass on a CPU with AMX
+//                           (tools/gpu_session.sh's `amx_cpu` and `cpu_scaling_amx` stages
+//                           check and time the tiles on the GPU machine's Intel host).
 //
 // TFRNN_AMX_EMULATE (a test build, tests/amx_checks.cc): the tile operations in plain C++ with
 // the instructions' arithmetic (per row and column, each pair's two products added in turn by
