@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "cc/engine/bf16_gemm.h"
@@ -21,12 +20,7 @@ namespace bf16 = tfrnn::bf16;
 
 namespace {
 
-float Bf16Value(float x) {  // x rounded as the products see it
-  const uint32_t bits = uint32_t(bf16::Round(x)) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float Bf16Value(float x) { return bf16::Widen(bf16::Round(x)); }  // as the products see x
 
 struct Case {
   Index rows, K, cols, c0;
@@ -82,8 +76,7 @@ int main() {
     std::printf("amx_checks: SKIP (no AVX512_BF16: the register blocks of the tails)\n");
     return 0;
   }
-  const bool want = std::getenv("TF_RNN_OPS_BF16_AMX") != nullptr &&
-                    std::string(std::getenv("TF_RNN_OPS_BF16_AMX")) == "1";
+  const bool want = tfrnn::EnvChoice("TF_RNN_OPS_BF16_AMX", {"1"}) == 0;
   if (want && !bf16::amx::Enabled()) {
     std::printf("amx_checks: FAIL tiles unavailable (no AMX-TILE/AMX-BF16, or Linux refused "
                 "the tile data state)\n");

@@ -18,22 +18,13 @@ import subprocess
 
 import pytest
 
+from test_packaging import _cpu_flags
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, "tools", "build_amx_checks.sh")
 
 
-def _flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-FLAGS = _flags()
+FLAGS = _cpu_flags() if os.path.exists("/proc/cpuinfo") else set()
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64" or "avx512_bf16" not in FLAGS or shutil.which("g++") is None,
     reason="needs x86-64 with AVX512_BF16 and g++")

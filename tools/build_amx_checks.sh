@@ -13,7 +13,10 @@ cd "$ROOT"
 EMU="${EMULATE:-0}"
 OUT="${1:-build/amx_checks$([ "$EMU" = 1 ] && echo _emu)}"
 INC="$(ls -d .venv/lib/python3*/site-packages/tensorflow/include 2>/dev/null | head -1)"
-[ -n "$INC" ] || { echo "build_amx_checks.sh: no TensorFlow headers under .venv (run ./configure.sh)" >&2; exit 1; }
+if [ -z "$INC" ]; then
+  echo "build_amx_checks.sh: no TensorFlow headers under .venv (run ./configure.sh)" >&2
+  exit 1
+fi
 mkdir -p "$(dirname "$OUT")"
 FLAGS=(-O2 -std=c++17 -w -DEIGEN_MAX_ALIGN_BYTES=64 -mavx512f -mavx512dq -mavx512bw -mavx512vl
        -mavx2 -mfma -I. -I"$INC")

@@ -134,8 +134,8 @@ inline void ReleaseTiles() {}
 #define TFRNN_TILE_STORE(t, p, s) _tile_stored(t, p, s)
 #define TFRNN_TILE_ZERO(t) _tile_zero(t)
 #define TFRNN_TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-// Palette 1, all eight tiles 16 rows of 64 bytes. A static object, so that all of its 64 bytes are in memory when ldtilecfg reads them (GCC's
-// intrinsic tells the compiler about 8 of them).
+// Palette 1, all eight tiles 16 rows of 64 bytes. A static object, so that all of its 64 bytes
+// are in memory when ldtilecfg reads them (GCC's intrinsic tells the compiler about 8 of them).
 struct alignas(64) TileConfig {
   uint8_t palette, start_row;
   uint8_t reserved[14];
