@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cc/engine/bf16_bits.h"
 #include "cc/engine/types.h"
 
 #if defined(__AVX512F__) && defined(__GNUC__) && defined(__x86_64__)
@@ -95,10 +96,7 @@ inline void EmuZero(int t) { std::memset(Tiles().t[t], 0, sizeof(Tiles().t[t]));
 inline float EmuHalf(const uint8_t* row, Index i) {  // bf16 element i of a row, widened
   uint16_t h;
   std::memcpy(&h, row + 2 * i, 2);
-  const uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return Widen(h);
 }
 // Tile products run, in all threads (the tests' evidence that the tiles ran).
 inline std::atomic<int64_t>& EmuProductCount() {

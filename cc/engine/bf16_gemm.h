@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cc/engine/amx_gemm.h"
+#include "cc/engine/bf16_bits.h"
 #include "cc/engine/cpu_device.h"
 #include "cc/engine/types.h"
 
@@ -88,25 +89,6 @@ inline bool Available() {
 template <typename Spec>
 inline bool ProductsFor(const Spec& s) {
   return s.bf16 && Available();
-}
-
-// float -> bf16 bits, rounding to nearest even (NaN stays NaN), as vcvtne2ps2bf16 does for
-// normal numbers (a denormal is rounded here; the instruction flushes it to zero).
-inline uint16_t Round(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-inline float Widen(uint32_t bits16) {
-  const uint32_t u = bits16 << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-inline uint32_t Pair(float lo, float hi) {
-  return uint32_t(Round(lo)) | (uint32_t(Round(hi)) << 16);
 }
 
 constexpr Index kLanes = 16;          // floats per 512-bit register

@@ -27,6 +27,8 @@
 #include <cstring>
 #include <math.h>
 
+#include "cc/engine/bf16_bits.h"
+
 #define TFRNN_CUDA_EMULATE 1
 
 #define __global__
@@ -257,15 +259,8 @@ inline float BitsFloat(uint32_t u) {
 }  // namespace emu
 }  // namespace tfrnn
 
-inline float __bfloat162float(__nv_bfloat16 h) {
-  return tfrnn::emu::BitsFloat(static_cast<uint32_t>(h.bits) << 16);
-}
-inline __nv_bfloat16 __float2bfloat16_rn(float f) {
-  uint32_t u = tfrnn::emu::FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<uint16_t>(u >> 16)};
-}
+inline float __bfloat162float(__nv_bfloat16 h) { return tfrnn::bf16::Widen(h.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {tfrnn::bf16::Round(f)}; }
 // IEEE binary16, round to nearest even (subnormals, overflow to infinity, NaN kept).
 inline __half __float2half_rn(float f) {
   const uint32_t u = tfrnn::emu::FloatBits(f);
