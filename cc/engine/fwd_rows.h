@@ -1,5 +1,6 @@
 // The forward's one-pass pointwise rows (rnn_cpu.cc FwdBlock): an lstm row and a reset-after
-// gru row over a block of units, in packet chunks with the gates in registers.
+// gru row over a block of units, in packet chunks (the tail in one packet too) with the gates
+// in registers.
 #ifndef TF_RNN_OPS_CC_ENGINE_FWD_ROWS_H_
 #define TF_RNN_OPS_CC_ENGINE_FWD_ROWS_H_
 
@@ -23,51 +24,52 @@ struct LstmRow {
   A *c, *cs, *co, *h, *hh, *y;
 };
 
-// One lstm row forward in one pass over the units, in packet chunks with the gates and the
-// cell in registers. kStd: LstmStandard(s); kHr: r.hr is given (else gx holds R·h too);
-// kPlanes: the activation planes and cs are written (training: the backward reads them; at
-// inference a standard row keeps its gates in registers and writes only c, h and y).
+// One lstm row forward in one pass over the units, in packet chunks (ChunkedPadded: the row's
+// tail in one packet too) with the gates and the cell in registers. kStd: LstmStandard(s);
+// kHr: r.hr is given (else gx holds R·h too); kPlanes: the activation planes and cs are
+// written (training: the backward reads them; at inference a standard row keeps its gates in
+// registers and writes only c, h and y; the general row always writes its gates' planes).
 template <typename A, bool kStd, bool kHr, bool kPlanes>
 void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
   const Index H = s.H;
   const int* pos = s.gate_pos;
   const A clip = static_cast<A>(s.cell_clip);
   const bool do_clip = s.cell_clip > 0.f;
-  Chunked<A>(len, [&](auto width, Index o0, Index w) TFRNN_INLINE_LAMBDA {
-    constexpr int W = decltype(width)::value;
-    using V = VecN<A, W>;
-    using CV = CVecN<A, W>;
-    using L = Loc<A, W>;
+  ChunkedPadded<A>(len, [&](auto chunk, Index o0, Index w) TFRNN_INLINE_LAMBDA {
+    using C = decltype(chunk);
+    using L = typename C::L;
+    auto in = [&](const A* p) TFRNN_INLINE_LAMBDA { return C::In(p + o0, w); };
+    auto out = [&](A* p, const auto& v) TFRNN_INLINE_LAMBDA { C::Out(p + o0, w, v); };
     // The pre-activation of logical gate q (summed in the order gx, hr, bw, br).
     auto pre = [&](int q) -> L {
-      const Index off = pos[q] * H + o0;
+      const Index off = pos[q] * H;
       if constexpr (kHr) {
-        return CV(r.gx + off, w) + CV(r.hr + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
+        return in(r.gx + off) + in(r.hr + off) + in(r.bw + off) + in(r.br + off);
       } else {
-        return CV(r.gx + off, w) + CV(r.bw + off, w) + CV(r.br + off, w);
+        return in(r.gx + off) + in(r.bw + off) + in(r.br + off);
       }
     };
-    const CV cp(r.c + o0, w);
+    const auto cp = in(r.c);
     L cn, hv, og;
     if constexpr (kStd) {
       const L i = Logistic(pre(0)), f = Logistic(pre(1)), cc = pre(2).tanh(),
               o = Logistic(pre(3));
       if constexpr (kPlanes) {
-        V(r.act[0] + o0, w) = i;
-        V(r.act[1] + o0, w) = f;
-        V(r.act[2] + o0, w) = cc;
-        V(r.act[3] + o0, w) = o;
+        out(r.act[0], i);
+        out(r.act[1], f);
+        out(r.act[2], cc);
+        out(r.act[3], o);
       }
       cn = f * cp + i * cc;
       if (do_clip) cn = cn.max(-clip).min(clip);
       hv = cn.tanh();
       og = o;
     } else {
-      V i(r.act[0] + o0, w), f(r.act[1] + o0, w), cc(r.act[2] + o0, w), o(r.act[3] + o0, w);
+      L i, f, cc, o;
       // The peephole term of gate q reads c_prev, or for o with peephole_o_new the new c.
-      auto gate = [&](int q, V& v, const auto& cpeep) {
+      auto gate = [&](int q, L& v, const auto& cpeep) {
         v = pre(q);
-        if (s.peephole) v += CV(r.peep + pos[q] * H + o0, w) * cpeep;
+        if (s.peephole) v += in(r.peep + pos[q] * H) * cpeep;
         ActivateIn(s.gate_act[q], v);
       };
       gate(0, i, cp);
@@ -77,25 +79,29 @@ void LstmFwdRow(const RnnSpec& s, const LstmRow<A>& r, Index len) {
       cn = f * cp + i * cc;
       if (do_clip) cn = cn.max(-clip).min(clip);
       if (s.peephole_o_new) gate(3, o, cn);
+      out(r.act[0], i);
+      out(r.act[1], f);
+      out(r.act[2], cc);
+      out(r.act[3], o);
       hv = cn;
       ActivateIn(s.cell_act, hv);
       og = o;
     }
-    if constexpr (kPlanes) V(r.cs + o0, w) = cn;
-    V(r.c + o0, w) = cn;
-    if (r.co != nullptr) V(r.co + o0, w) = hv;
+    if constexpr (kPlanes) out(r.cs, cn);
+    out(r.c, cn);
+    if (r.co != nullptr) out(r.co, hv);
     hv *= og;
-    V(r.h + o0, w) = hv;
-    if (r.hh != nullptr) V(r.hh + o0, w) = hv;
-    if (r.y != nullptr) V(r.y + o0, w) = hv;
+    out(r.h, hv);
+    if (r.hh != nullptr) out(r.hh, hv);
+    if (r.y != nullptr) out(r.y, hv);
   });
 }
 
 // One reset-after gru row forward (logistic r and z, tanh candidate; R·h_prev given apart in
-// hr) in one pass over the units, in packet chunks with the gates in registers: the same
-// operations, in the same order, as the general path's passes over the row (FwdBlock).
-// kPlanes: the activation planes of r, z and n and aux = R_n·h_prev + b_Rn are written
-// (training: the backward reads them); at inference only h and y.
+// hr) in one pass over the units, in packet chunks (ChunkedPadded) with the gates in
+// registers: the same operations, in the same order, as the general path's passes over the
+// row (FwdBlock). kPlanes: the activation planes of r, z and n and aux = R_n·h_prev + b_Rn are
+// written (training: the backward reads them); at inference only h and y.
 template <typename A>
 struct GruRow {
   const A *gx, *hr, *bw, *br, *hp;
@@ -106,11 +112,12 @@ void GruFwdRow(const RnnSpec& s, const GruRow<A>& r, Index len) {
   const Index H = s.H;
   const Index pr = s.gate_pos[0] * H, pz = s.gate_pos[1] * H, pn = s.gate_pos[2] * H;
   const bool z_new = s.gru_z_new;
-  Chunked<A>(len, [&](auto width, Index o0, Index w) TFRNN_INLINE_LAMBDA {
-    using L = Loc<A, decltype(width)::value>;
+  ChunkedPadded<A>(len, [&](auto chunk, Index o0, Index w) TFRNN_INLINE_LAMBDA {
+    using C = decltype(chunk);
+    using L = typename C::L;
     // Element o0 on of the row at p, read; an array stored there.
-    auto in = [&](const A* p) { return CVecN<A, decltype(width)::value>(p + o0, w); };
-    auto out = [&](A* p, const L& v) { VecN<A, decltype(width)::value>(p + o0, w) = v; };
+    auto in = [&](const A* p) TFRNN_INLINE_LAMBDA { return C::In(p + o0, w); };
+    auto out = [&](A* p, const L& v) TFRNN_INLINE_LAMBDA { C::Out(p + o0, w, v); };
     const L rg = Logistic(in(r.gx + pr) + in(r.hr + pr) + in(r.bw + pr) + in(r.br + pr));
     const L z = Logistic(in(r.gx + pz) + in(r.hr + pz) + in(r.bw + pz) + in(r.br + pz));
     const L aux = in(r.hr + pn) + in(r.br + pn);

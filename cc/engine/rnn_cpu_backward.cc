@@ -90,46 +90,45 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const bool o_new = s.peephole && s.peephole_o_new;
         auto chunks = [&](auto plain_tag) {
           constexpr bool kPlain = decltype(plain_tag)::value;
-          Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
-            constexpr int W = decltype(width)::value;
-            using V = VecN<A, W>;
-            using CV = CVecN<A, W>;
-            using L = Loc<A, W>;
-            auto plane = [&](int q) { return CV(ly.Act(pos[q], row) + j0 + o0, wd); };
-            const CV i = plane(0), f = plane(1), cc = plane(2), o = plane(3);
-            const CV cs(csr + o0, wd), cprev(cpr + o0, wd);
+          ChunkedPadded<A>(len, [&](auto chunk, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
+            using C = decltype(chunk);
+            using L = typename C::L;
+            auto in = [&](const A* p) TFRNN_INLINE_LAMBDA { return C::In(p + o0, wd); };
+            auto put = [&](A* p, const auto& v) TFRNN_INLINE_LAMBDA { C::Out(p + o0, wd, v); };
+            auto plane = [&](int q) { return in(ly.Act(pos[q], row) + j0); };
+            const auto i = plane(0), f = plane(1), cc = plane(2), o = plane(3);
+            const auto cs = in(csr), cprev = in(cpr);
             // Optional extra gradient of an activation, [TB, H] (RnnBwdArgs::dact, dco).
             auto add_grad = [&](const A* g, L& v) {
               if constexpr (!kPlain) {
-                if (g != nullptr) v += CV(g + row * H + j0 + o0, wd);
+                if (g != nullptr) v += in(g + row * H + j0);
               }
             };
             // d *= act'(y): `act` in general, the plain case's `fixed` activation.
             auto grad = [&](RnnAct act, RnnAct fixed, const auto& y, L& d) TFRNN_INLINE_LAMBDA {
               MulActGrad(kPlain ? fixed : act, y, d);
             };
-            auto peep_of = [&](int q) { return CV(peep + pos[q] * H + j0 + o0, wd); };
+            auto peep_of = [&](int q) { return in(peep + pos[q] * H + j0); };
             L dt;
             if constexpr (kPlain) {
-              dt = CV(dyr + o0, wd);
+              dt = in(dyr);
               if (dhcp != nullptr) {
-                dt += CV(dhcp + o0, wd);
-                V(dhcp + o0, wd).setZero();
+                dt += in(dhcp);
+                put(dhcp, L::Zero());
               }
             } else {
-              dt = CV(dtr + o0, wd);
+              dt = in(dtr);
             }
             // cell_act(c): the forward's (ly.co), or recomputed.
             L tc;
             if (cor != nullptr) {
-              tc = CV(cor + o0, wd);
+              tc = in(cor);
             } else {
               tc = cs;
               ActivateIn(kPlain ? RnnAct::kTanh : s.cell_act, tc);
             }
-            V dcv(dcb + o0, wd);
-            L dc = dcv;
-            if (dcs != nullptr) dc += CV(dcs + o0, wd);
+            L dc = in(dcb);
+            if (dcs != nullptr) dc += in(dcs);
             L tmp = dt * o;
             add_grad(a.dco, tmp);
             grad(s.cell_act, RnnAct::kTanh, tc, tmp);
@@ -153,12 +152,12 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
               dc += di * peep_of(0) + df * peep_of(1) + dcc * peep_of(2);
               if (!o_new) dc += dout * peep_of(3);
             }
-            dcv = dc;
-            for (A* out : {dr, dg}) {
-              V(out + pos[0] * H + o0, wd) = di;
-              V(out + pos[1] * H + o0, wd) = df;
-              V(out + pos[2] * H + o0, wd) = dcc;
-              V(out + pos[3] * H + o0, wd) = dout;
+            put(dcb, dc);
+            for (A* g : {dr, dg}) {
+              put(g + pos[0] * H, di);
+              put(g + pos[1] * H, df);
+              put(g + pos[2] * H, dcc);
+              put(g + pos[3] * H, dout);
               if (dg == dr) break;
             }
           });
@@ -180,46 +179,46 @@ void BwdBlock(const RnnSpec& s, const StepMap& sm, const Layer<A>& ly, const A* 
         const A* dtr = dr + last * H;  // dL/dh of the step (above)
         A* dhcp = carry ? w.dh + b * Hs + j0 : nullptr;
         A* dhr_row = w.dhr + row * KH + j0;
-        Chunked<A>(len, [&](auto width, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
-          constexpr int W = decltype(width)::value;
-          using V = VecN<A, W>;
-          using CV = CVecN<A, W>;
-          using L = Loc<A, W>;
-          auto plane = [&](int k) { return CV(ly.Act(k, row) + j0 + o0, wd); };
-          const CV rg = plane(pr), z = plane(pz), n = plane(pn), hp(hpr + o0, wd);
-          const L dt = CV(dtr + o0, wd);
+        ChunkedPadded<A>(len, [&](auto chunk, Index o0, Index wd) TFRNN_INLINE_LAMBDA {
+          using C = decltype(chunk);
+          using L = typename C::L;
+          auto in = [&](const A* p) TFRNN_INLINE_LAMBDA { return C::In(p + o0, wd); };
+          auto put = [&](A* p, const L& v) TFRNN_INLINE_LAMBDA { C::Out(p + o0, wd, v); };
+          auto plane = [&](int k) { return in(ly.Act(k, row) + j0); };
+          const auto rg = plane(pr), z = plane(pz), n = plane(pn), hp = in(hpr);
+          const L dt = in(dtr);
           L dpn, dpz;
           if (s.gru_z_new) {
             dpn = dt * z;
             dpz = dt * (n - hp);
-            if (dhcp != nullptr) V(dhcp + o0, wd) = dt * (one - z);
+            if (dhcp != nullptr) put(dhcp, dt * (one - z));
           } else {
             dpn = dt * (one - z);
             dpz = dt * (hp - n);
-            if (dhcp != nullptr) V(dhcp + o0, wd) = dt * z;
+            if (dhcp != nullptr) put(dhcp, dt * z);
           }
-          if (a.dact[1] != nullptr) dpz += CV(a.dact[1] + row * H + j0 + o0, wd);
-          if (a.dact[2] != nullptr) dpn += CV(a.dact[2] + row * H + j0 + o0, wd);
+          if (a.dact[1] != nullptr) dpz += in(a.dact[1] + row * H + j0);
+          if (a.dact[2] != nullptr) dpn += in(a.dact[2] + row * H + j0);
           MulActGrad(s.gate_act[1], z, dpz);
           MulActGrad(s.gate_act[2], n, dpn);
-          V(dg + pz * H + o0, wd) = dpz;
-          V(dg + pn * H + o0, wd) = dpn;
-          V(dr + pz * H + o0, wd) = dpz;
-          V(dhr_row + pz * H + o0, wd) = dpz;
+          put(dg + pz * H, dpz);
+          put(dg + pn * H, dpn);
+          put(dr + pz * H, dpz);
+          put(dhr_row + pz * H, dpz);
           if (rb) {
             // r's gradient needs dL/d(r ⊙ h_rec) = dpn · R_n over every unit: GruResetBwd.
             // Until then the carry's candidate slot holds dpn.
-            V(dr + pr * H + o0, wd).setZero();
-            V(dr + pn * H + o0, wd) = dpn;
-            V(dhr_row + pn * H + o0, wd) = dpn;
+            put(dr + pr * H, L::Zero());
+            put(dr + pn * H, dpn);
+            put(dhr_row + pn * H, dpn);
           } else {
-            L dpr = dpn * CV(auxr + o0, wd);
+            L dpr = dpn * in(auxr);
             MulActGrad(s.gate_act[0], rg, dpr);
             const L dnr = dpn * rg;
-            V(dg + pr * H + o0, wd) = dpr;
-            for (A* out : {dr, dhr_row}) {
-              V(out + pr * H + o0, wd) = dpr;
-              V(out + pn * H + o0, wd) = dnr;
+            put(dg + pr * H, dpr);
+            for (A* g : {dr, dhr_row}) {
+              put(g + pr * H, dpr);
+              put(g + pn * H, dnr);
             }
           }
         });

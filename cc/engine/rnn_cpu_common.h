@@ -8,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "cc/engine/activations.h"
 #include "cc/engine/bf16_gemm.h"
@@ -15,6 +16,10 @@
 #include "cc/engine/step_loops.h"
 #include "cc/engine/types.h"
 #include "cc/engine/workspace.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace tfrnn {
 namespace rnn_cpu {
@@ -261,6 +266,68 @@ using Loc = Eigen::Array<A, W, 1, 0,
                                                    internal::packet_traits<A>::type>::size
                                              : W,
                          1>;
+
+// A chunk of ChunkedPadded: a whole packet of a row (kPad false), or its last 1 to P - 1
+// elements as one packet (kPad true) whose lanes past the row read as zero and are never
+// stored. The chunk's operands are read with In(p, n) (a map of the packet, or the n elements
+// in a zeroed local packet) and written with Out(p, n, v) (its first n elements).
+template <typename A, bool kPad>
+struct PacketChunk {
+  static constexpr int kWidth =
+      Eigen::internal::unpacket_traits<typename Eigen::internal::packet_traits<A>::type>::size;
+  using L = Loc<A, kWidth>;
+  static EIGEN_ALWAYS_INLINE auto In(const A* p, Index n) {
+    if constexpr (!kPad) {
+      return CVecN<A, kWidth>(p);
+    } else {
+      L v;
+#if defined(__AVX512F__)
+      if constexpr (std::is_same<A, float>::value && kWidth == 16) {
+        _mm512_storeu_ps(v.data(), _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p));
+        return v;
+      } else if constexpr (std::is_same<A, double>::value && kWidth == 8) {
+        _mm512_storeu_pd(v.data(), _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p));
+        return v;
+      }
+#endif
+      v.setZero();
+      std::copy_n(p, n, v.data());
+      return v;
+    }
+  }
+  template <typename X>
+  static EIGEN_ALWAYS_INLINE void Out(A* p, Index n, const X& x) {
+    if constexpr (!kPad) {
+      VecN<A, kWidth> m(p);
+      m = x;
+    } else {
+      const L v = x;
+#if defined(__AVX512F__)
+      if constexpr (std::is_same<A, float>::value && kWidth == 16) {
+        _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), _mm512_loadu_ps(v.data()));
+        return;
+      } else if constexpr (std::is_same<A, double>::value && kWidth == 8) {
+        _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), _mm512_loadu_pd(v.data()));
+        return;
+      }
+#endif
+      std::copy_n(v.data(), n, p);
+    }
+  }
+};
+
+// Calls fn(chunk, c, n) over [0, len): a PacketChunk<A, false> per whole packet, then for the
+// rest of the row one PacketChunk<A, true>. Unlike Chunked (half and quarter packets, then a
+// dynamic tail whose tanh is libm's tanhf, element by element), every element runs the same
+// packet operations, the row's tail in one packet: a row of 50 units is four packets. fn
+// should be an inlined lambda (TFRNN_INLINE_LAMBDA).
+template <typename A, typename Fn>
+EIGEN_ALWAYS_INLINE void ChunkedPadded(Index len, Fn&& fn) {
+  constexpr Index P = PacketChunk<A, false>::kWidth;
+  Index c = 0;
+  for (; c + P <= len; c += P) fn(PacketChunk<A, false>(), c, P);
+  if (c < len) fn(PacketChunk<A, true>(), c, len - c);
+}
 
 // Row of the mask for sequence b at time tau (column offset applied by the caller: MaskCol).
 template <typename A>
