@@ -13,9 +13,10 @@ x and y (gathered and scattered) and batch-major (in place), per-sequence length
 (one layer: the first half of the rows full length, so that the first block's road fuses the
 input and the others' do not: a block whose packing's layout is not the share's packs its own),
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
-and 14), and batches below two blocks (15 rows: no split), in float64 and float32. Training
-cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its step's
-product and every sequence is full length (small weights; on the AVX2 engine weights up to
+and 14), and batches below two blocks (15 rows: no split), in float64, and in float32 for every
+mode (a block's gru input projection on the packed kernel where K·H is off the multiples of 8).
+Training cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its
+step's product and every sequence is full length (small weights; on the AVX2 engine weights up to
 8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,
 per-sequence lengths, the larger weights of TRAIN_SIZES[2] elsewhere and T = 4 (a streaming
 call's steps at 8 rows) keep the roads over the whole batch, and check that the choice is made
@@ -95,7 +96,10 @@ def main():
                                           (2, "bidirectional", True)):
                 for time_major in (True, False):
                     cases.append((size, mode, L, direction, time_major, lengths, 0, F64))
-        cases.append((size, "lstm", 1, "unidirectional", False, False, 0, F32))
+        # float32, every mode: a block's input projection on one thread (gru, rnn: K·H off the
+        # multiples of 8 on the packed kernel, rnn_cpu.cc LayerForward's packed_proj)
+        for mode in C.MODES:
+            cases.append((size, mode, 1, "unidirectional", False, False, 0, F32))
     cases.append((SIZES[1], "lstm", 2, "unidirectional", True, True, 24, F64))
     named = [("size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
                   *case[:-1], case[-1].name),
