@@ -234,7 +234,15 @@ TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const flo
                                              _mm512_loadu_ps(s + k));
       _mm512_storeu_si512(o + k / 2, reinterpret_cast<const __m512i&>(v));
     }
-    for (; k < K; k += 2) o[k / 2] = Pair(s[k], k + 1 < K ? s[k + 1] : 0.f);
+    if (k < K) {  // the last 1-31 elements (zero past K) in one conversion, masked
+      const Index n = K - k, words = (n + 1) / 2;
+      const __mmask16 m_lo = __mmask16((1u << std::min<Index>(n, kLanes)) - 1);
+      const __mmask16 m_hi = __mmask16((1u << std::max<Index>(n - kLanes, 0)) - 1);
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m_hi, s + k + kLanes),
+                                             _mm512_maskz_loadu_ps(m_lo, s + k));
+      _mm512_mask_storeu_epi32(o + k / 2, __mmask16((1u << words) - 1),
+                               reinterpret_cast<const __m512i&>(v));
+    }
   }
 }
 
