@@ -228,15 +228,10 @@ TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const flo
   for (Index r = r0; r < r1; ++r) {
     const float* s = a + r * lda;
     uint32_t* o = out + r * K2;
-    Index k = 0;
-    for (; k + 2 * kLanes <= K; k += 2 * kLanes) {
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + k + kLanes),
-                                             _mm512_loadu_ps(s + k));
-      _mm512_storeu_si512(o + k / 2, reinterpret_cast<const __m512i&>(v));
-    }
-    if (k < K) {  // the last 1-31 elements (zero past K) in one conversion, masked
-      const Index n = K - k, words = (n + 1) / 2;
-      const __mmask16 m_lo = __mmask16((1u << std::min<Index>(n, kLanes)) - 1);
+    // 32 elements (16 pair words) a conversion, the last 1-32 masked (zero past K).
+    for (Index k = 0; k < K; k += 2 * kLanes) {
+      const Index n = std::min(K - k, 2 * kLanes), words = (n + 1) / 2;
+      const __mmask16 m_lo = __mmask16((1u << std::min(n, kLanes)) - 1);
       const __mmask16 m_hi = __mmask16((1u << std::max<Index>(n - kLanes, 0)) - 1);
       const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m_hi, s + k + kLanes),
                                              _mm512_maskz_loadu_ps(m_lo, s + k));

@@ -8,18 +8,14 @@
 #include <atomic>
 #include <mutex>
 #include <tuple>
-#include <type_traits>
 
 #include "cc/engine/activations.h"
 #include "cc/engine/bf16_gemm.h"
 #include "cc/engine/cpu_device.h"
+#include "cc/engine/packed_gemm.h"
 #include "cc/engine/step_loops.h"
 #include "cc/engine/types.h"
 #include "cc/engine/workspace.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace tfrnn {
 namespace rnn_cpu {
@@ -269,29 +265,19 @@ using Loc = Eigen::Array<A, W, 1, 0,
 
 // A chunk of ChunkedPadded: a whole packet of a row (kPad false), or its last 1 to P - 1
 // elements as one packet (kPad true) whose lanes past the row read as zero and are never
-// stored. The chunk's operands are read with In(p, n) (a map of the packet, or the n elements
-// in a zeroed local packet) and written with Out(p, n, v) (its first n elements).
+// stored (packed_gemm.h LoadN / StoreN). The chunk's operands are read with In(p, n) (a map of
+// the packet, or the n elements in a local packet) and written with Out(p, n, v) (its first n
+// elements).
 template <typename A, bool kPad>
 struct PacketChunk {
-  static constexpr int kWidth =
-      Eigen::internal::unpacket_traits<typename Eigen::internal::packet_traits<A>::type>::size;
+  static constexpr int kWidth = int(packed::kP<A>);
   using L = Loc<A, kWidth>;
   static EIGEN_ALWAYS_INLINE auto In(const A* p, Index n) {
     if constexpr (!kPad) {
       return CVecN<A, kWidth>(p);
     } else {
       L v;
-#if defined(__AVX512F__)
-      if constexpr (std::is_same<A, float>::value && kWidth == 16) {
-        _mm512_storeu_ps(v.data(), _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p));
-        return v;
-      } else if constexpr (std::is_same<A, double>::value && kWidth == 8) {
-        _mm512_storeu_pd(v.data(), _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p));
-        return v;
-      }
-#endif
-      v.setZero();
-      std::copy_n(p, n, v.data());
+      Eigen::internal::pstoreu(v.data(), packed::LoadN<A>(p, n));
       return v;
     }
   }
@@ -302,16 +288,7 @@ struct PacketChunk {
       m = x;
     } else {
       const L v = x;
-#if defined(__AVX512F__)
-      if constexpr (std::is_same<A, float>::value && kWidth == 16) {
-        _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), _mm512_loadu_ps(v.data()));
-        return;
-      } else if constexpr (std::is_same<A, double>::value && kWidth == 8) {
-        _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), _mm512_loadu_pd(v.data()));
-        return;
-      }
-#endif
-      std::copy_n(v.data(), n, p);
+      packed::StoreN<A>(p, Eigen::internal::ploadu<packed::Packet<A>>(v.data()), n);
     }
   }
 };
