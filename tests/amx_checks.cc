@@ -87,7 +87,7 @@ int main() {
   double worst = 0.0;
   const Index rows_list[] = {1, 8, 15, 16, 17, 32, 33, 47, 64, 128};
   const Index k_list[] = {1, 2, 3, 31, 32, 33, 64, 65, 192, 321};
-  const Index cols_list[] = {1, 15, 16, 17, 32, 33, 48, 100};
+  const Index cols_list[] = {1, 15, 16, 17, 22, 31, 32, 33, 48, 50, 100};
   for (Index rows : rows_list) {
     for (Index K : k_list) {
       for (Index cols : cols_list) {

@@ -103,11 +103,12 @@ inline Index ChunkPairs(Index rows) {
 
 inline Index Pairs(Index K) { return (K + 1) / 2; }
 
-// Width of the panel that starts at column c of a B with `cols` columns: 32, 16, then the
-// last 1-15 columns as one panel (read and written masked: a column count off the grid runs
-// at the rate of its neighbours).
+// Width of the panel that starts at column c of a B with `cols` columns: 32, then the last
+// 1-31 columns as one panel (a last register of 1-15 columns read and written masked: a column
+// count off the grid runs at the rate of its neighbours). Every multiple of 32 below cols
+// starts a panel (GemmLarge's tiles and slabs split B's columns there).
 inline Index PanelWidth(Index c, Index cols) {
-  return c + kWide <= cols ? kWide : c + kLanes <= cols ? kLanes : cols - c;
+  return c + kWide <= cols ? kWide : cols - c;
 }
 
 // Whether row k of a packed B of K rows is packed as zeros (past K, or in [zk0, zk1)).
@@ -393,15 +394,17 @@ void AddSums(bool ta, bool tb, Index m, Index n, Index k, const S* a, const S* b
 #if TFRNN_BF16_KERNELS
 
 // One register block: R rows of A (pair words, row stride lda) times NP registers of a
-// panel's pair rows (row q at b + q · w), over K2 pairs. kTail: a last panel of w < 16
-// columns (NP = 1), its pair rows and C's columns read and written under a mask.
+// panel's pair rows (row q at b + q · w), over K2 pairs. kTail: a last panel whose last
+// register holds fewer than 16 columns (w = 16 · (NP - 1) + 1 .. 16 · NP - 1), that register's
+// part of the pair rows and of C's columns read and written under a mask.
 // pf, npf: npf lines of B's next piece (GemmConverted) to fetch, one every K2 / npf pairs.
 template <int R, int NP, bool kTail = false>
 TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, const uint32_t* b,
                                     Index w, float* c, Index ldc, bool accumulate,
                                     const char* pf = nullptr, Index npf = 0) {
-  static_assert(!kTail || NP == 1, "a tail panel is one register wide");
-  const __mmask16 m = kTail ? static_cast<__mmask16>((1u << w) - 1) : __mmask16(0xffff);
+  // The last register's columns (all 16 unless kTail).
+  const __mmask16 m =
+      kTail ? static_cast<__mmask16>((1u << (w - (NP - 1) * kLanes)) - 1) : __mmask16(0xffff);
   __m512 acc[R][NP];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -421,8 +424,11 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
     for (const Index qe = std::min(K2, q + every); q < qe; ++q) {
       __m512bh bv[NP];
       for (int j = 0; j < NP; ++j) {
-        const __m512i x = kTail ? _mm512_maskz_loadu_epi32(m, b + q * w)
-                                : _mm512_loadu_si512(b + q * w + j * kLanes);
+        // (A mask value per register, not a branch: the accumulators stay in registers.)
+        const __m512i x =
+            kTail ? _mm512_maskz_loadu_epi32(j == NP - 1 ? m : __mmask16(0xffff),
+                                             b + q * w + j * kLanes)
+                  : _mm512_loadu_si512(b + q * w + j * kLanes);
         bv[j] = reinterpret_cast<const __m512bh&>(x);
       }
       for (int r = 0; r < R; ++r) {
@@ -433,13 +439,18 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
     }
   }
   while (fetched < npf) _mm_prefetch(pf + 64 * fetched++, _MM_HINT_T0);
+  // Unrolled whole (GCC's own limit leaves the masked version's loops rolled, and acc then
+  // lives on the stack: a store of every accumulator at every pair).
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
     for (int j = 0; j < NP; ++j) {
       float* dst = c + r * ldc + j * kLanes;
       __m512 v = acc[r][j];
       if constexpr (kTail) {
-        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
-        _mm512_mask_storeu_ps(dst, m, v);
+        const __mmask16 mj = j == NP - 1 ? m : __mmask16(0xffff);
+        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mj, dst));
+        _mm512_mask_storeu_ps(dst, mj, v);
       } else {
         if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(dst));
         _mm512_storeu_ps(dst, v);
@@ -554,6 +565,8 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
       }
       if (w == kWide) {
         PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+      } else if (w > kLanes) {  // the last 17-31 columns
+        PanelRows<2, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
       } else if (w == kLanes) {
         PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
       } else {  // the last 1-15 columns
