@@ -10,7 +10,8 @@
 // B0, B1). Every tile is 16 rows of 64 bytes (one configuration): PanelTiles takes the rows
 // in whole tiles (a multiple of 16) and the pairs in whole tiles (a multiple of 16) of a
 // panel of 16 or 32 columns; GemmConverted runs the rest (the last rows, the last pairs, a
-// last panel of 1-15 columns) on its AVX512_BF16 register blocks, adding into the same C.
+// last panel of 1-15 or 17-31 columns) on its AVX512_BF16 register blocks, adding into the
+// same C.
 //
 //   TF_RNN_OPS_BF16_AMX=1   the tiles wherever the CPU has them and Linux grants the tile data
 //                           state (arch_prctl ARCH_REQ_XCOMP_PERM); this also turns the bf16
