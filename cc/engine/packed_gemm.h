@@ -222,11 +222,12 @@ EIGEN_ALWAYS_INLINE void Micro(Index K, const A* a, Index lda, const A* b, Index
       for (int j = 0; j < NP; ++j) acc[r][j] = Eigen::internal::pmadd(av, bv[j], acc[r][j]);
     }
   }
-  // Unrolled whole (GCC's own limit leaves the masked version's loops rolled, and acc then
-  // lives on the stack: stores of the accumulators inside the k loop).
+  // Unrolled whole, for every R and NP (up to 16 packets: WideRows): GCC's own limit leaves
+  // the masked version's loops rolled, and a pragma's count below NP unrolls them in part; acc
+  // then lives on the stack, with stores of the accumulators inside the k loop.
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 3
+#pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) {
       A* dst = c + r * ldc + j * kP<A>;
       P v = acc[r][j];
