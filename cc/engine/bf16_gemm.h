@@ -402,6 +402,7 @@ template <int R, int NP, bool kTail = false>
 TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, const uint32_t* b,
                                     Index w, float* c, Index ldc, bool accumulate,
                                     const char* pf = nullptr, Index npf = 0) {
+  static_assert(NP <= 2, "the store loop's unroll pragma below covers NP <= 2");
   // The last register's columns (all 16 unless kTail).
   const __mmask16 m =
       kTail ? static_cast<__mmask16>((1u << (w - (NP - 1) * kLanes)) - 1) : __mmask16(0xffff);
@@ -424,7 +425,7 @@ TFRNN_BF16_TARGET inline void Micro(Index K2, const uint32_t* a, Index lda, cons
     for (const Index qe = std::min(K2, q + every); q < qe; ++q) {
       __m512bh bv[NP];
       for (int j = 0; j < NP; ++j) {
-        // (A mask value per register, not a branch: the accumulators stay in registers.)
+        // (The last register's mask; all ones for the others.)
         const __m512i x =
             kTail ? _mm512_maskz_loadu_epi32(j == NP - 1 ? m : __mmask16(0xffff),
                                              b + q * w + j * kLanes)

@@ -464,11 +464,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
                                double(KH) * double(ly.in) <= double(Index(1) << 16);
       if (packed_proj) {
         std::unique_ptr<A[]> wp(new A[KH * ly.in]);
-        if (s.weights_xw) {
-          packed::PackRowMajor<A>(ly.in, KH, ly.W, KH, wp.get());
-        } else {
-          packed::PackColMajor<A>(ly.in, KH, ly.W, ly.in, wp.get());
-        }
+        pack_cols(ly.W, nullptr, ly.in, 0, KH, wp.get());
         packed::Gemm<A>(TB, ly.in, KH, xin, ly.in, wp.get(), ly.gx, KH, false);
       } else {
         GemmB16<A>(d, b16, false, !s.weights_xw, TB, KH, ly.in, xin, ly.W, ly.gx, false);
