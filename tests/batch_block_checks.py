@@ -9,7 +9,9 @@ whole batch; read once per process) and TF_RNN_OPS_CPU_FUSE_WIDE (0: the AVX2 en
 input with R for small weights only, as the other engines do).
 
 Cases: every mode, one and two layers and directions (the states gathered per block), time-major
-x and y (gathered and scattered) and batch-major (in place), per-sequence lengths with 0 and T
+x and y (in place, time-major over the whole batch as in training, where every block's layers
+fuse the input into the step's product and every sequence is full length; else gathered and
+scattered) and batch-major (in place), per-sequence lengths with 0 and T
 (one layer: the first half of the rows full length, so that the first block's road fuses the
 input and the others' do not: a block whose packing's layout is not the share's packs its own),
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
@@ -93,8 +95,11 @@ def main():
         for mode in C.MODES:
             for L, direction, lengths in ((1, "unidirectional", False),
                                           (1, "unidirectional", True),
-                                          (2, "bidirectional", True)):
-                for time_major in (True, False):
+                                          (2, "bidirectional", True),
+                                          (2, "bidirectional", False)):
+                # (two layers and directions of full length: time-major only, the layers'
+                # rows of x, y and the reserve in place over the whole batch)
+                for time_major in (True, False) if lengths or L == 1 else (True,):
                     cases.append((size, mode, L, direction, time_major, lengths, 0, F64))
         # float32, every mode: a block's input projection on one thread (gru, rnn: K·H off the
         # multiples of 8 on the packed kernel, rnn_cpu.cc LayerForward's packed_proj)

@@ -93,20 +93,52 @@ void CopySlabs(const A* src, Index sld, A* dst, Index dld, Index n, Index len) {
   for (Index i = 0; i < n; ++i) std::copy_n(src + i * sld, len, dst + i * dld);
 }
 
+// Whether n batch blocks of an inference call use a time-major x and y and the reserve in
+// place, time-major over the whole batch as in training (ForwardLayers' `whole`), instead of
+// gathering x's rows into each block's scratch and scattering y's back (3-4 % of a raw
+// CudnnRNN inference at 200×16×64×128 and 100×32×128×50 on 2 cores): where every block's
+// layers take the road that reads and writes their rows row_B apart, the input fused into the
+// step's product (RoadOf's fused, not in the lanes; RnnTrainBatchBlocks' spec and every
+// sequence full length).
+template <typename A>
+bool InferenceRowsInPlace(const RnnSpec& s, const RnnFwdArgs<A>& a, Index n,
+                          const CpuDevice& one) {
+  if (s.training || a.batch_major || !RnnTrainBatchBlocks(s, bf16::ProductsFor(s), FuseWide()) ||
+      !StepMap{a.lengths, s.T, false}.AllFull(s.B)) {
+    return false;
+  }
+  for (Index i = 0; i < n; ++i) {
+    const RnnSpec bs = RnnBlockSpec(s, n, i);
+    const Index b0 = RnnBatchBlockRow(s.B, n, i);
+    RnnFwdArgs<A> b = a;
+    b.lengths = a.lengths != nullptr ? a.lengths + b0 : nullptr;
+    for (Index pseudo = 0; pseudo < s.L * s.D; ++pseudo) {
+      Layer<A> ly = FwdLayer(bs, b, s, pseudo / s.D, pseudo, a.reserve);
+      ly.AtBlockRows(b0, s.B, RnnK(s) * s.H, s.H, RnnHs(s));
+      const StepMap sm{b.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+      const FwdRoad r = RoadOf<A>(one, bs, pseudo, ly, sm);
+      if (!r.fused || r.lanes_bp > 0 || r.words) return false;
+    }
+  }
+  return true;
+}
+
 // The forward in n batch blocks (types.h RnnBatchBlocks): block i, its rows from b0, runs the
 // layers on its rows as a call of its own on one thread. At inference its operands' rows are
 // used in place where they are contiguous (a batch-major x and y; the states of one layer and
-// direction), else gathered into and scattered from its scratch (workspace.h CarveRnnBlock),
-// and its reserve is the rows' share of the caller's. In training its rows of x, y and the
-// reserve are used in place, time-major over the whole batch (ForwardLayers' `whole`). The
-// blocks are claimed by the caller and the pool's threads as they start (StepLoop), and a block
-// computes the same whichever thread runs it.
+// direction) or where its road reads them in place (InferenceRowsInPlace), else gathered into
+// and scattered from its scratch (workspace.h CarveRnnBlock), and its reserve is the rows'
+// share of the caller's. In training its rows of x, y and the reserve are used in place,
+// time-major over the whole batch (ForwardLayers' `whole`). The blocks are claimed by the
+// caller and the pool's threads as they start (StepLoop), and a block computes the same
+// whichever thread runs it.
 template <typename A>
 void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a, A* ws,
                         Index n) {
   const Index T = s.T, B = s.B, H = s.H, Hs = RnnHs(s), ycols = s.D * Hs, LD = s.L * s.D;
-  const bool lstm = s.mode == RnnMode::kLstm, in_place = s.training;
   const CpuDevice one(d.getPool(), 1);
+  const bool lstm = s.mode == RnnMode::kLstm;
+  const bool in_place = s.training || InferenceRowsInPlace(s, a, n, one);
   const double cost = 2.0 * double(T) * B / n * RnnK(s) * H * (s.I + Hs);
   // One layer: the blocks pack its weights once, together, after their pieces (PackShare).
   // Per-sequence lengths can put blocks on different roads (a block of full-length rows fuses
