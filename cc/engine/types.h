@@ -522,6 +522,8 @@ inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
 // reserve as usual and the block count is the forward's alone. That holds on the road whose
 // per-step product writes the step's rows (the fused input, RnnFusesInput: small weights, not
 // gru), with no dropout or projection; elsewhere training keeps the roads over the whole batch.
+// An inference call's blocks use a time-major x and y in place the same way where their roads
+// are that one (rnn_cpu_stack.cc InferenceRowsInPlace), else gather and scatter their rows.
 // The LSTM block ops' forward takes blocks on the same condition, its rows of the op's outputs
 // in place (workspace.h LstmBlockBatchBlocksMax, lstm_cpu.cc).
 // TF_RNN_OPS_CPU_BATCH_BLOCKS=0 turns them off (for measurements; read once per process).

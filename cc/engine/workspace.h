@@ -95,10 +95,10 @@ inline Index RnnFwdLayersWorkspaceSize(const RnnSpec& s) {
 
 // Batch blocks (types.h RnnBatchBlocks; RnnForward, rnn_cpu.cc): block i of n is the spec on
 // its rows, and its scratch holds, each piece 16 elements aligned: the block's x and y rows
-// (a time-major x and y at inference), its h0, c0, hn and cn rows (more than one layer or
-// direction), then its own forward workspace. At inference its reserve is its share of the
-// caller's; in training it writes its rows of the caller's in place (ForwardBatchBlocks,
-// rnn_cpu.cc).
+// (a time-major x and y at inference, unless the blocks use them in place: rnn_cpu_stack.cc
+// InferenceRowsInPlace), its h0, c0, hn and cn rows (more than one layer or direction), then
+// its own forward workspace. At inference its reserve is its share of the caller's, or its
+// rows of the caller's in place as in training (ForwardBatchBlocks, rnn_cpu_stack.cc).
 constexpr Index kBlockAlign = 16;
 inline Index AlignUp(Index n) { return (n + kBlockAlign - 1) / kBlockAlign * kBlockAlign; }
 inline RnnSpec RnnBlockSpec(const RnnSpec& s, Index n, Index i) {
