@@ -98,8 +98,8 @@ void CopySlabs(const A* src, Index sld, A* dst, Index dld, Index n, Index len) {
 // gathering x's rows into each block's scratch and scattering y's back (3-4 % of the samples
 // of a raw CudnnRNN inference at 200×16×64×128 and 100×32×128×50 on 2 cores): where every
 // block's layers take the road that reads and writes their rows row_B apart, the input fused
-// into the step's product (RoadOf's fused, neither in the lanes nor on bf16 words: float
-// products; RnnTrainBatchBlocks' spec and every sequence full length).
+// into the step's product (RoadOf's fused, neither in the lanes nor on its bf16 words' road;
+// RnnTrainBatchBlocks' spec and every sequence full length).
 template <typename A>
 bool InferenceRowsInPlace(const RnnSpec& s, const RnnFwdArgs<A>& a, Index n,
                           const CpuDevice& one) {
