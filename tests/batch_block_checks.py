@@ -42,7 +42,7 @@ intra_op_threads_from("BATCH_CHECK_THREADS")
 import test_cudnn_rnn as C  # noqa: E402
 import test_cudnn_rnn_grads as G  # noqa: E402
 
-F32, F64 = tf.float32, tf.float64
+BF16, F32, F64 = tf.bfloat16, tf.float32, tf.float64
 
 # (T, B, I, H): sizes that take the fused input product inside a block (small weights), the
 # batch splits above, and an lstm whose weights are past the L2 rule ((128 + 200) x 800 floats:
@@ -105,6 +105,12 @@ def main():
         # multiples of 8 on the packed kernel, rnn_cpu.cc LayerForward's packed_proj)
         for mode in C.MODES:
             cases.append((size, mode, 1, "unidirectional", False, False, 0, F32))
+    # bf16 products, time-major: one layer of an odd input width fuses on float rows (in
+    # place); an even width, as a second layer's, on the step's pair words (gathered)
+    for size in SIZES[:2]:
+        for mode in ("lstm", "rnn_tanh"):
+            for L, direction in ((1, "unidirectional"), (2, "bidirectional")):
+                cases.append((size, mode, L, direction, True, False, 0, BF16))
     cases.append((SIZES[1], "lstm", 2, "unidirectional", True, True, 24, F64))
     named = [("size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
                   *case[:-1], case[-1].name),
