@@ -16,7 +16,8 @@ scattered) and batch-major (in place), per-sequence lengths with 0 and T
 input and the others' do not: a block whose packing's layout is not the share's packs its own),
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
 and 14), and batches below two blocks (15 rows: no split), in float64, and in float32 for every
-mode (a block's gru input projection on the packed kernel where K·H is off the multiples of 8).
+mode (a block's gru input projection on the packed kernel where K·H is off the multiples of 8),
+and in bfloat16 (lstm and rnn_tanh, time-major: in place on float rows, gathered on pair words).
 Training cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its
 step's product and every sequence is full length (small weights; on the AVX2 engine weights up to
 8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,
