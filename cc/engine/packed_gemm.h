@@ -499,6 +499,17 @@ void GemmTN(Index m, Index n, Index K, const A* a, Index lda, const A* b, Index 
         const A* ag = abuf.data() + r0 * K + k0 * kRows;
         A* cg = c + r0 * ldc + col;
         const A* bg = bp + k0 * w;
+        // The next group's tile of C into L1 while this one multiplies: C (a weight gradient's
+        // panel, accumulated chunk after chunk) is often past L2, and each tile is read once
+        // per K chunk.
+        if (acc && r0 + kRows < m) {
+          for (int r = 0; r < kRows; ++r) {
+            for (Index q = 0; q < w; q += kP<A>) {
+              _mm_prefetch(reinterpret_cast<const char*>(cg + (kRows + r) * ldc + q),
+                           _MM_HINT_T0);
+            }
+          }
+        }
         if (m - r0 >= kRows) {
           if (r0 == 0) {
             Micro<A, kRows, NP, kT, true, true>(kk, ag, kRows, bg, w, cg, ldc, acc, tail);
