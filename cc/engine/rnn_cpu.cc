@@ -233,7 +233,7 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   Layer<A> ly = layer;
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, b16 = bf16::ProductsFor(s);
-  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+  const StepMap sm = StepMap::Of(s, pseudo, a.lengths);
   Carver<A> cv(ws);
   const RnnFwdScratch<A> w = CarveRnnFwd(s, &cv);
   A* h_cur = w.h_cur;

@@ -404,7 +404,7 @@ void LayerBackward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Lay
   const Index B = s.B, H = s.H, Hs = RnnHs(s), K = RnnK(s), KH = K * H, TB = s.T * B;
   const bool proj = s.P > 0, gru = s.mode == RnnMode::kGru;
   const bool reset_before = gru && s.gru_reset_before, b16 = bf16::ProductsFor(s);
-  const StepMap sm{a.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+  const StepMap sm = StepMap::Of(s, pseudo, a.lengths);
   const bool wgrads = ly.WeightGrads();  // none: a frozen layer's backward
   const A* peep = s.peephole ? a.peephole + pseudo * KH : nullptr;
   BwdBufs<A> w = w0;

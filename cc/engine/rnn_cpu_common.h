@@ -47,6 +47,11 @@ struct StepMap {
     for (Index b = 0; b < B; ++b) m = std::max<Index>(m, lengths[b]);
     return m;
   }
+  // The steps of (layer, direction) `pseudo`: its second direction, or a one-direction
+  // spec's `reverse`, walks each sequence backwards.
+  static StepMap Of(const RnnSpec& s, Index pseudo, const int* lengths) {
+    return {lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
+  }
 };
 
 // Row of time tau, sequence b in a [T, B, ·] sequence, or with batch_major a [B, T, ·] one.

@@ -115,8 +115,7 @@ bool InferenceRowsInPlace(const RnnSpec& s, const RnnFwdArgs<A>& a, Index n,
     for (Index pseudo = 0; pseudo < s.L * s.D; ++pseudo) {
       Layer<A> ly = FwdLayer(bs, b, s, pseudo / s.D, pseudo, a.reserve);
       ly.AtBlockRows(b0, s.B, RnnK(s) * s.H, s.H, RnnHs(s));
-      const StepMap sm{b.lengths, s.T, pseudo % s.D == 1 || (s.D == 1 && s.reverse)};
-      const FwdRoad r = RoadOf<A>(one, bs, pseudo, ly, sm);
+      const FwdRoad r = RoadOf<A>(one, bs, pseudo, ly, StepMap::Of(s, pseudo, b.lengths));
       if (!r.fused || r.lanes_bp > 0 || r.words) return false;
     }
   }
@@ -244,7 +243,7 @@ Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a
 template <typename A>
 bool LayerReads16(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   const Layer<A> ly = FwdLayer(s, a, s, 0, 0, a.reserve);
-  return RoadOf<A>(d, s, 0, ly, StepMap{a.lengths, s.T, s.reverse}).words;
+  return RoadOf<A>(d, s, 0, ly, StepMap::Of(s, 0, a.lengths)).words;
 }
 template <typename A>
 bool Reads16(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
