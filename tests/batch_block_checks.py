@@ -24,6 +24,11 @@ step's product and every sequence is full length (small weights; on the AVX2 eng
 per-sequence lengths, the larger weights of TRAIN_SIZES[2] elsewhere and T = 4 (a streaming
 call's steps at 8 rows) keep the roads over the whole batch, and check that the choice is made
 right.
+Small batches (3-15 rows, SMALL_SIZES: fewer than two blocks, so the whole batch, its steps split
+into unit blocks) with weights past the L2 rule: on 2-4 threads the AVX-512 engine fuses the
+input into each step's product there too (rnn_cpu_common.h FuseSmallBatch; the AVX2 engine
+everywhere, FuseWide), on one thread or with TF_RNN_OPS_CPU_FUSE_WIDE=0 it projects it apart;
+at inference and in training, float64 and float32.
 
     BATCH_CHECK_THREADS=4 python tests/batch_block_checks.py   # a line per case, exit 1 on a mismatch
 """
@@ -71,6 +76,12 @@ def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dt
 # TF_RNN_OPS_CPU_FUSE_WIDE=0, the whole batch elsewhere), and too few steps (T = 4).
 TRAIN_SIZES = [(6, 19, 5, 12), (7, 40, 16, 24), (6, 16, 160, 300), (4, 24, 6, 10)]
 
+# (T, B, I, H) of small batches whose [W; R] is past the L2 rule (2^18 floats) for the lstm at
+# every size (one layer: 393K, 480K and 1.57M elements; a second layer of both directions
+# more) and for rnn_tanh / rnn_relu at the last: fused on 2-4 threads (FuseSmallBatch). More
+# than 32 rows of steps (T·B; fewer run unpacked, types.h RnnStepsUnpacked).
+SMALL_SIZES = [(12, 3, 128, 256), (4, 13, 100, 300), (6, 6, 256, 512)]
+
 
 def _train_case(ours, rng, size, mode, L, direction, time_major, lengths, dtype):
     T, B, I, H = size
@@ -113,9 +124,6 @@ def main():
             for L, direction in ((1, "unidirectional"), (2, "bidirectional")):
                 cases.append((size, mode, L, direction, True, False, 0, BF16))
     cases.append((SIZES[1], "lstm", 2, "unidirectional", True, True, 24, F64))
-    named = [("size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
-                  *case[:-1], case[-1].name),
-              lambda case=case: _case(ours, rng, *case)) for case in cases]
     train = []
     for size in TRAIN_SIZES:
         for mode in C.MODES:
@@ -124,6 +132,16 @@ def main():
         train.append((size, "lstm", 1, "unidirectional", False, False, F64))
         train.append((size, "lstm", 2, "bidirectional", True, True, F64))
         train.append((size, "lstm", 1, "unidirectional", True, False, F32))
+    for size in SMALL_SIZES:
+        for mode in C.MODES:
+            for L, direction in ((1, "unidirectional"), (2, "bidirectional")):
+                cases.append((size, mode, L, direction, True, False, 0, F64))
+            train.append((size, mode, 2, "bidirectional", True, False, F64))
+        cases.append((size, "lstm", 1, "unidirectional", False, False, 0, F32))
+        train.append((size, "lstm", 1, "unidirectional", True, False, F32))
+    named = [("size={} mode={} L={} {} time_major={} lengths={} num_proj={} {}".format(
+                  *case[:-1], case[-1].name),
+              lambda case=case: _case(ours, rng, *case)) for case in cases]
     named += [("training size={} mode={} L={} {} time_major={} lengths={} {}".format(
                    *case[:-1], case[-1].name),
                lambda case=case: _train_case(ours, rng, *case)) for case in train]

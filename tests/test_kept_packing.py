@@ -8,8 +8,10 @@ same bits as a lone call), and the raw op with the attr against the op without i
 
 The sizes reach the roads that pack on 1-2 threads: the pipelined chain (6 rows), the unit
 blocks (12 rows), weights over the batch blocks' 8 MiB (80 + 840 inputs by 3360 or 2520 gates)
-on 32 and 48 rows (on AVX-512 the batch in the lanes), and batch blocks, whose one shared
-packing is kept too (32 rows of the small weights on 2 or more threads: two blocks of 16)."""
+on 32 and 48 rows (on AVX-512 the batch in the lanes), batch blocks, whose one shared packing is
+kept too (32 rows of the small weights on 2 or more threads: two blocks of 16), and the lstm's
+input fused with R past the L2 rule, W packed beside R (8 rows, 128 + 256 inputs by 1024 gates,
+on 2-4 threads: cc/engine/rnn_cpu_common.h FuseSmallBatch)."""
 import threading
 
 import numpy as np
@@ -26,7 +28,8 @@ OURS = {"lstm": K.LSTM, "gru": K.GRU}
 TOL = {"float32": 2e-5, "float64": 1e-10}
 T, I, H = 12, 24, 200
 # (B, I, H) on the packed roads (module docstring)
-SIZES = [(6, 24, 200), (12, 24, 200), (32, 80, 840), (48, 80, 840), (32, 24, 200)]
+SIZES = [(6, 24, 200), (12, 24, 200), (32, 80, 840), (48, 80, 840), (32, 24, 200),
+         (8, 128, 256)]
 
 
 def _pair(mode, dtype, rng, B, I=I, units=H):

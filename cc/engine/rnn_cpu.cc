@@ -203,8 +203,9 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
     // the reserve's planes too.
     r.tlanes = LanesLstmFor(s, lstm_layer_ok);
   }
-  // Small weights (types.h RnnFusesInput) or a narrow input in the lanes (RnnLanesFuseInput),
-  // every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
+  // Small weights (types.h RnnFusesInput; larger ones too on the AVX2 engine and for a small
+  // batch, rnn_cpu_common.h FuseWide, FuseSmallBatch) or a narrow input in the lanes
+  // (RnnLanesFuseInput), every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
   // apart): per step and unit block one packed product [x_t, h_{t-1}] · [W; R] per gate, written
   // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
   // streams with R, each weight read once per step, and the step's rows are written once
@@ -212,11 +213,12 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
   // whatever its width.
   const bool b16 = bf16::ProductsFor(s), lanes = r.lanes_bp > 0;
   const Index Hs = RnnHs(s), KH = RnnK(s) * H;
+  const bool wide = FuseWide() || FuseSmallBatch(d, B, b16);
   r.fused = r.tlanes ||
             (!r.unpacked && !r.pipelined && s.P == 0 && !s.has_mask &&
              s.mode != RnnMode::kGru && !s.preprojected && steps > 1 && ly.in == ly.in_cols &&
              all_full && ((lanes && RnnLanesFuseInput(ly.in, Hs)) ||
-                          RnnFusesInput(ly.in, Hs, KH, b16, FuseWide())));
+                          RnnFusesInput(ly.in, Hs, KH, b16, wide)));
   // The packed step's words: x's rows projected in their order (at inference a batch-major x
   // keeps its order unless the chain is pipelined), or fused, each step's rows of an even
   // input width as their pair words; W and R packed from their words; y's floats converted

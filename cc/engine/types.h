@@ -439,7 +439,8 @@ inline bool RnnFwdUnpacked(const RnnSpec& s) {
 // whether its products take it) the packed weights are pairs of bf16, half the bytes, so twice
 // the elements fit.
 // `wide`: also larger weights, up to kFusedWeightsMax bytes of [W; R] packed, where the engine
-// has no road with the batch in the lanes (rnn_cpu_common.h FuseWide: the AVX2 engine). There
+// has no road with the batch in the lanes (rnn_cpu_common.h FuseWide: the AVX2 engine), and for
+// a small batch over the whole batch (FuseSmallBatch: the AVX-512 engine, 3-15 rows). There
 // a step's R streams from L3 either way; the fused product streams W with it (I/H more bytes a
 // step, at the same products per byte) and saves the projection's rows written, zeroed and
 // read back and Eigen's packing, which measured more:
