@@ -205,9 +205,10 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
   }
   // Small weights (types.h RnnFusesInput; larger ones too on the AVX2 engine and for a small
   // batch, rnn_cpu_common.h FuseWide, FuseSmallBatch) or a narrow input in the lanes
-  // (RnnLanesFuseInput), every sequence full length, no mask or projection, not gru (whose candidate keeps R·h
-  // apart): per step and unit block one packed product [x_t, h_{t-1}] · [W; R] per gate, written
-  // to the step's gx rows (hr stays zero), instead of the input projection. In the lanes W
+  // (RnnLanesFuseInput), every sequence full length, no mask or projection, not gru (whose
+  // candidate keeps R·h apart): per step and unit block one packed product
+  // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of
+  // the input projection. In the lanes W
   // streams with R, each weight read once per step, and the step's rows are written once
   // instead of projected, read and written back. The LSTM's gates in the lanes fuse the input
   // whatever its width.
