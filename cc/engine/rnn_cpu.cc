@@ -208,10 +208,9 @@ FwdRoad RoadOf(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Layer<A
   // (RnnLanesFuseInput), every sequence full length, no mask or projection, not gru (whose
   // candidate keeps R·h apart): per step and unit block one packed product
   // [x_t, h_{t-1}] · [W; R] per gate, written to the step's gx rows (hr stays zero), instead of
-  // the input projection. In the lanes W
-  // streams with R, each weight read once per step, and the step's rows are written once
-  // instead of projected, read and written back. The LSTM's gates in the lanes fuse the input
-  // whatever its width.
+  // the input projection. In the lanes W streams with R, each weight read once per step, and
+  // the step's rows are written once instead of projected, read and written back. The LSTM's
+  // gates in the lanes fuse the input whatever its width.
   const bool b16 = bf16::ProductsFor(s), lanes = r.lanes_bp > 0;
   const Index Hs = RnnHs(s), KH = RnnK(s) * H;
   const bool wide = FuseWide() || FuseSmallBatch(d, B, b16);
