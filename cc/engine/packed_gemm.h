@@ -135,21 +135,19 @@ EIGEN_ALWAYS_INLINE void StoreN(A* p, const Packet<A>& v, Index n) {
 }
 #endif
 
-// Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous). Rows
-// [zero_k0, zero_k1) are packed as zeros (a product that must leave out part of K).
-// With bf16 (float only): the pair panels of bf16_gemm.h for packed::Gemm(..., bf16 = true).
+// Packs columns [c0, c1) of B[K, cols] where element (k, c) is src[k * ld + c] (columns
+// contiguous) into their places in the whole packing at out; c0 and c1 start panels of the
+// whole (PanelRun), or are cols. Rows [zero_k0, zero_k1) are packed as zeros (a product that
+// must leave out part of K).
 template <typename A>
-void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0 = 0,
-                  Index zero_k1 = 0, bool use_bf16 = false) {
-  if constexpr (std::is_same<A, float>::value) {
-    if (use_bf16) return bf16::Pack(K, cols, src, ld, 1, out, zero_k0, zero_k1);
-  }
+void PackRowMajorRun(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0,
+                     Index zero_k1, Index c0, Index c1) {
   // Row by row across the panels (the panel starting at column c at out + K·c): each row of
   // src is read once, in order (a panel at a time would read a few columns of every row, rows
   // ld apart, a stride the hardware prefetchers do not follow from memory).
   for (Index k = 0; k < K; ++k) {
     const bool zero = k >= zero_k0 && k < zero_k1;
-    for (Index c = 0, w; c < cols; c += w) {
+    for (Index c = c0, w; c < c1; c += w) {
       w = PanelWidth<A>(cols - c);
       A* dst = out + K * c + k * w;
       const A* row = src + k * ld + c;
@@ -166,22 +164,71 @@ void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zer
   }
 }
 
+// Packs B[K, cols] where element (k, c) is src[k * ld + c] (columns contiguous). Rows
+// [zero_k0, zero_k1) are packed as zeros (a product that must leave out part of K).
+// With bf16 (float only): the pair panels of bf16_gemm.h for packed::Gemm(..., bf16 = true).
+template <typename A>
+void PackRowMajor(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0 = 0,
+                  Index zero_k1 = 0, bool use_bf16 = false) {
+  if constexpr (std::is_same<A, float>::value) {
+    if (use_bf16) return bf16::Pack(K, cols, src, ld, 1, out, zero_k0, zero_k1);
+  }
+  PackRowMajorRun<A>(K, cols, src, ld, out, zero_k0, zero_k1, 0, cols);
+}
+
+// PackRowMajorRun for a B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed
+// row-major block).
+template <typename A>
+void PackColMajorRun(Index K, Index cols, const A* src, Index ld, A* out, Index c0, Index c1) {
+  for (Index c = c0, w; c < c1; c += w) {
+    w = PanelWidth<A>(cols - c);
+    A* dst = out + K * c;
+    for (Index j = 0; j < w; ++j) {
+      const A* s = src + (c + j) * ld;
+      for (Index k = 0; k < K; ++k) dst[k * w + j] = s[k];
+    }
+  }
+}
+
 // Packs B[K, cols] where element (k, c) is src[c * ld + k] (B is a transposed row-major block).
 template <typename A>
 void PackColMajor(Index K, Index cols, const A* src, Index ld, A* out, bool use_bf16 = false) {
   if constexpr (std::is_same<A, float>::value) {
     if (use_bf16) return bf16::Pack(K, cols, src, 1, ld, out);
   }
-  Index c = 0;
-  auto panel = [&](Index w) {
-    for (Index j = 0; j < w; ++j) {
-      const A* s = src + (c + j) * ld;
-      for (Index k = 0; k < K; ++k) out[k * w + j] = s[k];
+  PackColMajorRun<A>(K, cols, src, ld, out, 0, cols);
+}
+
+// Part `part` of `parts` of a packing of B[K, cols] (PackRowMajor's, or with col_major
+// PackColMajor's, without zero rows): a run of whole panels, the runs near equal in panels, so
+// that one packing too large for one core's time (a pipelined chain's weights, packed before
+// its first step) runs on several threads.
+template <typename A>
+void PackPart(Index K, Index cols, const A* src, Index ld, bool col_major, A* out,
+              bool use_bf16, Index part, Index parts) {
+  const bool b16 = std::is_same<A, float>::value && use_bf16;
+  auto width = [&](Index c) { return b16 ? bf16::PanelWidth(c, cols) : PanelWidth<A>(cols - c); };
+  Index panels = 0;
+  for (Index c = 0; c < cols; c += width(c)) ++panels;
+  const Index p0 = panels * part / parts, p1 = panels * (part + 1) / parts;
+  Index c0 = 0, c1 = 0;
+  for (Index p = 0, c = 0; c < cols; c += width(c), ++p) {
+    if (p == p0) c0 = c;
+    if (p == p1) c1 = c;
+  }
+  if (p1 == panels) c1 = cols;
+  if (c1 <= c0) return;
+  if constexpr (std::is_same<A, float>::value) {
+    if (b16) {
+      return col_major ? bf16::PackRange(K, cols, src, 1, ld, out, 0, 0, c0, c1)
+                       : bf16::PackRange(K, cols, src, ld, 1, out, 0, 0, c0, c1);
     }
-    out += K * w;
-    c += w;
-  };
-  while (c < cols) panel(PanelWidth<A>(cols - c));
+  }
+  if (col_major) {
+    PackColMajorRun<A>(K, cols, src, ld, out, c0, c1);
+  } else {
+    PackRowMajorRun<A>(K, cols, src, ld, out, 0, 0, c0, c1);
+  }
 }
 
 // Rows of B ahead of the one in use that a panel's first register block prefetches: the
