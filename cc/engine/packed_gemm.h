@@ -137,7 +137,7 @@ EIGEN_ALWAYS_INLINE void StoreN(A* p, const Packet<A>& v, Index n) {
 
 // Packs columns [c0, c1) of B[K, cols] where element (k, c) is src[k * ld + c] (columns
 // contiguous) into their places in the whole packing at out; c0 and c1 start panels of the
-// whole (PanelRun), or are cols. Rows [zero_k0, zero_k1) are packed as zeros (a product that
+// whole (PackPart's runs), or are cols. Rows [zero_k0, zero_k1) are packed as zeros (a product that
 // must leave out part of K).
 template <typename A>
 void PackRowMajorRun(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0,
@@ -207,7 +207,9 @@ template <typename A>
 void PackPart(Index K, Index cols, const A* src, Index ld, bool col_major, A* out,
               bool use_bf16, Index part, Index parts) {
   const bool b16 = std::is_same<A, float>::value && use_bf16;
-  auto width = [&](Index c) { return b16 ? bf16::PanelWidth(c, cols) : PanelWidth<A>(cols - c); };
+  auto width = [&](Index c) {
+    return b16 ? bf16::PanelWidth(c, cols) : PanelWidth<A>(cols - c);
+  };
   Index panels = 0;
   for (Index c = 0; c < cols; c += width(c)) ++panels;
   const Index p0 = panels * part / parts, p1 = panels * (part + 1) / parts;

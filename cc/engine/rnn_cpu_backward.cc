@@ -330,7 +330,7 @@ void PipelinedGrads(const CpuDevice& d, const RnnSpec& s, const Layer<A>& ly, bo
   // none), din.
   const double side = double((din != nullptr ? in : 0) + (wgrads ? in + Hs : 0)) / Hs;
   // The din rows of each chunk in as many parts as threads: with the panels, the last
-  // chunk's tasks end near together (30×8×512×512: 6 % faster than in one part).
+  // chunk's tasks end near together (30×8×512×512: 5-7 % faster than in one part).
   const int helpers = SideHelpers(d, double(steps) * B * KH * (in + Hs), side);
   ChainWithChunkGrads(
       d, steps, B, KH, helpers, helpers + 1, chain, pack_w,
