@@ -25,8 +25,8 @@ import isa_checks as C  # noqa: E402
 
 F32, F64 = tf.float32, tf.float64
 # Batches of 2 to 16 rows (both roads exist up to 32 rows forward, 64 backward); chunks of
-# 1, 2, 4, ... steps up to 128 / B (T = 12 at B = 16: 1, 2, 4, 5);
-# R of 37·148 up to 300·1200 elements (the forward's chain only below 2^17).
+# 1, 2, 4, ... steps up to 128 / B (T = 12 at B = 16: 1, 2, 4, 5); R of 37·148 up to 300·1200
+# elements (the forward's chain only below 2^17).
 BLOCK_SIZES = [(75, 4, 6, 37), (140, 2, 5, 40), (12, 16, 10, 300)]
 RNN_SIZES = [(40, 6, 12, 40), (10, 16, 8, 200)]
 

@@ -137,8 +137,8 @@ EIGEN_ALWAYS_INLINE void StoreN(A* p, const Packet<A>& v, Index n) {
 
 // Packs columns [c0, c1) of B[K, cols] where element (k, c) is src[k * ld + c] (columns
 // contiguous) into their places in the whole packing at out; c0 and c1 start panels of the
-// whole (PackPart's runs), or are cols. Rows [zero_k0, zero_k1) are packed as zeros (a product that
-// must leave out part of K).
+// whole (PackPart's runs), or are cols. Rows [zero_k0, zero_k1) are packed as zeros (a
+// product that must leave out part of K).
 template <typename A>
 void PackRowMajorRun(Index K, Index cols, const A* src, Index ld, A* out, Index zero_k0,
                      Index zero_k1, Index c0, Index c1) {

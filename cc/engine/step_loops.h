@@ -98,8 +98,8 @@ void ChainWithSideWork(const CpuDevice& d, Index steps, Index tasks, int helpers
   SpinUntil([&] { return state->finished.load(std::memory_order_acquire) >= tasks; });
 }
 
-// The two uses of ChainWithSideWork, with side work in chunks of about 128 rows of `batch`
-// rows per step (few enough tasks, and a short tail once the chain ends).
+// The two uses of ChainWithSideWork, with side work in chunks of up to about 128 rows of
+// `batch` rows per step (few enough tasks, and a short tail once the chain ends).
 inline Index ChainChunkSteps(Index batch) { return std::max<Index>(1, 128 / batch); }
 
 // Chunk boundaries of `steps` steps growing 1, 2, 4, ... steps up to ChainChunkSteps: chunk k
