@@ -511,7 +511,8 @@ inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
 // instead meet at every step, and their product of a step reads the h rows another core has
 // just written. On 2 cores two blocks of B/2 rows ran 1.0-1.5x as fast as those roads at every
 // size measured (docs/PERFORMANCE_STEPS.md, "Batch blocks"). A block keeps at least
-// kBatchBlockRows rows (the kernel's register block of rows); blocks run on up to
+// kBatchBlockRows rows (the kernel's register block of rows), or on 2 threads kBatchBlockRowsSmall
+// where the weights are small (RnnBatchBlockRows); blocks run on up to
 // kBatchBlockMaxThreads threads (beyond, the roads measured on the 16-core host stay), and
 // only while a layer's weights take at most kBatchBlockMaxWeights bytes: the blocks pack them
 // in the workspace (one copy for a one-layer call, rnn_cpu_common.h PackShare, else one per
@@ -531,6 +532,18 @@ inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
 constexpr Index kBatchBlockRows = 8;
 constexpr int kBatchBlockMaxThreads = 4;
 constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
+// Blocks of 4-7 rows: on 2 threads, 8-15 rows in two blocks where the layers' weights take
+// at most kBatchBlockSmallWeights bytes, instead of one block over both cores (the unit
+// blocks of the whole batch, or the pipelined chain): a block's register blocks of 4 rows
+// read each weight once per 4 rows, so the weights must come from L2 or near it. Engine alone,
+// 2-core Zen 4, fastest / median call, inference: LSTM 100×8×64×128 1.24 / 1.35x,
+// 100×10×128×200 1.50 / 1.50x, 100×15×64×128 1.28 / 1.26x, 100×8×128×384 (3 MiB) 1.32 / 1.30x,
+// GRU 100×8×64×128 1.36 / 1.22x, bf16 100×10×128×200 1.36 / 1.32x; LSTM training forward
+// 100×8×64×200 1.29 / 1.26x; level (0.95-1.05x) at 100×13×128×256 and 200×8×64×64; slower past
+// the limit (100×8×512×256, 3 MiB: 0.96x; 50×8×512×256 0.89x; 30×8×512×512, 8 MiB: 0.85x).
+// Blocks of 2-3 rows (4-7 rows in two blocks) measured 0.83-1.17x: not taken.
+constexpr Index kBatchBlockRowsSmall = 4;
+constexpr double kBatchBlockSmallWeights = 2.5 * 1024 * 1024;
 inline bool BatchBlocksOff() {
   static const bool off = EnvChoice("TF_RNN_OPS_CPU_BATCH_BLOCKS", {"0"}) == 0;
   return off;
@@ -551,19 +564,30 @@ inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16, bool wide) {
   }
   return true;
 }
+// The bytes of a layer's [W; R] at the widest input (bf16: 2 bytes an element).
+inline double RnnBatchBlockWeights(const RnnSpec& s) {
+  return double(RnnK(s) * s.H) * double(RnnMaxInWidth(s) + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
+}
+// The fewest rows a block of s keeps on `threads` threads (kBatchBlockRowsSmall above).
+inline Index RnnBatchBlockRows(const RnnSpec& s, int threads) {
+  const bool small = threads == 2 && RnnBatchBlockWeights(s) <= kBatchBlockSmallWeights &&
+                     !RnnStepsUnpacked(s.T, kBatchBlockRowsSmall);
+  return small ? kBatchBlockRowsSmall : kBatchBlockRows;
+}
+// The blocks of s on `threads` threads: 1 = none.
+inline Index RnnBatchBlocks(const RnnSpec& s, int threads) {
+  if (threads < 2 || threads > kBatchBlockMaxThreads) return 1;
+  if (s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
+  if (s.training && !RnnTrainBatchBlocks(s, s.bf16, true)) return 1;
+  if (RnnBatchBlockWeights(s) > kBatchBlockMaxWeights) return 1;
+  return std::max<Index>(1, std::min<Index>(s.B / RnnBatchBlockRows(s, threads), threads));
+}
 // The most blocks the spec allows, whatever the thread count (the workspace is sized for
 // each count up to it): 1 = none.
 inline Index RnnBatchBlocksMax(const RnnSpec& s) {
-  if (s.has_mask || RnnStepsUnpacked(s.T, s.B) || BatchBlocksOff()) return 1;
-  if (s.training && !RnnTrainBatchBlocks(s, s.bf16, true)) return 1;
-  const double weights =
-      double(RnnK(s) * s.H) * double(RnnMaxInWidth(s) + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
-  if (weights > kBatchBlockMaxWeights) return 1;
-  return std::max<Index>(1, std::min<Index>(s.B / kBatchBlockRows, kBatchBlockMaxThreads));
-}
-inline Index RnnBatchBlocks(const RnnSpec& s, int threads) {
-  if (threads < 2 || threads > kBatchBlockMaxThreads) return 1;
-  return std::min<Index>(RnnBatchBlocksMax(s), threads);
+  Index n = 1;
+  for (int t = 2; t <= kBatchBlockMaxThreads; ++t) n = std::max(n, RnnBatchBlocks(s, t));
+  return n;
 }
 // Block i of n: rows [RnnBatchBlockRow(B, n, i), RnnBatchBlockRow(B, n, i + 1)).
 inline Index RnnBatchBlockRow(Index B, Index n, Index i) { return B * i / n; }
