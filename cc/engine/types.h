@@ -537,13 +537,14 @@ constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
 // blocks of the whole batch, or the pipelined chain): a block's register blocks of 4 rows
 // read each weight once per 4 rows, so the weights must come from L2 or near it. Engine alone,
 // 2-core Zen 4, fastest / median call, inference: LSTM 100×8×64×128 1.24 / 1.35x,
-// 100×10×128×200 1.50 / 1.50x, 100×15×64×128 1.28 / 1.26x, 100×8×128×384 (3 MiB) 1.32 / 1.30x,
-// GRU 100×8×64×128 1.36 / 1.22x, bf16 100×10×128×200 1.36 / 1.32x; LSTM training forward
-// 100×8×64×200 1.29 / 1.26x; level (0.95-1.05x) at 100×13×128×256 and 200×8×64×64; slower past
-// the limit (100×8×512×256, 3 MiB: 0.96x; 50×8×512×256 0.89x; 30×8×512×512, 8 MiB: 0.85x).
-// Blocks of 2-3 rows (4-7 rows in two blocks) measured 0.83-1.17x: not taken.
+// 100×10×128×200 1.50 / 1.50x, 100×15×64×128 1.28 / 1.26x, 100×12×300×300 (2.75 MiB) 1.10 /
+// 1.20x; GRU 100×8×64×128 1.36 / 1.22x; bf16 100×10×128×200 1.36 / 1.32x; LSTM training
+// forward 100×8×64×200 1.29 / 1.26x. Level (0.95-1.05x) at 100×13×128×256 and 200×8×64×64;
+// mixed at 3 MiB (100×8×128×384 1.32x, 100×8×512×256 0.96x, 50×8×512×256 0.89x), slower
+// beyond (30×8×512×512, 8 MiB: 0.85x). Blocks of 2-3 rows (4-7 rows in two blocks) measured
+// 0.77-1.32x: not taken.
 constexpr Index kBatchBlockRowsSmall = 4;
-constexpr double kBatchBlockSmallWeights = 2.5 * 1024 * 1024;
+constexpr double kBatchBlockSmallWeights = 2.75 * 1024 * 1024;
 inline bool BatchBlocksOff() {
   static const bool off = EnvChoice("TF_RNN_OPS_CPU_BATCH_BLOCKS", {"0"}) == 0;
   return off;
