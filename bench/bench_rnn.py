@@ -651,7 +651,7 @@ def main(argv=None):
                 flops="LSTM forward 8*T*B*H*(I+H), GRU 6*...; backward 2x, fwd+bwd 3x",
                 timing="median of reps after one warm-up call, implementations timed in turns; "
                        "TF callables as tf.function")
-    if args.sweep:  # GF/s over H or I: sweep.py's table and plot, no memory process
+    if args.sweep:  # GF/s over H, I or B: sweep.py's table and plot, no memory process
         results, gemm, rows = sweep.run(args, run_timings)
         if args.json:  # comparisons too: bench_ab.py reads them
             with open(args.json, "w") as f:

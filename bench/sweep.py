@@ -1,14 +1,17 @@
-"""bench_rnn.py --sweep: GF/s of ours and the peers over H (or I), sizes off the 64-grid
-included, as a table and a plot.
+"""bench_rnn.py --sweep: GF/s of ours and the peers over H (or I, or the batch B), sizes off the
+64-grid included, as a table and a plot.
 
     .venv/bin/python bench/bench_rnn.py --sweep H                  # H from 32 to 1024
     .venv/bin/python bench/bench_rnn.py --sweep I --sweep-base 100x32x256 --dtypes float32
     .venv/bin/python bench/bench_rnn.py --sweep H --sweep-values 96,100,128,600,640
+    .venv/bin/python bench/bench_rnn.py --sweep B --dtypes float32  # B from 1 to 64
 
-The other three sizes stay at --sweep-base (T×B×I for an H sweep, T×B×H for an I sweep;
-default 100x32x128 and 100x32x256). Every value off the 64-grid brings the next multiple of 64
-into the sweep, and the table reports its GF/s over that neighbour's ("vs next 64": the
-issue's no-cliff criterion is >= 0.8). Default benchmarks: keras_lstm_infer, keras_gru_infer,
+The other three sizes stay at --sweep-base (T×B×I for an H sweep, T×B×H for an I sweep, T×I×H
+for a B sweep; default 100x32x128, 100x32x256 and 100x64x128). In an H or I sweep every value
+off the 64-grid brings the next multiple of 64 into the sweep, and the table reports its GF/s
+over that neighbour's ("vs next 64": the issue's no-cliff criterion is >= 0.8); a B sweep has
+no such neighbour (the batch changes the engine's roads: the pipelined chain, batch blocks,
+the batch in the SIMD lanes). Default benchmarks: keras_lstm_infer, keras_gru_infer,
 lstm_train_cudnn, gru_train; default peers: torch only (--peers adds stock ones). The
 measurements are bench_rnn's (turns, medians, progress lines); "ours % of GEMM" is ours over
 the fastest GEMM rate measured beside that size in the same run (bench_rnn's "%GEMM": tf.matmul
@@ -20,20 +23,24 @@ import os
 
 SWEEP_BENCHES = ["keras_lstm_infer", "keras_gru_infer", "lstm_train_cudnn", "gru_train"]
 SWEEP_PEERS = ["torch"]
-DEFAULT_BASE = {"H": (100, 32, 128), "I": (100, 32, 256)}
+DEFAULT_BASE = {"H": (100, 32, 128), "I": (100, 32, 256), "B": (100, 64, 128)}
 # Powers of two and the sizes models use between them (100, 200, 300, 500, 600, 700, ...).
 DEFAULT_VALUES = [32, 50, 64, 100, 128, 160, 200, 256, 300, 384, 500, 512, 600, 640, 700, 768,
                   800, 900, 1000, 1024]
+# Batches: one row, the pipelined chain's few rows, the blocks of 4-7 and 8-15 rows, the lanes.
+DEFAULT_B_VALUES = [1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
 
 
 def add_args(p):
-    p.add_argument("--sweep", choices=["H", "I"],
-                   help="GF/s over H or I (32..1024, off the 64-grid too): a table and a plot "
-                        "instead of the benchmark grid (bench/sweep.py)")
+    p.add_argument("--sweep", choices=["H", "I", "B"],
+                   help="GF/s over H or I (32..1024, off the 64-grid too) or B (1..64): a "
+                        "table and a plot instead of the benchmark grid (bench/sweep.py)")
     p.add_argument("--sweep-base", help="the fixed sizes: TxBxI for --sweep H, TxBxH for "
-                                        "--sweep I (default 100x32x128 / 100x32x256)")
-    p.add_argument("--sweep-values", help="comma-separated H (or I) values (default "
-                                          f"{','.join(map(str, DEFAULT_VALUES))})")
+                                        "--sweep I, TxIxH for --sweep B (default 100x32x128 / "
+                                        "100x32x256 / 100x64x128)")
+    p.add_argument("--sweep-values", help="comma-separated H (or I, or B) values (default "
+                                          f"{','.join(map(str, DEFAULT_VALUES))}; B: "
+                                          f"{','.join(map(str, DEFAULT_B_VALUES))})")
     p.add_argument("--peers", help="comma-separated peers to time beside ours (default: all "
                                    "of a benchmark's; with --sweep: torch)")
 
@@ -49,10 +56,14 @@ def configure(args, given_only, given_peers):
     if len(base) != 3:
         raise SystemExit("--sweep-base: expected three sizes, e.g. 100x32x128")
     values = ([int(v) for v in args.sweep_values.split(",") if v.strip()] if args.sweep_values
-              else list(DEFAULT_VALUES))
-    values = sorted(set(values) | {next64(v) for v in values})
-    T, B, X = base
-    args.sizes = [(T, B, X, v) if args.sweep == "H" else (T, B, v, X) for v in values]
+              else list(DEFAULT_B_VALUES if args.sweep == "B" else DEFAULT_VALUES))
+    if args.sweep == "B":
+        T, I, H = base
+        args.sizes = [(T, v, I, H) for v in sorted(set(values))]
+    else:
+        values = sorted(set(values) | {next64(v) for v in values})
+        T, B, X = base
+        args.sizes = [(T, B, X, v) if args.sweep == "H" else (T, B, v, X) for v in values]
     if not given_only:
         args.only = list(SWEEP_BENCHES)
     if not given_peers:
@@ -62,7 +73,23 @@ def configure(args, given_only, given_peers):
 
 
 def _value(args, size):
-    return size[3] if args.sweep == "H" else size[2]
+    return {"H": size[3], "I": size[2], "B": size[1]}[args.sweep]
+
+
+def _neighbour(args, size):
+    """The size at the next multiple of 64 of the swept value (H and I sweeps; B: itself)."""
+    v = _value(args, size)
+    if args.sweep == "H":
+        return size[:3] + (next64(v),)
+    if args.sweep == "I":
+        return size[:2] + (next64(v), size[3])
+    return size
+
+
+def _others(args):
+    """The fixed sizes of the sweep, as TxBxI, TxBxH or TxIxH."""
+    T, B, I, H = args.sizes[0]
+    return "x".join(map(str, {"H": (T, B, I), "I": (T, B, H), "B": (T, I, H)}[args.sweep]))
 
 
 def tables(args, results, gemm):
@@ -79,14 +106,11 @@ def tables(args, results, gemm):
                                                              for p in peers) +
                     " | ours % of GEMM | vs next 64 |")
             lines += ["", f"### {bench}, {dt} ({args.sweep} sweep, other sizes "
-                          f"{'x'.join(map(str, args.sizes[0][:2]))}x"
-                          f"{args.sizes[0][2] if args.sweep == 'H' else args.sizes[0][3]})",
-                      "", head, "|" + "---|" * (head.count("|") - 1)]
+                          f"{_others(args)})", "", head, "|" + "---|" * (head.count("|") - 1)]
             for size in args.sizes:
                 v = _value(args, size)
                 o = by.get((dt, bench, "ours", size), {}).get("gflops")
-                n = (size[:3] + (next64(v),) if args.sweep == "H"
-                     else size[:2] + (next64(v), size[3]))
+                n = _neighbour(args, size)
                 on = by.get((dt, bench, "ours", n), {}).get("gflops")
                 cliff = o / on if (o and on and n != size) else None
                 row = dict(dtype=dt, bench=bench, value=v, ours_gflops=o, vs_next64=cliff,
@@ -118,7 +142,7 @@ def _fmt(v, fmt, suffix=""):
 
 def plot(path, args, rows):
     """One panel per (benchmark, dtype): GF/s against the swept size, ours and each peer;
-    values off the 64-grid marked with open circles."""
+    values off the 64-grid of H or I marked with open circles."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -141,7 +165,7 @@ def plot(path, args, rows):
             if not pts:
                 continue
             line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", label=key)
-            off = [(x, y) for x, y in pts if x % 64]
+            off = [(x, y) for x, y in pts if x % 64 and args.sweep != "B"]
             ax.plot([p[0] for p in off], [p[1] for p in off], "o", mfc="none",
                     color=line.get_color())
         g = [(r["value"], r["gemm_gflops"]) for r in sel if r["gemm_gflops"]]
@@ -155,7 +179,8 @@ def plot(path, args, rows):
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(f"{args.sweep} sweep (open circles: off the 64-grid)", fontsize=10)
+    fig.suptitle(f"{args.sweep} sweep" + ("" if args.sweep == "B" else
+                                          " (open circles: off the 64-grid)"), fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -129,6 +129,26 @@ def test_sweep(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_sweep_batch(tmp_path):
+    """--sweep B: a row per batch and benchmark with ours' and PyTorch's GF/s (where PyTorch is
+    installed), no neighbour column (a batch has no next multiple of 64 to compare with)."""
+    js = tmp_path / "sweep.json"
+    proc = subprocess.run(
+        [sys.executable, _BENCH, "--sweep", "B", "--sweep-base", "3x8x16", "--sweep-values",
+         "1,5", "--dtypes", "float32", "--reps", "1", "--square", "128", "--torch-threads", "1",
+         "--only", "keras_lstm_infer", "--png", str(tmp_path / "b.png"), "--json", str(js)],
+        cwd=_REPO, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    with open(js) as f:
+        rows = json.load(f)["sweep"]
+    assert sorted(r["value"] for r in rows) == [1, 5]
+    for r in rows:
+        assert r["ours_gflops"] > 0 and r["vs_next64"] is None, r
+    assert "### keras_lstm_infer, float32 (B sweep, other sizes 3x8x16)" in proc.stdout
+    assert "Lowest GF/s against the next multiple" not in proc.stdout
+
+
 def test_turns():
     """bench_turns.py --vs-h at a tiny size: a row per side with positive times in order
     (fastest <= p10 <= median <= p90) and a count of page faults a call (>= 0), the GF/s ratio
