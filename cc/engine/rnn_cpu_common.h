@@ -352,19 +352,19 @@ inline bool FuseWide() {
 #endif
 }
 
-// The AVX-512 engine's forward of a small batch over the whole batch (3 to 15 rows, fewer than
-// batch blocks take; not in a block, which runs on one thread), its steps split into unit
-// blocks on 2-4 threads, with float products: the input fuses with R up to kFusedWeightsMax
-// too (RnnFusesInput's `wide`). Unfused, the input's projection is one product of T·B rows on
-// the pool (Eigen's contraction), whose time varies from call to call, and its rows go through
-// memory; fused, each step streams W beside R (I/H more bytes a step) at the products' rate
-// of the step. Measured (2-core Zen 4, engine alone, fastest / median of 60 calls, ms, L2 rule
-// → fused): 100×4×128×256 1.78-1.81 / 2.08-2.09 → 1.76 / 1.79-1.80, 100×8×64×512 11.3-11.5 /
-// 11.9-12.0 → 10.6-10.8 / 11.1-11.2, 100×12×128×256 5.16-5.17 / 5.38-5.42 → 4.94-4.99 /
-// 5.09-5.12, 30×8×512×512 6.5-6.6 / 7.0-7.2 → 5.9 / 6.0-6.3; at 1-2 rows the fused step
-// (as many FMAs as weights read) was slower (100×1×128×256 0.84 → 0.97 at the fastest), on one
-// thread level or either way by 2-4 %, and with bf16 products (the projection of x's words)
-// up to 6 % slower (100×8×256×512 9.6 → 10.2).
+// The AVX-512 engine's forward of a small batch over the whole batch (3 to 15 rows where no batch
+// blocks take it: types.h RnnBatchBlocks; not in a block, which runs on one thread), its steps
+// split into unit blocks on 2-4 threads, with float products: the input fuses with R up to
+// kFusedWeightsMax too (RnnFusesInput's `wide`). Unfused, the input's projection is one product of
+// T·B rows on the pool (Eigen's contraction), whose time varies from call to call, and its rows go
+// through memory; fused, each step streams W beside R (I/H more bytes a step) at the products' rate
+// of the step. Measured (2-core Zen 4, engine alone, fastest / median of 60 calls, ms, L2 rule →
+// fused): 100×4×128×256 1.78-1.81 / 2.08-2.09 → 1.76 / 1.79-1.80, 100×8×64×512 11.3-11.5 /
+// 11.9-12.0 → 10.6-10.8 / 11.1-11.2, 100×12×128×256 5.16-5.17 / 5.38-5.42 → 4.94-4.99 / 5.09-5.12,
+// 30×8×512×512 6.5-6.6 / 7.0-7.2 → 5.9 / 6.0-6.3; at 1-2 rows the fused step (as many FMAs as
+// weights read) was slower (100×1×128×256 0.84 → 0.97 at the fastest), on one thread level or
+// either way by 2-4 %, and with bf16 products (the projection of x's words) up to 6 % slower
+// (100×8×256×512 9.6 → 10.2).
 inline bool FuseSmallBatch(const CpuDevice& d, Index B, bool bf16_products) {
 #if defined(__AVX512F__)
   const int threads = d.numThreads();

@@ -541,7 +541,7 @@ constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
 // forward 100×8×64×200 1.29 / 1.26x. Level (0.95-1.05x) at 100×13×128×256 and 200×8×64×64;
 // mixed at 3 MiB (100×8×128×384 1.32x, 100×8×512×256 0.96x, 50×8×512×256 0.89x), slower
 // beyond (30×8×512×512, 8 MiB: 0.85x). Blocks of 2-3 rows (4-7 rows in two blocks) measured
-// 0.77-1.32x: not taken.
+// 0.77-1.39x in two runs, with no consistent sign: not taken.
 constexpr Index kBatchBlockRowsSmall = 4;
 constexpr double kBatchBlockSmallWeights = 2.75 * 1024 * 1024;
 inline bool BatchBlocksOff() {
