@@ -512,8 +512,9 @@ inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
 // just written. On 2 cores two blocks of B/2 rows ran 1.0-1.5x as fast as those roads at every
 // size measured (docs/PERFORMANCE_STEPS.md, "Batch blocks"). A block keeps at least
 // kBatchBlockRows rows (the kernel's register block of rows; on 2 threads with small weights
-// kBatchBlockRowsSmall, RnnBatchBlockRows); blocks run on up to kBatchBlockMaxThreads threads
-// (beyond, the roads measured on the 16-core host stay), and only while a layer's weights take
+// kBatchBlockRowsSmall or kBatchBlockRowsTiny, RnnBatchBlockRows); blocks run on up to
+// kBatchBlockMaxThreads threads (beyond, the roads measured on the 16-core host stay), and
+// only while a layer's weights take
 // at most kBatchBlockMaxWeights bytes: the blocks pack them in the workspace (one copy for a
 // one-layer call, rnn_cpu_common.h PackShare, else one per block) and each streams all of R
 // at every step, where the unit blocks stream a slice each (20x128x512x1024, 25 MB of
@@ -541,9 +542,20 @@ constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
 // forward 100×8×64×200 1.29 / 1.26x. Level (0.95-1.05x) at 100×13×128×256 and 200×8×64×64;
 // mixed at 3 MiB (100×8×128×384 1.32x, 100×8×512×256 0.96x, 50×8×512×256 0.89x), slower
 // beyond (30×8×512×512, 8 MiB: 0.85x). Blocks of 2-3 rows (4-7 rows in two blocks) measured
-// 0.77-1.39x in two runs, with no consistent sign: not taken.
+// 0.77-1.39x in two runs, with no consistent sign: not taken (but see kBatchBlockRowsTiny).
 constexpr Index kBatchBlockRowsSmall = 4;
 constexpr double kBatchBlockSmallWeights = 2.75 * 1024 * 1024;
+// Blocks of 3 rows: on 2 threads, 6-7 rows in two blocks where the weights take at most
+// kBatchBlockTinyWeights bytes (about a core's L2 on Zen 4). Engine alone, 2-core Zen 4,
+// fastest / median of 3-5 alternating rounds, inference: LSTM 100×6×64×128 1.30 / 1.26x,
+// 100×7×64×128 1.27 / 1.18x, 50×6×64×128 1.29 / 1.33x, 100×7×256×128 1.22 / 1.24x,
+// 100×6×128×200 1.07 / 1.10x, 100×7×300×160 1.23 / 1.23x, at 1.2-1.25 MiB 0.97-1.32x; GRU
+// 100×6×64×128 1.38 / 1.47x, 100×7×128×200 0.90-1.14x over three runs; bf16 100×6×256×128
+// 1.23 / 1.18x; LSTM training forward 100×6×64×128 1.17 / 1.17x. Slower beyond: 1.5 MiB
+// 0.88-1.29x, 2 MiB (100×6×256×256) 0.88-0.93x. Blocks of 2 rows (4-5 rows in two) measured
+// 0.76-1.16x: not taken.
+constexpr Index kBatchBlockRowsTiny = 3;
+constexpr double kBatchBlockTinyWeights = 1.25 * 1024 * 1024;
 inline bool BatchBlocksOff() {
   static const bool off = EnvChoice("TF_RNN_OPS_CPU_BATCH_BLOCKS", {"0"}) == 0;
   return off;
@@ -568,11 +580,18 @@ inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16, bool wide) {
 inline double RnnBatchBlockWeights(const RnnSpec& s) {
   return double(RnnK(s) * s.H) * double(RnnMaxInWidth(s) + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
 }
-// The fewest rows a block of s keeps on `threads` threads (kBatchBlockRowsSmall above).
+// The fewest rows a block of s keeps on `threads` threads (kBatchBlockRowsTiny and
+// kBatchBlockRowsSmall above).
 inline Index RnnBatchBlockRows(const RnnSpec& s, int threads) {
-  const bool small = threads == 2 && RnnBatchBlockWeights(s) <= kBatchBlockSmallWeights &&
-                     !RnnStepsUnpacked(s.T, kBatchBlockRowsSmall);
-  return small ? kBatchBlockRowsSmall : kBatchBlockRows;
+  if (threads != 2) return kBatchBlockRows;
+  const double w = RnnBatchBlockWeights(s);
+  if (w <= kBatchBlockTinyWeights && !RnnStepsUnpacked(s.T, kBatchBlockRowsTiny)) {
+    return kBatchBlockRowsTiny;
+  }
+  if (w <= kBatchBlockSmallWeights && !RnnStepsUnpacked(s.T, kBatchBlockRowsSmall)) {
+    return kBatchBlockRowsSmall;
+  }
+  return kBatchBlockRows;
 }
 // The blocks of s on `threads` threads: 1 = none.
 inline Index RnnBatchBlocks(const RnnSpec& s, int threads) {
