@@ -27,8 +27,8 @@ DEFAULT_BASE = {"H": (100, 32, 128), "I": (100, 32, 256), "B": (100, 64, 128)}
 # Powers of two and the sizes models use between them (100, 200, 300, 500, 600, 700, ...).
 DEFAULT_VALUES = [32, 50, 64, 100, 128, 160, 200, 256, 300, 384, 500, 512, 600, 640, 700, 768,
                   800, 900, 1000, 1024]
-# Batches: one row, the pipelined chain's few rows, the blocks of 4-7 and 8-15 rows, the lanes.
-DEFAULT_B_VALUES = [1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64]
+# Batches: one row, the pipelined chain's few rows, the blocks of 3-7 and 8-15 rows, the lanes.
+DEFAULT_B_VALUES = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48, 64]
 
 
 def add_args(p):
