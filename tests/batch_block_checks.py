@@ -1,8 +1,8 @@
 """The forward in batch blocks (cc/engine/rnn_cpu_stack.cc ForwardBatchBlocks: the rows in blocks
-of at least 8, or 4 or 3 on 2 threads with small weights, each block's whole stack a call of its own
-on one thread) against the float64 reference, at inference and in training (the forward's
-outputs and then CudnnRNNBackprop's gradients, which read the reserve the blocks wrote), run by
-tests/test_batch_blocks.py in a child process per setting:
+of at least 8, or 4 or 3 on 2 threads with small weights, each block's whole stack a call of
+its own on one thread) against the float64 reference, at inference and in training (the
+forward's outputs and then CudnnRNNBackprop's gradients, which read the reserve the blocks
+wrote), run by tests/test_batch_blocks.py in a child process per setting:
 TensorFlow's intra-op pool size (BATCH_CHECK_THREADS, set before the first op: 2 threads make
 two blocks, 3 three, 4 up to four), TF_RNN_OPS_CPU_BATCH_BLOCKS (0: no blocks, the roads over the
 whole batch; read once per process) and TF_RNN_OPS_CPU_FUSE_WIDE (0: the AVX2 engine fuses the
@@ -17,10 +17,9 @@ input and the others' do not: a block whose packing's layout is not the share's 
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
 and 14), and batches below two blocks of 8 (15 rows in 4 steps: no split; 11 rows in 9 steps:
 two blocks of 5 and 6 on 2 threads only, types.h RnnBatchBlockRows; 7 rows in 12 steps: blocks
-of 3 and 4 on 2 threads only), in float64, and in float32
-for every mode (a block's gru input projection on the packed kernel where K·H is off the
-multiples of 8), and in bfloat16 (lstm and rnn_tanh, time-major: in place on float rows,
-gathered on pair words).
+of 3 and 4 on 2 threads only), in float64, and in float32 for every mode (a block's gru input
+projection on the packed kernel where K·H is off the multiples of 8), and in bfloat16 (lstm
+and rnn_tanh, time-major: in place on float rows, gathered on pair words).
 Training cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its
 step's product and every sequence is full length (small weights; on the AVX2 engine weights up to
 8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,

@@ -514,11 +514,10 @@ inline bool LanesLstmFor(const RnnSpec& s, bool layer_ok) {
 // kBatchBlockRows rows (the kernel's register block of rows; on 2 threads with small weights
 // kBatchBlockRowsSmall or kBatchBlockRowsTiny, RnnBatchBlockRows); blocks run on up to
 // kBatchBlockMaxThreads threads (beyond, the roads measured on the 16-core host stay), and
-// only while a layer's weights take
-// at most kBatchBlockMaxWeights bytes: the blocks pack them in the workspace (one copy for a
-// one-layer call, rnn_cpu_common.h PackShare, else one per block) and each streams all of R
-// at every step, where the unit blocks stream a slice each (20x128x512x1024, 25 MB of
-// weights: 0.93-0.98x). Not with a recurrent mask, or for the few rows of a streaming call.
+// only while a layer's weights take at most kBatchBlockMaxWeights bytes: the blocks pack them
+// in the workspace (one copy for a one-layer call, rnn_cpu_common.h PackShare, else one per
+// block) and each streams all of R at every step, where the unit blocks stream a slice each
+// (20x128x512x1024, 25 MB of weights: 0.93-0.98x). Not with a recurrent mask, or for the few rows of a streaming call.
 // In training (RnnTrainBatchBlocks) a block writes its rows of the reserve, x and y where they
 // are, time-major over the whole batch (rnn_cpu::Layer::row_B), so the backward reads the
 // reserve as usual and the block count is the forward's alone. That holds on the road whose
