@@ -49,6 +49,24 @@ def next64(v):
     return (v + 63) // 64 * 64
 
 
+# Where the swept size sits in T×B×I×H; --sweep-base holds the other three in that order.
+_AXIS = {"H": 3, "I": 2, "B": 1}
+
+
+def _on_grid(args):
+    """Whether the swept size has a next multiple of 64 to compare with (H and I, not B)."""
+    return args.sweep != "B"
+
+
+def _at(others, axis, v):
+    """The size T×B×I×H with v at `axis` and the fixed sizes `others` around it."""
+    return others[:axis] + (v,) + others[axis:]
+
+
+def _without(size, axis):
+    return size[:axis] + size[axis + 1:]
+
+
 def configure(args, given_only, given_peers):
     """Turns --sweep into the sizes, benchmarks and peers bench_rnn measures."""
     base = (tuple(int(x) for x in args.sweep_base.lower().split("x")) if args.sweep_base
@@ -57,13 +75,8 @@ def configure(args, given_only, given_peers):
         raise SystemExit("--sweep-base: expected three sizes, e.g. 100x32x128")
     values = ([int(v) for v in args.sweep_values.split(",") if v.strip()] if args.sweep_values
               else list(DEFAULT_B_VALUES if args.sweep == "B" else DEFAULT_VALUES))
-    if args.sweep == "B":
-        T, I, H = base
-        args.sizes = [(T, v, I, H) for v in sorted(set(values))]
-    else:
-        values = sorted(set(values) | {next64(v) for v in values})
-        T, B, X = base
-        args.sizes = [(T, B, X, v) if args.sweep == "H" else (T, B, v, X) for v in values]
+    values = set(values) | ({next64(v) for v in values} if _on_grid(args) else set())
+    args.sizes = [_at(base, _AXIS[args.sweep], v) for v in sorted(values)]
     if not given_only:
         args.only = list(SWEEP_BENCHES)
     if not given_peers:
@@ -73,23 +86,20 @@ def configure(args, given_only, given_peers):
 
 
 def _value(args, size):
-    return {"H": size[3], "I": size[2], "B": size[1]}[args.sweep]
+    return size[_AXIS[args.sweep]]
 
 
 def _neighbour(args, size):
     """The size at the next multiple of 64 of the swept value (H and I sweeps; B: itself)."""
-    v = _value(args, size)
-    if args.sweep == "H":
-        return size[:3] + (next64(v),)
-    if args.sweep == "I":
-        return size[:2] + (next64(v), size[3])
-    return size
+    if not _on_grid(args):
+        return size
+    axis = _AXIS[args.sweep]
+    return _at(_without(size, axis), axis, next64(size[axis]))
 
 
 def _others(args):
     """The fixed sizes of the sweep, as TxBxI, TxBxH or TxIxH."""
-    T, B, I, H = args.sizes[0]
-    return "x".join(map(str, {"H": (T, B, I), "I": (T, B, H), "B": (T, I, H)}[args.sweep]))
+    return "x".join(map(str, _without(args.sizes[0], _AXIS[args.sweep])))
 
 
 def tables(args, results, gemm):
@@ -165,7 +175,7 @@ def plot(path, args, rows):
             if not pts:
                 continue
             line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", label=key)
-            off = [(x, y) for x, y in pts if x % 64 and args.sweep != "B"]
+            off = [(x, y) for x, y in pts if x % 64 and _on_grid(args)]
             ax.plot([p[0] for p in off], [p[1] for p in off], "o", mfc="none",
                     color=line.get_color())
         g = [(r["value"], r["gemm_gflops"]) for r in sel if r["gemm_gflops"]]
@@ -179,8 +189,8 @@ def plot(path, args, rows):
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(f"{args.sweep} sweep" + ("" if args.sweep == "B" else
-                                          " (open circles: off the 64-grid)"), fontsize=10)
+    fig.suptitle(f"{args.sweep} sweep" + (" (open circles: off the 64-grid)"
+                                          if _on_grid(args) else ""), fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
