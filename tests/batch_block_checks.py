@@ -1,5 +1,5 @@
 """The forward in batch blocks (cc/engine/rnn_cpu_stack.cc ForwardBatchBlocks: the rows in blocks
-of at least 8, or 4 or 3 on 2 threads with small weights, each block's whole stack a call of
+of at least 8, or 4, 3 or 2 on 2 threads with small weights, each block's whole stack a call of
 its own on one thread) against the float64 reference, at inference and in training (the
 forward's outputs and then CudnnRNNBackprop's gradients, which read the reserve the blocks
 wrote), run by tests/test_batch_blocks.py in a child process per setting:
@@ -17,7 +17,7 @@ input and the others' do not: a block whose packing's layout is not the share's 
 a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
 and 14), and batches below two blocks of 8 (15 rows in 4 steps: no split; 11 rows in 9 steps:
 two blocks of 5 and 6 on 2 threads only, types.h RnnBatchBlockRows; 7 rows in 12 steps: blocks
-of 3 and 4 on 2 threads only), in float64, and in float32 for every mode (a block's gru input
+of 3 and 4, 5 rows in 20 steps: blocks of 2 and 3, on 2 threads only), in float64, and in float32 for every mode (a block's gru input
 projection on the packed kernel where K·H is off the multiples of 8), and in bfloat16 (lstm
 and rnn_tanh, time-major: in place on float rows, gathered on pair words).
 Training cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its
@@ -25,8 +25,9 @@ step's product and every sequence is full length (small weights; on the AVX2 eng
 8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,
 per-sequence lengths, the larger weights of TRAIN_SIZES[2] elsewhere and T = 4 (a streaming
 call's steps at 8 rows) keep the roads over the whole batch, and check that the choice is made
-right; 9 rows in 10 steps (TRAIN_SIZES[4]) run in blocks of 4 and 5 rows and 6 rows in 12
-steps (TRAIN_SIZES[5]) in blocks of 3 on 2 threads only.
+right; 9 rows in 10 steps (TRAIN_SIZES[4]) run in blocks of 4 and 5 rows, 6 rows in 12 steps
+(TRAIN_SIZES[5]) in blocks of 3 and 4 rows in 18 steps (TRAIN_SIZES[6]) in blocks of 2 on 2
+threads only.
 Small batches (3-15 rows, SMALL_SIZES: fewer than two blocks, so the whole batch, its steps split
 into unit blocks) with weights past the L2 rule: on 2-4 threads the AVX-512 engine fuses the
 input into each step's product there too (rnn_cpu_common.h FuseSmallBatch; the AVX2 engine
@@ -56,10 +57,11 @@ BF16, F32, F64 = tf.bfloat16, tf.float32, tf.float64
 # (T, B, I, H): sizes that take the fused input product inside a block (small weights), the
 # batch splits above, and an lstm whose weights are past the L2 rule ((128 + 200) x 800 floats:
 # fused on the AVX2 engine unless TF_RNN_OPS_CPU_FUSE_WIDE=0, projected apart elsewhere).
-# And 11 rows in 9 steps and 7 rows in 12: on 2 threads two blocks of 5 and 6 rows, of 3 and
-# 4 (small weights, types.h RnnBatchBlockRows), on 3 or 4 the whole batch.
+# And 11 rows in 9 steps, 7 rows in 12 and 5 rows in 20: on 2 threads two blocks of 5 and 6
+# rows, of 3 and 4, of 2 and 3 (small weights, types.h RnnBatchBlockRows), on 3 or 4 the whole
+# batch.
 SIZES = [(6, 19, 5, 12), (5, 40, 30, 70), (4, 15, 6, 10), (3, 64, 8, 16), (4, 24, 128, 200),
-         (9, 11, 7, 13), (12, 7, 5, 9)]
+         (9, 11, 7, 13), (12, 7, 5, 9), (20, 5, 5, 9)]
 
 
 def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dtype):
@@ -80,9 +82,10 @@ def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dt
 # (T, B, I, H) of the training cases: 19 rows (two blocks of 9 and 10), 40 rows (up to four
 # blocks), lstm weights past the L2 rule ((160 + 300) x 1200: blocks on the AVX2 engine unless
 # TF_RNN_OPS_CPU_FUSE_WIDE=0, the whole batch elsewhere), too few steps (T = 4), 9 rows
-# (on 2 threads blocks of 4 and 5 rows) and 6 rows (on 2 threads blocks of 3).
+# (on 2 threads blocks of 4 and 5 rows), 6 rows (on 2 threads blocks of 3) and 4 rows (on 2
+# threads blocks of 2).
 TRAIN_SIZES = [(6, 19, 5, 12), (7, 40, 16, 24), (6, 16, 160, 300), (4, 24, 6, 10),
-               (10, 9, 8, 12), (12, 6, 8, 12)]
+               (10, 9, 8, 12), (12, 6, 8, 12), (18, 4, 8, 12)]
 
 # (T, B, I, H) of small batches whose [W; R] is past the L2 rule (2^18 floats) for the lstm at
 # every size (one layer: 393K, 480K and 1.57M elements; a second layer of both directions

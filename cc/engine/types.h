@@ -541,7 +541,8 @@ constexpr double kBatchBlockMaxWeights = 8.0 * 1024 * 1024;
 // forward 100×8×64×200 1.29 / 1.26x. Level (0.95-1.05x) at 100×13×128×256 and 200×8×64×64;
 // mixed at 3 MiB (100×8×128×384 1.32x, 100×8×512×256 0.96x, 50×8×512×256 0.89x), slower
 // beyond (30×8×512×512, 8 MiB: 0.85x). Blocks of 2-3 rows (4-7 rows in two blocks) measured
-// 0.77-1.39x in two runs, with no consistent sign: not taken (but see kBatchBlockRowsTiny).
+// 0.77-1.39x in two runs, with no consistent sign: not taken (but see kBatchBlockRowsTiny and
+// kBatchBlockRowsPair).
 constexpr Index kBatchBlockRowsSmall = 4;
 constexpr double kBatchBlockSmallWeights = 2.75 * 1024 * 1024;
 // Blocks of 3 rows: on 2 threads, 6-7 rows in two blocks where the weights take at most
@@ -551,10 +552,20 @@ constexpr double kBatchBlockSmallWeights = 2.75 * 1024 * 1024;
 // 100×6×128×200 1.07 / 1.10x, 100×7×300×160 1.23 / 1.23x, at 1.2-1.25 MiB 0.97-1.32x; GRU
 // 100×6×64×128 1.38 / 1.47x, 100×7×128×200 0.90-1.14x over three runs; bf16 100×6×256×128
 // 1.23 / 1.18x; LSTM training forward 100×6×64×128 1.17 / 1.17x. Slower beyond: 1.5 MiB
-// 0.88-1.29x, 2 MiB (100×6×256×256) 0.88-0.93x. Blocks of 2 rows (4-5 rows in two) measured
-// 0.76-1.16x: not taken.
+// 0.88-1.29x, 2 MiB (100×6×256×256) 0.88-0.93x.
 constexpr Index kBatchBlockRowsTiny = 3;
 constexpr double kBatchBlockTinyWeights = 1.25 * 1024 * 1024;
+// Blocks of 2 rows: on 2 threads, 4-5 rows in two blocks (2 + 2, 2 + 3) where the weights
+// take at most kBatchBlockPairWeights bytes. Engine alone, 2-core Zen 4, fastest / median of
+// 3 alternating rounds, LSTM inference: 4 rows 100×4×64×128 1.21 / 1.22x, 100×4×32×64 1.20 /
+// 1.22x, 100×4×128×128 1.17 / 1.16x, 100×4×64×160 1.25 / 1.20x, 100×4×256×128 (0.75 MiB)
+// 1.24x, 20×4 and 200×4×64×128 1.18-1.22x; 5 rows 100×5×64×128 1.10 / 1.10x, 100×5×256×128
+// 1.17 / 1.19x, 100×5×128×128 1.02 / 1.03x; GRU 1.13-1.37x; bf16 100×4-5×64×128 1.09-1.18x;
+// LSTM training forward 1.06-1.20x, training step 1.02-1.09x. Level or slower beyond:
+// 100×4×64×200 (0.8 MiB) 0.96-0.99x, 100×5×128×200 (1 MiB) 0.97x, bf16 100×4×128×256 (0.75
+// MiB of bf16) 0.97-1.01x, 1.25-2 MiB 0.86-0.92x.
+constexpr Index kBatchBlockRowsPair = 2;
+constexpr double kBatchBlockPairWeights = 0.75 * 1024 * 1024;
 inline bool BatchBlocksOff() {
   static const bool off = EnvChoice("TF_RNN_OPS_CPU_BATCH_BLOCKS", {"0"}) == 0;
   return off;
@@ -579,11 +590,15 @@ inline bool RnnTrainBatchBlocks(const RnnSpec& s, bool bf16, bool wide) {
 inline double RnnBatchBlockWeights(const RnnSpec& s) {
   return double(RnnK(s) * s.H) * double(RnnMaxInWidth(s) + RnnHs(s)) * (s.bf16 ? 2.0 : 4.0);
 }
-// The fewest rows a block of s keeps on `threads` threads (kBatchBlockRowsTiny and
-// kBatchBlockRowsSmall above).
+// The fewest rows a block of s keeps on `threads` threads (kBatchBlockRowsPair,
+// kBatchBlockRowsTiny and kBatchBlockRowsSmall above).
 inline Index RnnBatchBlockRows(const RnnSpec& s, int threads) {
   if (threads != 2) return kBatchBlockRows;
   const double w = RnnBatchBlockWeights(s);
+  if (s.B < 2 * kBatchBlockRowsTiny && w <= kBatchBlockPairWeights &&
+      !RnnStepsUnpacked(s.T, kBatchBlockRowsPair)) {
+    return kBatchBlockRowsPair;
+  }
   if (w <= kBatchBlockTinyWeights && !RnnStepsUnpacked(s.T, kBatchBlockRowsTiny)) {
     return kBatchBlockRowsTiny;
   }
