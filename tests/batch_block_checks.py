@@ -14,18 +14,19 @@ fuse the input into the step's product and every sequence is full length; else g
 scattered) and batch-major (in place), per-sequence lengths with 0 and T
 (one layer: the first half of the rows full length, so that the first block's road fuses the
 input and the others' do not: a block whose packing's layout is not the share's packs its own),
-a projection, batches that do not split evenly (19 rows: 9 and 10; 40 rows in 3 blocks: 13, 13
-and 14), and batches below two blocks of 8 (15 rows in 4 steps: no split; 11 rows in 9 steps:
-two blocks of 5 and 6 on 2 threads only, types.h RnnBatchBlockRows; 7 rows in 12 steps: blocks
-of 3 and 4, 5 rows in 20 steps: blocks of 2 and 3, on 2 threads only), in float64, and in float32 for every mode (a block's gru input
-projection on the packed kernel where K·H is off the multiples of 8), and in bfloat16 (lstm
-and rnn_tanh, time-major: in place on float rows, gathered on pair words).
+a projection, batches that do not split evenly (19 rows: 10 and 9; 40 rows in 3 blocks: 14, 13
+and 13; the first blocks take the extra rows, types.h RnnBatchBlockRow), and batches below two
+blocks of 8 (15 rows in 4 steps: no split; 11 rows in 9 steps: two blocks of 6 and 5 on 2
+threads only, types.h RnnBatchBlockRows; 7 rows in 12 steps: blocks of 4 and 3, 5 rows in 20
+steps: blocks of 3 and 2, on 2 threads only), in float64, and in float32 for every mode (a
+block's gru input projection on the packed kernel where K·H is off the multiples of 8), and in
+bfloat16 (lstm and rnn_tanh, time-major: in place on float rows, gathered on pair words).
 Training cases: lstm, rnn_tanh and rnn_relu take blocks where every layer's input fuses into its
 step's product and every sequence is full length (small weights; on the AVX2 engine weights up to
 8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,
 per-sequence lengths, the larger weights of TRAIN_SIZES[2] elsewhere and T = 4 (a streaming
 call's steps at 8 rows) keep the roads over the whole batch, and check that the choice is made
-right; 9 rows in 10 steps (TRAIN_SIZES[4]) run in blocks of 4 and 5 rows, 6 rows in 12 steps
+right; 9 rows in 10 steps (TRAIN_SIZES[4]) run in blocks of 5 and 4 rows, 6 rows in 12 steps
 (TRAIN_SIZES[5]) in blocks of 3 and 4 rows in 18 steps (TRAIN_SIZES[6]) in blocks of 2 on 2
 threads only.
 Small batches (3-15 rows, SMALL_SIZES: fewer than two blocks, so the whole batch, its steps split
@@ -57,8 +58,8 @@ BF16, F32, F64 = tf.bfloat16, tf.float32, tf.float64
 # (T, B, I, H): sizes that take the fused input product inside a block (small weights), the
 # batch splits above, and an lstm whose weights are past the L2 rule ((128 + 200) x 800 floats:
 # fused on the AVX2 engine unless TF_RNN_OPS_CPU_FUSE_WIDE=0, projected apart elsewhere).
-# And 11 rows in 9 steps, 7 rows in 12 and 5 rows in 20: on 2 threads two blocks of 5 and 6
-# rows, of 3 and 4, of 2 and 3 (small weights, types.h RnnBatchBlockRows), on 3 or 4 the whole
+# And 11 rows in 9 steps, 7 rows in 12 and 5 rows in 20: on 2 threads two blocks of 6 and 5
+# rows, of 4 and 3, of 3 and 2 (small weights, types.h RnnBatchBlockRows), on 3 or 4 the whole
 # batch.
 SIZES = [(6, 19, 5, 12), (5, 40, 30, 70), (4, 15, 6, 10), (3, 64, 8, 16), (4, 24, 128, 200),
          (9, 11, 7, 13), (12, 7, 5, 9), (20, 5, 5, 9)]
@@ -79,10 +80,10 @@ def _case(ours, rng, size, mode, L, direction, time_major, lengths, num_proj, dt
         C._assert_zero_past_lengths(outs[0], lens, time_major=time_major)
 
 
-# (T, B, I, H) of the training cases: 19 rows (two blocks of 9 and 10), 40 rows (up to four
+# (T, B, I, H) of the training cases: 19 rows (two blocks of 10 and 9), 40 rows (up to four
 # blocks), lstm weights past the L2 rule ((160 + 300) x 1200: blocks on the AVX2 engine unless
 # TF_RNN_OPS_CPU_FUSE_WIDE=0, the whole batch elsewhere), too few steps (T = 4), 9 rows
-# (on 2 threads blocks of 4 and 5 rows), 6 rows (on 2 threads blocks of 3) and 4 rows (on 2
+# (on 2 threads blocks of 5 and 4 rows), 6 rows (on 2 threads blocks of 3) and 4 rows (on 2
 # threads blocks of 2).
 TRAIN_SIZES = [(6, 19, 5, 12), (7, 40, 16, 24), (6, 16, 160, 300), (4, 24, 6, 10),
                (10, 9, 8, 12), (12, 6, 8, 12), (18, 4, 8, 12)]

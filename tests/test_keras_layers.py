@@ -198,8 +198,8 @@ def test_options_match_stock(kind, opts, fused_calls):
 def test_batch_blocks_match_stock(kind, go_backwards, rows, steps, fused_calls):
     # 24 rows: on 2-4 intra-op threads the forward runs in batch blocks of 8-12 rows, in
     # training too for lstm (its weights fuse into the step's product; gru keeps the whole
-    # batch), with the layer's separate weight tensors. 11 rows: on 2 threads blocks of 5 and
-    # 6 rows, 7 rows blocks of 3 and 4, 4 rows blocks of 2 (small weights,
+    # batch), with the layer's separate weight tensors. 11 rows: on 2 threads blocks of 6 and
+    # 5 rows, 7 rows blocks of 4 and 3, 4 rows blocks of 2 (small weights,
     # cc/engine/types.h RnnBatchBlockRows), else the whole batch.
     shape = (rows, steps, I)
     stock, ours = _pair(kind, input_shape=shape, return_sequences=True, return_state=True,

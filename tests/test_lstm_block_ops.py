@@ -26,9 +26,9 @@ EDGE_SIZES = [(1, 3, 5, 7), (4, 1, 5, 7), (3, 2, 1, 1), (2, 5, 4, 3)]   # T=1, B
 # uneven column panels.
 LONG_SIZES = [(90, 4, 8, 37)]
 # Enough rows and steps for batch blocks on 2-4 threads (cc/engine/lstm_cpu.cc
-# BlockRowsForward: 19 rows in blocks of 9 and 10, each block's rows of the outputs in place),
-# and on 2 threads 9 rows in blocks of 4 and 5, 7 rows in blocks of 3 and 4 and 5 rows in
-# blocks of 2 and 3 (small weights, types.h RnnBatchBlockRows).
+# BlockRowsForward: 19 rows in blocks of 10 and 9, each block's rows of the outputs in place),
+# and on 2 threads 9 rows in blocks of 5 and 4, 7 rows in blocks of 4 and 3 and 5 rows in
+# blocks of 3 and 2 (small weights, types.h RnnBatchBlockRows).
 BATCH_BLOCK_SIZES = [(8, 19, 5, 7), (10, 9, 5, 7), (12, 7, 5, 7), (18, 5, 5, 7)]
 # The recurrent product with the batch in the SIMD lanes (cc/engine/lanes_gemm.h, AVX-512):
 # 32 and 45 rows (45: three packets of lanes, three padded), weights too large to fuse with

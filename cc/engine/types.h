@@ -555,17 +555,18 @@ constexpr double kBatchBlockSmallWeights = 2.75 * 1024 * 1024;
 // 0.88-1.29x, 2 MiB (100×6×256×256) 0.88-0.93x.
 constexpr Index kBatchBlockRowsTiny = 3;
 constexpr double kBatchBlockTinyWeights = 1.25 * 1024 * 1024;
-// Blocks of 2 rows: on 2 threads, 4-5 rows in two blocks (2 + 2, 2 + 3) where the weights
+// Blocks of 2 rows: on 2 threads, 4-5 rows in two blocks (2 + 2, 3 + 2) where the weights
 // take at most kBatchBlockPairWeights bytes. Engine alone, 2-core Zen 4, fastest / median of
-// 3 alternating rounds, LSTM inference: 4 rows 100×4×64×128 1.21 / 1.22x, 100×4×32×64 1.20 /
-// 1.22x, 100×4×128×128 1.17 / 1.16x, 100×4×64×160 1.25 / 1.20x, 100×4×256×128 (0.75 MiB)
-// 1.24x, 20×4 and 200×4×64×128 1.18-1.22x; 5 rows 100×5×64×128 1.10 / 1.10x, 100×5×256×128
-// 1.17 / 1.19x, 100×5×128×128 1.02 / 1.03x; GRU 1.13-1.37x; bf16 100×4-5×64×128 1.09-1.18x;
-// LSTM training forward 1.06-1.20x, training step 1.02-1.09x. Level or slower beyond:
-// 100×4×64×200 (0.8 MiB) 0.96-0.99x, 100×5×128×200 (1 MiB) 0.97x, bf16 100×4×128×256 (0.75
-// MiB of bf16) 0.97-1.01x, 1.25-2 MiB 0.86-0.92x.
+// 3 alternating rounds, LSTM inference: 100×4×64×128 1.21 / 1.22x, 100×4×32×64 1.20 / 1.22x,
+// 100×4×100×100 1.18 / 1.18x, 100×4×128×128 1.17 / 1.16x, 20×4 and 200×4×64×128 1.18-1.22x,
+// 100×5×64×128 1.10 / 1.10x, 100×5×128×128 1.02 / 1.03x; GRU 100×4-5×64×128 1.13-1.32x; bf16
+// 1.09-1.18x; LSTM training forward 1.06-1.17x, training step 1.02-1.06x. Between 0.5 and 1
+// MiB mixed, more so with the pool asleep before each call (a helper starting 50-100 µs late,
+// as between a Keras layer's calls): 100×4×128×160 (0.7 MiB) 1.16x awake, 0.91-0.94x asleep;
+// 100×4×64×192 1.19-1.26x; 100×5×128×160 0.90-0.94x; 100×4×64×200 0.96-0.99x. Slower from
+// 1.25 MiB (0.84-0.92x).
 constexpr Index kBatchBlockRowsPair = 2;
-constexpr double kBatchBlockPairWeights = 0.75 * 1024 * 1024;
+constexpr double kBatchBlockPairWeights = 0.5 * 1024 * 1024;
 inline bool BatchBlocksOff() {
   static const bool off = EnvChoice("TF_RNN_OPS_CPU_BATCH_BLOCKS", {"0"}) == 0;
   return off;
@@ -622,8 +623,14 @@ inline Index RnnBatchBlocksMax(const RnnSpec& s) {
   for (int t = 2; t <= kBatchBlockMaxThreads; ++t) n = std::max(n, RnnBatchBlocks(s, t));
   return n;
 }
-// Block i of n: rows [RnnBatchBlockRow(B, n, i), RnnBatchBlockRow(B, n, i + 1)).
-inline Index RnnBatchBlockRow(Index B, Index n, Index i) { return B * i / n; }
+// Block i of n: rows [RnnBatchBlockRow(B, n, i), RnnBatchBlockRow(B, n, i + 1)). Where B is
+// not a multiple of n the first blocks take the extra rows: the caller runs block 0 and starts
+// at once (StepLoop), a helper woken from sleep 50-100 µs later on these VMs (the pool sleeps
+// between a Keras layer's calls), so the caller's larger block and the helper's smaller one
+// end closer together. Engine alone, 200 µs idle before each call, median of 4 rounds against
+// the last blocks taking the extra rows: 100×5×64×128 (blocks of 3 and 2) LSTM 1.22x, GRU
+// 1.32x; 7 and 9 rows level.
+inline Index RnnBatchBlockRow(Index B, Index n, Index i) { return B - B * (n - i) / n; }
 
 // The LSTM block ops (lstm_block_mapping.h) as one layer of this engine:
 // T = seq_len_max steps, B batch rows, H units, the block ops' w as x·W + h·R.
