@@ -26,9 +26,9 @@ step's product and every sequence is full length (small weights; on the AVX2 eng
 8 MiB too, as TRAIN_SIZES[2]'s and SIZES[4]'s lstm: types.h RnnFusesInput's `wide`); gru,
 per-sequence lengths, the larger weights of TRAIN_SIZES[2] elsewhere and T = 4 (a streaming
 call's steps at 8 rows) keep the roads over the whole batch, and check that the choice is made
-right; 9 rows in 10 steps (TRAIN_SIZES[4]) run in blocks of 5 and 4 rows, 6 rows in 12 steps
-(TRAIN_SIZES[5]) in blocks of 3 and 4 rows in 18 steps (TRAIN_SIZES[6]) in blocks of 2 on 2
-threads only.
+right; on 2 threads only, 9 rows in 10 steps (TRAIN_SIZES[4]) run in blocks of 5 and 4 rows,
+6 rows in 12 steps (TRAIN_SIZES[5]) in blocks of 3, and 4 rows in 18 steps (TRAIN_SIZES[6]) in
+blocks of 2.
 Small batches (3-15 rows, SMALL_SIZES: fewer than two blocks, so the whole batch, its steps split
 into unit blocks) with weights past the L2 rule: on 2-4 threads the AVX-512 engine fuses the
 input into each step's product there too (rnn_cpu_common.h FuseSmallBatch; the AVX2 engine
