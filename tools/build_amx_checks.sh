@@ -11,7 +11,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 EMU="${EMULATE:-0}"
-OUT="${1:-build/amx_checks$([ "$EMU" = 1 ] && echo _emu)}"
+SUFFIX=""
+[ "$EMU" = 1 ] && SUFFIX=_emu
+OUT="${1:-build/amx_checks$SUFFIX}"
 INC="$(ls -d .venv/lib/python3*/site-packages/tensorflow/include 2>/dev/null | head -1)"
 if [ -z "$INC" ]; then
   echo "build_amx_checks.sh: no TensorFlow headers under .venv (run ./configure.sh)" >&2
