@@ -1,8 +1,9 @@
 // The bf16 products on AMX tiles (cc/engine/amx_gemm.h) through bf16::GemmConverted, against a
 // double reference of the same bf16 operands, over shapes around the tiles' edges: rows, pairs
 // and columns below, at and past multiples of 16, both panel widths, a last panel of 1-15
-// columns, odd K, accumulate or not, column ranges from a panel boundary. Columns outside the
-// range must be left as they were. Built by tests/test_amx.py with TFRNN_AMX_EMULATE (the tile
+// columns, odd K, accumulate or not, column ranges from a panel boundary, A's rows and B's
+// panels on cache lines or off them (every other case; GemmConverted copies such rows of A).
+// Columns outside the range must be left as they were. Built by tests/test_amx.py with TFRNN_AMX_EMULATE (the tile
 // instructions emulated, any CPU with AVX512_BF16) and by tools/gpu_session.sh's `amx_cpu`
 // stage without it (the instructions themselves, on a CPU with AMX).
 //   amx_checks            every case; exit 0 when all pass
@@ -25,6 +26,7 @@ float Bf16Value(float x) { return bf16::Widen(bf16::Round(x)); }  // as the prod
 struct Case {
   Index rows, K, cols, c0;
   bool accumulate;
+  bool aligned;  // A's rows on cache lines (WordStride), else one word past a line, K2 apart
 };
 
 // Returns the case's largest error over its bound (pass: <= 1); -1 when a column outside the
@@ -37,12 +39,14 @@ double RunCase(const Case& cs, std::mt19937* g) {
   for (auto& v : b) v = nd(*g);
   for (auto& v : c_in) v = nd(*g);
   c = c_in;
-  const Index K2 = bf16::Pairs(K);
-  std::vector<uint32_t> words(rows * K2 + 16);
-  bf16::ConvertRows(0, rows, K, a.data(), K, words.data());
-  std::vector<float> bp(K * cols + 64);
-  bf16::Pack<float>(K, cols, b.data(), cols, 1, bp.data());
-  bf16::GemmConverted(rows, K, cols, c0, c1, words.data(), K2, bp.data(), c.data(), cols,
+  const Index K2 = bf16::Pairs(K), ld = cs.aligned ? bf16::WordStride(K) : K2;
+  bf16::AlignedArray<uint32_t> buf = bf16::NewAligned<uint32_t>(rows * ld + 16);
+  uint32_t* words = buf.get() + (cs.aligned ? 0 : 1);
+  bf16::ConvertRows(0, rows, K, a.data(), K, words, ld);
+  bf16::AlignedArray<float> bbuf = bf16::NewAligned<float>(K * cols + 64 + 16);
+  float* bp = bbuf.get() + (cs.aligned ? 0 : 4);  // B's panels on cache lines, or 16 bytes past
+  bf16::Pack<float>(K, cols, b.data(), cols, 1, bp);
+  bf16::GemmConverted(rows, K, cols, c0, c1, words, ld, bp, c.data(), cols,
                       cs.accumulate);
   double worst = 0.0;
   for (Index r = 0; r < rows; ++r) {
@@ -94,7 +98,7 @@ int main() {
         for (int acc = 0; acc < 2; ++acc) {
           for (Index c0 : {Index(0), Index(32)}) {
             if (c0 >= cols) continue;
-            const Case cs{rows, K, cols, c0, acc == 1};
+            const Case cs{rows, K, cols, c0, acc == 1, (cases % 2) == 0};
             const double e = RunCase(cs, &g);
             ++cases;
             worst = std::max(worst, e);
@@ -113,7 +117,7 @@ int main() {
   }
   // The long-K product of a step at 20x128x512x1024 (one thread's slice of columns).
   {
-    const Case cs{128, 1024, 256, 0, true};
+    const Case cs{128, 1024, 256, 0, true, true};
     const double e = RunCase(cs, &g);
     ++cases;
     worst = std::max(worst, e);
@@ -122,8 +126,9 @@ int main() {
   std::printf("amx_checks: %d cases, %d failed, tiles %s, largest error / bound %.3g\n", cases,
               failed, bf16::amx::Enabled() ? "on" : "off", worst);
 #ifdef TFRNN_AMX_EMULATE
-  std::printf("amx_checks: %lld emulated tile products\n",
-              static_cast<long long>(bf16::amx::EmuProducts()));
+  std::printf("amx_checks: %lld emulated tile products, %lld of them on fewer than 16 rows\n",
+              static_cast<long long>(bf16::amx::EmuProducts()),
+              static_cast<long long>(bf16::amx::EmuShortProducts()));
   if (bf16::amx::Enabled() && bf16::amx::EmuProducts() == 0) {
     std::printf("FAIL no case ran on the tiles\n");
     return 1;

@@ -58,13 +58,15 @@ def emulated(tmp_path_factory):
 
 def test_tiles_emulated(emulated):
     out = _run(emulated, tiles=True)
-    products = int(re.search(r"(\d+) emulated tile products", out).group(1))
-    assert products > 10000, out  # the cases at and past 16 rows and 16 pairs ran on tiles
+    m = re.search(r"(\d+) emulated tile products, (\d+) of them on fewer than 16 rows", out)
+    assert m, out
+    assert int(m.group(1)) > 10000, out  # the cases past 16 pairs ran on tiles
+    assert int(m.group(2)) > 1000, out  # and their rows past the last whole tile of 16 too
 
 
 def test_register_blocks_alone(emulated):
     out = _run(emulated, tiles=False)
-    assert "0 emulated tile products" in out, out
+    assert "0 emulated tile products, 0 of them" in out, out
 
 
 @pytest.mark.skipif("amx_bf16" not in FLAGS or "amx_tile" not in FLAGS,

@@ -13,12 +13,11 @@
 // last panel of 1-15 or 17-31 columns) on its AVX512_BF16 register blocks, adding into the
 // same C.
 //
-//   TF_RNN_OPS_BF16_AMX=1   the tiles wherever the CPU has them and Linux grants the tile data
-//                           state (arch_prctl ARCH_REQ_XCOMP_PERM); this also turns the bf16
-//                           products on there (bf16::Available(), which is AMD-only by
-//                           default). Unset: never, until the checks pass on a CPU with AMX
-//                           (tools/gpu_session.sh's `amx_cpu` and `cpu_scaling_amx` stages
-//                           check and time the tiles on the GPU machine's Intel host).
+//   TF_RNN_OPS_BF16_AMX     unset (or anything but 0): the tiles wherever the CPU has them and
+//                           Linux grants the tile data state (arch_prctl
+//                           ARCH_REQ_XCOMP_PERM); this also turns the bf16 products on there
+//                           (bf16::Available(), otherwise AMD-only). 0: never (the bf16 ops'
+//                           products then run in float on Intel CPUs, as before the tiles).
 //
 // TFRNN_AMX_EMULATE (a test build, tests/amx_checks.cc): the tile operations in plain C++ with
 // the instructions' arithmetic (per row and column, each pair's two products added in turn by
@@ -26,6 +25,7 @@
 #ifndef TF_RNN_OPS_CC_ENGINE_AMX_GEMM_H_
 #define TF_RNN_OPS_CC_ENGINE_AMX_GEMM_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -70,26 +70,59 @@ inline bool CpuHasTiles() {
 
 // Whether the bf16 products run on tiles (read once per process; see the top of the file).
 inline bool Enabled() {
-  static const bool on = EnvChoice("TF_RNN_OPS_BF16_AMX", {"1"}) == 0 && CpuHasTiles();
+  static const bool on = EnvChoice("TF_RNN_OPS_BF16_AMX", {"0"}) != 0 && CpuHasTiles();
   return on;
 }
 
+// The tile configuration (palette 1): every tile 64 bytes a row; the B tiles (6, 7) 16 rows,
+// the C and A tiles (0-5) `rows` rows (16, or the 1-15 rows past a product's last whole tile
+// of rows). A static object per row count, so that all of its 64 bytes are in memory when
+// ldtilecfg reads them (GCC's intrinsic tells the compiler about 8 of them).
+struct alignas(64) TileConfig {
+  uint8_t palette, start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+inline const TileConfig& Config(Index rows) {
+  static const auto cfgs = [] {
+    struct Table {
+      TileConfig c[kTileRows + 1];
+    } t;
+    for (Index r = 0; r <= kTileRows; ++r) {
+      TileConfig& c = t.c[r];
+      std::memset(&c, 0, sizeof(c));
+      c.palette = 1;
+      for (int i = 0; i < 8; ++i) {
+        c.colsb[i] = 64;
+        c.rows[i] = static_cast<uint8_t>(i >= 6 ? kTileRows : std::max<Index>(r, 1));
+      }
+    }
+    return t;
+  }();
+  return cfgs.c[std::min(std::max<Index>(rows, 1), kTileRows)];
+}
+
 #ifdef TFRNN_AMX_EMULATE
-// The tile registers of this thread, and the instructions on them.
+// The tile registers of this thread, their configured rows, and the instructions on them.
 struct EmuTiles {
   alignas(64) uint8_t t[8][kTileRows][64];
+  Index rows[8] = {kTileRows, kTileRows, kTileRows, kTileRows,
+                   kTileRows, kTileRows, kTileRows, kTileRows};
 };
 inline EmuTiles& Tiles() {
   thread_local EmuTiles tiles;
   return tiles;
 }
+// A load fills the configured rows and zeroes the rest (as tileloadd does).
 inline void EmuLoad(int t, const void* p, Index stride) {
-  for (Index r = 0; r < kTileRows; ++r) {
+  std::memset(Tiles().t[t], 0, sizeof(Tiles().t[t]));
+  for (Index r = 0; r < Tiles().rows[t]; ++r) {
     std::memcpy(Tiles().t[t][r], static_cast<const uint8_t*>(p) + r * stride, 64);
   }
 }
 inline void EmuStore(int t, void* p, Index stride) {
-  for (Index r = 0; r < kTileRows; ++r) {
+  for (Index r = 0; r < Tiles().rows[t]; ++r) {
     std::memcpy(static_cast<uint8_t*>(p) + r * stride, Tiles().t[t][r], 64);
   }
 }
@@ -99,16 +132,23 @@ inline float EmuHalf(const uint8_t* row, Index i) {  // bf16 element i of a row,
   std::memcpy(&h, row + 2 * i, 2);
   return Widen(h);
 }
-// Tile products run, in all threads (the tests' evidence that the tiles ran).
+// Tile products run, in all threads (the tests' evidence that the tiles ran), and those of
+// them on fewer than 16 rows.
 inline std::atomic<int64_t>& EmuProductCount() {
   static std::atomic<int64_t> n{0};
   return n;
 }
+inline std::atomic<int64_t>& EmuShortProductCount() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
 inline int64_t EmuProducts() { return EmuProductCount().load(); }
+inline int64_t EmuShortProducts() { return EmuShortProductCount().load(); }
 inline void EmuDp(int c, int a, int b) {
   EmuProductCount().fetch_add(1, std::memory_order_relaxed);
   EmuTiles& x = Tiles();
-  for (Index m = 0; m < kTileRows; ++m) {
+  if (x.rows[c] < kTileRows) EmuShortProductCount().fetch_add(1, std::memory_order_relaxed);
+  for (Index m = 0; m < x.rows[c]; ++m) {
     float acc[kTileCols];
     std::memcpy(acc, x.t[c][m], 64);
     for (Index k = 0; k < kTilePairs; ++k) {
@@ -125,7 +165,9 @@ inline void EmuDp(int c, int a, int b) {
 #define TFRNN_TILE_STORE(t, p, s) EmuStore(t, p, s)
 #define TFRNN_TILE_ZERO(t) EmuZero(t)
 #define TFRNN_TILE_DP(c, a, b) EmuDp(c, a, b)
-inline void ConfigureTiles() {}
+inline void ConfigureTiles(Index rows) {
+  for (int i = 0; i < 8; ++i) Tiles().rows[i] = Config(rows).rows[i];
+}
 inline void ReleaseTiles() {}
 #else
 #define TFRNN_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
@@ -133,34 +175,14 @@ inline void ReleaseTiles() {}
 #define TFRNN_TILE_STORE(t, p, s) _tile_stored(t, p, s)
 #define TFRNN_TILE_ZERO(t) _tile_zero(t)
 #define TFRNN_TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-// Palette 1, all eight tiles 16 rows of 64 bytes. A static object, so that all of its 64 bytes
-// are in memory when ldtilecfg reads them (GCC's intrinsic tells the compiler about 8 of them).
-struct alignas(64) TileConfig {
-  uint8_t palette, start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-inline const TileConfig& Config() {
-  static const TileConfig cfg = [] {
-    TileConfig c;
-    std::memset(&c, 0, sizeof(c));
-    c.palette = 1;
-    for (int t = 0; t < 8; ++t) {
-      c.colsb[t] = 64;
-      c.rows[t] = kTileRows;
-    }
-    return c;
-  }();
-  return cfg;
-}
-TFRNN_AMX_TARGET inline void ConfigureTiles() { _tile_loadconfig(&Config()); }
+TFRNN_AMX_TARGET inline void ConfigureTiles(Index rows) { _tile_loadconfig(&Config(rows)); }
 TFRNN_AMX_TARGET inline void ReleaseTiles() { _tile_release(); }
 #endif
 
-// C[0:RT·16, 0:CT·16] (+)= A · B for one block: A's RT tiles of rows (pair words, row stride lda
+// C[0:RT·n, 0:CT·16] (+)= A · B for one block: A's RT tiles of rows (pair words, row stride lda
 // words) and the panel's CT tiles of columns (pair rows w words apart), over k2 pairs (a
-// multiple of 16). Tile registers: C 0-3 (C_ij at 2i + j), A 4-5, B 6-7.
+// multiple of 16); n the configured rows (16, or the tail's with RT = 1). Tile registers: C
+// 0-3 (C_ij at 2i + j), A 4-5, B 6-7.
 template <int RT, int CT>
 TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, const uint32_t* b,
                                       Index w, float* c, Index ldc, bool accumulate) {
@@ -195,11 +217,18 @@ TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, c
 
 // The tiles configured for PanelTiles (Begin) and released (End) around one product: another
 // kernel on the thread between two products (TensorFlow's own oneDNN kernels) may configure
-// them its own way. The tile instructions are asm statements that name no memory: the
-// barriers keep the stores of A, B and C before them and later reads of C after them.
-TFRNN_AMX_TARGET inline void Begin() {
+// them its own way. Begin(rows) configures C and A tiles of `rows` rows (16 for PanelTiles,
+// 1-15 for TailTiles); Reconfigure switches between the two within a product. The tile
+// instructions are asm statements that name no memory: the barriers keep the stores of A, B
+// and C before them and later reads of C after them.
+TFRNN_AMX_TARGET inline void Begin(Index rows = kTileRows) {
   __asm__ __volatile__("" ::: "memory");
-  ConfigureTiles();
+  ConfigureTiles(rows);
+}
+TFRNN_AMX_TARGET inline void Reconfigure(Index rows) {
+  __asm__ __volatile__("" ::: "memory");
+  ConfigureTiles(rows);
+  __asm__ __volatile__("" ::: "memory");
 }
 TFRNN_AMX_TARGET inline void End() {
   ReleaseTiles();
@@ -222,6 +251,16 @@ TFRNN_AMX_TARGET inline void PanelTiles(Index rows, Index k2, const uint32_t* a,
   __asm__ __volatile__("" ::: "memory");
 }
 
+// C[0:t, 0:w] (+)= A · B of one panel's t = 1-15 rows (the rows past a product's last whole
+// tile of rows), between Begin(t) or Reconfigure(t) and End.
+template <int CT>
+TFRNN_AMX_TARGET inline void TailTiles(Index k2, const uint32_t* a, Index lda, const uint32_t* b,
+                                      Index w, float* c, Index ldc, bool accumulate) {
+  __asm__ __volatile__("" ::: "memory");
+  TileBlock<1, CT>(k2, a, lda, b, w, c, ldc, accumulate);
+  __asm__ __volatile__("" ::: "memory");
+}
+
 #undef TFRNN_TILE_LOAD
 #undef TFRNN_TILE_STORE
 #undef TFRNN_TILE_ZERO
@@ -230,11 +269,14 @@ TFRNN_AMX_TARGET inline void PanelTiles(Index rows, Index k2, const uint32_t* a,
 #else  // no AMX kernels in this build
 
 inline bool Enabled() { return false; }
-inline void Begin() {}
+inline void Begin(Index = kTileRows) {}
+inline void Reconfigure(Index) {}
 inline void End() {}
 template <int CT>
 void PanelTiles(Index, Index, const uint32_t*, Index, const uint32_t*, Index, float*, Index,
                 bool) {}
+template <int CT>
+void TailTiles(Index, const uint32_t*, Index, const uint32_t*, Index, float*, Index, bool) {}
 
 #endif  // TFRNN_AMX_KERNELS
 

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -102,6 +103,39 @@ inline Index ChunkPairs(Index rows) {
 }
 
 inline Index Pairs(Index K) { return (K + 1) / 2; }
+
+// Buffers of the products' operands that start on a cache line (64 bytes), and the row stride
+// of A's pair words in them: an AMX tile row that straddles two lines takes two loads, and
+// the products on tiles ran 1.3-2.3x as fast with A's rows aligned (amx_gemm.h).
+inline Index WordStride(Index K) {
+  const Index K2 = Pairs(K);
+  return amx::Enabled() ? (K2 + amx::kTilePairs - 1) / amx::kTilePairs * amx::kTilePairs : K2;
+}
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+using AlignedArray = std::unique_ptr<T[], FreeDeleter>;
+template <typename T>
+AlignedArray<T> NewAligned(Index n) {
+  const size_t bytes = (size_t(std::max<Index>(n, 1)) * sizeof(T) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return AlignedArray<T>(static_cast<T*>(p));
+}
+// A thread's buffer, grown (its contents dropped) as calls need.
+template <typename T>
+struct AlignedScratch {
+  AlignedArray<T> p;
+  Index cap = 0;
+  T* Get(Index n) {
+    if (n > cap || p == nullptr) {
+      p = NewAligned<T>(n);
+      cap = n;
+    }
+    return p.get();
+  }
+};
 
 // Width of the panel that starts at column c of a B with `cols` columns: 32, then the last
 // 1-31 columns as one panel (a last register of 1-15 columns read and written masked: a column
@@ -224,11 +258,11 @@ TFRNN_BF16_TARGET inline void PackPanelRows(const S* src, Index sk, Index K, Ind
 
 // Rows [r0, r1) of A[rows, K] (element (r, k) at a[r · lda + k]) as pair words, K2 per row.
 TFRNN_BF16_TARGET inline void ConvertRows(Index r0, Index r1, Index K, const float* a,
-                                          Index lda, uint32_t* out) {
-  const Index K2 = Pairs(K);
+                                          Index lda, uint32_t* out, Index ldo = 0) {
+  const Index K2 = Pairs(K), ostride = ldo > 0 ? ldo : K2;  // out's row stride
   for (Index r = r0; r < r1; ++r) {
     const float* s = a + r * lda;
-    uint32_t* o = out + r * K2;
+    uint32_t* o = out + r * ostride;
     // 32 elements (16 pair words) a conversion, the last 1-32 masked (zero past K).
     for (Index k = 0; k < K; k += 2 * kLanes) {
       const Index n = std::min(K - k, 2 * kLanes), words = (n + 1) / 2;
@@ -506,19 +540,28 @@ TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a,
 // 2 MiB and less, level, so smaller products do without.
 constexpr Index kStreamedBytes = Index(4) << 20;
 
+// The fewest rows of a product on AMX tiles (fewer: the register blocks).
+constexpr Index kMinTileRows = 1;
+
 // One panel's chunk of kq pairs (at least one tile's) on AMX tiles (amx_gemm.h, between
-// amx::Begin and amx::End): the whole tiles of rows and pairs there, then on the register
-// blocks the pairs past them for those rows (added) and the rows past them over all kq pairs.
+// amx::Begin and amx::End): rows [0, rt) (whole tiles of rows, configured for 16; `tail`
+// false) or rows [rt, rows) (1-15, configured for them; `tail` true), the whole tiles of pairs
+// on the tiles, the pairs past them on the register blocks (added).
 template <int NP>
-TFRNN_BF16_TARGET inline void TilesPanel(Index rows, Index kq, const uint32_t* a, Index lda,
-                                         const uint32_t* b, Index w, float* c, Index ldc,
-                                         bool accumulate) {
-  const Index rt = rows / amx::kTileRows * amx::kTileRows;
+TFRNN_BF16_TARGET inline void TilesPanel(bool tail, Index rt, Index rows, Index kq,
+                                         const uint32_t* a, Index lda, const uint32_t* b,
+                                         Index w, float* c, Index ldc, bool accumulate) {
   const Index kt = kq / amx::kTilePairs * amx::kTilePairs;
-  amx::PanelTiles<NP>(rt, kt, a, lda, b, w, c, ldc, accumulate);
-  if (kq > kt) PanelRows<NP>(rt, kq - kt, a + kt, lda, b + kt * w, w, c, ldc, true);
-  if (rows > rt) {
-    PanelRows<NP>(rows - rt, kq, a + rt * lda, lda, b, w, c + rt * ldc, ldc, accumulate);
+  const Index r0 = tail ? rt : 0, r1 = tail ? rows : rt;
+  if (r1 <= r0) return;
+  if (tail) {
+    amx::TailTiles<NP>(kt, a + r0 * lda, lda, b, w, c + r0 * ldc, ldc, accumulate);
+  } else {
+    amx::PanelTiles<NP>(r1, kt, a, lda, b, w, c, ldc, accumulate);
+  }
+  if (kq > kt) {
+    PanelRows<NP>(r1 - r0, kq - kt, a + r0 * lda + kt, lda, b + kt * w, w, c + r0 * ldc, ldc,
+                  true);
   }
 }
 
@@ -539,41 +582,62 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                         q0 * w);
     *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
   };
-  const bool tiles = amx::Enabled() && rows >= amx::kTileRows;
+  // On tiles: the whole tiles of rows panel by panel, then (configured for them) the rows
+  // past them, panel by panel.
+  const bool tiles = amx::Enabled() && rows >= kMinTileRows;
+  const Index rt = rows / amx::kTileRows * amx::kTileRows;
+  // A's rows copied to cache lines where they do not start on them (the buffers above do).
+  if (tiles && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || lda % amx::kTilePairs != 0)) {
+    thread_local AlignedScratch<uint32_t> copy;
+    const Index ld = WordStride(K);
+    uint32_t* t = copy.Get(rows * ld);
+    for (Index r = 0; r < rows; ++r) std::memcpy(t + r * ld, a + r * lda, K2 * sizeof(uint32_t));
+    a = t;
+    lda = ld;
+  }
   const Index chunk = tiles ? std::max(amx::kTilePairs, ChunkPairs(rows) / amx::kTilePairs *
                                                             amx::kTilePairs)
                             : ChunkPairs(rows);
-  if (tiles) amx::Begin();
+  if (tiles) amx::Begin(rt > 0 ? amx::kTileRows : rows);
   for (Index q0 = 0; q0 < K2; q0 += chunk) {
     const Index kq = std::min(chunk, K2 - q0);
     const bool acc = accumulate || q0 > 0;
-    for (Index col = c0; col < c1;) {
-      const Index w = PanelWidth(col, cols);
-      const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
-      if (tiles && kq >= amx::kTilePairs && (w == kWide || w == kLanes)) {
-        (w == kWide ? TilesPanel<2> : TilesPanel<1>)(rows, kq, a + q0, lda, b, w, c + col, ldc,
-                                                     acc);
+    const bool tile_chunk = tiles && kq >= amx::kTilePairs;
+    for (int pass = 0; pass < (tile_chunk && rows > rt ? 2 : 1); ++pass) {
+      if (tile_chunk && pass == 1 && rt > 0) amx::Reconfigure(rows - rt);
+      for (Index col = c0; col < c1;) {
+        const Index w = PanelWidth(col, cols);
+        const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
+        if (tile_chunk && (w == kWide || w == kLanes)) {
+          (w == kWide ? TilesPanel<2> : TilesPanel<1>)(pass == 1, rt, rows, kq, a + q0, lda, b,
+                                                       w, c + col, ldc, acc);
+          col += w;
+          continue;
+        }
+        if (pass == 1) {  // a last panel of 1-15 or 17-31 columns ran all rows in pass 0
+          col += w;
+          continue;
+        }
+        // B's next piece: the next panel's chunk, else the first panel's next chunk.
+        const char* pf = nullptr;
+        Index npf = 0;
+        if (fetch && col + w < c1) {
+          piece(col + w, q0, kq, &pf, &npf);
+        } else if (fetch && q0 + kq < K2) {
+          piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
+        }
+        if (w == kWide) {
+          PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+        } else if (w > kLanes) {  // the last 17-31 columns
+          PanelRows<2, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+        } else if (w == kLanes) {
+          PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+        } else {  // the last 1-15 columns
+          PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+        }
         col += w;
-        continue;
       }
-      // B's next piece: the next panel's chunk, else the first panel's next chunk.
-      const char* pf = nullptr;
-      Index npf = 0;
-      if (fetch && col + w < c1) {
-        piece(col + w, q0, kq, &pf, &npf);
-      } else if (fetch && q0 + kq < K2) {
-        piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
-      }
-      if (w == kWide) {
-        PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-      } else if (w > kLanes) {  // the last 17-31 columns
-        PanelRows<2, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-      } else if (w == kLanes) {
-        PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-      } else {  // the last 1-15 columns
-        PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-      }
-      col += w;
+      if (tile_chunk && pass == 1 && rt > 0 && q0 + kq < K2) amx::Reconfigure(amx::kTileRows);
     }
   }
   if (tiles) amx::End();
@@ -586,18 +650,18 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
 // on those words. Single-threaded (the engines split steps into column blocks).
 TFRNN_BF16_TARGET inline const uint32_t* ConvertOnce(Index rows, Index K, const float* a,
                                                      Index lda, int slot) {
-  thread_local std::vector<uint32_t> buf[3];
-  std::vector<uint32_t>& b = buf[slot];
-  if (b.size() < static_cast<size_t>(rows * Pairs(K))) b.resize(rows * Pairs(K));
-  ConvertRows(0, rows, K, a, lda, b.data());
-  return b.data();
+  thread_local AlignedScratch<uint32_t> buf[3];
+  const Index ld = WordStride(K);
+  uint32_t* b = buf[slot].Get(rows * ld);
+  ConvertRows(0, rows, K, a, lda, b, ld);
+  return b;
 }
-// A's pair words row r at words + r · lda (0: Pairs(K)).
+// A's pair words row r at words + r · lda (0: WordStride(K), ConvertOnce's).
 TFRNN_BF16_TARGET inline void GemmWords(Index rows, Index K, Index cols, const uint32_t* words,
                                         const float* bp, float* c, Index ldc, bool accumulate,
                                         Index lda = 0) {
   if (rows <= 0 || cols <= 0) return;
-  GemmConverted(rows, K, cols, 0, cols, words, lda > 0 ? lda : Pairs(K), bp, c, ldc,
+  GemmConverted(rows, K, cols, 0, cols, words, lda > 0 ? lda : WordStride(K), bp, c, ldc,
                 accumulate);
 }
 TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const float* a,
@@ -689,20 +753,21 @@ inline void GemmSerial(bool ta, bool tb, Index m, Index n, Index K, const float*
                        const float* b, Index ldb, float* c, Index ldc, bool accumulate,
                        Reuse reuse = kReuseNone) {
   if (m <= 0 || n <= 0) return;
-  thread_local std::vector<uint32_t> abuf;
-  thread_local std::vector<float> bbuf;
-  const Index K2 = Pairs(K);
-  if (abuf.size() < static_cast<size_t>(m * K2)) abuf.resize(m * K2);
-  if (bbuf.size() < static_cast<size_t>(n * K)) bbuf.resize(n * K);
+  thread_local AlignedScratch<uint32_t> abuf;
+  thread_local AlignedScratch<float> bbuf;
+  const Index ld = WordStride(K);
+  // (a reused operand has the same shape: Get keeps the buffer)
+  uint32_t* aw = abuf.Get(m * ld);
+  float* bw = bbuf.Get(n * K);
   if (reuse != kReuseA) {
     if (ta) {
-      ConvertColumns(0, m, K, a, lda, abuf.data());
+      ConvertColumns(0, m, K, a, lda, aw, nullptr, ld);
     } else {
-      ConvertRows(0, m, K, a, lda, abuf.data());
+      ConvertRows(0, m, K, a, lda, aw, ld);
     }
   }
-  if (reuse != kReuseB) Pack(K, n, b, tb ? 1 : ldb, tb ? ldb : 1, bbuf.data());
-  GemmConverted(m, K, n, 0, n, abuf.data(), K2, bbuf.data(), c, ldc, accumulate);
+  if (reuse != kReuseB) Pack(K, n, b, tb ? 1 : ldb, tb ? ldb : 1, bw);
+  GemmConverted(m, K, n, 0, n, aw, ld, bw, c, ldc, accumulate);
 }
 
 #else  // no bf16 kernels in this build: Available() is false and these are never called

@@ -102,7 +102,7 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
   }
   const int threads = d.numThreads();
   const bool words = kWords && !ta && k % 2 == 0;  // A's rows are its pair words
-  // A row of abuf: K2 words; a column of bbuf: k floats (a panel at column c starts at c · k).
+  // A row of abuf: ldw words; a column of bbuf: k floats (a panel at column c starts at c · k).
   const Index col_slab = b_packed != nullptr
                              ? n
                              : SlabLength(n, kTileCols, k * Index(sizeof(float)),
@@ -113,8 +113,9 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
                          (col_slab + kTileCols - 1) / kTileCols, threads);
   // Uninitialised (every word is written before it is read): zeroing them cost as much as
   // packing B (10 MB a call at 20x128x512x1024).
-  std::unique_ptr<uint32_t[]> abuf(words ? nullptr : new uint32_t[row_slab * K2]);
-  std::unique_ptr<float[]> bbuf(b_packed != nullptr ? nullptr : new float[col_slab * k]);
+  const Index ldw = words ? K2 : WordStride(k);  // A's row stride in words
+  AlignedArray<uint32_t> abuf(words ? nullptr : NewAligned<uint32_t>(row_slab * ldw));
+  AlignedArray<float> bbuf(b_packed != nullptr ? nullptr : NewAligned<float>(col_slab * k));
   const float* bp = b_packed != nullptr ? b_packed : bbuf.get();
   const double row_cost = 2.0 * k;
   // Columns [s0, s0 + sn) of B packed into bbuf; with_sums: their b_sums too.
@@ -137,13 +138,14 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
             const S* row = a + (rs0 + r) * k;
             for (Index q = 0; q < K2; ++q) {
               const uint32_t hi = 2 * q + 1 < k ? row[2 * q + 1] : 0;
-              out[r * K2 + q] = uint32_t(row[2 * q]) | (hi << 16);
+              out[r * ldw + q] = uint32_t(row[2 * q]) | (hi << 16);
             }
           }
         } else if (ta) {
-          ConvertColumns(r0, r1, k, a + rs0, m, out, a_sums != nullptr ? a_sums + rs0 : nullptr);
+          ConvertColumns(r0, r1, k, a + rs0, m, out, a_sums != nullptr ? a_sums + rs0 : nullptr,
+                         ldw);
         } else {
-          ConvertRows(r0, r1, k, a + rs0 * k, k, out);
+          ConvertRows(r0, r1, k, a + rs0 * k, k, out, ldw);
         }
       });
     }
@@ -156,7 +158,7 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
         for (Index t = t0; t < t1; ++t) {
           const Index r0 = (t / tcn) * kTileRows, c0 = (t % tcn) * kTileCols;
           const Index rows = std::min(kTileRows, rn - r0), c1 = std::min(sn, c0 + kTileCols);
-          GemmConverted(rows, k, n - s0, c0, c1, ap + r0 * K2, K2, bp,
+          GemmConverted(rows, k, n - s0, c0, c1, ap + r0 * ldw, ldw, bp,
                         c + (rs0 + r0) * n + s0, n, accumulate);
         }
       });
@@ -188,20 +190,20 @@ inline bool SharedFits(Index k, const SharedProduct* p, int np) {
 inline void GemmLargeShared(const CpuDevice& d, Index n, Index k, const float* b,
                             const SharedProduct* prods, int np, double* b_sums = nullptr) {
   if (n <= 0 || np <= 0) return;
-  const Index K2 = Pairs(k);
   const int threads = d.numThreads();
-  std::unique_ptr<std::unique_ptr<uint32_t[]>[]> words(new std::unique_ptr<uint32_t[]>[np]);
+  const Index ldw = WordStride(k);  // the words' row stride
+  std::unique_ptr<AlignedArray<uint32_t>[]> words(new AlignedArray<uint32_t>[np]);
   Index tr_all = 0;  // row tiles of all products
   for (int i = 0; i < np; ++i) {
     const SharedProduct& p = prods[i];
-    words[i].reset(new uint32_t[std::max<Index>(1, p.m * K2)]);
+    words[i] = NewAligned<uint32_t>(p.m * ldw);
     uint32_t* out = words[i].get();
     ParallelFor(d, (p.m + 15) / 16, 16 * 2.0 * k, [&](Index g0, Index g1) {
       const Index r0 = g0 * 16, r1 = std::min(p.m, g1 * 16);
       Index q0 = 0;  // the part's first pair
       for (int part = 0; part < 2; ++part) {
         if (p.rows[part] > 0) {
-          ConvertColumns(r0, r1, p.rows[part], p.a[part], p.lda, out + q0, nullptr, K2);
+          ConvertColumns(r0, r1, p.rows[part], p.a[part], p.lda, out + q0, nullptr, ldw);
         }
         q0 += Pairs(p.rows[part]);
       }
@@ -209,7 +211,7 @@ inline void GemmLargeShared(const CpuDevice& d, Index n, Index k, const float* b
     tr_all += (p.m + kTileRows - 1) / kTileRows;
   }
   const Index col_slab = SlabLength(n, kTileCols, k * Index(sizeof(float)), tr_all, threads);
-  std::unique_ptr<float[]> bbuf(new float[col_slab * k]);
+  AlignedArray<float> bbuf = NewAligned<float>(col_slab * k);
   for (Index s0 = 0; s0 < n; s0 += col_slab) {
     const Index sn = std::min(col_slab, n - s0);
     PackWhole(d, false, n, k, b, bbuf.get(), s0, sn, b_sums != nullptr ? b_sums + s0 : nullptr);
@@ -224,7 +226,7 @@ inline void GemmLargeShared(const CpuDevice& d, Index n, Index k, const float* b
         const SharedProduct& p = prods[i];
         const Index r0 = tr * kTileRows, c0 = (t % tcn) * kTileCols;
         const Index rows = std::min(kTileRows, p.m - r0), c1 = std::min(sn, c0 + kTileCols);
-        GemmConverted(rows, k, n - s0, c0, c1, words[i].get() + r0 * K2, K2, bbuf.get(),
+        GemmConverted(rows, k, n - s0, c0, c1, words[i].get() + r0 * ldw, ldw, bbuf.get(),
                       p.c + r0 * n + s0, n, p.accumulate);
       }
     });

@@ -207,8 +207,9 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
   shared.Finish();
 }
 
-// The blocks RnnForward runs: RnnBatchBlocks at inference, TrainBatchBlocks in training with
-// every sequence full length (the fused road's condition).
+// The blocks RnnForward runs: RnnBatchBlocks at inference (TileBatchBlocks: fewer with large
+// weights on AMX tiles), TrainBatchBlocks in training with every sequence full length (the
+// fused road's condition).
 // At inference with float products, one block (the unit blocks of StepLoop) instead of batch
 // blocks too small for the lanes where the whole batch's unit blocks take them (each batch
 // block would stream all of R from L3 at every step for its rows, each unit block streams its
@@ -219,7 +220,7 @@ void ForwardBatchBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A
 template <typename A>
 Index ForwardBlocks(const CpuDevice& d, const RnnSpec& s, const RnnFwdArgs<A>& a) {
   if (!s.training) {
-    const Index n = RnnBatchBlocks(s, d.numThreads());
+    const Index n = TileBatchBlocks(s, RnnBatchBlocks(s, d.numThreads()));
     const bool full = s.T > 1 && StepMap{a.lengths, s.T, false}.AllFull(s.B);
     const bool lanes = n > 1 && (!bf16::ProductsFor(s) || LanesLstmFor(s, full)) &&
                        LanesFor<A>(s, false, UnitBlock(d, s.H), full) &&

@@ -10,12 +10,17 @@
 
 namespace tfrnn {
 
-// Consecutive pieces of a workspace; with a null base, pieces are null and only counted.
+// Consecutive pieces of a workspace, each from a multiple of kPieceAlign elements past the
+// base (a cache line for float, where the base is aligned as TensorFlow's buffers are: AMX
+// tile loads of packed weights and rows that straddle two lines take twice as long,
+// amx_gemm.h); with a null base, pieces are null and only counted.
+constexpr Index kPieceAlign = 16;
 template <typename A>
 class Carver {
  public:
   explicit Carver(A* base) : base_(base) {}
   A* Take(Index n) {
+    used_ = (used_ + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
     A* p = base_ != nullptr ? base_ + used_ : nullptr;
     used_ += n;
     return p;
