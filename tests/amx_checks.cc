@@ -3,9 +3,9 @@
 // and columns below, at and past multiples of 16, both panel widths, a last panel of 1-15
 // columns, odd K, accumulate or not, column ranges from a panel boundary, A's rows and B's
 // panels on cache lines or off them (every other case; GemmConverted copies such rows of A).
-// Columns outside the range must be left as they were. Built by tests/test_amx.py with TFRNN_AMX_EMULATE (the tile
-// instructions emulated, any CPU with AVX512_BF16) and by tools/gpu_session.sh's `amx_cpu`
-// stage without it (the instructions themselves, on a CPU with AMX).
+// Columns outside the range must be left as they were. Built by tests/test_amx.py with
+// TFRNN_AMX_EMULATE (the tile instructions emulated, any CPU with AVX512_BF16) and without it
+// (the instructions themselves, on a CPU with AMX; also tools/gpu_session.sh's `amx_cpu`).
 //   amx_checks            every case; exit 0 when all pass
 //   TF_RNN_OPS_BF16_AMX=0 amx_checks   the same cases on the register blocks alone
 #include <cmath>
@@ -90,7 +90,7 @@ int main() {
   int cases = 0, failed = 0;
   double worst = 0.0;
   const Index rows_list[] = {1, 8, 15, 16, 17, 32, 33, 47, 64, 128};
-  const Index k_list[] = {1, 2, 3, 31, 32, 33, 64, 65, 192, 321};
+  const Index k_list[] = {1, 2, 3, 31, 32, 33, 58, 64, 65, 100, 192, 321};
   const Index cols_list[] = {1, 15, 16, 17, 22, 31, 32, 33, 48, 50, 100};
   for (Index rows : rows_list) {
     for (Index K : k_list) {
@@ -126,7 +126,8 @@ int main() {
   std::printf("amx_checks: %d cases, %d failed, tiles %s, largest error / bound %.3g\n", cases,
               failed, bf16::amx::Enabled() ? "on" : "off", worst);
 #ifdef TFRNN_AMX_EMULATE
-  std::printf("amx_checks: %lld emulated tile products, %lld of them on fewer than 16 rows\n",
+  std::printf("amx_checks: %lld emulated tile products, %lld of them on fewer than 16 rows, "
+              "pairs or columns\n",
               static_cast<long long>(bf16::amx::EmuProducts()),
               static_cast<long long>(bf16::amx::EmuShortProducts()));
   if (bf16::amx::Enabled() && bf16::amx::EmuProducts() == 0) {

@@ -1,14 +1,16 @@
-"""The bf16 products on AMX tiles (cc/engine/amx_gemm.h, opt-in: TF_RNN_OPS_BF16_AMX=1) through
-bf16::GemmConverted, checked by tests/amx_checks.cc against a double reference of the same bf16
-operands over shapes around the tiles' edges (rows, pairs and columns below, at and past
-multiples of 16; both panel widths and a last panel of 1-15 columns; odd K; accumulate or not;
-column ranges that must leave the other columns alone).
+"""The bf16 products on AMX tiles (cc/engine/amx_gemm.h; on by default where the CPU has them,
+TF_RNN_OPS_BF16_AMX=0 turns them off) through bf16::GemmConverted, checked by
+tests/amx_checks.cc against a double reference of the same bf16 operands over shapes around the
+tiles' edges (rows, pairs and columns below, at and past multiples of 16, the ones past on tiles
+configured for them; both panel widths and a last panel of 1-15 columns; odd K; accumulate or
+not; column ranges that must leave the other columns alone; operands on cache lines or off).
 
 Here the tile instructions are emulated in C++ (TFRNN_AMX_EMULATE: tools/build_amx_checks.sh
 with EMULATE=1), which runs the kernel's blocking, strides and tails on any CPU with
 AVX512_BF16 (the register blocks of the tails need it); the same cases with the tiles off check
 the reference and the register blocks alone. On a CPU with AMX the instructions themselves run
-as well (tools/gpu_session.sh's amx_cpu stage does this on the GPU machine's Intel host)."""
+as well (test_tiles_on_this_cpu; tools/gpu_session.sh's amx_cpu stage on the GPU machine's
+host)."""
 
 import os
 import platform
@@ -58,10 +60,11 @@ def emulated(tmp_path_factory):
 
 def test_tiles_emulated(emulated):
     out = _run(emulated, tiles=True)
-    m = re.search(r"(\d+) emulated tile products, (\d+) of them on fewer than 16 rows", out)
+    m = re.search(r"(\d+) emulated tile products, (\d+) of them on fewer than 16 rows, pairs or columns",
+                  out)
     assert m, out
     assert int(m.group(1)) > 10000, out  # the cases past 16 pairs ran on tiles
-    assert int(m.group(2)) > 1000, out  # and their rows past the last whole tile of 16 too
+    assert int(m.group(2)) > 1000, out  # and their rows and pairs past the last whole tiles too
 
 
 def test_register_blocks_alone(emulated):

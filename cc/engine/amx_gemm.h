@@ -1,5 +1,5 @@
 // AMX tiles for the bf16 products of bf16_gemm.h (GemmConverted's panels), on CPUs with
-// AMX-TILE and AMX-BF16 (Intel Sapphire Rapids and later), where the environment asks for them.
+// AMX-TILE and AMX-BF16 (Intel Sapphire Rapids and later), by default.
 //
 // A panel of the packed B (bf16_gemm.h: ceil(K/2) pair rows of w 32-bit words, the word of
 // (p, c) holding B[2p, c] and B[2p+1, c]) is exactly the layout `tdpbf16ps` reads for its B
@@ -7,11 +7,13 @@
 // row's word q: A[r, 2q] and A[r, 2q+1]) are its A tile: 16 rows of 16 pair words. So a panel
 // of 32 columns is two B tiles, 32 rows of A two A tiles, and the four C tiles of 16 × 16 floats
 // take the four products of each 16 pairs (the 8 tile registers: C00, C01, C10, C11, A0, A1,
-// B0, B1). Every tile is 16 rows of 64 bytes (one configuration): PanelTiles takes the rows
-// in whole tiles (a multiple of 16) and the pairs in whole tiles (a multiple of 16) of a
-// panel of 16 or 32 columns; GemmConverted runs the rest (the last rows, the last pairs, a
-// last panel of 1-15 or 17-31 columns) on its AVX512_BF16 register blocks, adding into the
-// same C.
+// B0, B1). PanelTiles takes the rows in whole tiles of 16, TailTiles the 1-15 rows past them,
+// each over the pairs in whole tiles of 16 or over the 1-15 pairs past them: four tile
+// configurations at most per product (Config: the C and A tiles' rows, the A tiles' bytes and
+// the B tiles' rows), so that only a last panel of 1-15 or 17-31 columns runs on the
+// AVX512_BF16 register blocks (`vdpbf16ps`, about a tenth of the tiles' rate on a Xeon with
+// AMX). A tile row that straddles two cache lines takes two loads: bf16_gemm.h keeps A's rows
+// and the packed B on cache lines.
 //
 //   TF_RNN_OPS_BF16_AMX     unset (or anything but 0): the tiles wherever the CPU has them and
 //                           Linux grants the tile data state (arch_prctl
@@ -74,56 +76,51 @@ inline bool Enabled() {
   return on;
 }
 
-// The tile configuration (palette 1): every tile 64 bytes a row; the B tiles (6, 7) 16 rows,
-// the C and A tiles (0-5) `rows` rows (16, or the 1-15 rows past a product's last whole tile
-// of rows). A static object per row count, so that all of its 64 bytes are in memory when
-// ldtilecfg reads them (GCC's intrinsic tells the compiler about 8 of them).
+// A tile configuration (palette 1): blocks of `rows` rows (the C and A tiles 0-5: 16, or the
+// 1-15 rows past a product's last whole tile of rows) over `pairs` pairs (the A tiles' bytes a
+// row and the B tiles' rows: 16, or the 1-15 pairs past the last whole tile of them), the
+// first tile of columns (C tiles 0 and 2, B tile 6) `cols0` columns and the second (C 1 and 3,
+// B 7) `cols1` (16, or a last panel's 1-15 columns past its whole tiles of them).
 struct alignas(64) TileConfig {
   uint8_t palette, start_row;
   uint8_t reserved[14];
   uint16_t colsb[16];
   uint8_t rows[16];
 };
-inline const TileConfig& Config(Index rows) {
-  static const auto cfgs = [] {
-    struct Table {
-      TileConfig c[kTileRows + 1];
-    } t;
-    for (Index r = 0; r <= kTileRows; ++r) {
-      TileConfig& c = t.c[r];
-      std::memset(&c, 0, sizeof(c));
-      c.palette = 1;
-      for (int i = 0; i < 8; ++i) {
-        c.colsb[i] = 64;
-        c.rows[i] = static_cast<uint8_t>(i >= 6 ? kTileRows : std::max<Index>(r, 1));
-      }
-    }
-    return t;
-  }();
-  return cfgs.c[std::min(std::max<Index>(rows, 1), kTileRows)];
+inline void FillConfig(TileConfig* c, Index rows, Index pairs, Index cols0, Index cols1) {
+  std::memset(c, 0, sizeof(*c));
+  c->palette = 1;
+  const Index cols[8] = {cols0, cols1, cols0, cols1, pairs, pairs, cols0, cols1};  // A: pairs
+  for (int i = 0; i < 8; ++i) {
+    c->colsb[i] = static_cast<uint16_t>(4 * (i == 4 || i == 5 ? pairs : cols[i]));
+    c->rows[i] = static_cast<uint8_t>(i >= 6 ? pairs : rows);
+  }
 }
 
 #ifdef TFRNN_AMX_EMULATE
-// The tile registers of this thread, their configured rows, and the instructions on them.
+// The tile registers of this thread, their configured rows and bytes a row, and the
+// instructions on them.
 struct EmuTiles {
   alignas(64) uint8_t t[8][kTileRows][64];
   Index rows[8] = {kTileRows, kTileRows, kTileRows, kTileRows,
                    kTileRows, kTileRows, kTileRows, kTileRows};
+  Index colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
 };
 inline EmuTiles& Tiles() {
   thread_local EmuTiles tiles;
   return tiles;
 }
-// A load fills the configured rows and zeroes the rest (as tileloadd does).
+// A load fills the configured rows and bytes and zeroes the rest (as tileloadd does); a store
+// writes the configured ones alone.
 inline void EmuLoad(int t, const void* p, Index stride) {
   std::memset(Tiles().t[t], 0, sizeof(Tiles().t[t]));
   for (Index r = 0; r < Tiles().rows[t]; ++r) {
-    std::memcpy(Tiles().t[t][r], static_cast<const uint8_t*>(p) + r * stride, 64);
+    std::memcpy(Tiles().t[t][r], static_cast<const uint8_t*>(p) + r * stride, Tiles().colsb[t]);
   }
 }
 inline void EmuStore(int t, void* p, Index stride) {
   for (Index r = 0; r < Tiles().rows[t]; ++r) {
-    std::memcpy(static_cast<uint8_t*>(p) + r * stride, Tiles().t[t][r], 64);
+    std::memcpy(static_cast<uint8_t*>(p) + r * stride, Tiles().t[t][r], Tiles().colsb[t]);
   }
 }
 inline void EmuZero(int t) { std::memset(Tiles().t[t], 0, sizeof(Tiles().t[t])); }
@@ -133,7 +130,7 @@ inline float EmuHalf(const uint8_t* row, Index i) {  // bf16 element i of a row,
   return Widen(h);
 }
 // Tile products run, in all threads (the tests' evidence that the tiles ran), and those of
-// them on fewer than 16 rows.
+// them on fewer than 16 rows, pairs or columns.
 inline std::atomic<int64_t>& EmuProductCount() {
   static std::atomic<int64_t> n{0};
   return n;
@@ -147,12 +144,15 @@ inline int64_t EmuShortProducts() { return EmuShortProductCount().load(); }
 inline void EmuDp(int c, int a, int b) {
   EmuProductCount().fetch_add(1, std::memory_order_relaxed);
   EmuTiles& x = Tiles();
-  if (x.rows[c] < kTileRows) EmuShortProductCount().fetch_add(1, std::memory_order_relaxed);
+  const Index pairs = x.colsb[a] / 4, ncols = x.colsb[c] / 4;
+  if (x.rows[c] < kTileRows || pairs < kTilePairs || ncols < kTileCols) {
+    EmuShortProductCount().fetch_add(1, std::memory_order_relaxed);
+  }
   for (Index m = 0; m < x.rows[c]; ++m) {
     float acc[kTileCols];
     std::memcpy(acc, x.t[c][m], 64);
-    for (Index k = 0; k < kTilePairs; ++k) {
-      for (Index n = 0; n < kTileCols; ++n) {
+    for (Index k = 0; k < pairs; ++k) {
+      for (Index n = 0; n < ncols; ++n) {
         acc[n] = std::fma(EmuHalf(x.t[a][m], 2 * k), EmuHalf(x.t[b][k], 2 * n), acc[n]);
         acc[n] = std::fma(EmuHalf(x.t[a][m], 2 * k + 1), EmuHalf(x.t[b][k], 2 * n + 1), acc[n]);
       }
@@ -165,8 +165,13 @@ inline void EmuDp(int c, int a, int b) {
 #define TFRNN_TILE_STORE(t, p, s) EmuStore(t, p, s)
 #define TFRNN_TILE_ZERO(t) EmuZero(t)
 #define TFRNN_TILE_DP(c, a, b) EmuDp(c, a, b)
-inline void ConfigureTiles(Index rows) {
-  for (int i = 0; i < 8; ++i) Tiles().rows[i] = Config(rows).rows[i];
+inline void ConfigureTiles(Index rows, Index pairs, Index cols0, Index cols1) {
+  TileConfig c;
+  FillConfig(&c, rows, pairs, cols0, cols1);
+  for (int i = 0; i < 8; ++i) {
+    Tiles().rows[i] = c.rows[i];
+    Tiles().colsb[i] = c.colsb[i];
+  }
 }
 inline void ReleaseTiles() {}
 #else
@@ -175,7 +180,15 @@ inline void ReleaseTiles() {}
 #define TFRNN_TILE_STORE(t, p, s) _tile_stored(t, p, s)
 #define TFRNN_TILE_ZERO(t) _tile_zero(t)
 #define TFRNN_TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-TFRNN_AMX_TARGET inline void ConfigureTiles(Index rows) { _tile_loadconfig(&Config(rows)); }
+// The configuration is this thread's object, whole in memory before ldtilecfg reads its 64
+// bytes (GCC's intrinsic tells the compiler about 8 of them: hence the barrier).
+TFRNN_AMX_TARGET inline void ConfigureTiles(Index rows, Index pairs, Index cols0,
+                                            Index cols1) {
+  thread_local TileConfig c;
+  FillConfig(&c, rows, pairs, cols0, cols1);
+  __asm__ __volatile__("" ::: "memory");
+  _tile_loadconfig(&c);
+}
 TFRNN_AMX_TARGET inline void ReleaseTiles() { _tile_release(); }
 #endif
 
@@ -215,19 +228,15 @@ TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, c
   if (RT > 1 && CT > 1) TFRNN_TILE_STORE(3, c10 + kTileCols, sc);
 }
 
-// The tiles configured for PanelTiles (Begin) and released (End) around one product: another
-// kernel on the thread between two products (TensorFlow's own oneDNN kernels) may configure
-// them its own way. Begin(rows) configures C and A tiles of `rows` rows (16 for PanelTiles,
-// 1-15 for TailTiles); Reconfigure switches between the two within a product. The tile
-// instructions are asm statements that name no memory: the barriers keep the stores of A, B
-// and C before them and later reads of C after them.
-TFRNN_AMX_TARGET inline void Begin(Index rows = kTileRows) {
+// The tiles configured (Configure: FillConfig's blocks) and
+// released (End) around one product: another kernel on the thread between two products
+// (TensorFlow's own oneDNN kernels) may configure them its own way. The tile instructions are
+// asm statements that name no memory: the barriers keep the stores of A, B and C before them
+// and later reads of C after them.
+TFRNN_AMX_TARGET inline void Configure(Index rows, Index pairs, Index cols0 = kTileCols,
+                                       Index cols1 = kTileCols) {
   __asm__ __volatile__("" ::: "memory");
-  ConfigureTiles(rows);
-}
-TFRNN_AMX_TARGET inline void Reconfigure(Index rows) {
-  __asm__ __volatile__("" ::: "memory");
-  ConfigureTiles(rows);
+  ConfigureTiles(rows, pairs, cols0, cols1);
   __asm__ __volatile__("" ::: "memory");
 }
 TFRNN_AMX_TARGET inline void End() {
@@ -235,9 +244,10 @@ TFRNN_AMX_TARGET inline void End() {
   __asm__ __volatile__("" ::: "memory");
 }
 
-// C[0:rows, 0:w] (+)= A · B of one panel of w = 16 or 32 columns (pair rows w words apart) over
-// k2 pairs, rows and k2 multiples of 16: blocks of 32 rows, then one of 16. Between Begin and
-// End.
+// C[0:rows, 0:w] (+)= A · B of one panel of w columns (pair rows w words apart; CT = 2 for 17-32
+// columns, 1 for 1-16) over k2 pairs, rows a multiple of 16: blocks of 32 rows, then one of
+// 16. Configured for 16 rows, for 16 pairs (k2 a multiple of 16) or for k2 < 16 pairs, and
+// for the panel's columns.
 template <int CT>
 TFRNN_AMX_TARGET inline void PanelTiles(Index rows, Index k2, const uint32_t* a, Index lda,
                                        const uint32_t* b, Index w, float* c, Index ldc,
@@ -252,7 +262,7 @@ TFRNN_AMX_TARGET inline void PanelTiles(Index rows, Index k2, const uint32_t* a,
 }
 
 // C[0:t, 0:w] (+)= A · B of one panel's t = 1-15 rows (the rows past a product's last whole
-// tile of rows), between Begin(t) or Reconfigure(t) and End.
+// tile of rows), configured for t rows (and pairs as PanelTiles).
 template <int CT>
 TFRNN_AMX_TARGET inline void TailTiles(Index k2, const uint32_t* a, Index lda, const uint32_t* b,
                                       Index w, float* c, Index ldc, bool accumulate) {
@@ -269,8 +279,7 @@ TFRNN_AMX_TARGET inline void TailTiles(Index k2, const uint32_t* a, Index lda, c
 #else  // no AMX kernels in this build
 
 inline bool Enabled() { return false; }
-inline void Begin(Index = kTileRows) {}
-inline void Reconfigure(Index) {}
+inline void Configure(Index, Index, Index = kTileCols, Index = kTileCols) {}
 inline void End() {}
 template <int CT>
 void PanelTiles(Index, Index, const uint32_t*, Index, const uint32_t*, Index, float*, Index,

@@ -63,12 +63,12 @@ namespace bf16 {
 
 // Whether the bf16 products run: the avx512 engine, a CPU with AVX512_BF16, and the
 // environment variable TF_RNN_OPS_BF16_GEMM: "0" never, "1" wherever the CPU has the
-// instruction, unset (or anything else) on AMD CPUs only, or where the products run on AMX
-// tiles (amx_gemm.h, TF_RNN_OPS_BF16_AMX=1) (read once per process). By measurement
+// instruction, unset (or anything else) on AMD CPUs, and where the products run on AMX tiles
+// (amx_gemm.h; TF_RNN_OPS_BF16_AMX=0 turns them off) (read once per process). By measurement
 // (docs/PERFORMANCE.md "bfloat16"): on AMD Zen 4 the bf16 products made bf16 LSTM/GRU
-// training 1.2-1.7x as fast as float products; on an Intel Sapphire Rapids host they made it
-// 1.3-1.75x slower (engine_bench, 1 and 16 threads; not profiled there): that CPU's
-// vdpbf16ps runs at half its float FMA rate, its AMX tiles at several times it.
+// training 1.2-1.7x as fast as float products; on Intel Xeons `vdpbf16ps` runs at half the
+// float FMA rate or less (1.3-1.75x slower training), the AMX tiles at 8-15 times it
+// (docs/PERFORMANCE_AMX.md).
 inline bool Available() {
 #if TFRNN_BF16_KERNELS
   static const bool on = [] {
@@ -540,31 +540,6 @@ TFRNN_BF16_TARGET inline void PanelRows(Index rows, Index K2, const uint32_t* a,
 // 2 MiB and less, level, so smaller products do without.
 constexpr Index kStreamedBytes = Index(4) << 20;
 
-// The fewest rows of a product on AMX tiles (fewer: the register blocks).
-constexpr Index kMinTileRows = 1;
-
-// One panel's chunk of kq pairs (at least one tile's) on AMX tiles (amx_gemm.h, between
-// amx::Begin and amx::End): rows [0, rt) (whole tiles of rows, configured for 16; `tail`
-// false) or rows [rt, rows) (1-15, configured for them; `tail` true), the whole tiles of pairs
-// on the tiles, the pairs past them on the register blocks (added).
-template <int NP>
-TFRNN_BF16_TARGET inline void TilesPanel(bool tail, Index rt, Index rows, Index kq,
-                                         const uint32_t* a, Index lda, const uint32_t* b,
-                                         Index w, float* c, Index ldc, bool accumulate) {
-  const Index kt = kq / amx::kTilePairs * amx::kTilePairs;
-  const Index r0 = tail ? rt : 0, r1 = tail ? rows : rt;
-  if (r1 <= r0) return;
-  if (tail) {
-    amx::TailTiles<NP>(kt, a + r0 * lda, lda, b, w, c + r0 * ldc, ldc, accumulate);
-  } else {
-    amx::PanelTiles<NP>(r1, kt, a, lda, b, w, c, ldc, accumulate);
-  }
-  if (kq > kt) {
-    PanelRows<NP>(r1 - r0, kq - kt, a + r0 * lda + kt, lda, b + kt * w, w, c + r0 * ldc, ldc,
-                  true);
-  }
-}
-
 // C[rows, c0:c1] (+)= A · B over the panels of columns [c0, c1) (panel boundaries), A as
 // pair words (K2 = ceil(K/2) per row, stride lda), B packed by Pack with the same K and cols.
 // K in chunks (ChunkPairs).
@@ -582,10 +557,7 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                         q0 * w);
     *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
   };
-  // On tiles: the whole tiles of rows panel by panel, then (configured for them) the rows
-  // past them, panel by panel.
-  const bool tiles = amx::Enabled() && rows >= kMinTileRows;
-  const Index rt = rows / amx::kTileRows * amx::kTileRows;
+  const bool tiles = amx::Enabled();
   // A's rows copied to cache lines where they do not start on them (the buffers above do).
   if (tiles && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || lda % amx::kTilePairs != 0)) {
     thread_local AlignedScratch<uint32_t> copy;
@@ -598,49 +570,77 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
   const Index chunk = tiles ? std::max(amx::kTilePairs, ChunkPairs(rows) / amx::kTilePairs *
                                                             amx::kTilePairs)
                             : ChunkPairs(rows);
-  if (tiles) amx::Begin(rt > 0 ? amx::kTileRows : rows);
+  // On tiles, per chunk: the whole tiles of rows over the whole tiles of pairs, then over the
+  // pairs past them, then the rows past the whole tiles of rows the same two ways; each part
+  // over the panels of 16 or 32 columns, then the last panel of other widths, each under its
+  // own tile configuration (amx::FillConfig).
+  const Index rt = rows / amx::kTileRows * amx::kTileRows;
+  Index cfg[4] = {0, 0, 0, 0};  // the tiles' configuration: rows, pairs, columns (0: none yet)
   for (Index q0 = 0; q0 < K2; q0 += chunk) {
     const Index kq = std::min(chunk, K2 - q0);
     const bool acc = accumulate || q0 > 0;
-    const bool tile_chunk = tiles && kq >= amx::kTilePairs;
-    for (int pass = 0; pass < (tile_chunk && rows > rt ? 2 : 1); ++pass) {
-      if (tile_chunk && pass == 1 && rt > 0) amx::Reconfigure(rows - rt);
-      for (Index col = c0; col < c1;) {
-        const Index w = PanelWidth(col, cols);
-        const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
-        if (tile_chunk && (w == kWide || w == kLanes)) {
-          (w == kWide ? TilesPanel<2> : TilesPanel<1>)(pass == 1, rt, rows, kq, a + q0, lda, b,
-                                                       w, c + col, ldc, acc);
-          col += w;
-          continue;
+    if (tiles) {
+      const Index kt = kq / amx::kTilePairs * amx::kTilePairs;
+      for (int part = 0; part < 4; ++part) {
+        const bool tail_rows = part >= 2, tail_pairs = part % 2 == 1;
+        const Index r0 = tail_rows ? rt : 0, r1 = tail_rows ? rows : rt;
+        const Index k0 = tail_pairs ? kt : 0, k1 = tail_pairs ? kq : kt;
+        if (r1 <= r0 || k1 <= k0) continue;
+        const bool pacc = acc || k0 > 0;  // the pairs past the whole tiles add into C
+        for (int last = 0; last < 2; ++last) {
+          for (Index col = c0; col < c1;) {
+            const Index w = PanelWidth(col, cols);
+            if ((w == kWide || w == kLanes) == (last == 1)) {
+              col += w;
+              continue;
+            }
+            const Index want[4] = {tail_rows ? r1 - r0 : amx::kTileRows,
+                                   tail_pairs ? k1 - k0 : amx::kTilePairs,
+                                   w > kLanes ? kLanes : w, w > kLanes ? w - kLanes : kLanes};
+            if (!std::equal(want, want + 4, cfg)) {
+              amx::Configure(want[0], want[1], want[2], want[3]);
+              std::copy(want, want + 4, cfg);
+            }
+            const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + (q0 + k0) * w;
+            const uint32_t* ar = a + r0 * lda + q0 + k0;
+            float* cr = c + r0 * ldc + col;
+            if (tail_rows) {
+              (w > kLanes ? amx::TailTiles<2> : amx::TailTiles<1>)(k1 - k0, ar, lda, b, w, cr,
+                                                                   ldc, pacc);
+            } else {
+              (w > kLanes ? amx::PanelTiles<2> : amx::PanelTiles<1>)(r1 - r0, k1 - k0, ar, lda,
+                                                                     b, w, cr, ldc, pacc);
+            }
+            col += w;
+          }
         }
-        if (pass == 1) {  // a last panel of 1-15 or 17-31 columns ran all rows in pass 0
-          col += w;
-          continue;
-        }
-        // B's next piece: the next panel's chunk, else the first panel's next chunk.
-        const char* pf = nullptr;
-        Index npf = 0;
-        if (fetch && col + w < c1) {
-          piece(col + w, q0, kq, &pf, &npf);
-        } else if (fetch && q0 + kq < K2) {
-          piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
-        }
-        if (w == kWide) {
-          PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-        } else if (w > kLanes) {  // the last 17-31 columns
-          PanelRows<2, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-        } else if (w == kLanes) {
-          PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-        } else {  // the last 1-15 columns
-          PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
-        }
-        col += w;
       }
-      if (tile_chunk && pass == 1 && rt > 0 && q0 + kq < K2) amx::Reconfigure(amx::kTileRows);
+      continue;
+    }
+    for (Index col = c0; col < c1;) {
+      const Index w = PanelWidth(col, cols);
+      const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
+      // B's next piece: the next panel's chunk, else the first panel's next chunk.
+      const char* pf = nullptr;
+      Index npf = 0;
+      if (fetch && col + w < c1) {
+        piece(col + w, q0, kq, &pf, &npf);
+      } else if (fetch && q0 + kq < K2) {
+        piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
+      }
+      if (w == kWide) {
+        PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+      } else if (w > kLanes) {  // the last 17-31 columns
+        PanelRows<2, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+      } else if (w == kLanes) {
+        PanelRows<1>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+      } else {  // the last 1-15 columns
+        PanelRows<1, true>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
+      }
+      col += w;
     }
   }
-  if (tiles) amx::End();
+  if (cfg[0] > 0) amx::End();
 }
 
 // The per-step product C[rows, cols] (+)= bf16(A[rows, K]) · B, B packed by Pack, in two
