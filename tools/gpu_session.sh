@@ -202,7 +202,7 @@ for s in "${STAGES[@]}"; do
     # CPU thread scaling on this machine's cores: our engine vs PyTorch's CPU LSTM and GRU.
     cpu_scaling) stage cpu_scaling 300 "$PY" bench/cpu_scaling.py --bench build/engine_bench \
                    --modes lstm,gru --threads "1,2,4,8,$(nproc)" ;;
-    # The bf16 products on AMX tiles (cc/engine/amx_gemm.h, TF_RNN_OPS_BF16_AMX=1): the checks
+    # The bf16 products on AMX tiles (cc/engine/amx_gemm.h, on by default): the checks
     # of tests/amx_checks.cc on the tile instructions themselves (built here by
     # tools/build_amx_checks.sh: carry build/amx_checks), then the scaling's bf16 rows on them.
     amx_cpu) stage amx_cpu 120 build/amx_checks ;;
