@@ -8,12 +8,13 @@
 // of 32 columns is two B tiles, 32 rows of A two A tiles, and the four C tiles of 16 × 16 floats
 // take the four products of each 16 pairs (the 8 tile registers: C00, C01, C10, C11, A0, A1,
 // B0, B1). PanelTiles takes the rows in whole tiles of 16, TailTiles the 1-15 rows past them,
-// each over the pairs in whole tiles of 16 or over the 1-15 pairs past them: four tile
-// configurations at most per product (Config: the C and A tiles' rows, the A tiles' bytes and
-// the B tiles' rows), so that only a last panel of 1-15 or 17-31 columns runs on the
-// AVX512_BF16 register blocks (`vdpbf16ps`, about a tenth of the tiles' rate on a Xeon with
-// AMX). A tile row that straddles two cache lines takes two loads: bf16_gemm.h keeps A's rows
-// and the packed B on cache lines.
+// each over the pairs in whole tiles of 16 or over the 1-15 pairs past them, and a last panel
+// of 1-15 or 17-31 columns with its tiles narrowed to them: each part under its own tile
+// configuration (FillConfig: the C and A tiles' rows, the A tiles' bytes a row, the B tiles'
+// rows, the C and B tiles' columns), so that no product of a bf16 op runs on the AVX512_BF16
+// register blocks (`vdpbf16ps`, about a tenth of the tiles' rate on a Xeon with AMX). A tile
+// row that straddles two cache lines takes two loads: bf16_gemm.h keeps A's rows and the
+// packed B on cache lines.
 //
 //   TF_RNN_OPS_BF16_AMX     unset (or anything but 0): the tiles wherever the CPU has them and
 //                           Linux grants the tile data state (arch_prctl
@@ -192,10 +193,10 @@ TFRNN_AMX_TARGET inline void ConfigureTiles(Index rows, Index pairs, Index cols0
 TFRNN_AMX_TARGET inline void ReleaseTiles() { _tile_release(); }
 #endif
 
-// C[0:RT·n, 0:CT·16] (+)= A · B for one block: A's RT tiles of rows (pair words, row stride lda
-// words) and the panel's CT tiles of columns (pair rows w words apart), over k2 pairs (a
-// multiple of 16); n the configured rows (16, or the tail's with RT = 1). Tile registers: C
-// 0-3 (C_ij at 2i + j), A 4-5, B 6-7.
+// C (+)= A · B for one block: A's RT tiles of rows (pair words, row stride lda words) and the
+// panel's CT tiles of columns (pair rows w words apart), over k2 pairs (a multiple of 16, or
+// fewer than 16), each tile's rows, pairs and columns as configured (FillConfig). Tile
+// registers: C 0-3 (C_ij at 2i + j), A 4-5, B 6-7.
 template <int RT, int CT>
 TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, const uint32_t* b,
                                       Index w, float* c, Index ldc, bool accumulate) {
@@ -228,11 +229,10 @@ TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, c
   if (RT > 1 && CT > 1) TFRNN_TILE_STORE(3, c10 + kTileCols, sc);
 }
 
-// The tiles configured (Configure: FillConfig's blocks) and
-// released (End) around one product: another kernel on the thread between two products
-// (TensorFlow's own oneDNN kernels) may configure them its own way. The tile instructions are
-// asm statements that name no memory: the barriers keep the stores of A, B and C before them
-// and later reads of C after them.
+// The tiles configured (Configure, as FillConfig) and released (End) around one product:
+// another kernel on the thread between two products (TensorFlow's own oneDNN kernels) may
+// configure them its own way. The tile instructions are asm statements that name no memory:
+// the barriers keep the stores of A, B and C before them and later reads of C after them.
 TFRNN_AMX_TARGET inline void Configure(Index rows, Index pairs, Index cols0 = kTileCols,
                                        Index cols1 = kTileCols) {
   __asm__ __volatile__("" ::: "memory");
