@@ -101,7 +101,12 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
     b_sums = nullptr;
   }
   const int threads = d.numThreads();
-  const bool words = kWords && !ta && k % 2 == 0;  // A's rows are its pair words
+  // A's rows are its pair words: used in place, unless the products run on AMX tiles and
+  // those rows do not start on cache lines (then copied into abuf once per slab below, as an
+  // odd k's are, rather than by GemmConverted once per tile).
+  const bool words = kWords && !ta && k % 2 == 0 &&
+                     (!amx::Enabled() || (reinterpret_cast<uintptr_t>(a) % 64 == 0 &&
+                                          K2 % amx::kTilePairs == 0));
   // A row of abuf: ldw words; a column of bbuf: k floats (a panel at column c starts at c · k).
   const Index col_slab = b_packed != nullptr
                              ? n
@@ -133,7 +138,7 @@ void GemmLarge(const CpuDevice& d, bool ta, bool tb, Index m, Index n, Index k, 
       uint32_t* out = abuf.get();
       ParallelFor(d, (rn + 15) / 16, 16 * row_cost, [&](Index g0, Index g1) {
         const Index r0 = g0 * 16, r1 = std::min(rn, g1 * 16);
-        if constexpr (kWords) {  // an odd k: each row's last pair (its last word, 0)
+        if constexpr (kWords) {  // as pair words (an odd k: each row's last word 0)
           for (Index r = r0; r < r1; ++r) {
             const S* row = a + (rs0 + r) * k;
             for (Index q = 0; q < K2; ++q) {
