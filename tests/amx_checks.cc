@@ -27,6 +27,7 @@ struct Case {
   Index rows, K, cols, c0;
   bool accumulate;
   bool aligned;  // A's rows on cache lines (WordStride), else one word past a line, K2 apart
+  bool streams;  // GemmConverted told B streams (its next pieces fetched ahead on tiles)
 };
 
 // Returns the case's largest error over its bound (pass: <= 1); -1 when a column outside the
@@ -46,8 +47,13 @@ double RunCase(const Case& cs, std::mt19937* g) {
   bf16::AlignedArray<float> bbuf = bf16::NewAligned<float>(K * cols + 64 + 16);
   float* bp = bbuf.get() + (cs.aligned ? 0 : 4);  // B's panels on cache lines, or 16 bytes past
   bf16::Pack<float>(K, cols, b.data(), cols, 1, bp);
+#ifdef TFRNN_AMX_EMULATE
+  const char* b_lo = reinterpret_cast<const char*>(bp);
+  bf16::amx::EmuFetchBounds()[0] = b_lo;
+  bf16::amx::EmuFetchBounds()[1] = b_lo + K * cols * Index(sizeof(float));
+#endif
   bf16::GemmConverted(rows, K, cols, c0, c1, words, ld, bp, c.data(), cols,
-                      cs.accumulate);
+                      cs.accumulate, cs.streams);
   double worst = 0.0;
   for (Index r = 0; r < rows; ++r) {
     for (Index j = 0; j < cols; ++j) {
@@ -98,7 +104,7 @@ int main() {
         for (int acc = 0; acc < 2; ++acc) {
           for (Index c0 : {Index(0), Index(32)}) {
             if (c0 >= cols) continue;
-            const Case cs{rows, K, cols, c0, acc == 1, (cases % 2) == 0};
+            const Case cs{rows, K, cols, c0, acc == 1, (cases % 2) == 0, (cases % 3) == 0};
             const double e = RunCase(cs, &g);
             ++cases;
             worst = std::max(worst, e);
@@ -117,7 +123,7 @@ int main() {
   }
   // The long-K product of a step at 20x128x512x1024 (one thread's slice of columns).
   {
-    const Case cs{128, 1024, 256, 0, true, true};
+    const Case cs{128, 1024, 256, 0, true, true, true};
     const double e = RunCase(cs, &g);
     ++cases;
     worst = std::max(worst, e);
@@ -132,6 +138,14 @@ int main() {
               static_cast<long long>(bf16::amx::EmuShortProducts()));
   if (bf16::amx::Enabled() && bf16::amx::EmuProducts() == 0) {
     std::printf("FAIL no case ran on the tiles\n");
+    return 1;
+  }
+  std::printf("amx_checks: %lld lines of B fetched ahead, %lld of them outside B\n",
+              static_cast<long long>(bf16::amx::EmuFetchCount().load()),
+              static_cast<long long>(bf16::amx::EmuFetchOutside().load()));
+  if (bf16::amx::EmuFetchOutside().load() != 0 ||
+      (bf16::amx::Enabled() && bf16::amx::EmuFetchCount().load() == 0)) {
+    std::printf("FAIL the fetches ahead of the streaming cases\n");
     return 1;
   }
 #endif

@@ -3,7 +3,8 @@ TF_RNN_OPS_BF16_AMX=0 turns them off) through bf16::GemmConverted, checked by
 tests/amx_checks.cc against a double reference of the same bf16 operands over shapes around the
 tiles' edges (rows, pairs and columns below, at and past multiples of 16, the ones past on tiles
 configured for them; both panel widths and a last panel of 1-15 columns; odd K; accumulate or
-not; column ranges that must leave the other columns alone; operands on cache lines or off).
+not; column ranges that must leave the other columns alone; operands on cache lines or off;
+B's next pieces fetched ahead where the caller says B streams, inside B).
 
 Here the tile instructions are emulated in C++ (TFRNN_AMX_EMULATE: tools/build_amx_checks.sh
 with EMULATE=1), which runs the kernel's blocking, strides and tails on any CPU with
@@ -65,6 +66,10 @@ def test_tiles_emulated(emulated):
     assert m, out
     assert int(m.group(1)) > 10000, out  # the cases past 16 pairs ran on tiles
     assert int(m.group(2)) > 1000, out  # and their rows and pairs past the last whole tiles too
+    # The cases told that B streams fetched its next pieces ahead, every line inside B.
+    m = re.search(r"(\d+) lines of B fetched ahead, (\d+) of them outside B", out)
+    assert m, out
+    assert int(m.group(1)) > 1000 and int(m.group(2)) == 0, out
 
 
 def test_register_blocks_alone(emulated):

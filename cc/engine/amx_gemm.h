@@ -55,6 +55,15 @@ constexpr Index kTileRows = 16;   // rows of every tile (A, B: pair rows; C: row
 constexpr Index kTilePairs = 16;  // pair words in a row of an A tile (32 bf16 of K)
 constexpr Index kTileCols = 16;   // columns of a B or C tile
 
+// B's next piece fetched into L2 while the tiles multiply the piece before it (PanelTiles'
+// pf, npf) for a product whose caller says B streams (bf16::GemmConverted's `streams`: a
+// step's product whose thread reads more than kStreamBytes of packed weights at every step,
+// more than a core's L2 on the Xeons with AMX; rnn_cpu_common.h RnnStreamsR). Where B stays in
+// L2 the fetches cost 15-22 % (bf16 LSTM inference, 2 threads: 50×32×128×512, 100×64×256×256,
+// 100×16×512×512, fetched from 64 or 256 KiB of B a call); where it streams they saved 7-8 %
+// of the whole inference at 20×128×512×1024 (4 MiB of R a thread; docs/PERFORMANCE_AMX.md).
+constexpr Index kStreamBytes = Index(2) << 20;
+
 #if TFRNN_AMX_KERNELS
 
 // Whether the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24 and 22) and Linux
@@ -161,7 +170,29 @@ inline void EmuDp(int c, int a, int b) {
     std::memcpy(x.t[c][m], acc, 64);
   }
 }
+// Lines of B fetched ahead (PanelTiles' pf), and those of them outside the bytes the test
+// names as B's (EmuFetchBounds; none named: not checked).
+inline std::atomic<int64_t>& EmuFetchCount() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+inline std::atomic<int64_t>& EmuFetchOutside() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+inline const char** EmuFetchBounds() {
+  static const char* bounds[2] = {nullptr, nullptr};
+  return bounds;
+}
+inline void EmuFetch(const char* p) {
+  EmuFetchCount().fetch_add(1, std::memory_order_relaxed);
+  const char** b = EmuFetchBounds();
+  if (b[0] != nullptr && (p < b[0] || p >= b[1])) {
+    EmuFetchOutside().fetch_add(1, std::memory_order_relaxed);
+  }
+}
 #define TFRNN_AMX_TARGET
+#define TFRNN_TILE_FETCH(p) EmuFetch(p)
 #define TFRNN_TILE_LOAD(t, p, s) EmuLoad(t, p, s)
 #define TFRNN_TILE_STORE(t, p, s) EmuStore(t, p, s)
 #define TFRNN_TILE_ZERO(t) EmuZero(t)
@@ -177,6 +208,7 @@ inline void ConfigureTiles(Index rows, Index pairs, Index cols0, Index cols1) {
 inline void ReleaseTiles() {}
 #else
 #define TFRNN_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+#define TFRNN_TILE_FETCH(p) _mm_prefetch(p, _MM_HINT_T1)
 #define TFRNN_TILE_LOAD(t, p, s) _tile_loadd(t, p, s)
 #define TFRNN_TILE_STORE(t, p, s) _tile_stored(t, p, s)
 #define TFRNN_TILE_ZERO(t) _tile_zero(t)
@@ -197,9 +229,16 @@ TFRNN_AMX_TARGET inline void ReleaseTiles() { _tile_release(); }
 // panel's CT tiles of columns (pair rows w words apart), over k2 pairs (a multiple of 16, or
 // fewer than 16), each tile's rows, pairs and columns as configured (FillConfig). Tile
 // registers: C 0-3 (C_ij at 2i + j), A 4-5, B 6-7.
+// Fetch (nullable): `per` lines of the next operand piece fetched into L2 at each of the
+// block's steps, from *fetch on, until *left lines are fetched (PanelTiles).
+struct Fetch {
+  const char* p = nullptr;
+  Index left = 0, per = 0;
+};
 template <int RT, int CT>
 TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, const uint32_t* b,
-                                      Index w, float* c, Index ldc, bool accumulate) {
+                                      Index w, float* c, Index ldc, bool accumulate,
+                                      Fetch* fetch = nullptr) {
   const Index sa = lda * 4, sb = w * 4, sc = ldc * 4;
   float* c10 = c + kTileRows * ldc;
   if (accumulate) {
@@ -214,6 +253,12 @@ TFRNN_AMX_TARGET inline void TileBlock(Index k2, const uint32_t* a, Index lda, c
     if (RT > 1 && CT > 1) TFRNN_TILE_ZERO(3);
   }
   for (Index q = 0; q < k2; q += kTilePairs) {
+    if (fetch != nullptr) {
+      for (Index e = std::min(fetch->per, fetch->left); e > 0; --e, --fetch->left) {
+        TFRNN_TILE_FETCH(fetch->p);
+        fetch->p += 64;
+      }
+    }
     TFRNN_TILE_LOAD(4, a + q, sa);
     if (RT > 1) TFRNN_TILE_LOAD(5, a + kTileRows * lda + q, sa);
     TFRNN_TILE_LOAD(6, b + q * w, sb);
@@ -247,17 +292,23 @@ TFRNN_AMX_TARGET inline void End() {
 // C[0:rows, 0:w] (+)= A · B of one panel of w columns (pair rows w words apart; CT = 2 for 17-32
 // columns, 1 for 1-16) over k2 pairs, rows a multiple of 16: blocks of 32 rows, then one of
 // 16. Configured for 16 rows, for 16 pairs (k2 a multiple of 16) or for k2 < 16 pairs, and
-// for the panel's columns.
+// for the panel's columns. pf, npf: npf lines from pf (B's next piece, bf16_gemm.h
+// GemmConverted) fetched into L2 over the blocks' steps, as many at each.
 template <int CT>
 TFRNN_AMX_TARGET inline void PanelTiles(Index rows, Index k2, const uint32_t* a, Index lda,
                                        const uint32_t* b, Index w, float* c, Index ldc,
-                                       bool accumulate) {
+                                       bool accumulate, const char* pf = nullptr,
+                                       Index npf = 0) {
   __asm__ __volatile__("" ::: "memory");
+  const Index steps = (rows + 2 * kTileRows - 1) / (2 * kTileRows) *
+                      ((k2 + kTilePairs - 1) / kTilePairs);
+  Fetch f{pf, npf, (npf + steps - 1) / std::max<Index>(1, steps)};
+  Fetch* fp = pf != nullptr && npf > 0 ? &f : nullptr;
   Index r = 0;
   for (; r + 2 * kTileRows <= rows; r += 2 * kTileRows) {
-    TileBlock<2, CT>(k2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+    TileBlock<2, CT>(k2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate, fp);
   }
-  if (r < rows) TileBlock<1, CT>(k2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate);
+  if (r < rows) TileBlock<1, CT>(k2, a + r * lda, lda, b, w, c + r * ldc, ldc, accumulate, fp);
   __asm__ __volatile__("" ::: "memory");
 }
 
@@ -271,6 +322,7 @@ TFRNN_AMX_TARGET inline void TailTiles(Index k2, const uint32_t* a, Index lda, c
   __asm__ __volatile__("" ::: "memory");
 }
 
+#undef TFRNN_TILE_FETCH
 #undef TFRNN_TILE_LOAD
 #undef TFRNN_TILE_STORE
 #undef TFRNN_TILE_ZERO
@@ -283,7 +335,7 @@ inline void Configure(Index, Index, Index = kTileCols, Index = kTileCols) {}
 inline void End() {}
 template <int CT>
 void PanelTiles(Index, Index, const uint32_t*, Index, const uint32_t*, Index, float*, Index,
-                bool) {}
+                bool, const char* = nullptr, Index = 0) {}
 template <int CT>
 void TailTiles(Index, const uint32_t*, Index, const uint32_t*, Index, float*, Index, bool) {}
 

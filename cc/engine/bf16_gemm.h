@@ -542,13 +542,15 @@ constexpr Index kStreamedBytes = Index(4) << 20;
 
 // C[rows, c0:c1] (+)= A · B over the panels of columns [c0, c1) (panel boundaries), A as
 // pair words (K2 = ceil(K/2) per row, stride lda), B packed by Pack with the same K and cols.
-// K in chunks (ChunkPairs).
+// K in chunks (ChunkPairs). streams: B's next piece fetched on tiles too (amx::kStreamBytes).
 TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Index c0,
                                             Index c1, const uint32_t* a, Index lda,
                                             const float* bp, float* c, Index ldc,
-                                            bool accumulate) {
+                                            bool accumulate, bool streams = false) {
   const Index K2 = Pairs(K);
-  const bool fetch = (c1 - c0) * K2 * Index(sizeof(uint32_t)) >= kStreamedBytes;
+  const bool tiles = amx::Enabled();
+  const bool fetch =
+      (c1 - c0) * K2 * Index(sizeof(uint32_t)) >= kStreamedBytes || (tiles && streams);
   // B's next piece, panel col's chunk of `pairs` pairs from pair q0: *pf its bytes, *npf its
   // cache lines.
   auto piece = [&](Index col, Index q0, Index pairs, const char** pf, Index* npf) {
@@ -557,7 +559,6 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
                                         q0 * w);
     *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
   };
-  const bool tiles = amx::Enabled();
   // A's rows copied to cache lines where they do not start on them (the buffers above do).
   if (tiles && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || lda % amx::kTilePairs != 0)) {
     thread_local AlignedScratch<uint32_t> copy;
@@ -604,12 +605,20 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
             const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + (q0 + k0) * w;
             const uint32_t* ar = a + r0 * lda + q0 + k0;
             float* cr = c + r0 * ldc + col;
+            // B's next piece fetched by the whole tiles' part (as the register blocks below).
+            const char* pf = nullptr;
+            Index npf = 0;
+            if (fetch && part == 0 && col + w < c1) {
+              piece(col + w, q0, kq, &pf, &npf);
+            } else if (fetch && part == 0 && q0 + kq < K2) {
+              piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
+            }
             if (tail_rows) {
               (w > kLanes ? amx::TailTiles<2> : amx::TailTiles<1>)(k1 - k0, ar, lda, b, w, cr,
                                                                    ldc, pacc);
             } else {
-              (w > kLanes ? amx::PanelTiles<2> : amx::PanelTiles<1>)(r1 - r0, k1 - k0, ar, lda,
-                                                                     b, w, cr, ldc, pacc);
+              (w > kLanes ? amx::PanelTiles<2> : amx::PanelTiles<1>)(
+                  r1 - r0, k1 - k0, ar, lda, b, w, cr, ldc, pacc, pf, npf);
             }
             col += w;
           }
@@ -656,13 +665,14 @@ TFRNN_BF16_TARGET inline const uint32_t* ConvertOnce(Index rows, Index K, const 
   ConvertRows(0, rows, K, a, lda, b, ld);
   return b;
 }
-// A's pair words row r at words + r · lda (0: WordStride(K), ConvertOnce's).
+// A's pair words row r at words + r · lda (0: WordStride(K), ConvertOnce's); streams as
+// GemmConverted's.
 TFRNN_BF16_TARGET inline void GemmWords(Index rows, Index K, Index cols, const uint32_t* words,
                                         const float* bp, float* c, Index ldc, bool accumulate,
-                                        Index lda = 0) {
+                                        Index lda = 0, bool streams = false) {
   if (rows <= 0 || cols <= 0) return;
   GemmConverted(rows, K, cols, 0, cols, words, lda > 0 ? lda : WordStride(K), bp, c, ldc,
-                accumulate);
+                accumulate, streams);
 }
 TFRNN_BF16_TARGET inline void GemmPacked(Index rows, Index K, Index cols, const float* a,
                                          Index lda, const float* bp, float* c, Index ldc,
@@ -782,7 +792,7 @@ void TransposePairsInto(Index, Index, const S*, Index, float*, Index) {
   std::abort();
 }
 inline void GemmWords(Index, Index, Index, const uint32_t*, const float*, float*, Index, bool,
-                      Index = 0) {
+                      Index = 0, bool = false) {
   std::abort();
 }
 enum Reuse { kReuseNone = 0, kReuseA = 1, kReuseB = 2 };

@@ -601,6 +601,7 @@ struct Rows {
   bool b16 = false;
   const uint32_t* words = nullptr;
   Index wld = 0;  // words' row stride (0: Pairs(K), ConvertOnce's)
+  bool streams = false;  // the products' B streams from past L2 (bf16::GemmConverted)
 };
 // Rows of an even number of bf16 words, lda16 words apart (even): each row its pair words.
 template <typename A>
@@ -627,7 +628,7 @@ void Gemm(Index rows, Index K, Index cols, const Rows<A>& a, const A* bp, A* c, 
           bool accumulate) {
   if constexpr (std::is_same<A, float>::value) {
     if (a.words != nullptr) {
-      return bf16::GemmWords(rows, K, cols, a.words, bp, c, ldc, accumulate, a.wld);
+      return bf16::GemmWords(rows, K, cols, a.words, bp, c, ldc, accumulate, a.wld, a.streams);
     }
   }
   Gemm<A>(rows, K, cols, a.a, a.lda, bp, c, ldc, accumulate, a.b16);

@@ -272,6 +272,8 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
   // product of K·H columns instead of K of H (fewer partial panels and calls: a gate of 128
   // columns is panels of 48, 48 and 32, the four gates together ten of 48 and one of 32).
   const bool merged = blocks == 1 && !reset_before && GM <= 1;
+  const bool r_streams =
+      RnnStreamsR(b16, KR, KH, std::min<Index>(d.numThreads(), blocks));  // (bf16 on tiles)
   const Index KG = merged ? 1 : K;  // products per unit block and operand
   // A batch block of a one-layer call (ForwardBatchBlocks) on that one product, packed, not
   // in the lanes: its pieces of the weights every such block of the same layout reads
@@ -658,7 +660,10 @@ void LayerForward(const CpuDevice& d, const RnnSpec& s, Index pseudo, const Laye
         packed::Rows<A> h;  // converted again only for another operand (h ⊙ mask_k)
         for (Index k = 0; k < KG; ++k) {
           if (reset_before && k == pn) continue;
-          if (h.a != h_rec(k)) h = packed::PrepareRows<A>(B, Hs, h_rec(k), Hs, b16, 1);
+          if (h.a != h_rec(k)) {
+            h = packed::PrepareRows<A>(B, Hs, h_rec(k), Hs, b16, 1);
+            h.streams = r_streams;
+          }
           block_gemm(tau, x, h, k, j0, merged ? KH : len);
         }
       }

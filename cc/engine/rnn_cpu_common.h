@@ -390,6 +390,15 @@ inline Index TileBatchBlocks(const RnnSpec& s, Index n) {
   return n > 1 && tiles && RnnBatchBlockWeights(s) > kBatchBlockTileWeights ? 1 : n;
 }
 
+// Whether a step's products on AMX tiles read their packed weights (KR rows of KH columns, as
+// bf16 pairs) from past a core's L2: each of the step's `threads` reads more than
+// bf16::amx::kStreamBytes of them at every step (bf16::GemmConverted then fetches B ahead).
+inline bool RnnStreamsR(bool b16, Index KR, Index KH, Index threads) {
+  return b16 && bf16::amx::Enabled() &&
+         bf16::Pairs(KR) * KH * Index(sizeof(uint32_t)) >
+             bf16::amx::kStreamBytes * std::max<Index>(1, threads);
+}
+
 // The batch blocks of a forward whose rows a block writes in place (training, the LSTM block
 // ops): RnnBatchBlocks where RnnTrainBatchBlocks holds with this CPU's products (and
 // TileBatchBlocks), else 1.
