@@ -141,10 +141,10 @@ int main() {
     return 1;
   }
   std::printf("amx_checks: %lld lines of B fetched ahead, %lld of them outside B\n",
-              static_cast<long long>(bf16::amx::EmuFetchCount().load()),
-              static_cast<long long>(bf16::amx::EmuFetchOutside().load()));
-  if (bf16::amx::EmuFetchOutside().load() != 0 ||
-      (bf16::amx::Enabled() && bf16::amx::EmuFetchCount().load() == 0)) {
+              static_cast<long long>(bf16::amx::EmuFetched()),
+              static_cast<long long>(bf16::amx::EmuFetchedOutside()));
+  if (bf16::amx::EmuFetchedOutside() != 0 ||
+      (bf16::amx::Enabled() && bf16::amx::EmuFetched() == 0)) {
     std::printf("FAIL the fetches ahead of the streaming cases\n");
     return 1;
   }

@@ -139,24 +139,26 @@ inline float EmuHalf(const uint8_t* row, Index i) {  // bf16 element i of a row,
   std::memcpy(&h, row + 2 * i, 2);
   return Widen(h);
 }
-// Tile products run, in all threads (the tests' evidence that the tiles ran), and those of
-// them on fewer than 16 rows, pairs or columns.
-inline std::atomic<int64_t>& EmuProductCount() {
-  static std::atomic<int64_t> n{0};
-  return n;
+// Counts over all threads (the tests' evidence): the tile products run, those of them on
+// fewer than 16 rows, pairs or columns, the lines of B fetched ahead (PanelTiles' pf) and
+// those of them outside the bytes the test names as B's (EmuFetchBounds; none named: not
+// checked).
+enum EmuCounter { kEmuProducts, kEmuShortProducts, kEmuFetched, kEmuFetchedOutside };
+inline std::atomic<int64_t>& EmuCount(EmuCounter i) {
+  static std::atomic<int64_t> n[4] = {{0}, {0}, {0}, {0}};
+  return n[i];
 }
-inline std::atomic<int64_t>& EmuShortProductCount() {
-  static std::atomic<int64_t> n{0};
-  return n;
-}
-inline int64_t EmuProducts() { return EmuProductCount().load(); }
-inline int64_t EmuShortProducts() { return EmuShortProductCount().load(); }
+inline void EmuAdd(EmuCounter i) { EmuCount(i).fetch_add(1, std::memory_order_relaxed); }
+inline int64_t EmuProducts() { return EmuCount(kEmuProducts).load(); }
+inline int64_t EmuShortProducts() { return EmuCount(kEmuShortProducts).load(); }
+inline int64_t EmuFetched() { return EmuCount(kEmuFetched).load(); }
+inline int64_t EmuFetchedOutside() { return EmuCount(kEmuFetchedOutside).load(); }
 inline void EmuDp(int c, int a, int b) {
-  EmuProductCount().fetch_add(1, std::memory_order_relaxed);
+  EmuAdd(kEmuProducts);
   EmuTiles& x = Tiles();
   const Index pairs = x.colsb[a] / 4, ncols = x.colsb[c] / 4;
   if (x.rows[c] < kTileRows || pairs < kTilePairs || ncols < kTileCols) {
-    EmuShortProductCount().fetch_add(1, std::memory_order_relaxed);
+    EmuAdd(kEmuShortProducts);
   }
   for (Index m = 0; m < x.rows[c]; ++m) {
     float acc[kTileCols];
@@ -170,26 +172,14 @@ inline void EmuDp(int c, int a, int b) {
     std::memcpy(x.t[c][m], acc, 64);
   }
 }
-// Lines of B fetched ahead (PanelTiles' pf), and those of them outside the bytes the test
-// names as B's (EmuFetchBounds; none named: not checked).
-inline std::atomic<int64_t>& EmuFetchCount() {
-  static std::atomic<int64_t> n{0};
-  return n;
-}
-inline std::atomic<int64_t>& EmuFetchOutside() {
-  static std::atomic<int64_t> n{0};
-  return n;
-}
 inline const char** EmuFetchBounds() {
   static const char* bounds[2] = {nullptr, nullptr};
   return bounds;
 }
 inline void EmuFetch(const char* p) {
-  EmuFetchCount().fetch_add(1, std::memory_order_relaxed);
+  EmuAdd(kEmuFetched);
   const char** b = EmuFetchBounds();
-  if (b[0] != nullptr && (p < b[0] || p >= b[1])) {
-    EmuFetchOutside().fetch_add(1, std::memory_order_relaxed);
-  }
+  if (b[0] != nullptr && (p < b[0] || p >= b[1])) EmuAdd(kEmuFetchedOutside);
 }
 #define TFRNN_AMX_TARGET
 #define TFRNN_TILE_FETCH(p) EmuFetch(p)
