@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
                           {32, 512, 1024, "50x32x128x512 step, a core's half"},
                           {64, 512, 256, "a GemmLarge tile (K = 512)"}};
   for (const Shape& s : shapes) {
-    const Index K2 = bf16::Pairs(s.K), ld = bf16::WordStride(s.K);
+    const Index ld = bf16::WordStride(s.K);
     std::vector<float> af(s.rows * s.K, 0.5f), bf(s.K * s.cols, 0.25f);
     uint32_t* a = Buffer<uint32_t>(s.rows * ld, offset);
     bf16::ConvertRows(0, s.rows, s.K, af.data(), s.K, a, ld);
@@ -126,7 +126,6 @@ int main(int argc, char** argv) {
       cs.push_back(Buffer<float>(s.rows * s.cols, 0));
       std::fill(cs.back(), cs.back() + s.rows * s.cols, 0.f);
     }
-    (void)K2;
     for (int cold_b = 0; cold_b < 2; ++cold_b) {
       for (int cold_c = 0; cold_c < 2; ++cold_c) {
         int i = 0;

@@ -59,8 +59,8 @@ constexpr Index kTileCols = 16;   // columns of a B or C tile
 // pf, npf) for a product whose caller says B streams (bf16::GemmConverted's `streams`: a
 // step's product whose thread reads more than kStreamBytes of packed weights at every step,
 // more than a core's L2 on the Xeons with AMX; rnn_cpu_common.h RnnStreamsR), or whose own B
-// passes bf16::kStreamedBytes (as for the register blocks). Where B stays in
-// L2 the fetches cost 15-22 % (bf16 LSTM inference, 2 threads: 50×32×128×512, 100×64×256×256,
+// passes bf16::kStreamedBytes (as for the register blocks). Where B stays in L2 the fetches
+// cost 15-22 % (bf16 LSTM inference, 2 threads: 50×32×128×512, 100×64×256×256,
 // 100×16×512×512, fetched from 64 or 256 KiB of B a call); where it streams they saved 7-8 %
 // of the whole inference at 20×128×512×1024 (4 MiB of R a thread; docs/PERFORMANCE_AMX.md).
 constexpr Index kStreamBytes = Index(2) << 20;

@@ -551,14 +551,6 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
   const bool tiles = amx::Enabled();
   const bool fetch =
       (c1 - c0) * K2 * Index(sizeof(uint32_t)) >= kStreamedBytes || (tiles && streams);
-  // B's next piece, panel col's chunk of `pairs` pairs from pair q0: *pf its bytes, *npf its
-  // cache lines.
-  auto piece = [&](Index col, Index q0, Index pairs, const char** pf, Index* npf) {
-    const Index w = PanelWidth(col, cols);
-    *pf = reinterpret_cast<const char*>(reinterpret_cast<const uint32_t*>(bp + col * K) +
-                                        q0 * w);
-    *npf = (pairs * w * Index(sizeof(uint32_t)) + 63) / 64;
-  };
   // A's rows copied to cache lines where they do not start on them (the buffers above do).
   if (tiles && (reinterpret_cast<uintptr_t>(a) % 64 != 0 || lda % amx::kTilePairs != 0)) {
     thread_local AlignedScratch<uint32_t> copy;
@@ -571,6 +563,26 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
   const Index chunk = tiles ? std::max(amx::kTilePairs, ChunkPairs(rows) / amx::kTilePairs *
                                                             amx::kTilePairs)
                             : ChunkPairs(rows);
+  // The piece of B after the panel at col (w columns) of the chunk of kq pairs from q0 (the
+  // next panel's chunk, else the first panel's next chunk), to fetch while that panel's row
+  // blocks run: *pf its bytes, *npf its cache lines (none where B does not stream, or at the
+  // last piece).
+  auto next_piece = [&](Index col, Index w, Index q0, Index kq, const char** pf, Index* npf) {
+    *pf = nullptr;
+    *npf = 0;
+    if (!fetch) return;
+    Index ncol = col + w, nq = q0, pairs = kq;
+    if (ncol >= c1) {
+      if (q0 + kq >= K2) return;
+      ncol = c0;
+      nq = q0 + kq;
+      pairs = std::min(chunk, K2 - nq);
+    }
+    const Index nw = PanelWidth(ncol, cols);
+    *pf = reinterpret_cast<const char*>(reinterpret_cast<const uint32_t*>(bp + ncol * K) +
+                                        nq * nw);
+    *npf = (pairs * nw * Index(sizeof(uint32_t)) + 63) / 64;
+  };
   // On tiles, per chunk: the whole tiles of rows over the whole tiles of pairs, then over the
   // pairs past them, then the rows past the whole tiles of rows the same two ways; each part
   // over the panels of 16 or 32 columns, then the last panel of other widths, each under its
@@ -608,11 +620,7 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
             // B's next piece fetched by the whole tiles' part (as the register blocks below).
             const char* pf = nullptr;
             Index npf = 0;
-            if (fetch && part == 0 && col + w < c1) {
-              piece(col + w, q0, kq, &pf, &npf);
-            } else if (fetch && part == 0 && q0 + kq < K2) {
-              piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
-            }
+            if (part == 0) next_piece(col, w, q0, kq, &pf, &npf);
             if (tail_rows) {
               (w > kLanes ? amx::TailTiles<2> : amx::TailTiles<1>)(k1 - k0, ar, lda, b, w, cr,
                                                                    ldc, pacc);
@@ -629,14 +637,9 @@ TFRNN_BF16_TARGET inline void GemmConverted(Index rows, Index K, Index cols, Ind
     for (Index col = c0; col < c1;) {
       const Index w = PanelWidth(col, cols);
       const uint32_t* b = reinterpret_cast<const uint32_t*>(bp + col * K) + q0 * w;
-      // B's next piece: the next panel's chunk, else the first panel's next chunk.
-      const char* pf = nullptr;
-      Index npf = 0;
-      if (fetch && col + w < c1) {
-        piece(col + w, q0, kq, &pf, &npf);
-      } else if (fetch && q0 + kq < K2) {
-        piece(c0, q0 + kq, std::min(chunk, K2 - q0 - kq), &pf, &npf);
-      }
+      const char* pf;
+      Index npf;
+      next_piece(col, w, q0, kq, &pf, &npf);
       if (w == kWide) {
         PanelRows<2>(rows, kq, a + q0, lda, b, w, c + col, ldc, acc, pf, npf);
       } else if (w > kLanes) {  // the last 17-31 columns
